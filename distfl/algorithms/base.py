@@ -1,0 +1,82 @@
+"""What a clustering algorithm sees: plans and reports as arrays, never a communicator.
+
+The runtime asks the algorithm for each round's plan (which clients train from which
+cluster model), runs it on the workers, aggregates the cluster models, and hands the
+per-client reports back. The algorithm keeps the cluster hierarchy.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass
+class RoundPlan:
+    """One round: ``train[k] = c`` means client k trains from the model of cluster ``c``."""
+
+    round: int
+    train: dict[int, str]
+    #: clients whose updated model must travel to the server this round
+    return_models: frozenset[int] = frozenset()
+
+    def clusters(self) -> list[str]:
+        """The cluster ids the plan needs, in a fixed (sorted) order."""
+        return sorted(set(self.train.values()))
+
+
+@dataclass
+class ClientReports:
+    """What the sampled clients sent back, rows in ascending client id."""
+
+    clients: np.ndarray  # [n] int64
+    losses: np.ndarray  # [n, S] the loss of every local step
+    num_samples: np.ndarray  # [n] int64
+    models: np.ndarray | None = None  # [n, P] float32, only for clients in return_models
+
+
+@dataclass
+class Split:
+    """A cluster that became several: the children ids and their members."""
+
+    parent: str
+    children: dict[str, np.ndarray]
+    info: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class ClusteringAlgorithm(ABC):
+    """Base class of the clustering algorithms; one instance lives on the server."""
+
+    name: str = ""
+
+    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int):
+        self.num_clients = num_clients
+        self.clients_per_round = clients_per_round
+        self.seed = seed
+
+    @abstractmethod
+    def clusters(self) -> dict[str, np.ndarray]:
+        """The current leaf clusters: id -> member client ids (ascending)."""
+
+    @abstractmethod
+    def plan_round(self, round_index: int) -> RoundPlan: ...
+
+    @abstractmethod
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+        """Take the round's reports; return the splits it made (the runtime copies models)."""
+
+    def assignment(self) -> tuple[list[str], np.ndarray]:
+        """(leaf ids, index of each client's leaf)."""
+        leaves = sorted(self.clusters())
+        out = np.full(self.num_clients, -1, dtype=np.int64)
+        for i, leaf in enumerate(leaves):
+            out[self.clusters()[leaf]] = i
+        return leaves, out
+
+    @abstractmethod
+    def state_dict(self) -> dict: ...
+
+    @abstractmethod
+    def load_state_dict(self, state: dict) -> None: ...

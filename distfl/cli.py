@@ -1,0 +1,94 @@
+"""``distfl run|keys`` (also ``python -m distfl``).
+
+Bad input exits with code 2 and one line on stderr; a failed collective (a peer rank
+died, a timeout) exits with code 3 and one line naming the rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from distfl import __version__
+from distfl.errors import CommError, UserError
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2, as for config errors
+        self.exit(2, f"distfl: error: {message} (see distfl {self.prog.split()[-1]} --help)\n")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="distfl", description="Cluster-scale emulator for clustered federated learning.")
+    p.add_argument("--version", action="version", version=f"distfl {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="run a federation (alone, under torchrun, mpiexec or srun)")
+    run.add_argument("--config", metavar="FILE.toml", help="TOML config file")
+    run.add_argument("--preset", metavar="NAME", help="start from a named preset (see `distfl keys`)")
+    run.add_argument(
+        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        help="override one key, e.g. --set run.rounds=50 (value read as TOML); repeatable",
+    )
+    run.add_argument("--out", metavar="RUN.h5", help="HDF5 run file (same as --set run.out=...)")
+    run.add_argument(
+        "--comm", choices=("auto", "local", "torch", "mpi"), help="communicator (comm.backend)"
+    )
+    sub.add_parser("keys", help="list every config key with its type and default, and the presets")
+    return p
+
+
+def _config_from_args(args: argparse.Namespace):
+    from distfl import config
+
+    overrides = list(args.overrides)
+    if args.out:
+        overrides.append(f"run.out={_toml_str(args.out)}")
+    if args.comm:
+        overrides.append(f"comm.backend={_toml_str(args.comm)}")
+    return config.load(path=args.config, preset=args.preset, overrides=overrides)
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _cmd_keys() -> int:
+    from distfl.config import PRESETS, describe_keys
+
+    for key, kind, default in describe_keys():
+        print(f"{key:28s} {kind:44s} default {default}")
+    print("presets: " + ", ".join(PRESETS))
+    return 0
+
+
+def _is_rank0() -> bool:
+    from distfl.comm.env import detect
+
+    try:
+        return detect().rank == 0
+    except (KeyError, ValueError):
+        return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "keys":
+            return _cmd_keys()
+        if args.command == "run":
+            config = _config_from_args(args)
+            from distfl.runtime import run
+
+            run(config)
+            return 0
+    except UserError as exc:
+        if _is_rank0():  # every rank sees the same bad input; one line is enough
+            print(f"distfl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except CommError as exc:
+        print(f"distfl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("distfl: interrupted", file=sys.stderr)
+        return 130
+    return 1

@@ -1,0 +1,57 @@
+"""The collective interface the runtime speaks; three implementations beside this file.
+
+Collectives move tensors (flat buffers), never pickled objects. Every implementation
+counts the bytes it moves between processes, so a run can report its traffic.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+
+import torch
+
+
+class Communicator(ABC):
+    """Rank 0 is the federation's server; ranks 1..W-1 host clients."""
+
+    rank: int
+    world_size: int
+    local_rank: int
+    #: where tensors handed to the collectives must live (cuda for NCCL, else cpu)
+    device: torch.device
+    #: bytes this rank sent plus received over the network so far
+    bytes_moved: int
+    name: str
+
+    @property
+    def is_server(self) -> bool:
+        return self.rank == 0
+
+    @abstractmethod
+    def broadcast(self, t: torch.Tensor, src: int = 0) -> torch.Tensor:
+        """Fill ``t`` on every rank with ``src``'s ``t``; returns ``t``."""
+
+    @abstractmethod
+    def reduce_sum(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
+        """Element-wise sum of ``t`` over ranks; the sum on ``dst``, None elsewhere.
+
+        Only exact dtypes (integers) give a result independent of the reduction order;
+        the runtime sends fixed-point integer limbs (see :mod:`distfl.exact`)."""
+
+    @abstractmethod
+    def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
+        """Concatenate every rank's ``t`` (shape [n_r, *row], n_r may differ) in rank order
+        on ``dst``; None elsewhere."""
+
+    @abstractmethod
+    def barrier(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Tear down the process group; safe to call twice."""
+
+    def __enter__(self) -> Communicator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,122 @@
+"""Which launcher started this process, and where this rank sits in the world.
+
+Read from the environment only; nothing here initialises a process group.
+
+- torchrun: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``
+- Open MPI: ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``, ``OMPI_COMM_WORLD_LOCAL_RANK``
+- MPICH/Hydra and ``srun --mpi=pmi2``: ``PMI_RANK``, ``PMI_SIZE`` (``MPI_LOCALRANKID``)
+- Slurm steps (``srun`` without MPI): ``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS``,
+  ``SLURM_LOCALID``; the rendezvous host is the first node of ``SLURM_JOB_NODELIST`` and the
+  port is derived from the job id unless ``MASTER_PORT`` is set.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class LaunchInfo:
+    #: "torchrun", "mpi", "slurm" or "single"
+    launcher: str
+    rank: int
+    world_size: int
+    local_rank: int
+    #: rendezvous for torch.distributed (empty when the launcher does not give one)
+    master_addr: str = ""
+    master_port: int = 0
+
+    @property
+    def default_backend(self) -> str:
+        """The communicator ``comm.backend = "auto"`` picks for this launcher."""
+        if self.world_size == 1:
+            return "local"
+        return "mpi" if self.launcher == "mpi" else "torch"
+
+
+def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int:
+    value = env.get(key)
+    if value is None or value == "":
+        if default is None:
+            raise KeyError(key)
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"environment variable {key}={value!r} is not an integer") from None
+
+
+def expand_nodelist(nodelist: str) -> list[str]:
+    """Expand Slurm's compact host list: ``"gpu[01-03,07],cpu5"`` -> gpu01 gpu02 gpu03 gpu07 cpu5."""
+    hosts: list[str] = []
+    # split on commas that are not inside brackets
+    for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", nodelist):
+        item = item.strip()
+        if not item:
+            continue
+        m = re.fullmatch(r"([^\[]*)\[([^\]]*)\](.*)", item)
+        if not m:
+            hosts.append(item)
+            continue
+        prefix, ranges, suffix = m.groups()
+        for part in ranges.split(","):
+            if "-" in part:
+                lo, hi = part.split("-", 1)
+                width = len(lo)
+                for i in range(int(lo), int(hi) + 1):
+                    hosts.extend(expand_nodelist(f"{prefix}{i:0{width}d}{suffix}"))
+            else:
+                hosts.extend(expand_nodelist(f"{prefix}{part}{suffix}"))
+    return hosts
+
+
+def slurm_port(env: Mapping[str, str]) -> int:
+    """A rendezvous port per job, so that two jobs sharing a node do not collide."""
+    job = _int(env, "SLURM_JOB_ID", 0)
+    return 15000 + job % 20000
+
+
+def detect(env: Mapping[str, str] | None = None) -> LaunchInfo:
+    """Work out the launch from ``env`` (default: ``os.environ``)."""
+    env = os.environ if env is None else env
+    if "RANK" in env and "WORLD_SIZE" in env:
+        return LaunchInfo(
+            launcher="torchrun",
+            rank=_int(env, "RANK"),
+            world_size=_int(env, "WORLD_SIZE"),
+            local_rank=_int(env, "LOCAL_RANK", 0),
+            master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
+            master_port=_int(env, "MASTER_PORT", 29500),
+        )
+    if "OMPI_COMM_WORLD_SIZE" in env:
+        return LaunchInfo(
+            launcher="mpi",
+            rank=_int(env, "OMPI_COMM_WORLD_RANK"),
+            world_size=_int(env, "OMPI_COMM_WORLD_SIZE"),
+            local_rank=_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0),
+        )
+    if "PMI_SIZE" in env and "PMI_RANK" in env:
+        local = env.get("MPI_LOCALRANKID", env.get("SLURM_LOCALID", "0"))
+        return LaunchInfo(
+            launcher="mpi",
+            rank=_int(env, "PMI_RANK"),
+            world_size=_int(env, "PMI_SIZE"),
+            local_rank=int(local) if local.isdigit() else 0,
+        )
+    # Inside the batch script SLURM_PROCID=0 is set but only one process runs: only srun
+    # steps set SLURM_STEP_ID, so that is what marks a multi-process step.
+    if "SLURM_STEP_ID" in env and "SLURM_PROCID" in env:
+        world = _int(env, "SLURM_STEP_NUM_TASKS", _int(env, "SLURM_NTASKS", 1))
+        nodes = expand_nodelist(env.get("SLURM_STEP_NODELIST", env.get("SLURM_JOB_NODELIST", "")))
+        return LaunchInfo(
+            launcher="slurm",
+            rank=_int(env, "SLURM_PROCID"),
+            world_size=world,
+            local_rank=_int(env, "SLURM_LOCALID", 0),
+            master_addr=env.get("MASTER_ADDR", nodes[0] if nodes else "127.0.0.1"),
+            master_port=_int(env, "MASTER_PORT", slurm_port(env)),
+        )
+    return LaunchInfo(launcher="single", rank=0, world_size=1, local_rank=0)

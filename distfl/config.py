@@ -1,0 +1,385 @@
+"""Run configuration: frozen dataclasses built from defaults, a preset, a TOML file and
+``--set key=value`` overrides, in that order.
+
+Every key is checked: an unknown key, a value of the wrong type or an impossible value
+raises :class:`~distfl.errors.ConfigError` with one line naming the key and what is
+allowed. The CLI turns that into exit code 2.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, get_args, get_origin, get_type_hints
+
+from distfl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A group of clients that share a label-skew level (and, later, a transform)."""
+
+    count: int
+    alpha: float
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class RunSection:
+    seed: int = 0
+    rounds: int = 30
+    out: str = "distfl-run.h5"
+    threads: int = 1
+    device: str = "auto"
+    progress: str = "auto"
+
+
+@dataclass(frozen=True)
+class DataSection:
+    dataset: str = "digits"
+    root: str = ""
+    num_clients: int = 20
+    samples_per_client: int = 80
+    test_fraction: float = 0.25
+    groups: tuple[GroupSpec, ...] = ()
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    name: str = "mlp"
+    hidden: tuple[int, ...] = (64,)
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    local_steps: int = 8
+    batch_size: int = 16
+    lr: float = 0.05
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+    trainer: str = "sequential"
+
+
+@dataclass(frozen=True)
+class ServerSection:
+    clients_per_round: int = 10
+    aggregator: str = "fedavg"
+
+
+@dataclass(frozen=True)
+class AlgorithmSection:
+    name: str = "none"
+
+
+@dataclass(frozen=True)
+class CommSection:
+    backend: str = "auto"
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
+class EvalSection:
+    every: int = 10
+    weighted: bool = False
+
+
+@dataclass(frozen=True)
+class CheckpointSection:
+    every: int = 0
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunSection = field(default_factory=RunSection)
+    data: DataSection = field(default_factory=DataSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    server: ServerSection = field(default_factory=ServerSection)
+    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)
+    comm: CommSection = field(default_factory=CommSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+
+    @property
+    def groups(self) -> tuple[GroupSpec, ...]:
+        """The client groups; one near-IID group of all clients when none are given."""
+        if self.data.groups:
+            return self.data.groups
+        return (GroupSpec(count=self.data.num_clients, alpha=1000.0, name="all"),)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+# Allowed values of the enumerated keys. Modules that add choices (datasets, models,
+# algorithms) are listed here so that the check happens before anything is built.
+CHOICES: dict[str, tuple[str, ...]] = {
+    "run.device": ("auto", "cpu", "cuda"),
+    "run.progress": ("auto", "bar", "lines", "none"),
+    "data.dataset": ("digits",),
+    "model.name": ("mlp", "cnn", "lenet5"),
+    "train.trainer": ("sequential",),
+    "server.aggregator": ("fedavg",),
+    "algorithm.name": ("none",),
+    "comm.backend": ("auto", "local", "torch", "mpi"),
+}
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The embedded default: FedAvg on the digits data shipped with scikit-learn.
+    "digits": {},
+    # The mixed label-skew example of the README: 8 near-IID clients, 4 single-class.
+    "digits-mixed": {
+        "run": {"seed": 7, "rounds": 20},
+        "data": {
+            "num_clients": 12,
+            "samples_per_client": 60,
+            "groups": [{"count": 8, "alpha": 1000.0}, {"count": 4, "alpha": 0.0}],
+        },
+        "train": {"local_steps": 4, "batch_size": 16, "lr": 0.05},
+        "server": {"clients_per_round": 6},
+    },
+}
+
+
+def _section_types() -> dict[str, type]:
+    return get_type_hints(Config)
+
+
+def _describe(tp: Any) -> str:
+    if tp is bool:
+        return "true or false"
+    if tp is int:
+        return "an integer"
+    if tp is float:
+        return "a number"
+    if tp is str:
+        return "a string"
+    if get_origin(tp) is tuple:
+        (inner, _) = get_args(tp)
+        if inner is GroupSpec:
+            return "a list of tables like {count = 8, alpha = 0.5}"
+        return f"a list of {_describe(inner).removeprefix('an ').removeprefix('a ')}s"
+    return str(tp)
+
+
+def _coerce(key: str, value: Any, tp: Any) -> Any:
+    """Check ``value`` against the field type ``tp``; return it in canonical form."""
+    bad = ConfigError(f"{key} = {value!r}: expected {_describe(tp)}")
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise bad
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise bad
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise bad
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise bad
+        return value
+    if get_origin(tp) is tuple:
+        (inner, _) = get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise bad
+        if inner is GroupSpec:
+            return tuple(_group(f"{key}[{i}]", item) for i, item in enumerate(value))
+        return tuple(_coerce(f"{key}[{i}]", item, inner) for i, item in enumerate(value))
+    raise ConfigError(f"{key}: unsupported type {tp}")
+
+
+def _group(key: str, item: Any) -> GroupSpec:
+    if not isinstance(item, dict):
+        raise ConfigError(f"{key} = {item!r}: expected a table like {{count = 8, alpha = 0.5}}")
+    hints = get_type_hints(GroupSpec)
+    allowed = [f.name for f in dataclasses.fields(GroupSpec)]
+    for name in item:
+        if name not in hints:
+            raise ConfigError(f"unknown key {key}.{name}; allowed: {', '.join(allowed)}")
+    for required in ("count", "alpha"):
+        if required not in item:
+            raise ConfigError(f"{key}.{required} is missing; each group needs count and alpha")
+    kwargs = {name: _coerce(f"{key}.{name}", item[name], hints[name]) for name in item}
+    return GroupSpec(**kwargs)
+
+
+def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
+    """Merge a two-level ``{section: {key: value}}`` mapping into ``base``, checking names."""
+    sections = _section_types()
+    if not isinstance(update, dict):
+        raise ConfigError(f"{origin}: expected a table of sections")
+    for section, values in update.items():
+        if section not in sections:
+            raise ConfigError(
+                f"unknown section [{section}] in {origin}; allowed: {', '.join(sorted(sections))}"
+            )
+        if not isinstance(values, dict):
+            raise ConfigError(f"[{section}] in {origin}: expected a table of keys")
+        known = get_type_hints(sections[section])
+        for key, value in values.items():
+            if key not in known:
+                raise ConfigError(
+                    f"unknown key {section}.{key} in {origin}; "
+                    f"allowed in [{section}]: {', '.join(sorted(known))}"
+                )
+            base.setdefault(section, {})[key] = copy.deepcopy(value)
+
+
+def parse_set(item: str) -> tuple[str, str, Any]:
+    """Parse one ``--set section.key=value``; the value is read as TOML, else as a string."""
+    if "=" not in item:
+        raise ConfigError(f"--set {item!r}: expected section.key=value")
+    dotted, raw = item.split("=", 1)
+    dotted = dotted.strip()
+    if dotted.count(".") != 1:
+        raise ConfigError(f"--set {item!r}: the key must be section.key, e.g. run.rounds")
+    section, key = dotted.split(".")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return section, key, value
+
+
+def read_toml(path: str | Path) -> dict[str, Any]:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {p} does not exist; expected a TOML file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"config file {p} cannot be read ({exc.__class__.__name__})") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+
+
+def build(raw: dict[str, Any]) -> Config:
+    """Build and validate a :class:`Config` from a merged ``{section: {key: value}}``."""
+    sections = get_type_hints(Config)
+    built = {}
+    for section, cls in sections.items():
+        hints = get_type_hints(cls)
+        values = raw.get(section, {})
+        kwargs = {key: _coerce(f"{section}.{key}", v, hints[key]) for key, v in values.items()}
+        built[section] = cls(**kwargs)
+    config = Config(**built)
+    validate(config)
+    return config
+
+
+def load(
+    *,
+    path: str | Path | None = None,
+    preset: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+) -> Config:
+    """Defaults, then ``preset``, then the TOML file at ``path``, then ``overrides``."""
+    raw: dict[str, Any] = {}
+    if preset is not None:
+        if preset not in PRESETS:
+            raise ConfigError(f"--preset {preset!r} is unknown; allowed: {', '.join(PRESETS)}")
+        _merge(raw, PRESETS[preset], f"preset {preset!r}")
+    if path is not None:
+        _merge(raw, read_toml(path), str(path))
+    for item in overrides:
+        section, key, value = parse_set(item)
+        _merge(raw, {section: {key: value}}, "--set")
+    return build(raw)
+
+
+def from_json(text: str) -> Config:
+    """Rebuild a config from :meth:`Config.to_json` (as stored in a run file)."""
+    return build(json.loads(text))
+
+
+def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ConfigError(f"{key} = {value!r}: must be {what}")
+
+
+def validate(c: Config) -> None:
+    """Check values and the relations between them; raise ConfigError on the first problem."""
+    for dotted, allowed in CHOICES.items():
+        section, key = dotted.split(".")
+        value = getattr(getattr(c, section), key)
+        if value not in allowed:
+            raise ConfigError(f"{dotted} = {value!r}: allowed values are {', '.join(allowed)}")
+    _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
+    _range("run.rounds", c.run.rounds, 1, None, "at least 1")
+    _range("run.threads", c.run.threads, 1, None, "at least 1")
+    if not c.run.out:
+        raise ConfigError("run.out is empty: give the path of the HDF5 run file")
+    _range("data.num_clients", c.data.num_clients, 1, None, "at least 1")
+    _range("data.samples_per_client", c.data.samples_per_client, 2, None, "at least 2")
+    if not 0.0 < c.data.test_fraction < 1.0:
+        raise ConfigError(
+            f"data.test_fraction = {c.data.test_fraction!r}: must be strictly between 0 and 1"
+        )
+    n_test = round(c.data.samples_per_client * c.data.test_fraction)
+    if n_test < 1 or n_test >= c.data.samples_per_client:
+        raise ConfigError(
+            f"data.test_fraction = {c.data.test_fraction!r}: leaves no train or no test sample "
+            f"out of data.samples_per_client = {c.data.samples_per_client}"
+        )
+    for i, g in enumerate(c.data.groups):
+        _range(f"data.groups[{i}].count", g.count, 1, None, "at least 1")
+        _range(f"data.groups[{i}].alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)")
+    if c.data.groups and sum(g.count for g in c.data.groups) != c.data.num_clients:
+        total = sum(g.count for g in c.data.groups)
+        raise ConfigError(
+            f"data.groups: the counts add up to {total}, but data.num_clients = "
+            f"{c.data.num_clients}; they must be equal"
+        )
+    for i, h in enumerate(c.model.hidden):
+        _range(f"model.hidden[{i}]", h, 1, None, "at least 1")
+    _range("train.local_steps", c.train.local_steps, 1, None, "at least 1")
+    _range("train.batch_size", c.train.batch_size, 1, None, "at least 1")
+    if not c.train.lr > 0:
+        raise ConfigError(f"train.lr = {c.train.lr!r}: must be positive")
+    _range("train.momentum", c.train.momentum, 0.0, 0.999999, "in [0, 1)")
+    _range("train.weight_decay", c.train.weight_decay, 0.0, None, "non-negative")
+    _range(
+        "server.clients_per_round",
+        c.server.clients_per_round,
+        1,
+        c.data.num_clients,
+        f"between 1 and data.num_clients ({c.data.num_clients})",
+    )
+    if not c.comm.timeout_s > 0:
+        raise ConfigError(f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive")
+    _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
+    _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
+
+
+def check_world(c: Config, world_size: int) -> None:
+    """Relations between the config and the launched world, checked before any collective."""
+    num_workers = max(world_size - 1, 1)
+    if num_workers > c.data.num_clients:
+        raise ConfigError(
+            f"data.num_clients = {c.data.num_clients}: fewer clients than the {num_workers} "
+            f"worker ranks of this world of {world_size}; launch at most "
+            f"{c.data.num_clients + 1} ranks or raise data.num_clients"
+        )
+
+
+def describe_keys() -> list[tuple[str, str, str]]:
+    """(key, type, default) of every config key, for the README and ``distfl run --help``."""
+    rows = []
+    for section, cls in get_type_hints(Config).items():
+        hints = get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+            rows.append((f"{section}.{f.name}", _describe(hints[f.name]), json.dumps(default)))
+    return rows

@@ -1,0 +1,21 @@
+"""Errors that are the user's to fix: the CLI prints one line and exits with code 2."""
+
+
+class UserError(Exception):
+    """Bad input (config, data file, checkpoint). Printed as one line, exit code 2."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A config key or value that is not allowed."""
+
+
+class DataError(UserError):
+    """A data file that is missing or malformed."""
+
+
+class CommError(Exception):
+    """A collective failed: a peer rank died, or a collective timed out."""
+
+    exit_code = 3

@@ -1,0 +1,29 @@
+"""Metrics: per-client balanced accuracy and its federation mean.
+
+(WAS/WADB and Rand/ARI come with the clustering algorithms.)"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Mean over the classes present in ``y_true`` of the recall of that class."""
+    y_true = np.asarray(y_true)
+    y_pred = np.asarray(y_pred)
+    if y_true.size == 0:
+        return float("nan")
+    recalls = [np.mean(y_pred[y_true == c] == c) for c in np.unique(y_true)]
+    return float(np.mean(recalls))
+
+
+def federation_mean(values: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Mean of per-client values over the clients that have one (NaN = no test data)."""
+    values = np.asarray(values, dtype=np.float64)
+    ok = np.isfinite(values)
+    if not ok.any():
+        return float("nan")
+    if weights is None:
+        return float(values[ok].mean())
+    w = np.asarray(weights, dtype=np.float64)[ok]
+    return float((values[ok] * w).sum() / w.sum())

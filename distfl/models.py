@@ -1,0 +1,114 @@
+"""Models: an MLP, the small CNN of the FedGWC paper, LeNet-5.
+
+Each takes the dataset's input shape [C, H, W] and class count. The convolutions are
+padded ("same"), so the CNN and LeNet-5 also fit the 8x8 digits; the flattened size is
+measured with one dummy forward pass.
+
+A model state travels as one contiguous float32 flat buffer of its parameters
+(:func:`flat_params`, :func:`load_flat`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+
+def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
+    with torch.no_grad():
+        return int(features(torch.zeros(1, *input_shape)).numel())
+
+
+class MLP(nn.Module):
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Flatten()]
+        width = math.prod(input_shape)
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, num_classes))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+
+class SmallCNN(nn.Module):
+    """Two conv blocks (5x5 conv, 64 channels, ReLU, 2x2 max-pool) and three dense layers
+    (384, 192, classes): the CIFAR model of the FedGWC paper's experiments."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        channels = input_shape[0]
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(64, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+        )
+        width = _flat_size(self.features, input_shape)
+        self.classifier = nn.Sequential(
+            nn.Linear(width, 384), nn.ReLU(),
+            nn.Linear(384, 192), nn.ReLU(),
+            nn.Linear(192, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+class LeNet5(nn.Module):
+    """LeNet-5 (6 and 16 channels, 120-84-classes), the FEMNIST model of the FedGWC paper."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__()
+        channels = input_shape[0]
+        self.features = nn.Sequential(
+            nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Flatten(),
+        )
+        width = _flat_size(self.features, input_shape)
+        self.classifier = nn.Sequential(
+            nn.Linear(width, 120), nn.ReLU(),
+            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(84, num_classes),
+        )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(self.features(x))
+
+
+def build_model(
+    name: str, input_shape: tuple[int, ...], num_classes: int, *, hidden: tuple[int, ...] = (64,)
+) -> nn.Module:
+    if name == "mlp":
+        return MLP(input_shape, num_classes, hidden)
+    if name == "cnn":
+        return SmallCNN(input_shape, num_classes)
+    if name == "lenet5":
+        return LeNet5(input_shape, num_classes)
+    raise ValueError(f"unknown model {name!r}")  # config validation forbids it
+
+
+def num_params(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    """The model's parameters as one new contiguous float32 vector."""
+    return torch.cat([p.detach().reshape(-1) for p in model.parameters()]).to(torch.float32)
+
+
+def load_flat(model: nn.Module, flat: torch.Tensor) -> None:
+    """Copy a flat vector into the model's parameters, in place."""
+    offset = 0
+    with torch.no_grad():
+        for p in model.parameters():
+            n = p.numel()
+            p.copy_(flat[offset : offset + n].view_as(p))
+            offset += n
+    if offset != flat.numel():
+        raise ValueError(f"flat buffer holds {flat.numel()} values, the model {offset}")

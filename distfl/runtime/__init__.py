@@ -1,0 +1,74 @@
+"""Roles: rank 0 runs the server, ranks 1..W-1 the workers; W=1 runs both in one process."""
+
+from __future__ import annotations
+
+import sys
+from typing import TextIO
+
+import torch
+
+from distfl.comm import detect, make_communicator, resolve_backend
+from distfl.comm.base import Communicator
+from distfl.comm.env import LaunchInfo
+from distfl.config import Config, check_world
+from distfl.data import load_dataset, make_partition, shard_clients
+from distfl.models import build_model, num_params
+from distfl.runtime.protocol import STOP, run_step
+from distfl.runtime.server import Server
+from distfl.runtime.worker import Worker
+
+
+def _train_device(config: Config, comm: Communicator) -> torch.device:
+    if comm.device.type == "cuda":
+        return comm.device
+    if config.run.device == "cuda" or (config.run.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            from distfl.errors import ConfigError
+
+            raise ConfigError("run.device = 'cuda' but torch sees no CUDA device; use auto or cpu")
+        return torch.device(f"cuda:{comm.local_rank % torch.cuda.device_count()}")
+    return torch.device("cpu")
+
+
+def run(config: Config, *, info: LaunchInfo | None = None, stream: TextIO | None = None) -> dict | None:
+    """Run one federation in this process's role. Returns the summary on rank 0."""
+    info = detect() if info is None else info
+    check_world(config, info.world_size)
+    resolve_backend(config.comm.backend, info)  # a wrong backend is a config error, not a hang
+    torch.set_num_threads(config.run.threads)
+    use_cuda = config.run.device != "cpu" and torch.cuda.is_available()
+    comm = make_communicator(
+        config.comm.backend, timeout_s=config.comm.timeout_s, use_cuda=use_cuda, info=info
+    )
+    try:
+        device = _train_device(config, comm)
+        dataset = load_dataset(config)
+        partition = make_partition(config, dataset.y)
+        num_workers = max(comm.world_size - 1, 1)
+        shards = shard_clients(partition.num_train(), num_workers)
+        if comm.rank == 0:
+            worker = None
+            if comm.world_size == 1:
+                worker = Worker(config, dataset, partition, shards[0], device=device, comm_device=comm.device)
+            server = Server(
+                config, comm, labels=dataset.y, input_shape=dataset.input_shape,
+                num_classes=dataset.num_classes, partition=partition, local_worker=worker,
+                stream=stream or sys.stdout,
+            )
+            return server.run()
+        worker = Worker(
+            config, dataset, partition, shards[comm.rank - 1], device=device, comm_device=comm.device
+        )
+        while True:
+            plan, _ = run_step(
+                comm, torch.zeros(4 + 2 * config.data.num_clients, dtype=torch.int64), None,
+                num_clients=config.data.num_clients, num_params=worker.num_params,
+                num_steps=config.train.local_steps, execute=worker.execute,
+            )
+            if plan.kind == STOP:
+                return None
+    finally:
+        comm.close()
+
+
+__all__ = ["run", "build_model", "num_params"]

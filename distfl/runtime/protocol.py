@@ -1,0 +1,127 @@
+"""The step protocol shared by the server (rank 0) and the workers (ranks 1..W-1).
+
+One step:
+
+1. broadcast of the plan: an int64 tensor of fixed length ``HEADER + 2K`` —
+   header ``[kind, round, num_models, flags]``, then for each client the index of the
+   model it uses (or -1) and its task bits;
+2. broadcast of the models the plan needs, stacked as one float32 buffer ``[M, P]``;
+3. workers run the tasks of their own clients;
+4. if anyone trains: gather of the loss rows ``[client, l_1..l_S]`` (float64) and one
+   reduce of the exact fixed-point sums ``[M, 3P + 1]`` (int64: Σ n_k Δθ_k as limbs, Σ n_k);
+   if anyone evaluates: gather of ``[client, balanced acc, acc, loss, n_test]`` rows;
+   if the plan asks for models: gather of the clients' updated models ``[n, P]``.
+
+Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
+ranks agree. With W=1 the server passes its own in-process worker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from distfl.comm.base import Communicator
+from distfl.exact import NUM_LIMBS
+
+HEADER = 4
+# step kinds
+STOP = 0
+STEP = 1
+# per-client task bits
+TRAIN = 1
+EVAL = 2
+RETURN_MODEL = 4
+EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
+
+
+@dataclass
+class Plan:
+    kind: int
+    round: int
+    num_models: int
+    model_of: np.ndarray  # [K] int64, -1 = none
+    tasks: np.ndarray  # [K] int64 task bits
+
+    def any(self, bit: int) -> bool:
+        return bool(np.any(self.tasks & bit))
+
+    def encode(self) -> torch.Tensor:
+        header = np.array([self.kind, self.round, self.num_models, 0], dtype=np.int64)
+        return torch.from_numpy(np.concatenate([header, self.model_of, self.tasks]))
+
+    @staticmethod
+    def decode(t: torch.Tensor, num_clients: int) -> Plan:
+        a = t.cpu().numpy()
+        return Plan(
+            kind=int(a[0]), round=int(a[1]), num_models=int(a[2]),
+            model_of=a[HEADER : HEADER + num_clients].copy(),
+            tasks=a[HEADER + num_clients : HEADER + 2 * num_clients].copy(),
+        )
+
+    @staticmethod
+    def stop(num_clients: int) -> Plan:
+        none = np.full(num_clients, -1, dtype=np.int64)
+        return Plan(STOP, 0, 0, none, np.zeros(num_clients, dtype=np.int64))
+
+
+@dataclass
+class StepOutput:
+    """What one rank produced in a step (a worker's share, or the whole step on the server)."""
+
+    loss_rows: torch.Tensor  # [n, 1+S] float64
+    sums: torch.Tensor | None  # [M, 3P+1] int64
+    eval_rows: torch.Tensor  # [n, EVAL_WIDTH] float64
+    model_rows: torch.Tensor  # [n, P] float32
+
+
+def empty_output(plan: Plan, *, num_steps: int, num_params: int, device: torch.device) -> StepOutput:
+    """A rank with nothing to report still joins every collective with empty rows."""
+    sums = None
+    if plan.any(TRAIN):
+        sums = torch.zeros((plan.num_models, NUM_LIMBS * num_params + 1), dtype=torch.int64)
+    return StepOutput(
+        loss_rows=torch.zeros((0, 1 + num_steps), dtype=torch.float64),
+        sums=sums.to(device) if sums is not None else None,
+        eval_rows=torch.zeros((0, EVAL_WIDTH), dtype=torch.float64),
+        model_rows=torch.zeros((0, num_params), dtype=torch.float32),
+    )
+
+
+def run_step(
+    comm: Communicator,
+    plan_t: torch.Tensor,
+    models: torch.Tensor | None,
+    *,
+    num_clients: int,
+    num_params: int,
+    num_steps: int,
+    execute,
+) -> tuple[Plan, StepOutput | None]:
+    """One step, on any rank. ``plan_t``/``models`` are filled on the server and received
+    elsewhere. ``execute(plan, models) -> StepOutput`` runs this rank's tasks, or is None
+    on a rank that hosts no clients. Returns the plan and, on the server, the step's
+    gathered output (None on workers)."""
+    comm.broadcast(plan_t, src=0)
+    plan = Plan.decode(plan_t, num_clients)
+    if plan.kind == STOP:
+        return plan, None
+    if models is None:
+        models = torch.empty((plan.num_models, num_params), dtype=torch.float32, device=comm.device)
+    comm.broadcast(models, src=0)
+    if execute is not None:
+        out = execute(plan, models)
+    else:
+        out = empty_output(plan, num_steps=num_steps, num_params=num_params, device=comm.device)
+
+    result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows)
+    if plan.any(TRAIN):
+        result.loss_rows = comm.gather_rows(out.loss_rows, dst=0)
+        result.sums = comm.reduce_sum(out.sums, dst=0)
+    if plan.any(EVAL):
+        result.eval_rows = comm.gather_rows(out.eval_rows, dst=0)
+    if plan.any(RETURN_MODEL):
+        result.model_rows = comm.gather_rows(out.model_rows.to(comm.device), dst=0)
+    return plan, (result if comm.rank == 0 else None)

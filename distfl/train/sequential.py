@@ -1,0 +1,87 @@
+"""The reference trainer: one client after another, exactly S local SGD steps each.
+
+Client k's randomness in round t (its batch order) comes from (seed, t, k) only, never
+from the worker that hosts it, so any world size trains it the same way.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+
+from distfl.config import TrainSection
+from distfl.data import ClientData
+from distfl.metrics import balanced_accuracy
+from distfl.models import flat_params, load_flat
+
+
+def client_seed(seed: int, round_index: int, client: int) -> int:
+    """A 63-bit seed for client ``client``'s randomness in round ``round_index``."""
+    state = np.random.SeedSequence([seed, round_index, client]).generate_state(2, dtype=np.uint64)
+    return int(state[0]) & (2**63 - 1)
+
+
+class BatchStream:
+    """Minibatches of a fixed size, drawn by shuffling once per pass over the data."""
+
+    def __init__(self, num_samples: int, batch_size: int, generator: torch.Generator):
+        self.n = num_samples
+        self.b = min(batch_size, num_samples)
+        self.g = generator
+        self.perm = torch.randperm(self.n, generator=self.g)
+        self.pos = 0
+
+    def next(self) -> torch.Tensor:
+        if self.pos + self.b > self.n:
+            self.perm = torch.randperm(self.n, generator=self.g)
+            self.pos = 0
+        idx = self.perm[self.pos : self.pos + self.b]
+        self.pos += self.b
+        return idx
+
+
+class SequentialTrainer:
+    """Trains one client at a time on a private copy of the model."""
+
+    def __init__(self, model: nn.Module, train: TrainSection, device: torch.device):
+        self.model = model.to(device)
+        self.cfg = train
+        self.device = device
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def train(
+        self, start: torch.Tensor, data: ClientData, *, seed: int
+    ) -> tuple[torch.Tensor, np.ndarray]:
+        """S local steps from the flat model ``start``; returns (new flat model, losses [S])."""
+        load_flat(self.model, start.to(self.device))
+        self.model.train()
+        opt = torch.optim.SGD(
+            self.model.parameters(),
+            lr=self.cfg.lr,
+            momentum=self.cfg.momentum,
+            weight_decay=self.cfg.weight_decay,
+        )
+        g = torch.Generator().manual_seed(seed)
+        batches = BatchStream(data.num_train, self.cfg.batch_size, g)
+        losses = np.empty(self.cfg.local_steps, dtype=np.float64)
+        for s in range(self.cfg.local_steps):
+            idx = batches.next().to(self.device)
+            opt.zero_grad(set_to_none=True)
+            loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])
+            loss.backward()
+            opt.step()
+            losses[s] = float(loss.detach())
+        return flat_params(self.model), losses
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, flat: torch.Tensor, data: ClientData) -> tuple[float, float, float]:
+    """(balanced accuracy, accuracy, mean loss) of the flat model on the client's test split."""
+    load_flat(model, flat)
+    model.eval()
+    logits = model(data.x_test)
+    loss = float(nn.functional.cross_entropy(logits, data.y_test))
+    pred = logits.argmax(dim=1).cpu().numpy()
+    y = data.y_test.cpu().numpy()
+    return balanced_accuracy(y, pred), float(np.mean(pred == y)), loss
