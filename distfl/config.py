@@ -31,7 +31,7 @@ class GroupSpec:
 @dataclass(frozen=True)
 class RunSection:
     seed: int = 0
-    rounds: int = 30
+    rounds: int = 40
     out: str = "distfl-run.h5"
     threads: int = 1
     device: str = "auto"
@@ -41,7 +41,6 @@ class RunSection:
 @dataclass(frozen=True)
 class DataSection:
     dataset: str = "digits"
-    root: str = ""
     num_clients: int = 20
     samples_per_client: int = 80
     test_fraction: float = 0.25
@@ -58,7 +57,7 @@ class ModelSection:
 class TrainSection:
     local_steps: int = 8
     batch_size: int = 16
-    lr: float = 0.05
+    lr: float = 0.1
     momentum: float = 0.0
     weight_decay: float = 0.0
     trainer: str = "sequential"

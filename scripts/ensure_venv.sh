@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Creates ./.venv with distfl and its dependencies when missing or stale; reuses it otherwise.
+# Sourced by run.sh and test.sh. torch is installed first, pinned (DISTFL_TORCH, default
+# torch==2.13.0), so that no unpinned requirement pulls a CUDA build on a CPU-only machine.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${DISTFL_VENV:-$root/.venv}"
+torch_spec="${DISTFL_TORCH:-torch==2.13.0}"
+stamp="$venv/.distfl-stamp"
+want="$(cat "$root/setup.cfg" "$root/scripts/ensure_venv.sh" | sha256sum | cut -c1-16) $torch_spec"
+if [[ ! -x "$venv/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]]; then
+  echo "distfl: setting up $venv (first run only)" >&2
+  python3 -m venv "$venv"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check "$torch_spec" numpy
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check -e "$root[mpi,dev]"
+  echo "$want" > "$stamp"
+fi
+export PATH="$venv/bin:$PATH"

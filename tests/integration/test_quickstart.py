@@ -1,0 +1,46 @@
+"""The README's first quick-start command runs the main job and writes the run file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import h5py
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+VENV = Path(sys.prefix)
+
+
+@pytest.mark.skipif(
+    not (VENV / ".distfl-stamp").exists(),
+    reason="the suite runs outside the venv that ./test.sh makes; ./run.sh would build another",
+)
+def test_run_sh_prints_summary_and_writes_file(tmp_path):
+    out = tmp_path / "quick.h5"
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    env["DISTFL_VENV"] = str(VENV)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "run.sh"), "--out", str(out), "--set", "run.rounds=3"],
+        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "final balanced accuracy" in proc.stdout
+    assert "client-steps/s" in proc.stdout and "bytes moved per round" in proc.stdout
+    with h5py.File(out, "r") as f:
+        assert list(f["metrics/round"][()]) == [1, 2, 3]
+        assert {"clients", "metrics", "final", "hierarchy"} <= set(f)
+
+
+def test_console_script_and_module_agree(tmp_path):
+    script = Path(sys.executable).parent / "distfl"
+    a = subprocess.run([str(script), "keys"], capture_output=True, text=True, timeout=60)
+    b = subprocess.run([sys.executable, "-m", "distfl", "keys"], capture_output=True, text=True, timeout=60)
+    assert a.returncode == 0 and b.returncode == 0
+    assert a.stdout == b.stdout
+    for key in ("run.seed", "data.groups", "server.clients_per_round", "checkpoint.every"):
+        assert key in a.stdout
