@@ -40,7 +40,7 @@ def make_communicator(
         return TorchCommunicator(info, timeout_s=timeout_s, use_cuda=use_cuda and torch.cuda.is_available())
     from distfl.comm.mpi import MPICommunicator
 
-    return MPICommunicator(info)
+    return MPICommunicator(info, timeout_s=timeout_s)
 
 
 __all__ = ["Communicator", "LaunchInfo", "detect", "make_communicator", "resolve_backend"]

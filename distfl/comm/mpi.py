@@ -2,9 +2,16 @@
 
 mpi4py is imported only when this communicator is built, so that importing distfl never
 initialises MPI. When a rank dies, the MPI launcher (``mpiexec``, ``srun``) ends the job.
+MPI has no collective timeout of its own, so a watchdog thread aborts the job when one
+collective has waited longer than ``comm.timeout_s`` (a peer that hangs without dying).
 """
 
 from __future__ import annotations
+
+import functools
+import sys
+import threading
+import time
 
 import numpy as np
 import torch
@@ -20,10 +27,47 @@ def _np(t: torch.Tensor) -> np.ndarray:
     return t.numpy()
 
 
+class _Watchdog:
+    """Calls ``expire(op)`` once if a collective stays open longer than ``timeout_s``."""
+
+    def __init__(self, timeout_s: float, expire) -> None:
+        self.timeout_s = timeout_s
+        self.expire = expire
+        self.op: str | None = None
+        self.since = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="distfl-mpi-watchdog", daemon=True)
+        self._thread.start()
+
+    def _watch(self) -> None:
+        tick = min(1.0, self.timeout_s / 10)
+        while not self._stop.wait(tick):
+            op = self.op
+            if op is not None and time.monotonic() - self.since > self.timeout_s:
+                self.expire(op)
+                return
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _collective(fn):
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        self._watchdog.since = time.monotonic()
+        self._watchdog.op = fn.__name__
+        try:
+            return fn(self, *args, **kwargs)
+        finally:
+            self._watchdog.op = None
+
+    return wrapper
+
+
 class MPICommunicator(Communicator):
     name = "mpi"
 
-    def __init__(self, info: LaunchInfo) -> None:
+    def __init__(self, info: LaunchInfo, *, timeout_s: float = 300.0) -> None:
         try:
             from mpi4py import MPI
         except ImportError as exc:
@@ -44,13 +88,25 @@ class MPICommunicator(Communicator):
         self.local_rank = info.local_rank
         self.device = torch.device("cpu")
         self.bytes_moved = 0
+        self.timeout_s = timeout_s
+        self._watchdog = _Watchdog(timeout_s, self._expire)
 
+    def _expire(self, op: str) -> None:
+        print(
+            f"distfl: error: rank {self.rank}: {op} did not complete within the "
+            f"{self.timeout_s:g} s collective timeout (a peer rank hung or died); aborting the MPI job",
+            file=sys.stderr, flush=True,
+        )
+        self._comm.Abort(3)
+
+    @_collective
     def broadcast(self, t: torch.Tensor, src: int = 0) -> torch.Tensor:
         self._comm.Bcast(_np(t), root=src)
         n = t.numel() * t.element_size()
         self.bytes_moved += n * (self.world_size - 1) if self.rank == src else n
         return t
 
+    @_collective
     def reduce_sum(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         send = _np(t)
         if self.rank == dst:
@@ -62,6 +118,7 @@ class MPICommunicator(Communicator):
         self.bytes_moved += send.nbytes
         return None
 
+    @_collective
     def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         t = t.contiguous()
         row = int(np.prod(t.shape[1:])) if t.dim() > 1 else 1
@@ -85,9 +142,10 @@ class MPICommunicator(Communicator):
 
         return from_numpy_dtype(_np(t).dtype)
 
+    @_collective
     def barrier(self) -> None:
         self._comm.Barrier()
 
     def close(self) -> None:
-        # MPI_Finalize runs at interpreter exit (mpi4py's default); nothing to do per run.
-        pass
+        # MPI_Finalize runs at interpreter exit (mpi4py's default); only the watchdog stops here.
+        self._watchdog.close()
