@@ -19,14 +19,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="distfl", description="Cluster-scale emulator for clustered federated learning.")
+    p = _Parser(
+        prog="distfl", description="Cluster-scale emulator for clustered federated learning."
+    )
     p.add_argument("--version", action="version", version=f"distfl {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="run a federation (alone, under torchrun, mpiexec or srun)")
     run.add_argument("--config", metavar="FILE.toml", help="TOML config file")
-    run.add_argument("--preset", metavar="NAME", help="start from a named preset (see `distfl keys`)")
     run.add_argument(
-        "--set", metavar="KEY=VALUE", action="append", default=[], dest="overrides",
+        "--preset", metavar="NAME", help="start from a named preset (see `distfl keys`)"
+    )
+    run.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
         help="override one key, e.g. --set run.rounds=50 (value read as TOML); repeatable",
     )
     run.add_argument("--out", metavar="RUN.h5", help="HDF5 run file (same as --set run.out=...)")

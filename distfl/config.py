@@ -334,7 +334,9 @@ def validate(c: Config) -> None:
         )
     for i, g in enumerate(c.data.groups):
         _range(f"data.groups[{i}].count", g.count, 1, None, "at least 1")
-        _range(f"data.groups[{i}].alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)")
+        _range(
+            f"data.groups[{i}].alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)"
+        )
     if c.data.groups and sum(g.count for g in c.data.groups) != c.data.num_clients:
         total = sum(g.count for g in c.data.groups)
         raise ConfigError(

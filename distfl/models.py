@@ -22,7 +22,9 @@ def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
 
 
 class MLP(nn.Module):
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)):
+    def __init__(
+        self, input_shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
+    ):
         super().__init__()
         layers: list[nn.Module] = [nn.Flatten()]
         width = math.prod(input_shape)
@@ -44,14 +46,20 @@ class SmallCNN(nn.Module):
         super().__init__()
         channels = input_shape[0]
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(64, 64, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 64, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(64, 64, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
             nn.Flatten(),
         )
         width = _flat_size(self.features, input_shape)
         self.classifier = nn.Sequential(
-            nn.Linear(width, 384), nn.ReLU(),
-            nn.Linear(384, 192), nn.ReLU(),
+            nn.Linear(width, 384),
+            nn.ReLU(),
+            nn.Linear(384, 192),
+            nn.ReLU(),
             nn.Linear(192, num_classes),
         )
 
@@ -66,14 +74,20 @@ class LeNet5(nn.Module):
         super().__init__()
         channels = input_shape[0]
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(channels, 6, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(6, 16, 5, padding=2),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
             nn.Flatten(),
         )
         width = _flat_size(self.features, input_shape)
         self.classifier = nn.Sequential(
-            nn.Linear(width, 120), nn.ReLU(),
-            nn.Linear(120, 84), nn.ReLU(),
+            nn.Linear(width, 120),
+            nn.ReLU(),
+            nn.Linear(120, 84),
+            nn.ReLU(),
             nn.Linear(84, num_classes),
         )
 

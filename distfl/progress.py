@@ -17,7 +17,9 @@ class Progress:
         self.every = max(1, total // 10)
         self.width = 24
 
-    def update(self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float) -> None:
+    def update(
+        self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float
+    ) -> None:
         if self.mode == "none":
             return
         acc = "  -  " if math.isnan(accuracy) else f"{accuracy:.3f}"

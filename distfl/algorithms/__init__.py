@@ -20,4 +20,11 @@ def build_algorithm(config: Config) -> ClusteringAlgorithm:
     )
 
 
-__all__ = ["ClientReports", "ClusteringAlgorithm", "REGISTRY", "RoundPlan", "Split", "build_algorithm"]
+__all__ = [
+    "ClientReports",
+    "ClusteringAlgorithm",
+    "REGISTRY",
+    "RoundPlan",
+    "Split",
+    "build_algorithm",
+]

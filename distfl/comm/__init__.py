@@ -19,7 +19,8 @@ def resolve_backend(requested: str, info: LaunchInfo) -> str:
     if backend == "torch" and info.world_size > 1 and not info.master_addr:
         raise ConfigError(
             f"comm.backend = 'torch' needs a rendezvous address, which {info.launcher} does not "
-            "give; launch with torchrun or srun, set MASTER_ADDR/MASTER_PORT, or use comm.backend = mpi"
+            "give; launch with torchrun or srun, set MASTER_ADDR/MASTER_PORT, "
+            "or use comm.backend = mpi"
         )
     return backend
 
@@ -37,7 +38,9 @@ def make_communicator(
     if backend == "torch":
         from distfl.comm.torch_dist import TorchCommunicator
 
-        return TorchCommunicator(info, timeout_s=timeout_s, use_cuda=use_cuda and torch.cuda.is_available())
+        return TorchCommunicator(
+            info, timeout_s=timeout_s, use_cuda=use_cuda and torch.cuda.is_available()
+        )
     from distfl.comm.mpi import MPICommunicator
 
     return MPICommunicator(info, timeout_s=timeout_s)

@@ -50,7 +50,7 @@ def _int(env: Mapping[str, str], key: str, default: int | None = None) -> int:
 
 
 def expand_nodelist(nodelist: str) -> list[str]:
-    """Expand Slurm's compact host list: ``"gpu[01-03,07],cpu5"`` -> gpu01 gpu02 gpu03 gpu07 cpu5."""
+    """Expand Slurm's compact host list: ``"gpu[01-03,07],c5"`` -> gpu01 gpu02 gpu03 gpu07 c5."""
     hosts: list[str] = []
     # split on commas that are not inside brackets
     for item in re.findall(r"[^,\[]+(?:\[[^\]]*\][^,\[]*)*", nodelist):

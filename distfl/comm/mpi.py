@@ -94,8 +94,10 @@ class MPICommunicator(Communicator):
     def _expire(self, op: str) -> None:
         print(
             f"distfl: error: rank {self.rank}: {op} did not complete within the "
-            f"{self.timeout_s:g} s collective timeout (a peer rank hung or died); aborting the MPI job",
-            file=sys.stderr, flush=True,
+            f"{self.timeout_s:g} s collective timeout (a peer rank hung or died); "
+            "aborting the MPI job",
+            file=sys.stderr,
+            flush=True,
         )
         self._comm.Abort(3)
 

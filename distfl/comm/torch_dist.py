@@ -91,7 +91,9 @@ class TorchCommunicator(Communicator):
     def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         group = self._group(t)
         count = torch.tensor([t.shape[0]], dtype=torch.int64, device=t.device)
-        counts = [torch.zeros_like(count) for _ in range(self.world_size)] if self.rank == dst else None
+        counts = (
+            [torch.zeros_like(count) for _ in range(self.world_size)] if self.rank == dst else None
+        )
         dist.gather(count, gather_list=counts, dst=dst, group=group)
         # every rank must send the same shape: the senders learn the largest count
         longest = torch.zeros(1, dtype=torch.int64, device=t.device)
@@ -101,7 +103,9 @@ class TorchCommunicator(Communicator):
         n_max = int(longest.item())
         padded = torch.zeros((n_max, *t.shape[1:]), dtype=t.dtype, device=t.device)
         padded[: t.shape[0]] = t
-        parts = [torch.empty_like(padded) for _ in range(self.world_size)] if self.rank == dst else None
+        parts = (
+            [torch.empty_like(padded) for _ in range(self.world_size)] if self.rank == dst else None
+        )
         dist.gather(padded, gather_list=parts, dst=dst, group=group)
         row_bytes = padded[0:1].numel() * padded.element_size() if n_max else 0
         if self.rank != dst:

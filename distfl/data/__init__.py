@@ -82,6 +82,11 @@ def load_clients(
 
 
 __all__ = [
-    "ClientData", "Dataset", "Partition", "load_clients", "load_dataset", "make_partition",
+    "ClientData",
+    "Dataset",
+    "Partition",
+    "load_clients",
+    "load_dataset",
+    "make_partition",
     "shard_clients",
 ]

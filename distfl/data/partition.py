@@ -104,7 +104,9 @@ def dirichlet_partition(
             train.append(np.sort(idx[n_test:]))
             group.append(g_index)
     return Partition(
-        train=tuple(train), test=tuple(test), group=np.array(group, dtype=np.int64),
+        train=tuple(train),
+        test=tuple(test),
+        group=np.array(group, dtype=np.int64),
         num_classes=num_classes,
     )
 

@@ -30,7 +30,9 @@ def _train_device(config: Config, comm: Communicator) -> torch.device:
     return torch.device("cpu")
 
 
-def run(config: Config, *, info: LaunchInfo | None = None, stream: TextIO | None = None) -> dict | None:
+def run(
+    config: Config, *, info: LaunchInfo | None = None, stream: TextIO | None = None
+) -> dict | None:
     """Run one federation in this process's role. Returns the summary on rank 0."""
     info = detect() if info is None else info
     check_world(config, info.world_size)
@@ -49,21 +51,37 @@ def run(config: Config, *, info: LaunchInfo | None = None, stream: TextIO | None
         if comm.rank == 0:
             worker = None
             if comm.world_size == 1:
-                worker = Worker(config, dataset, partition, shards[0], device=device, comm_device=comm.device)
+                worker = Worker(
+                    config, dataset, partition, shards[0], device=device, comm_device=comm.device
+                )
             server = Server(
-                config, comm, labels=dataset.y, input_shape=dataset.input_shape,
-                num_classes=dataset.num_classes, partition=partition, local_worker=worker,
+                config,
+                comm,
+                labels=dataset.y,
+                input_shape=dataset.input_shape,
+                num_classes=dataset.num_classes,
+                partition=partition,
+                local_worker=worker,
                 stream=stream or sys.stdout,
             )
             return server.run()
         worker = Worker(
-            config, dataset, partition, shards[comm.rank - 1], device=device, comm_device=comm.device
+            config,
+            dataset,
+            partition,
+            shards[comm.rank - 1],
+            device=device,
+            comm_device=comm.device,
         )
         while True:
             plan, _ = run_step(
-                comm, torch.zeros(4 + 2 * config.data.num_clients, dtype=torch.int64), None,
-                num_clients=config.data.num_clients, num_params=worker.num_params,
-                num_steps=config.train.local_steps, execute=worker.execute,
+                comm,
+                torch.zeros(4 + 2 * config.data.num_clients, dtype=torch.int64),
+                None,
+                num_clients=config.data.num_clients,
+                num_params=worker.num_params,
+                num_steps=config.train.local_steps,
+                execute=worker.execute,
             )
             if plan.kind == STOP:
                 return None

@@ -56,7 +56,9 @@ class Plan:
     def decode(t: torch.Tensor, num_clients: int) -> Plan:
         a = t.cpu().numpy()
         return Plan(
-            kind=int(a[0]), round=int(a[1]), num_models=int(a[2]),
+            kind=int(a[0]),
+            round=int(a[1]),
+            num_models=int(a[2]),
             model_of=a[HEADER : HEADER + num_clients].copy(),
             tasks=a[HEADER + num_clients : HEADER + 2 * num_clients].copy(),
         )
@@ -77,7 +79,9 @@ class StepOutput:
     model_rows: torch.Tensor  # [n, P] float32
 
 
-def empty_output(plan: Plan, *, num_steps: int, num_params: int, device: torch.device) -> StepOutput:
+def empty_output(
+    plan: Plan, *, num_steps: int, num_params: int, device: torch.device
+) -> StepOutput:
     """A rank with nothing to report still joins every collective with empty rows."""
     sums = None
     if plan.any(TRAIN):

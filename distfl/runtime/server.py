@@ -20,7 +20,7 @@ from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, num_params
 from distfl.progress import Progress
-from distfl.runtime.protocol import EVAL, STEP, TRAIN, Plan, StepOutput, run_step
+from distfl.runtime.protocol import EVAL, STEP, TRAIN, Plan, run_step
 from distfl.runtime.worker import Worker
 
 
@@ -50,7 +50,9 @@ class Server:
         self.P = num_params(model)
         self.algorithm = build_algorithm(config)
         self.aggregate = AGGREGATORS[config.server.aggregator]
-        self.models: dict[str, torch.Tensor] = {cid: flat_params(model) for cid in self.algorithm.clusters()}
+        self.models: dict[str, torch.Tensor] = {
+            cid: flat_params(model) for cid in self.algorithm.clusters()
+        }
         self.hierarchy = {
             cid: HierarchyNode(id=cid, parent="", created_round=0, members=members)
             for cid, members in self.algorithm.clusters().items()
@@ -59,8 +61,14 @@ class Server:
         self.metrics: dict[str, list[float]] = {
             k: []
             for k in (
-                "round", "num_clusters", "num_participants", "train_loss_first",
-                "train_loss_last", "accuracy", "accuracy_plain", "test_loss",
+                "round",
+                "num_clusters",
+                "num_participants",
+                "train_loss_first",
+                "train_loss_last",
+                "accuracy",
+                "accuracy_plain",
+                "test_loss",
             )
         }
         self.timing: dict[str, list[float]] = {"round": [], "elapsed_s": []}
@@ -79,8 +87,12 @@ class Server:
         plan = Plan(STEP, round_index, len(clusters), mo, tk)
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         _, out = run_step(
-            self.comm, plan.encode(), models,
-            num_clients=self.K, num_params=self.P, num_steps=self.S,
+            self.comm,
+            plan.encode(),
+            models,
+            num_clients=self.K,
+            num_params=self.P,
+            num_steps=self.S,
             execute=self.worker.execute if self.worker is not None else None,
         )
         return clusters, out
@@ -119,8 +131,13 @@ class Server:
 
     def stop_workers(self) -> None:
         run_step(
-            self.comm, Plan.stop(self.K).encode(), None,
-            num_clients=self.K, num_params=self.P, num_steps=self.S, execute=None,
+            self.comm,
+            Plan.stop(self.K).encode(),
+            None,
+            num_clients=self.K,
+            num_params=self.P,
+            num_steps=self.S,
+            execute=None,
         )
 
     # -- the run ---------------------------------------------------------------------
@@ -193,8 +210,10 @@ class Server:
                 k: np.array(v, dtype=np.int64 if k in int_cols else np.float64)
                 for k, v in self.metrics.items()
             },
-            timing={"round": np.array(self.timing["round"], dtype=np.int64),
-                    "elapsed_s": np.array(self.timing["elapsed_s"])},
+            timing={
+                "round": np.array(self.timing["round"], dtype=np.int64),
+                "elapsed_s": np.array(self.timing["elapsed_s"]),
+            },
         )
 
     def _print_summary(self, s: dict[str, float]) -> None:
@@ -204,7 +223,8 @@ class Server:
         )
         lines = [
             f"distfl: {s['rounds']} rounds in {s['wall_s']:.2f} s "
-            f"({s['rounds'] / max(s['wall_s'], 1e-9):.2f} rounds/s), world size {w} ({self.comm.name})",
+            f"({s['rounds'] / max(s['wall_s'], 1e-9):.2f} rounds/s), "
+            f"world size {w} ({self.comm.name})",
             f"  final balanced accuracy  {s['accuracy']:.4f} (mean over {self.K} clients)",
             f"  clusters                 {s['num_clusters']}",
             f"  client-steps/s           {s['client_steps_per_s']:.1f}",

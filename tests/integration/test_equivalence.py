@@ -49,7 +49,11 @@ def _env(**extra: str) -> dict[str, str]:
     env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
     env["PYTHON"] = sys.executable
     for key in list(env):  # a launcher's variables from an outer job must not leak in
-        if key.startswith(("OMPI_", "PMI_", "SLURM_")) or key in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        if key.startswith(("OMPI_", "PMI_", "SLURM_")) or key in (
+            "RANK",
+            "WORLD_SIZE",
+            "LOCAL_RANK",
+        ):
             del env[key]
     env.update(extra)
     return env
@@ -61,7 +65,11 @@ def launch(script: str, out: Path, config: Path, nproc: int | None = None, *args
         env["NPROC"] = str(nproc)
     proc = subprocess.run(
         ["bash", str(ROOT / "launch" / script), "--set", 'run.progress="lines"', *args],
-        env=env, capture_output=True, text=True, timeout=240, cwd=out.parent,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=out.parent,
     )
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
     return proc
@@ -87,8 +95,15 @@ def runs(tmp_path_factory) -> dict[str, tuple[Path, subprocess.CompletedProcess]
 def _read(path: Path) -> dict[str, np.ndarray]:
     with h5py.File(path, "r") as f:
         data = {f"metrics/{k}": f["metrics"][k][()] for k in f["metrics"]}
-        for name in ("final/models", "final/assignment", "final/leaves", "clients/group",
-                     "clients/class_counts", "clients/num_train", "clients/num_test"):
+        for name in (
+            "final/models",
+            "final/assignment",
+            "final/leaves",
+            "clients/group",
+            "clients/class_counts",
+            "clients/num_train",
+            "clients/num_test",
+        ):
             data[name] = f[name][()]
         data["world_size"] = int(f.attrs["world_size"])
     return data
@@ -162,7 +177,11 @@ def test_fedavg_near_iid_accuracy(tmp_path):
     out = tmp_path / "iid.h5"
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--out", str(out), "--set", 'run.progress="none"'],
-        env=_env(), capture_output=True, text=True, timeout=240, cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     with h5py.File(out, "r") as f:

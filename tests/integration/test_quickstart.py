@@ -26,7 +26,11 @@ def test_run_sh_prints_summary_and_writes_file(tmp_path):
     env["DISTFL_VENV"] = str(VENV)
     proc = subprocess.run(
         ["bash", str(ROOT / "run.sh"), "--out", str(out), "--set", "run.rounds=3"],
-        env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
     assert "final balanced accuracy" in proc.stdout
@@ -39,7 +43,9 @@ def test_run_sh_prints_summary_and_writes_file(tmp_path):
 def test_console_script_and_module_agree(tmp_path):
     script = Path(sys.executable).parent / "distfl"
     a = subprocess.run([str(script), "keys"], capture_output=True, text=True, timeout=60)
-    b = subprocess.run([sys.executable, "-m", "distfl", "keys"], capture_output=True, text=True, timeout=60)
+    b = subprocess.run(
+        [sys.executable, "-m", "distfl", "keys"], capture_output=True, text=True, timeout=60
+    )
     assert a.returncode == 0 and b.returncode == 0
     assert a.stdout == b.stdout
     for key in ("run.seed", "data.groups", "server.clients_per_round", "checkpoint.every"):
