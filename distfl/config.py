@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import math
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,8 @@ def _coerce(key: str, value: Any, tp: Any) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad
+        if not math.isfinite(value):
+            raise ConfigError(f"{key} = {value!r}: expected a finite number")
         return float(value)
     if tp is str:
         if not isinstance(value, str):
@@ -292,15 +295,25 @@ def load(
         _merge(raw, PRESETS[preset], f"preset {preset!r}")
     if path is not None:
         _merge(raw, read_toml(path), str(path))
+    sections = _section_types()
     for item in overrides:
         section, key, value = parse_set(item)
+        if section in sections and get_type_hints(sections[section]).get(key) is str:
+            if not isinstance(value, str):
+                value = item.split("=", 1)[1].strip()
         _merge(raw, {section: {key: value}}, "--set")
     return build(raw)
 
 
 def from_json(text: str) -> Config:
     """Rebuild a config from :meth:`Config.to_json` (as stored in a run file)."""
-    return build(json.loads(text))
+    try:
+        stored = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"the stored config is not valid JSON: {exc}") from None
+    raw: dict[str, Any] = {}
+    _merge(raw, stored, "the stored config")
+    return build(raw)
 
 
 def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:

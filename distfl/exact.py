@@ -45,14 +45,25 @@ def from_limbs(limbs: torch.Tensor) -> torch.Tensor:
 
     The limbs are first normalised (carries propagated) so that the result is a
     deterministic function of the exact integer value they hold."""
-    top, mid, low = (limbs[i].clone() for i in range(NUM_LIMBS))
-    carry = torch.div(low, 2**_SHIFT, rounding_mode="floor")
-    low -= carry * 2**_SHIFT
-    mid += carry
-    carry = torch.div(mid, 2**_SHIFT, rounding_mode="floor")
-    mid -= carry * 2**_SHIFT
-    top += carry
-    # now 0 <= low, mid < 2^32; mid·2^32 + low < 2^64 is exact as an integer in float64
-    # only up to 2^53, so combine the two fractional limbs first, then add the top.
+    top, mid, low = _normalise(limbs[0], limbs[1], limbs[2])
+    # Work on the magnitude, so that a small negative value is not rebuilt as -1 + (1 - |v|),
+    # which would lose its low bits: negate, then normalise again (top >= 0 afterwards).
+    negative = top < 0
+    ntop, nmid, nlow = _normalise(-top, -mid, -low)
+    top = torch.where(negative, ntop, top)
+    mid = torch.where(negative, nmid, mid)
+    low = torch.where(negative, nlow, low)
+    # 0 <= low, mid < 2^32: the fraction mid·2^32 + low is rounded once, relative to itself
     frac = (mid.to(torch.float64) * 2.0**32 + low.to(torch.float64)) / _SCALE
-    return top.to(torch.float64) + frac
+    magnitude = top.to(torch.float64) + frac
+    return torch.where(negative, -magnitude, magnitude)
+
+
+def _normalise(top: torch.Tensor, mid: torch.Tensor, low: torch.Tensor):
+    """Propagate carries so that 0 <= low, mid < 2^32; the value is unchanged."""
+    carry = torch.div(low, 2**_SHIFT, rounding_mode="floor")
+    low = low - carry * 2**_SHIFT
+    mid = mid + carry
+    carry = torch.div(mid, 2**_SHIFT, rounding_mode="floor")
+    mid = mid - carry * 2**_SHIFT
+    return top + carry, mid, low

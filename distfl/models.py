@@ -118,11 +118,12 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 
 def load_flat(model: nn.Module, flat: torch.Tensor) -> None:
     """Copy a flat vector into the model's parameters, in place."""
+    expected = num_params(model)
+    if flat.numel() != expected:
+        raise ValueError(f"flat buffer holds {flat.numel()} values, the model {expected}")
     offset = 0
     with torch.no_grad():
         for p in model.parameters():
             n = p.numel()
             p.copy_(flat[offset : offset + n].view_as(p))
             offset += n
-    if offset != flat.numel():
-        raise ValueError(f"flat buffer holds {flat.numel()} values, the model {offset}")

@@ -50,9 +50,11 @@ def dirichlet_proportions(alpha: float, num_classes: int, rng: np.random.Generat
         p = np.zeros(num_classes)
         p[rng.integers(num_classes)] = 1.0
         return p
+    if not (np.isfinite(alpha) and alpha > 0.0):
+        raise ValueError(f"alpha must be finite and non-negative, not {alpha!r}")
     g = rng.gamma(alpha, size=num_classes)
     total = g.sum()
-    if not np.isfinite(total) or total <= 0.0:  # tiny alpha underflows every draw
+    if total <= 0.0:  # a tiny alpha underflows every draw: the limit is one class
         p = np.zeros(num_classes)
         p[rng.integers(num_classes)] = 1.0
         return p
@@ -86,13 +88,15 @@ def dirichlet_partition(
     num_classes = int(labels.max()) + 1
     rng = np.random.default_rng([seed, 0x5EED, 1])
     pools = [rng.permutation(np.flatnonzero(labels == c)) for c in range(num_classes)]
+    present = np.array([c for c in range(num_classes) if len(pools[c])], dtype=np.int64)
     cursor = np.zeros(num_classes, dtype=np.int64)
     n_test = round(samples_per_client * test_fraction)
     train, test, group = [], [], []
     for g_index, g in enumerate(groups):
         for _ in range(g.count):
-            p = dirichlet_proportions(g.alpha, num_classes, rng)
-            quota = class_quota(p, samples_per_client)
+            quota = np.zeros(num_classes, dtype=np.int64)
+            p = dirichlet_proportions(g.alpha, len(present), rng)
+            quota[present] = class_quota(p, samples_per_client)
             picked = []
             for c in np.flatnonzero(quota):
                 pool = pools[c]
