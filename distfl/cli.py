@@ -15,7 +15,7 @@ from distfl.errors import CommError, UserError
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, as for config errors
-        self.exit(2, f"distfl: error: {message} (see distfl {self.prog.split()[-1]} --help)\n")
+        self.exit(2, f"distfl: error: {message} (see {self.prog} --help)\n")
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -260,7 +260,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ConfigError(f"config file {p} does not exist; expected a TOML file") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"config file {p} cannot be read ({exc.__class__.__name__})") from None
+        raise ConfigError(
+            f"config file {p} cannot be read ({exc.__class__.__name__}); expected a TOML file"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

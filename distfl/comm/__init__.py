@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
 
-from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo, detect
 from distfl.errors import ConfigError
+
+if TYPE_CHECKING:  # torch loads only when a communicator is built
+    from distfl.comm.base import Communicator
 
 
 def resolve_backend(requested: str, info: LaunchInfo) -> str:
@@ -29,6 +31,8 @@ def make_communicator(
     requested: str, *, timeout_s: float, use_cuda: bool, info: LaunchInfo | None = None
 ) -> Communicator:
     """Build the communicator for this process; nothing is initialised before this call."""
+    import torch
+
     info = detect() if info is None else info
     backend = resolve_backend(requested, info)
     if backend == "local" or info.world_size == 1:
@@ -46,4 +50,4 @@ def make_communicator(
     return MPICommunicator(info, timeout_s=timeout_s)
 
 
-__all__ = ["Communicator", "LaunchInfo", "detect", "make_communicator", "resolve_backend"]
+__all__ = ["LaunchInfo", "detect", "make_communicator", "resolve_backend"]

@@ -1,0 +1,212 @@
+"""Small helpers shared by the integration tests: free ports, a launcher-free environment,
+reading a child's output in a thread, and killing process trees.
+
+Tests reach them through the ``helpers`` fixture rather than ``from conftest import ...``:
+another conftest.py higher up would make the module name ``conftest`` ambiguous.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import types
+from collections.abc import Callable, Iterable
+
+import pytest
+
+# Variables by which distfl.comm.env.detect() recognises a launcher. The tests set the ones
+# they want; inherited ones (pytest itself run under srun or mpiexec) would change the world.
+LAUNCHER_VARS = (
+    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+    "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS",
+)
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """``os.environ`` without launcher variables, plus ``extra``; one torch thread."""
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARS}
+    env.setdefault("OMP_NUM_THREADS", "1")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update({k: str(v) for k, v in extra.items()})
+    return env
+
+
+def torch_env(rank: int, world_size: int, port: int) -> dict[str, str]:
+    """The environment torchrun gives rank ``rank`` of a one-node world."""
+    return clean_env(
+        RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    )
+
+
+def distfl_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "distfl", "run", *args]
+
+
+def venv_tool(name: str) -> str:
+    """A launcher installed next to the Python that runs the tests (mpiexec, torchrun)."""
+    return os.path.join(os.path.dirname(sys.executable), name)
+
+
+class LineReader:
+    """Drains a child's text stream in a daemon thread, so that pipes never fill up and a
+    test can wait for a given line with a timeout."""
+
+    def __init__(self, stream) -> None:
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _pump(self, stream) -> None:
+        try:
+            for line in stream:
+                self.lines.append(line)
+                self._queue.put(line)
+        except (OSError, ValueError):
+            pass
+        finally:
+            self._queue.put(None)
+
+    def wait_for(self, predicate: Callable[[str], bool], timeout: float) -> str | None:
+        """The first line (from now on) that matches, or None at EOF or after ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            try:
+                line = self._queue.get(timeout=left)
+            except queue.Empty:
+                return None
+            if line is None:
+                return None
+            if predicate(line):
+                return line
+
+    def text(self, join_timeout: float = 5.0) -> str:
+        """Everything read so far; waits briefly for EOF first."""
+        self._thread.join(join_timeout)
+        return "".join(self.lines)
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read().decode(errors="replace")
+        except OSError:
+            continue
+        # pid (comm) state ppid ...; comm may contain spaces and parentheses
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    return children
+
+
+def descendants(pid: int) -> list[int]:
+    """Every live process below ``pid`` (mpiexec's proxies call setsid, so killing the
+    launcher's process group is not enough)."""
+    children = _children_map()
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
+def pids_with(marker: str, env_item: str | None = None) -> list[int]:
+    """Live processes of this user whose command line contains ``marker`` and, if given,
+    whose environment contains ``env_item`` (e.g. ``PMI_RANK=2``)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if marker not in cmdline:
+                continue
+            if env_item is not None:
+                with open(f"/proc/{entry}/environ", "rb") as f:
+                    if env_item.encode() not in f.read().split(b"\0"):
+                        continue
+        except OSError:
+            continue
+        found.append(int(entry))
+    return found
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_tree(procs: Iterable[subprocess.Popen], marker: str | None = None) -> None:
+    """SIGKILL each launched process's group, every descendant, and (when given) every
+    process whose command line contains ``marker``; then reap the Popen objects."""
+    procs = list(procs)
+    pids: set[int] = set()
+    for p in procs:
+        if p.poll() is None:
+            pids.update(descendants(p.pid))
+    if marker:
+        pids.update(pids_with(marker))
+    for p in procs:
+        if p.poll() is None:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)  # started with start_new_session=True
+            except (ProcessLookupError, PermissionError):
+                pass
+    for pid in pids:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _kill(pid)
+    for p in procs:
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        for stream in (p.stdout, p.stderr):
+            if stream is not None:
+                try:
+                    stream.close()
+                except OSError:
+                    pass
+
+
+@pytest.fixture
+def helpers() -> types.SimpleNamespace:
+    return types.SimpleNamespace(
+        free_port=free_port,
+        clean_env=clean_env,
+        torch_env=torch_env,
+        distfl_cmd=distfl_cmd,
+        venv_tool=venv_tool,
+        LineReader=LineReader,
+        descendants=descendants,
+        pids_with=pids_with,
+        kill_tree=kill_tree,
+    )

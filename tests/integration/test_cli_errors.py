@@ -1,0 +1,211 @@
+"""Bad input: the real CLI exits with code 2 and prints exactly one line on stderr that
+names the key (or the file) and what is allowed, without a Python traceback."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import distfl
+
+pytestmark = pytest.mark.integration
+
+CLI_TIMEOUT = 30  # a bad-input run ends in about a second; this only stops a hang
+DISTFL_DIR = os.path.dirname(os.path.abspath(distfl.__file__))
+
+
+def run_cli(helpers, args, tmp_path: Path, env=None, timeout: float = CLI_TIMEOUT):
+    """Run ``python -m distfl run ARGS``; return the CompletedProcess and the seconds taken."""
+    t0 = time.monotonic()
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run", *args],
+        cwd=tmp_path,
+        env=env if env is not None else helpers.clean_env(),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        timeout=timeout,
+    )
+    return proc, time.monotonic() - t0
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    err = proc.stderr
+    assert proc.returncode == 2, f"exit code {proc.returncode}, stderr:\n{err}"
+    assert "Traceback" not in err, err
+    line = err.strip()
+    assert line, "nothing on stderr"
+    assert "\n" not in line, f"more than one line on stderr:\n{err}"
+    assert line.startswith("distfl: error: "), line
+    for needle in needles:
+        assert needle in line, f"{needle!r} not in {line!r}"
+    return line
+
+
+# (test id, --set overrides, what the one line must contain: the key, then what is allowed)
+SET_CASES = [
+    ("unknown-key", ["data.foo=1"], ["data.foo", "allowed", "num_clients"]),
+    ("unknown-section", ["nosuch.rounds=1"], ["[nosuch]", "allowed", "run", "train"]),
+    ("rounds-not-int", ["run.rounds=abc"], ["run.rounds", "'abc'", "integer"]),
+    ("num-clients-float", ["data.num_clients=1.5"], ["data.num_clients", "1.5", "integer"]),
+    (
+        "clients-per-round-above-num-clients",
+        ["data.num_clients=20", "server.clients_per_round=21"],
+        ["server.clients_per_round", "21", "between 1 and data.num_clients (20)"],
+    ),
+    ("local-steps-zero", ["train.local_steps=0"], ["train.local_steps", "at least 1"]),
+    (
+        "group-negative-alpha",
+        ["data.groups=[{count=20, alpha=-1.0}]"],
+        ["data.groups[0].alpha", "-1.0", "non-negative"],
+    ),
+    (
+        "unknown-model",
+        ['model.name="resnet"'],
+        ["model.name", "'resnet'", "allowed", "mlp", "cnn", "lenet5"],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "needles"),
+    [pytest.param(o, n, id=i) for i, o, n in SET_CASES],
+)
+def test_bad_set_value(helpers, tmp_path, overrides, needles):
+    out = tmp_path / "run.h5"
+    args = [a for item in overrides for a in ("--set", item)] + ["--out", str(out)]
+    proc, _ = run_cli(helpers, args, tmp_path)
+    assert_one_line_error(proc, *needles)
+    assert not out.exists(), "bad input must be rejected before the run file is created"
+
+
+def test_unknown_key_in_toml_file(helpers, tmp_path):
+    cfg = tmp_path / "bad-key.toml"
+    cfg.write_text('[run]\nrounds = 3\n\n[data]\nnum_clients = 20\nfoo = 1\n', encoding="utf-8")
+    proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
+    assert_one_line_error(proc, "data.foo", str(cfg), "allowed", "num_clients")
+
+
+def test_unknown_section_in_toml_file(helpers, tmp_path):
+    cfg = tmp_path / "bad-section.toml"
+    cfg.write_text("[optimiser]\nlr = 0.1\n", encoding="utf-8")
+    proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
+    assert_one_line_error(proc, "[optimiser]", str(cfg), "allowed", "train")
+
+
+def test_config_file_missing(helpers, tmp_path):
+    cfg = tmp_path / "does-not-exist.toml"
+    proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
+    assert_one_line_error(proc, str(cfg), "does not exist", "TOML")
+
+
+def test_config_file_invalid_toml(helpers, tmp_path):
+    cfg = tmp_path / "broken.toml"
+    cfg.write_text("[run\nrounds = = 3\n", encoding="utf-8")
+    proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
+    assert_one_line_error(proc, str(cfg), "not valid TOML")
+
+
+def test_config_is_a_directory(helpers, tmp_path):
+    cfg = tmp_path / "conf.d"
+    cfg.mkdir()
+    proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
+    assert_one_line_error(proc, str(cfg), "cannot be read")
+
+
+def test_unknown_preset(helpers, tmp_path):
+    proc, _ = run_cli(
+        helpers, ["--preset", "no-such-preset", "--out", str(tmp_path / "run.h5")], tmp_path
+    )
+    assert_one_line_error(proc, "--preset", "'no-such-preset'", "allowed", "digits", "digits-mixed")
+
+
+def test_unknown_cli_flag(helpers, tmp_path):
+    proc, _ = run_cli(helpers, ["--no-such-flag", "--out", str(tmp_path / "run.h5")], tmp_path)
+    assert_one_line_error(proc, "--no-such-flag", "--help")
+
+
+def test_bad_choice_for_cli_flag(helpers, tmp_path):
+    proc, _ = run_cli(helpers, ["--comm", "carrier-pigeon"], tmp_path)
+    assert_one_line_error(proc, "--comm", "carrier-pigeon", "local", "torch", "mpi")
+
+
+# --- more workers than clients ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rank", [0, 1])
+def test_more_workers_than_clients_fails_before_network(helpers, tmp_path, rank):
+    """WORLD_SIZE=30 means 29 workers for 20 clients. Every rank must exit 2 at once, before
+    joining the process group; only rank 0 prints. A socket listening on MASTER_PORT shows
+    whether anything tried to rendezvous (rank 0 would fail to bind it, rank 1 connect)."""
+    out = tmp_path / "run.h5"
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        env = helpers.clean_env(
+            RANK=str(rank), WORLD_SIZE="30", LOCAL_RANK=str(rank),
+            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+        )
+        args = [
+            "--set", "data.num_clients=20", "--set", "server.clients_per_round=5",
+            "--set", "comm.timeout_s=5", "--out", str(out),
+        ]
+        proc, elapsed = run_cli(helpers, args, tmp_path, env=env, timeout=30)
+        listener.setblocking(False)
+        try:
+            conn, _ = listener.accept()
+            conn.close()
+            connected = True
+        except BlockingIOError:
+            connected = False
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    assert not connected, "the CLI reached MASTER_PORT before rejecting the world size"
+    assert elapsed < 10, f"took {elapsed:.1f} s; it must fail before any rendezvous"
+    assert not out.exists()
+    if rank == 0:
+        assert_one_line_error(proc, "data.num_clients", "20", "29 worker", "30")
+    else:
+        assert proc.stderr.strip() == "", f"rank {rank} must stay silent:\n{proc.stderr}"
+
+
+def test_more_workers_than_clients_under_torchrun(helpers, tmp_path):
+    """2 workers for 1 client under a real torchrun: every rank exits 2, only rank 0 prints."""
+    torchrun = helpers.venv_tool("torchrun")
+    if os.path.exists(torchrun):
+        launcher = [torchrun]
+    else:
+        launcher = [sys.executable, "-m", "torch.distributed.run"]
+    cmd = [
+        *launcher, "--nproc-per-node", "3",
+        "--master-addr", "127.0.0.1", "--master-port", str(helpers.free_port()),
+        "-m", "distfl", "run",
+        "--set", "data.num_clients=1", "--set", "server.clients_per_round=1",
+        "--set", "comm.timeout_s=10", "--out", str(tmp_path / "run.h5"),
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+        errors="replace", start_new_session=True,
+    )
+    try:
+        output, _ = proc.communicate(timeout=50)
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert proc.returncode != 0, output
+    assert output.count("distfl: error: data.num_clients") == 1, output
+    line = next(ln for ln in output.splitlines() if "distfl: error: data.num_clients" in ln)
+    assert "2 worker" in line and "world of 3" in line, line
+    # torchrun prints its own traceback and failure summary; none may come from distfl
+    assert f'File "{DISTFL_DIR}' not in output, output
+    assert "distfl.errors" not in output and "ConfigError" not in output, output
+    assert not (tmp_path / "run.h5").exists()

@@ -1,0 +1,210 @@
+"""A rank that dies (or hangs) mid-run makes the others exit with a clear message instead of
+hanging forever."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+FIRST_LINE_TIMEOUT = 40  # start-up plus one round on a busy 2-core machine
+EXIT_TIMEOUT = 30  # how long the survivors may take once a peer is gone
+
+
+def long_run_args(out: str, timeout_s: float = 20) -> list[str]:
+    """A run far too long to finish by itself, printing a progress line every round."""
+    return [
+        "--set", "run.rounds=100000",
+        "--set", f"comm.timeout_s={timeout_s}",
+        "--set", 'run.progress="lines"',
+        "--set", "eval.every=1",
+        "--set", "run.threads=1",
+        "--out", out,
+    ]
+
+
+def is_progress_line(line: str) -> bool:
+    return line.startswith("round ")
+
+
+def test_torch_rank_killed_others_exit_3(helpers, tmp_path):
+    port = helpers.free_port()
+    procs: list[subprocess.Popen] = []
+    try:
+        for rank in range(3):
+            procs.append(
+                subprocess.Popen(
+                    helpers.distfl_cmd(*long_run_args(str(tmp_path / f"run-rank{rank}.h5"))),
+                    cwd=tmp_path,
+                    env=helpers.torch_env(rank, 3, port),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True, encoding="utf-8", errors="replace",
+                    start_new_session=True,
+                )
+            )
+        stdout0 = helpers.LineReader(procs[0].stdout)
+        stderrs = [helpers.LineReader(p.stderr) for p in procs]
+
+        first = stdout0.wait_for(is_progress_line, FIRST_LINE_TIMEOUT)
+        assert first is not None, (
+            "rank 0 printed no progress line; exit codes "
+            f"{[p.poll() for p in procs]}; stderr of rank 0:\n{stderrs[0].text(0)}"
+        )
+        assert all(p.poll() is None for p in procs), [p.poll() for p in procs]
+
+        procs[2].send_signal(signal.SIGKILL)
+        killed_at = time.monotonic()
+        procs[2].wait(timeout=10)
+
+        for rank in (0, 1):
+            try:
+                procs[rank].wait(timeout=max(1.0, EXIT_TIMEOUT - (time.monotonic() - killed_at)))
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"rank {rank} still running {EXIT_TIMEOUT} s after rank 2 was killed")
+        elapsed = time.monotonic() - killed_at
+
+        for rank in (0, 1):
+            err = stderrs[rank].text()
+            assert procs[rank].returncode == 3, f"rank {rank}: exit {procs[rank].returncode}\n{err}"
+            assert "Traceback" not in err, f"rank {rank}:\n{err}"
+            line = err.strip()
+            assert "\n" not in line, f"rank {rank} printed more than one line:\n{err}"
+            assert line.startswith(f"distfl: error: rank {rank}"), f"rank {rank}: {line!r}"
+        assert elapsed < EXIT_TIMEOUT
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
+
+
+def test_mpi_rank_killed_job_ends(helpers, tmp_path):
+    mpiexec = helpers.venv_tool("mpiexec")
+    if not os.path.exists(mpiexec):
+        pytest.skip(f"no mpiexec next to {sys.executable}")
+    pytest.importorskip("mpi4py")
+    marker = str(tmp_path / "run.h5")  # unique to this test: finds its ranks in /proc
+    cmd = [mpiexec, "-n", "3", *helpers.distfl_cmd(*long_run_args(marker))]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        errors="replace", start_new_session=True,
+    )
+    try:
+        stdout = helpers.LineReader(proc.stdout)
+        stderr = helpers.LineReader(proc.stderr)
+        first = stdout.wait_for(is_progress_line, FIRST_LINE_TIMEOUT)
+        assert first is not None, (
+            f"no progress line from rank 0; mpiexec exit {proc.poll()}\n"
+            f"stdout:\n{stdout.text(0)}\nstderr:\n{stderr.text(0)}"
+        )
+        ranks = {
+            r: helpers.pids_with(marker, env_item=f"PMI_RANK={r}") for r in range(3)
+        }
+        assert all(len(pids) == 1 for pids in ranks.values()), ranks
+        # only the distfl ranks match, not the launcher or its proxy
+        assert proc.pid not in {pid for pids in ranks.values() for pid in pids}
+
+        os.kill(ranks[2][0], signal.SIGKILL)
+        killed_at = time.monotonic()
+        try:
+            proc.wait(timeout=EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"mpiexec still running {EXIT_TIMEOUT} s after rank 2 was killed")
+        assert time.monotonic() - killed_at < EXIT_TIMEOUT
+        assert proc.returncode != 0, f"stdout:\n{stdout.text()}\nstderr:\n{stderr.text()}"
+
+        # the job is over: no distfl rank is left behind
+        deadline = time.monotonic() + 10
+        while helpers.pids_with(marker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert helpers.pids_with(marker) == [], "distfl ranks outlived mpiexec"
+    finally:
+        helpers.kill_tree([proc], marker=marker)
+
+
+HANG_TIMEOUT = 4  # comm.timeout_s of the hang tests
+
+
+def start_torch_ranks(helpers, tmp_path, timeout_s):
+    port = helpers.free_port()
+    procs = []
+    for rank in range(3):
+        procs.append(
+            subprocess.Popen(
+                helpers.distfl_cmd(*long_run_args(str(tmp_path / "hang.h5"), timeout_s)),
+                cwd=tmp_path, env=helpers.torch_env(rank, 3, port), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+                start_new_session=True,
+            )
+        )
+    return procs
+
+
+def test_torch_rank_hung_others_time_out(helpers, tmp_path):
+    """A peer that stops answering (SIGSTOP, not dead: its sockets stay open) is caught by
+    the collective timeout, not by a lost connection."""
+    procs = start_torch_ranks(helpers, tmp_path, HANG_TIMEOUT)
+    try:
+        stdout0 = helpers.LineReader(procs[0].stdout)
+        stderrs = [helpers.LineReader(p.stderr) for p in procs]
+        assert stdout0.wait_for(is_progress_line, FIRST_LINE_TIMEOUT) is not None, (
+            stderrs[0].text(0)
+        )
+        procs[2].send_signal(signal.SIGSTOP)
+        stopped_at = time.monotonic()
+        for rank in (0, 1):
+            try:
+                procs[rank].wait(timeout=HANG_TIMEOUT + EXIT_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"rank {rank} still waiting on a hung peer")
+        elapsed = time.monotonic() - stopped_at
+        assert procs[2].poll() is None  # the hung rank itself is still there, stopped
+        for rank in (0, 1):
+            err = stderrs[rank].text().strip()
+            assert procs[rank].returncode == 3, err
+            assert "\n" not in err and "Traceback" not in err, err
+            assert err.startswith(f"distfl: error: rank {rank}"), err
+            assert f"{HANG_TIMEOUT} s collective timeout" in err, err
+        # not before the timeout: the survivors really waited for the hung peer
+        assert elapsed >= HANG_TIMEOUT - 1
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
+
+
+def test_mpi_rank_hung_watchdog_aborts(helpers, tmp_path):
+    """MPI has no collective timeout: distfl's watchdog aborts the job with exit code 3."""
+    mpiexec = helpers.venv_tool("mpiexec")
+    if not os.path.exists(mpiexec):
+        pytest.skip(f"no mpiexec next to {sys.executable}")
+    pytest.importorskip("mpi4py")
+    marker = str(tmp_path / "hang.h5")
+    cmd = [mpiexec, "-n", "3", *helpers.distfl_cmd(*long_run_args(marker, HANG_TIMEOUT))]
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
+        errors="replace", start_new_session=True,
+    )
+    try:
+        stdout = helpers.LineReader(proc.stdout)
+        stderr = helpers.LineReader(proc.stderr)
+        assert stdout.wait_for(is_progress_line, FIRST_LINE_TIMEOUT) is not None, stderr.text(0)
+        (pid,) = helpers.pids_with(marker, env_item="PMI_RANK=2")
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            proc.wait(timeout=HANG_TIMEOUT + EXIT_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pytest.fail("mpiexec still running: no watchdog ended the hung job")
+        err = stderr.text()
+        assert proc.returncode == 3, err
+        assert f"{HANG_TIMEOUT} s collective timeout" in err, err
+        assert "aborting the MPI job" in err, err
+        assert "Traceback" not in err, err
+    finally:
+        helpers.kill_tree([proc], marker=marker)
