@@ -6,22 +6,40 @@ Layout (DESIGN.md):
     /clients/         group [K], class_counts [K, C], num_train [K], num_test [K]
     /hierarchy/<id>   attrs parent, created_round, split_round; dataset members
     /final/           assignment [K], leaves [L] (strings), models [L, P] float32
-    /metrics/         one resizable column per per-round metric (deterministic values)
+    /metrics/         one resizable column per per-round metric (deterministic values);
+                      /metrics/clusters/ the same per (round, cluster)
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics)
+    /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
 """
 
 from __future__ import annotations
 
 import datetime
+import hashlib
+import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import h5py
 import numpy as np
 
 from distfl import __version__
-from distfl.config import Config
+from distfl.config import Config, from_json
+from distfl.errors import CheckpointError, ConfigError
+
+#: keys that may differ between a checkpoint and the run that resumes it: they change
+#: where and how long a run goes, never what it computes
+RESUMABLE_CHANGES = (
+    "run.rounds",
+    "run.out",
+    "run.progress",
+    "run.device",
+    "comm.backend",
+    "comm.timeout_s",
+    "checkpoint.every",
+)
 
 
 @dataclass
@@ -34,10 +52,55 @@ class HierarchyNode:
     datasets: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+def _write_tree(group: h5py.Group, tree: dict[str, Any]) -> None:
+    """dict -> group, ndarray -> dataset, anything else -> a JSON attribute."""
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            _write_tree(group.create_group(key), value)
+        elif isinstance(value, np.ndarray):
+            group.create_dataset(key, data=value)
+        else:
+            group.attrs[key] = json.dumps(value)
+
+
+def _read_tree(group: h5py.Group) -> dict[str, Any]:
+    tree: dict[str, Any] = {k: json.loads(v) for k, v in group.attrs.items() if k != "sha256"}
+    for key, item in group.items():
+        tree[key] = _read_tree(item) if isinstance(item, h5py.Group) else item[()]
+    return tree
+
+
+def tree_digest(tree: dict[str, Any]) -> str:
+    """SHA-256 of a state tree in a canonical order: names, dtypes, shapes, bytes, values."""
+    h = hashlib.sha256()
+
+    def walk(t: dict[str, Any], prefix: str) -> None:
+        for key in sorted(t):
+            value = t[key]
+            h.update(f"{prefix}/{key}".encode())
+            if isinstance(value, dict):
+                walk(value, f"{prefix}/{key}")
+            elif isinstance(value, np.ndarray):
+                a = np.ascontiguousarray(value)
+                h.update(f"{a.dtype.str}{a.shape}".encode())
+                h.update(a.tobytes())
+            else:
+                h.update(json.dumps(value, sort_keys=True).encode())
+
+    walk(tree, "")
+    return h.hexdigest()
+
+
 def _column(group: h5py.Group, name: str, values: np.ndarray) -> None:
+    """A resizable column (so that a later writer can append rounds)."""
     values = np.asarray(values)
+    dtype = h5py.string_dtype() if values.dtype == object else values.dtype
     group.create_dataset(
-        name, data=values, maxshape=(None, *values.shape[1:]), chunks=True if values.size else None
+        name,
+        data=values,
+        dtype=dtype,
+        maxshape=(None, *values.shape[1:]),
+        chunks=(max(1, min(len(values), 1024)), *values.shape[1:]),
     )
 
 
@@ -52,7 +115,9 @@ def write_run_file(
     assignment: np.ndarray,
     leaf_models: np.ndarray,
     metrics: dict[str, np.ndarray],
+    cluster_metrics: dict[str, np.ndarray],
     timing: dict[str, np.ndarray],
+    state: dict[str, Any],
 ) -> None:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
     path = Path(path)
@@ -85,9 +150,15 @@ def write_run_file(
             m = f.create_group("metrics")
             for name, values in metrics.items():
                 _column(m, name, values)
+            mc = m.create_group("clusters")
+            for name, values in cluster_metrics.items():
+                _column(mc, name, values)
             t = f.create_group("timing")
             for name, values in timing.items():
                 _column(t, name, values)
+            s = f.create_group("state")
+            _write_tree(s, state)
+            s.attrs["sha256"] = tree_digest(state)
             f.flush()
         with open(tmp, "rb+") as fh:
             os.fsync(fh.fileno())
@@ -95,3 +166,90 @@ def write_run_file(
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+@dataclass
+class RunFile:
+    """What a run file holds, read back for resumption or inspection."""
+
+    config: Config
+    world_size: int
+    hierarchy: list[HierarchyNode]
+    metrics: dict[str, np.ndarray]
+    cluster_metrics: dict[str, np.ndarray]
+    timing: dict[str, np.ndarray]
+    state: dict[str, Any]
+
+
+def read_run_file(path: str | Path) -> RunFile:
+    """Read and verify a run file; raise CheckpointError (exit code 2) with the reason."""
+    path = Path(path)
+    if not path.exists():
+        raise CheckpointError(f"checkpoint {path} does not exist; expected a distfl HDF5 run file")
+    try:
+        with h5py.File(path, "r") as f:
+            if "config" not in f.attrs or "state" not in f:
+                raise CheckpointError(
+                    f"checkpoint {path} is not a distfl run file with resumable state "
+                    "(no config attribute or no /state group)"
+                )
+            try:
+                config = from_json(f.attrs["config"])
+            except ConfigError as exc:
+                raise CheckpointError(
+                    f"checkpoint {path}: its stored config is invalid: {exc}"
+                ) from None
+            state = _read_tree(f["state"])
+            digest = f["state"].attrs.get("sha256", "")
+            if tree_digest(state) != digest:
+                raise CheckpointError(
+                    f"checkpoint {path} is corrupt: /state does not match its SHA-256"
+                )
+            hierarchy = []
+            for node_id, g in f["hierarchy"].items():
+                hierarchy.append(
+                    HierarchyNode(
+                        id=node_id,
+                        parent=str(g.attrs["parent"]),
+                        created_round=int(g.attrs["created_round"]),
+                        split_round=int(g.attrs["split_round"]),
+                        members=g["members"][()],
+                        datasets={k: g[k][()] for k in g if k != "members"},
+                    )
+                )
+            metrics = {k: v[()] for k, v in f["metrics"].items() if isinstance(v, h5py.Dataset)}
+            cluster_metrics = {k: v[()] for k, v in f["metrics/clusters"].items()}
+            timing = {k: v[()] for k, v in f["timing"].items()}
+            return RunFile(
+                config=config,
+                world_size=int(f.attrs["world_size"]),
+                hierarchy=hierarchy,
+                metrics=metrics,
+                cluster_metrics=cluster_metrics,
+                timing=timing,
+                state=state,
+            )
+    except CheckpointError:
+        raise
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(
+            f"checkpoint {path} cannot be read (truncated or not HDF5?): {first}"
+        ) from None
+
+
+def check_resumable(stored: Config, current: Config, path: str | Path) -> None:
+    """Refuse to resume when a key that changes the computation differs."""
+    a, b = _flatten(stored.to_dict()), _flatten(current.to_dict())
+    for key in sorted(set(a) | set(b)):
+        if key in RESUMABLE_CHANGES or a.get(key) == b.get(key):
+            continue
+        raise CheckpointError(
+            f"checkpoint {path} is from a different config: {key} is {json.dumps(a.get(key))} "
+            f"there and {json.dumps(b.get(key))} here (only {', '.join(RESUMABLE_CHANGES)} "
+            "may change on resume)"
+        )
+
+
+def _flatten(d: dict[str, Any]) -> dict[str, Any]:
+    return {f"{s}.{k}": v for s, sec in d.items() for k, v in sec.items()}

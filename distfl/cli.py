@@ -27,7 +27,10 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a federation (alone, under torchrun, mpiexec or srun)")
     run.add_argument("--config", metavar="FILE.toml", help="TOML config file")
     run.add_argument(
-        "--preset", metavar="NAME", help="start from a named preset (see `distfl keys`)"
+        "--preset",
+        metavar="NAME",
+        help="start from a named preset (see `distfl keys`); without --config and --preset "
+        "the 'default' preset runs",
     )
     run.add_argument(
         "--set",
@@ -41,7 +44,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--comm", choices=("auto", "local", "torch", "mpi"), help="communicator (comm.backend)"
     )
+    run.add_argument(
+        "--resume",
+        metavar="RUN.h5",
+        help="continue a run from its run file's /state (same config; writes to RUN.h5 "
+        "unless --out is given)",
+    )
     sub.add_parser("keys", help="list every config key with its type and default, and the presets")
+    ins = sub.add_parser("inspect", help="print a run file's hierarchy, accuracies and scores")
+    ins.add_argument("path", metavar="RUN.h5")
     return p
 
 
@@ -51,9 +62,12 @@ def _config_from_args(args: argparse.Namespace):
     overrides = list(args.overrides)
     if args.out:
         overrides.append(f"run.out={_toml_str(args.out)}")
+    elif args.resume:
+        overrides.append(f"run.out={_toml_str(args.resume)}")
     if args.comm:
         overrides.append(f"comm.backend={_toml_str(args.comm)}")
-    return config.load(path=args.config, preset=args.preset, overrides=overrides)
+    preset = args.preset if args.preset or args.config else "default"
+    return config.load(path=args.config, preset=preset, overrides=overrides)
 
 
 def _toml_str(s: str) -> str:
@@ -83,11 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "keys":
             return _cmd_keys()
+        if args.command == "inspect":
+            from distfl.inspect import inspect_run
+
+            inspect_run(args.path, sys.stdout)
+            return 0
         if args.command == "run":
             config = _config_from_args(args)
             from distfl.runtime import run
 
-            run(config)
+            run(config, resume=args.resume)
             return 0
     except UserError as exc:
         if _is_rank0():  # every rank sees the same bad input; one line is enough

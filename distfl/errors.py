@@ -15,6 +15,10 @@ class DataError(UserError):
     """A data file that is missing or malformed."""
 
 
+class CheckpointError(UserError):
+    """A checkpoint that cannot be resumed: missing, corrupt, or from another config."""
+
+
 class CommError(Exception):
     """A collective failed: a peer rank died, or a collective timed out."""
 

@@ -67,6 +67,10 @@ class ClusteringAlgorithm(ABC):
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
         """Take the round's reports; return the splits it made (the runtime copies models)."""
 
+    def cluster_stats(self) -> dict[str, dict[str, float]]:
+        """Per-cluster numbers recorded each round (e.g. FedGWC's MSE); none by default."""
+        return {}
+
     def assignment(self) -> tuple[list[str], np.ndarray]:
         """(leaf ids, index of each client's leaf)."""
         leaves = sorted(self.clusters())

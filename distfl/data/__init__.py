@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from distfl.config import Config
+from distfl.config import Config, GroupSpec
 from distfl.data.partition import Partition, dirichlet_partition, shard_clients
+from distfl.data.transforms import apply_group
 
 
 @dataclass(frozen=True)
@@ -66,17 +67,30 @@ class ClientData:
 
 
 def load_clients(
-    dataset: Dataset, partition: Partition, clients: range, device: torch.device
+    dataset: Dataset,
+    partition: Partition,
+    clients: range,
+    device: torch.device,
+    *,
+    groups: tuple[GroupSpec, ...],
+    seed: int,
 ) -> dict[int, ClientData]:
-    """Materialise the samples of ``clients`` only (a worker's shard)."""
+    """Materialise the samples of ``clients`` only (a worker's shard), with the transforms
+    of each client's group applied to its train and test splits alike."""
     out = {}
     for k in clients:
-        tr, te = partition.train[k], partition.test[k]
+        g = int(partition.group[k])
+        idx = np.concatenate([partition.train[k], partition.test[k]])
+        x, y = apply_group(
+            dataset.x[idx], dataset.y[idx], groups[g],
+            num_classes=dataset.num_classes, seed=seed, group=g, client=k,
+        )  # fmt: skip
+        n = len(partition.train[k])
         out[k] = ClientData(
-            x_train=torch.from_numpy(dataset.x[tr]).to(device),
-            y_train=torch.from_numpy(dataset.y[tr]).to(device),
-            x_test=torch.from_numpy(dataset.x[te]).to(device),
-            y_test=torch.from_numpy(dataset.y[te]).to(device),
+            x_train=torch.from_numpy(x[:n]).to(device),
+            y_train=torch.from_numpy(y[:n]).to(device),
+            x_test=torch.from_numpy(x[n:]).to(device),
+            y_test=torch.from_numpy(y[n:]).to(device),
         )
     return out
 

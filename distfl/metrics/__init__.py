@@ -1,6 +1,6 @@
-"""Metrics: per-client balanced accuracy and its federation mean.
+"""Metrics: per-client balanced accuracy and its federation mean; clustering quality
 
-(WAS/WADB and Rand/ARI come with the clustering algorithms.)"""
+(WAS, WADB, Rand index, ARI) in :mod:`distfl.metrics.clustering`."""
 
 from __future__ import annotations
 
@@ -27,3 +27,22 @@ def federation_mean(values: np.ndarray, weights: np.ndarray | None = None) -> fl
         return float(values[ok].mean())
     w = np.asarray(weights, dtype=np.float64)[ok]
     return float((values[ok] * w).sum() / w.sum())
+
+
+from distfl.metrics.clustering import (  # noqa: E402
+    adjusted_rand_index,
+    rand_index,
+    sorted_frequencies,
+    wadb,
+    was,
+)
+
+__all__ = [
+    "adjusted_rand_index",
+    "balanced_accuracy",
+    "federation_mean",
+    "rand_index",
+    "sorted_frequencies",
+    "was",
+    "wadb",
+]

@@ -11,8 +11,8 @@ import numpy as np
 import torch
 
 from distfl.aggregators import AGGREGATORS
-from distfl.algorithms import ClientReports, RoundPlan, build_algorithm
-from distfl.checkpoint import HierarchyNode, write_run_file
+from distfl.algorithms import ClientReports, RoundPlan, Split, build_algorithm
+from distfl.checkpoint import HierarchyNode, RunFile, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition
@@ -22,6 +22,20 @@ from distfl.models import build_model, flat_params, num_params
 from distfl.progress import Progress
 from distfl.runtime.protocol import EVAL, STEP, TRAIN, Plan, run_step
 from distfl.runtime.worker import Worker
+
+METRIC_COLUMNS = (
+    "round",
+    "num_clusters",
+    "num_participants",
+    "num_splits",
+    "train_loss_first",
+    "train_loss_last",
+    "accuracy",
+    "accuracy_plain",
+    "test_loss",
+)
+INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits"}
+CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", "mse")
 
 
 class Server:
@@ -36,6 +50,7 @@ class Server:
         partition: Partition,
         local_worker: Worker | None,
         stream: TextIO | None = None,
+        stop=None,
     ):
         self.config = config
         self.comm = comm
@@ -50,29 +65,54 @@ class Server:
         self.P = num_params(model)
         self.algorithm = build_algorithm(config)
         self.aggregate = AGGREGATORS[config.server.aggregator]
+        init = flat_params(model)
         self.models: dict[str, torch.Tensor] = {
-            cid: flat_params(model) for cid in self.algorithm.clusters()
+            cid: init.clone() for cid in self.algorithm.clusters()
         }
         self.hierarchy = {
             cid: HierarchyNode(id=cid, parent="", created_round=0, members=members)
             for cid, members in self.algorithm.clusters().items()
         }
         self.num_train = partition.num_train()
-        self.metrics: dict[str, list[float]] = {
-            k: []
-            for k in (
-                "round",
-                "num_clusters",
-                "num_participants",
-                "train_loss_first",
-                "train_loss_last",
-                "accuracy",
-                "accuracy_plain",
-                "test_loss",
-            )
-        }
-        self.timing: dict[str, list[float]] = {"round": [], "elapsed_s": []}
+        self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
+        self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
+        self.timing: dict[str, list] = {"round": [], "elapsed_s": []}
+        self.client_accuracy = np.full(self.K, np.nan)
+        self.rounds_done = 0
+        self.elapsed_before = 0.0
         self.client_steps = 0
+        #: its ``name`` is set by SIGTERM/SIGUSR1: checkpoint after this round and stop
+        self.stop = stop
+
+    # -- resumption ------------------------------------------------------------------
+
+    def restore(self, saved: RunFile) -> None:
+        """Continue from a run file's /state, exactly where it stopped."""
+        st = saved.state
+        self.rounds_done = int(st["round"])
+        ids = [str(i) for i in st["model_ids"]]
+        self.models = {
+            cid: torch.from_numpy(np.array(st["models"][i])) for i, cid in enumerate(ids)
+        }
+        self.algorithm.load_state_dict(st["algorithm"])
+        self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
+        self.hierarchy = {node.id: node for node in sorted(saved.hierarchy, key=_node_order)}
+        self.metrics = {k: list(saved.metrics[k]) for k in METRIC_COLUMNS}
+        self.cluster_metrics = {k: list(saved.cluster_metrics[k]) for k in CLUSTER_COLUMNS}
+        self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
+        self.timing = {k: list(v) for k, v in saved.timing.items()}
+        if self.timing["elapsed_s"]:
+            self.elapsed_before = float(self.timing["elapsed_s"][-1])
+
+    def state(self) -> dict:
+        ids = sorted(self.models)
+        return {
+            "round": self.rounds_done,
+            "model_ids": ids,
+            "models": torch.stack([self.models[c] for c in ids]).numpy(),
+            "client_accuracy": self.client_accuracy.copy(),
+            "algorithm": _to_tree(self.algorithm.state_dict()),
+        }
 
     # -- one step over the world -------------------------------------------------------
 
@@ -87,14 +127,10 @@ class Server:
         plan = Plan(STEP, round_index, len(clusters), mo, tk)
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         _, out = run_step(
-            self.comm,
-            plan.encode(),
-            models,
-            num_clients=self.K,
-            num_params=self.P,
-            num_steps=self.S,
+            self.comm, plan.encode(), models,
+            num_clients=self.K, num_params=self.P, num_steps=self.S,
             execute=self.worker.execute if self.worker is not None else None,
-        )
+        )  # fmt: skip
         return clusters, out
 
     def train_round(self, plan: RoundPlan) -> ClientReports:
@@ -122,6 +158,7 @@ class Server:
                 model_of[int(k)] = cid
         _, out = self._step(model_of, {k: EVAL for k in model_of}, round_index)
         rows = out.eval_rows.cpu().numpy()
+        self.client_accuracy[rows[:, 0].astype(np.int64)] = rows[:, 1]
         weights = rows[:, 4] if self.config.eval.weighted else None
         return (
             federation_mean(rows[:, 1], weights),
@@ -129,58 +166,97 @@ class Server:
             federation_mean(rows[:, 3], weights),
         )
 
+    def apply_splits(self, splits: list[Split], round_index: int) -> None:
+        """Children start from the parent's (just aggregated) model."""
+        for split in splits:
+            parent = self.hierarchy[split.parent]
+            parent.split_round = round_index
+            parent.datasets.update(split.info)
+            for child_id, members in split.children.items():
+                self.hierarchy[child_id] = HierarchyNode(
+                    id=child_id, parent=split.parent, created_round=round_index, members=members
+                )
+                self.models[child_id] = self.models[split.parent].clone()
+            del self.models[split.parent]
+
     def stop_workers(self) -> None:
         run_step(
-            self.comm,
-            Plan.stop(self.K).encode(),
-            None,
-            num_clients=self.K,
-            num_params=self.P,
-            num_steps=self.S,
-            execute=None,
-        )
+            self.comm, Plan.stop(self.K).encode(), None,
+            num_clients=self.K, num_params=self.P, num_steps=self.S, execute=None,
+        )  # fmt: skip
 
     # -- the run ---------------------------------------------------------------------
 
-    def run(self) -> dict[str, float]:
+    def run(self) -> dict:
         cfg = self.config
         progress = Progress(cfg.run.rounds, cfg.run.progress, self.stream)
         t_start = time.perf_counter()
-        accuracy = math.nan
-        for t in range(1, cfg.run.rounds + 1):
+        first = self.rounds_done + 1
+        accuracy = _last_finite(self.metrics["accuracy"])
+        for t in range(first, cfg.run.rounds + 1):
             plan = self.algorithm.plan_round(t)
+            sampled = {cid: 0 for cid in self.algorithm.clusters()}
+            for cid in plan.train.values():
+                sampled[cid] += 1
             reports = self.train_round(plan)
-            self.algorithm.update(t, plan, reports)
+            splits = self.algorithm.update(t, plan, reports)
+            stats = self.algorithm.cluster_stats()
+            self._record_clusters(t, sampled, stats, splits)
+            self.apply_splits(splits, t)
             acc = acc_plain = test_loss = math.nan
             if t % cfg.eval.every == 0 or t == cfg.run.rounds:
                 acc, acc_plain, test_loss = self.evaluate(t)
                 accuracy = acc
-            elapsed = time.perf_counter() - t_start
-            self._record(t, reports, acc, acc_plain, test_loss, elapsed)
-            progress.update(
-                t, clusters=len(self.models), accuracy=acc, rounds_per_s=t / max(elapsed, 1e-9)
-            )
+            self.rounds_done = t
+            elapsed = self.elapsed_before + time.perf_counter() - t_start
+            self._record(t, reports, len(splits), acc, acc_plain, test_loss, elapsed)
+            rate = (t - first + 1) / max(time.perf_counter() - t_start, 1e-9)
+            progress.update(t, clusters=len(self.models), accuracy=acc, rounds_per_s=rate)
+            if self.stop is not None and self.stop.name and t < cfg.run.rounds:
+                break
             if cfg.checkpoint.every and t % cfg.checkpoint.every == 0 and t < cfg.run.rounds:
                 self.write()
         self.stop_workers()
         wall = time.perf_counter() - t_start
         self.write()
+        ran = self.rounds_done - first + 1
         summary = {
-            "rounds": cfg.run.rounds,
+            "rounds": self.rounds_done,
+            "rounds_this_run": ran,
             "accuracy": accuracy,
             "num_clusters": len(self.models),
             "wall_s": wall,
             "client_steps_per_s": self.client_steps / max(wall, 1e-9),
-            "bytes_per_round": self.comm.bytes_moved / cfg.run.rounds,
+            "bytes_per_round": self.comm.bytes_moved / max(ran, 1),
+            "stopped_by": self.stop.name if self.rounds_done < cfg.run.rounds else None,
         }
         self._print_summary(summary)
         return summary
 
-    def _record(self, t, reports: ClientReports, acc, acc_plain, test_loss, elapsed) -> None:
+    def _record_clusters(self, t, sampled, stats, splits) -> None:
+        m = self.cluster_metrics
+        for cid, members in self._trained_clusters(splits).items():
+            m["round"].append(t)
+            m["cluster"].append(cid)
+            m["size"].append(len(members))
+            m["sampled"].append(sampled.get(cid, 0))
+            m["mse"].append(stats.get(cid, {}).get("mse", math.nan))
+
+    def _trained_clusters(self, splits: list[Split]) -> dict[str, np.ndarray]:
+        """The clusters that trained this round: the split parents instead of their children."""
+        out = dict(self.algorithm.clusters())
+        for split in splits:
+            for child in split.children:
+                out.pop(child, None)
+            out[split.parent] = self.hierarchy[split.parent].members
+        return dict(sorted(out.items()))
+
+    def _record(self, t, reports, num_splits, acc, acc_plain, test_loss, elapsed) -> None:
         m = self.metrics
         m["round"].append(t)
         m["num_clusters"].append(len(self.models))
         m["num_participants"].append(len(reports.clients))
+        m["num_splits"].append(num_splits)
         m["train_loss_first"].append(float(reports.losses[:, 0].mean()))
         m["train_loss_last"].append(float(reports.losses[:, -1].mean()))
         m["accuracy"].append(acc)
@@ -191,7 +267,7 @@ class Server:
 
     def write(self) -> None:
         leaves, assignment = self.algorithm.assignment()
-        int_cols = {"round", "num_clusters", "num_participants"}
+        cm = self.cluster_metrics
         write_run_file(
             self.config.run.out,
             config=self.config,
@@ -201,30 +277,48 @@ class Server:
                 "class_counts": self.partition.class_counts(self.labels),
                 "num_train": self.partition.num_train(),
                 "num_test": self.partition.num_test(),
+                "accuracy": self.client_accuracy,
             },
-            hierarchy=list(self.hierarchy.values()),
+            hierarchy=sorted(self.hierarchy.values(), key=_node_order),
             leaves=leaves,
             assignment=assignment,
             leaf_models=torch.stack([self.models[c] for c in leaves]).numpy(),
             metrics={
-                k: np.array(v, dtype=np.int64 if k in int_cols else np.float64)
+                k: np.array(v, dtype=np.int64 if k in INT_COLUMNS else np.float64)
                 for k, v in self.metrics.items()
+            },
+            cluster_metrics={
+                "round": np.array(cm["round"], dtype=np.int64),
+                "cluster": np.array(cm["cluster"], dtype=object),
+                "size": np.array(cm["size"], dtype=np.int64),
+                "sampled": np.array(cm["sampled"], dtype=np.int64),
+                "mse": np.array(cm["mse"], dtype=np.float64),
             },
             timing={
                 "round": np.array(self.timing["round"], dtype=np.int64),
-                "elapsed_s": np.array(self.timing["elapsed_s"]),
+                "elapsed_s": np.array(self.timing["elapsed_s"], dtype=np.float64),
             },
+            state=self.state(),
         )
 
-    def _print_summary(self, s: dict[str, float]) -> None:
+    def _print_summary(self, s: dict) -> None:
         w = self.comm.world_size
         moved = (
             "0 B (one process)" if w == 1 else f"{_bytes(s['bytes_per_round'])} (rank 0's traffic)"
         )
+        head = (
+            f"distfl: {s['rounds_this_run']} rounds in {s['wall_s']:.2f} s "
+            f"({s['rounds_this_run'] / max(s['wall_s'], 1e-9):.2f} rounds/s), "
+            f"world size {w} ({self.comm.name})"
+        )
+        if s["stopped_by"]:
+            head = (
+                f"distfl: stopped by {s['stopped_by']} after round {s['rounds']}/"
+                f"{self.config.run.rounds}; checkpoint written. Continue with: "
+                f"distfl run --resume {self.config.run.out}\n" + head
+            )
         lines = [
-            f"distfl: {s['rounds']} rounds in {s['wall_s']:.2f} s "
-            f"({s['rounds'] / max(s['wall_s'], 1e-9):.2f} rounds/s), "
-            f"world size {w} ({self.comm.name})",
+            head,
             f"  final balanced accuracy  {s['accuracy']:.4f} (mean over {self.K} clients)",
             f"  clusters                 {s['num_clusters']}",
             f"  client-steps/s           {s['client_steps_per_s']:.1f}",
@@ -233,6 +327,36 @@ class Server:
         ]
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
+
+
+def _node_order(node: HierarchyNode) -> tuple[int, ...]:
+    return tuple(int(p) for p in node.id.split("."))
+
+
+def _str(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _last_finite(values: list[float]) -> float:
+    for v in reversed(values):
+        if not math.isnan(v):
+            return float(v)
+    return math.nan
+
+
+def _to_tree(state: dict) -> dict:
+    """Make an algorithm's state_dict storable: numbers and lists as JSON, arrays as arrays."""
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            out[key] = _to_tree(value)
+        elif isinstance(value, np.ndarray):
+            out[key] = value
+        elif isinstance(value, np.generic):
+            out[key] = value.item()
+        else:
+            out[key] = value
+    return out
 
 
 def _bytes(n: float) -> str:

@@ -35,7 +35,9 @@ class Worker:
         ).to(device)
         self.num_params = num_params(self.model)
         self.trainer = SequentialTrainer(self.model, config.train, device)
-        self.data = load_clients(dataset, partition, clients, device)
+        self.data = load_clients(
+            dataset, partition, clients, device, groups=config.groups, seed=config.run.seed
+        )
         self.train_seconds = 0.0
         self.client_steps = 0
 

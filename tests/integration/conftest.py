@@ -23,10 +23,22 @@ import pytest
 # Variables by which distfl.comm.env.detect() recognises a launcher. The tests set the ones
 # they want; inherited ones (pytest itself run under srun or mpiexec) would change the world.
 LAUNCHER_VARS = (
-    "RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT",
-    "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
-    "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
-    "SLURM_STEP_ID", "SLURM_PROCID", "SLURM_LOCALID", "SLURM_STEP_NUM_TASKS", "SLURM_NTASKS",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "MPI_LOCALRANKID",
+    "SLURM_STEP_ID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "SLURM_STEP_NUM_TASKS",
+    "SLURM_NTASKS",
 )
 
 
@@ -49,8 +61,11 @@ def clean_env(**extra: str) -> dict[str, str]:
 def torch_env(rank: int, world_size: int, port: int) -> dict[str, str]:
     """The environment torchrun gives rank ``rank`` of a one-node world."""
     return clean_env(
-        RANK=str(rank), WORLD_SIZE=str(world_size), LOCAL_RANK=str(rank),
-        MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_RANK=str(rank),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
     )
 
 
@@ -197,7 +212,7 @@ def kill_tree(procs: Iterable[subprocess.Popen], marker: str | None = None) -> N
                     pass
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def helpers() -> types.SimpleNamespace:
     return types.SimpleNamespace(
         free_port=free_port,

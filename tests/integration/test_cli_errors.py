@@ -89,7 +89,7 @@ def test_bad_set_value(helpers, tmp_path, overrides, needles):
 
 def test_unknown_key_in_toml_file(helpers, tmp_path):
     cfg = tmp_path / "bad-key.toml"
-    cfg.write_text('[run]\nrounds = 3\n\n[data]\nnum_clients = 20\nfoo = 1\n', encoding="utf-8")
+    cfg.write_text("[run]\nrounds = 3\n\n[data]\nnum_clients = 20\nfoo = 1\n", encoding="utf-8")
     proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
     assert_one_line_error(proc, "data.foo", str(cfg), "allowed", "num_clients")
 
@@ -152,12 +152,21 @@ def test_more_workers_than_clients_fails_before_network(helpers, tmp_path, rank)
         listener.listen(8)
         port = listener.getsockname()[1]
         env = helpers.clean_env(
-            RANK=str(rank), WORLD_SIZE="30", LOCAL_RANK=str(rank),
-            MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+            RANK=str(rank),
+            WORLD_SIZE="30",
+            LOCAL_RANK=str(rank),
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=str(port),
         )
         args = [
-            "--set", "data.num_clients=20", "--set", "server.clients_per_round=5",
-            "--set", "comm.timeout_s=5", "--out", str(out),
+            "--set",
+            "data.num_clients=20",
+            "--set",
+            "server.clients_per_round=5",
+            "--set",
+            "comm.timeout_s=5",
+            "--out",
+            str(out),
         ]
         proc, elapsed = run_cli(helpers, args, tmp_path, env=env, timeout=30)
         listener.setblocking(False)
@@ -186,16 +195,36 @@ def test_more_workers_than_clients_under_torchrun(helpers, tmp_path):
     else:
         launcher = [sys.executable, "-m", "torch.distributed.run"]
     cmd = [
-        *launcher, "--nproc-per-node", "3",
-        "--master-addr", "127.0.0.1", "--master-port", str(helpers.free_port()),
-        "-m", "distfl", "run",
-        "--set", "data.num_clients=1", "--set", "server.clients_per_round=1",
-        "--set", "comm.timeout_s=10", "--out", str(tmp_path / "run.h5"),
+        *launcher,
+        "--nproc-per-node",
+        "3",
+        "--master-addr",
+        "127.0.0.1",
+        "--master-port",
+        str(helpers.free_port()),
+        "-m",
+        "distfl",
+        "run",
+        "--set",
+        "data.num_clients=1",
+        "--set",
+        "server.clients_per_round=1",
+        "--set",
+        "comm.timeout_s=10",
+        "--out",
+        str(tmp_path / "run.h5"),
     ]
     proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
-        errors="replace", start_new_session=True,
+        cmd,
+        cwd=tmp_path,
+        env=helpers.clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        start_new_session=True,
     )
     try:
         output, _ = proc.communicate(timeout=50)

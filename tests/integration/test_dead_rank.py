@@ -20,12 +20,18 @@ EXIT_TIMEOUT = 30  # how long the survivors may take once a peer is gone
 def long_run_args(out: str, timeout_s: float = 20) -> list[str]:
     """A run far too long to finish by itself, printing a progress line every round."""
     return [
-        "--set", "run.rounds=100000",
-        "--set", f"comm.timeout_s={timeout_s}",
-        "--set", 'run.progress="lines"',
-        "--set", "eval.every=1",
-        "--set", "run.threads=1",
-        "--out", out,
+        "--set",
+        "run.rounds=100000",
+        "--set",
+        f"comm.timeout_s={timeout_s}",
+        "--set",
+        'run.progress="lines"',
+        "--set",
+        "eval.every=1",
+        "--set",
+        "run.threads=1",
+        "--out",
+        out,
     ]
 
 
@@ -46,7 +52,9 @@ def test_torch_rank_killed_others_exit_3(helpers, tmp_path):
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
                     stderr=subprocess.PIPE,
-                    text=True, encoding="utf-8", errors="replace",
+                    text=True,
+                    encoding="utf-8",
+                    errors="replace",
                     start_new_session=True,
                 )
             )
@@ -91,9 +99,16 @@ def test_mpi_rank_killed_job_ends(helpers, tmp_path):
     marker = str(tmp_path / "run.h5")  # unique to this test: finds its ranks in /proc
     cmd = [mpiexec, "-n", "3", *helpers.distfl_cmd(*long_run_args(marker))]
     proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-        errors="replace", start_new_session=True,
+        cmd,
+        cwd=tmp_path,
+        env=helpers.clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        start_new_session=True,
     )
     try:
         stdout = helpers.LineReader(proc.stdout)
@@ -103,9 +118,7 @@ def test_mpi_rank_killed_job_ends(helpers, tmp_path):
             f"no progress line from rank 0; mpiexec exit {proc.poll()}\n"
             f"stdout:\n{stdout.text(0)}\nstderr:\n{stderr.text(0)}"
         )
-        ranks = {
-            r: helpers.pids_with(marker, env_item=f"PMI_RANK={r}") for r in range(3)
-        }
+        ranks = {r: helpers.pids_with(marker, env_item=f"PMI_RANK={r}") for r in range(3)}
         assert all(len(pids) == 1 for pids in ranks.values()), ranks
         # only the distfl ranks match, not the launcher or its proxy
         assert proc.pid not in {pid for pids in ranks.values() for pid in pids}
@@ -138,9 +151,14 @@ def start_torch_ranks(helpers, tmp_path, timeout_s):
         procs.append(
             subprocess.Popen(
                 helpers.distfl_cmd(*long_run_args(str(tmp_path / "hang.h5"), timeout_s)),
-                cwd=tmp_path, env=helpers.torch_env(rank, 3, port), stdin=subprocess.DEVNULL,
+                cwd=tmp_path,
+                env=helpers.torch_env(rank, 3, port),
+                stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                stderr=subprocess.PIPE, text=True, encoding="utf-8", errors="replace",
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
                 start_new_session=True,
             )
         )
@@ -154,8 +172,8 @@ def test_torch_rank_hung_others_time_out(helpers, tmp_path):
     try:
         stdout0 = helpers.LineReader(procs[0].stdout)
         stderrs = [helpers.LineReader(p.stderr) for p in procs]
-        assert stdout0.wait_for(is_progress_line, FIRST_LINE_TIMEOUT) is not None, (
-            stderrs[0].text(0)
+        assert stdout0.wait_for(is_progress_line, FIRST_LINE_TIMEOUT) is not None, stderrs[0].text(
+            0
         )
         procs[2].send_signal(signal.SIGSTOP)
         stopped_at = time.monotonic()
@@ -187,9 +205,16 @@ def test_mpi_rank_hung_watchdog_aborts(helpers, tmp_path):
     marker = str(tmp_path / "hang.h5")
     cmd = [mpiexec, "-n", "3", *helpers.distfl_cmd(*long_run_args(marker, HANG_TIMEOUT))]
     proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, encoding="utf-8",
-        errors="replace", start_new_session=True,
+        cmd,
+        cwd=tmp_path,
+        env=helpers.clean_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        encoding="utf-8",
+        errors="replace",
+        start_new_session=True,
     )
     try:
         stdout = helpers.LineReader(proc.stdout)

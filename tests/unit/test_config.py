@@ -120,7 +120,7 @@ def test_parse_set_integer():
 def test_parse_set_types():
     assert parse_set("train.lr=0.1") == ("train", "lr", 0.1)
     assert parse_set("eval.weighted=true") == ("eval", "weighted", True)
-    assert parse_set("model.name=\"cnn\"") == ("model", "name", "cnn")
+    assert parse_set('model.name="cnn"') == ("model", "name", "cnn")
     assert parse_set("model.hidden=[8, 4]") == ("model", "hidden", [8, 4])
 
 
@@ -138,11 +138,13 @@ def test_parse_set_inline_tables():
     section, key, value = parse_set(item)
     assert (section, key) == ("data", "groups")
     assert value == [{"count": 3, "alpha": 0.5}, {"count": 1, "alpha": 0}]
-    c = load(overrides=[
-        "data.num_clients=4",
-        "server.clients_per_round=2",
-        "data.groups=[{count = 3, alpha = 0.5, name = \"a\"}, {count = 1, alpha = 0}]",
-    ])
+    c = load(
+        overrides=[
+            "data.num_clients=4",
+            "server.clients_per_round=2",
+            'data.groups=[{count = 3, alpha = 0.5, name = "a"}, {count = 1, alpha = 0}]',
+        ]
+    )
     assert c.data.groups == (GroupSpec(3, 0.5, "a"), GroupSpec(1, 0.0))
 
 
@@ -186,22 +188,31 @@ def test_unknown_key(tmp_path):
 
 
 def test_unknown_group_key():
-    raises_naming("data.groups[0].size", overrides=[
-        "data.num_clients=4", "server.clients_per_round=2",
-        "data.groups=[{count = 4, alpha = 0.5, size = 2}]",
-    ])
+    raises_naming(
+        "data.groups[0].size",
+        overrides=[
+            "data.num_clients=4",
+            "server.clients_per_round=2",
+            "data.groups=[{count = 4, alpha = 0.5, size = 2}]",
+        ],
+    )
 
 
 def test_group_missing_alpha():
-    raises_naming("data.groups[0].alpha", overrides=[
-        "data.num_clients=4", "server.clients_per_round=2", "data.groups=[{count = 4}]",
-    ])
+    raises_naming(
+        "data.groups[0].alpha",
+        overrides=[
+            "data.num_clients=4",
+            "server.clients_per_round=2",
+            "data.groups=[{count = 4}]",
+        ],
+    )
 
 
 @pytest.mark.parametrize(
     "override, key",
     [
-        ("run.rounds=\"five\"", "run.rounds"),  # string for int
+        ('run.rounds="five"', "run.rounds"),  # string for int
         ("run.rounds=five", "run.rounds"),  # bare string for int
         ("run.rounds=true", "run.rounds"),  # bool for int
         ("run.rounds=5.0", "run.rounds"),  # float for int
@@ -221,7 +232,7 @@ def test_wrong_type(override, key):
 
 
 def test_wrong_type_in_file(tmp_path):
-    err = raises_naming("run.seed", path=write(tmp_path, "[run]\nseed = \"7\"\n"))
+    err = raises_naming("run.seed", path=write(tmp_path, '[run]\nseed = "7"\n'))
     assert "integer" in str(err)
 
 
@@ -241,7 +252,7 @@ def test_wrong_type_in_file(tmp_path):
         (["run.rounds=0"], "run.rounds"),
         (["run.seed=-1"], "run.seed"),
         (["run.threads=0"], "run.threads"),
-        (["run.out=\"\""], "run.out"),
+        (['run.out=""'], "run.out"),
         (["run.device=tpu"], "run.device"),
         (["run.progress=fancy"], "run.progress"),
         (["data.num_clients=0"], "data.num_clients"),
@@ -260,10 +271,14 @@ def test_wrong_type_in_file(tmp_path):
         (["eval.every=0"], "eval.every"),
         (["checkpoint.every=-1"], "checkpoint.every"),
         (["data.groups=[{count = 20, alpha = -1.0}]"], "data.groups[0].alpha"),
-        (["data.groups=[{count = 10, alpha = 1.0}, {count = 10, alpha = -0.5}]"],
-         "data.groups[1].alpha"),
-        (["data.groups=[{count = 0, alpha = 1.0}, {count = 20, alpha = 1.0}]"],
-         "data.groups[0].count"),
+        (
+            ["data.groups=[{count = 10, alpha = 1.0}, {count = 10, alpha = -0.5}]"],
+            "data.groups[1].alpha",
+        ),
+        (
+            ["data.groups=[{count = 0, alpha = 1.0}, {count = 20, alpha = 1.0}]"],
+            "data.groups[0].count",
+        ),
         (["data.groups=[{count = 8, alpha = 1.0}, {count = 4, alpha = 0.0}]"], "data.groups"),
     ],
 )
@@ -272,9 +287,12 @@ def test_impossible_values(overrides, key):
 
 
 def test_groups_count_mismatch_message():
-    err = raises_naming("data.num_clients", overrides=[
-        "data.groups=[{count = 8, alpha = 1.0}, {count = 4, alpha = 0.0}]",
-    ])
+    err = raises_naming(
+        "data.num_clients",
+        overrides=[
+            "data.groups=[{count = 8, alpha = 1.0}, {count = 4, alpha = 0.0}]",
+        ],
+    )
     assert "12" in str(err) and "20" in str(err)
 
 
@@ -303,8 +321,9 @@ def test_config_path_is_a_directory(tmp_path):
     raises_naming(str(tmp_path), path=tmp_path)
 
 
-@pytest.mark.skipif(sys.platform == "win32" or os.geteuid() == 0,
-                    reason="permissions are not enforced")
+@pytest.mark.skipif(
+    sys.platform == "win32" or os.geteuid() == 0, reason="permissions are not enforced"
+)
 def test_unreadable_config_file(tmp_path):
     p = write(tmp_path, EXAMPLE_TOML, "secret.toml")
     p.chmod(0)
@@ -316,12 +335,19 @@ def test_unreadable_config_file(tmp_path):
 
 def test_non_utf8_config_file(tmp_path):
     p = tmp_path / "latin.toml"
-    p.write_bytes(b"[run]\nout = \"\xe9t\xe9.h5\"\n")
+    p.write_bytes(b'[run]\nout = "\xe9t\xe9.h5"\n')
     raises_naming("latin.toml", path=p)
 
 
-@pytest.mark.parametrize("text", ["[run\nrounds = 5\n", "[run]\nrounds = \n", "[run]\nrounds 5\n",
-                                  "[run]\nrounds = 1\nrounds = 2\n"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "[run\nrounds = 5\n",
+        "[run]\nrounds = \n",
+        "[run]\nrounds 5\n",
+        "[run]\nrounds = 1\nrounds = 2\n",
+    ],
+)
 def test_invalid_toml(tmp_path, text):
     err = raises_naming("bad.toml", path=write(tmp_path, text, "bad.toml"))
     assert "TOML" in str(err)
@@ -354,11 +380,17 @@ def test_json_round_trip_defaults():
 
 
 def test_json_round_trip_full(tmp_path):
-    c = load(path=write(tmp_path, EXAMPLE_TOML), overrides=[
-        "model.hidden=[32, 16]", "train.momentum=0.9", "eval.weighted=true",
-        "run.seed=9223372036854775807", "data.groups=[{count = 8, alpha = 1000.0, name = \"iid\"}, "
-        "{count = 4, alpha = 0.0, name = \"skew\"}]",
-    ])
+    c = load(
+        path=write(tmp_path, EXAMPLE_TOML),
+        overrides=[
+            "model.hidden=[32, 16]",
+            "train.momentum=0.9",
+            "eval.weighted=true",
+            "run.seed=9223372036854775807",
+            'data.groups=[{count = 8, alpha = 1000.0, name = "iid"}, '
+            '{count = 4, alpha = 0.0, name = "skew"}]',
+        ],
+    )
     back = from_json(c.to_json())
     assert back == c
     assert back.model.hidden == (32, 16)
@@ -379,11 +411,14 @@ def test_describe_keys_lists_every_key():
 # --------------------------------------------------------------------------- known gaps
 
 
-@pytest.mark.parametrize("override, key", [
-    ("train.momentum=nan", "train.momentum"),
-    ("train.weight_decay=nan", "train.weight_decay"),
-    ("data.groups=[{count = 20, alpha = nan}]", "data.groups[0].alpha"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("train.momentum=nan", "train.momentum"),
+        ("train.weight_decay=nan", "train.weight_decay"),
+        ("data.groups=[{count = 20, alpha = nan}]", "data.groups[0].alpha"),
+    ],
+)
 def test_nan_is_rejected(override, key):
     raises_naming(key, overrides=[override])
 

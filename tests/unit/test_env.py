@@ -12,10 +12,22 @@ from distfl.errors import ConfigError
 
 
 def test_torchrun():
-    env = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.2",
-           "MASTER_PORT": "29611", "LOCAL_WORLD_SIZE": "2"}
-    assert detect(env) == LaunchInfo(launcher="torchrun", rank=3, world_size=4, local_rank=1,
-                                     master_addr="10.0.0.2", master_port=29611)
+    env = {
+        "RANK": "3",
+        "WORLD_SIZE": "4",
+        "LOCAL_RANK": "1",
+        "MASTER_ADDR": "10.0.0.2",
+        "MASTER_PORT": "29611",
+        "LOCAL_WORLD_SIZE": "2",
+    }
+    assert detect(env) == LaunchInfo(
+        launcher="torchrun",
+        rank=3,
+        world_size=4,
+        local_rank=1,
+        master_addr="10.0.0.2",
+        master_port=29611,
+    )
 
 
 def test_torchrun_defaults_for_missing_rendezvous():
@@ -25,23 +37,38 @@ def test_torchrun_defaults_for_missing_rendezvous():
 
 
 def test_torchrun_wins_over_slurm_and_mpi():
-    env = {"RANK": "1", "WORLD_SIZE": "2", "OMPI_COMM_WORLD_SIZE": "5",
-           "OMPI_COMM_WORLD_RANK": "4", "SLURM_STEP_ID": "0", "SLURM_PROCID": "7"}
+    env = {
+        "RANK": "1",
+        "WORLD_SIZE": "2",
+        "OMPI_COMM_WORLD_SIZE": "5",
+        "OMPI_COMM_WORLD_RANK": "4",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "7",
+    }
     info = detect(env)
     assert (info.launcher, info.rank, info.world_size) == ("torchrun", 1, 2)
 
 
 def test_open_mpi():
-    env = {"OMPI_COMM_WORLD_RANK": "2", "OMPI_COMM_WORLD_SIZE": "6",
-           "OMPI_COMM_WORLD_LOCAL_RANK": "0"}
+    env = {
+        "OMPI_COMM_WORLD_RANK": "2",
+        "OMPI_COMM_WORLD_SIZE": "6",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "0",
+    }
     assert detect(env) == LaunchInfo(launcher="mpi", rank=2, world_size=6, local_rank=0)
     assert detect(env).master_addr == ""
 
 
 def test_open_mpi_wins_over_slurm_step():
-    env = {"OMPI_COMM_WORLD_RANK": "1", "OMPI_COMM_WORLD_SIZE": "3",
-           "OMPI_COMM_WORLD_LOCAL_RANK": "1", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1",
-           "SLURM_STEP_NUM_TASKS": "3", "SLURM_JOB_NODELIST": "n1"}
+    env = {
+        "OMPI_COMM_WORLD_RANK": "1",
+        "OMPI_COMM_WORLD_SIZE": "3",
+        "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "1",
+        "SLURM_STEP_NUM_TASKS": "3",
+        "SLURM_JOB_NODELIST": "n1",
+    }
     info = detect(env)
     assert (info.launcher, info.rank, info.world_size, info.local_rank) == ("mpi", 1, 3, 1)
 
@@ -65,9 +92,15 @@ def test_pmi_needs_both_rank_and_size():
 
 
 def test_slurm_step():
-    env = {"SLURM_STEP_ID": "0", "SLURM_PROCID": "2", "SLURM_STEP_NUM_TASKS": "3",
-           "SLURM_LOCALID": "0", "SLURM_JOB_NODELIST": "node[03-05]", "SLURM_JOB_ID": "123456",
-           "SLURM_NTASKS": "3"}
+    env = {
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "2",
+        "SLURM_STEP_NUM_TASKS": "3",
+        "SLURM_LOCALID": "0",
+        "SLURM_JOB_NODELIST": "node[03-05]",
+        "SLURM_JOB_ID": "123456",
+        "SLURM_NTASKS": "3",
+    }
     info = detect(env)
     assert info.launcher == "slurm"
     assert (info.rank, info.world_size, info.local_rank) == (2, 3, 0)
@@ -86,9 +119,16 @@ def test_slurm_port_hand_computed():
 
 
 def test_slurm_step_overrides():
-    env = {"SLURM_STEP_ID": "1", "SLURM_PROCID": "0", "SLURM_NTASKS": "4",
-           "SLURM_STEP_NODELIST": "gpu[7-8]", "SLURM_JOB_NODELIST": "gpu[1-8]",
-           "SLURM_JOB_ID": "5", "MASTER_PORT": "4000", "MASTER_ADDR": "head"}
+    env = {
+        "SLURM_STEP_ID": "1",
+        "SLURM_PROCID": "0",
+        "SLURM_NTASKS": "4",
+        "SLURM_STEP_NODELIST": "gpu[7-8]",
+        "SLURM_JOB_NODELIST": "gpu[1-8]",
+        "SLURM_JOB_ID": "5",
+        "MASTER_PORT": "4000",
+        "MASTER_ADDR": "head",
+    }
     info = detect(env)
     assert info.world_size == 4  # SLURM_NTASKS when the step count is absent
     assert info.master_addr == "head"
@@ -104,8 +144,13 @@ def test_slurm_step_without_nodelist():
 
 
 def test_sbatch_script_is_single():
-    env = {"SLURM_PROCID": "0", "SLURM_JOB_ID": "42", "SLURM_NTASKS": "8",
-           "SLURM_JOB_NODELIST": "node[01-02]", "SLURM_LOCALID": "0"}
+    env = {
+        "SLURM_PROCID": "0",
+        "SLURM_JOB_ID": "42",
+        "SLURM_NTASKS": "8",
+        "SLURM_JOB_NODELIST": "node[01-02]",
+        "SLURM_LOCALID": "0",
+    }
     info = detect(env)
     assert info == LaunchInfo(launcher="single", rank=0, world_size=1, local_rank=0)
 
@@ -123,8 +168,14 @@ def test_non_integer_variable_names_the_variable():
 
 
 def test_detect_defaults_to_os_environ(monkeypatch):
-    for key in ("RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMI_RANK",
-                "SLURM_STEP_ID"):
+    for key in (
+        "RANK",
+        "WORLD_SIZE",
+        "OMPI_COMM_WORLD_SIZE",
+        "PMI_SIZE",
+        "PMI_RANK",
+        "SLURM_STEP_ID",
+    ):
         monkeypatch.delenv(key, raising=False)
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "3")
@@ -187,8 +238,14 @@ def test_resolve_backend_auto():
 
 
 def test_resolve_backend_local_with_many_ranks():
-    info = LaunchInfo(launcher="torchrun", rank=0, world_size=3, local_rank=0,
-                      master_addr="127.0.0.1", master_port=29500)
+    info = LaunchInfo(
+        launcher="torchrun",
+        rank=0,
+        world_size=3,
+        local_rank=0,
+        master_addr="127.0.0.1",
+        master_port=29500,
+    )
     with pytest.raises(ConfigError) as err:
         resolve_backend("local", info)
     assert "comm.backend" in str(err.value)

@@ -182,8 +182,9 @@ def test_float_sums_do_depend_on_order_but_limb_sums_do_not():
     assert a != b  # the premise: float addition is not associative here
     limbs = [to_limbs(f64([t])) for t in terms]
     la = sum(limbs, torch.zeros(3, 1, dtype=torch.int64))
-    lb = sum(sorted(limbs, key=lambda x: float(from_limbs(x)[0])),
-             torch.zeros(3, 1, dtype=torch.int64))
+    lb = sum(
+        sorted(limbs, key=lambda x: float(from_limbs(x)[0])), torch.zeros(3, 1, dtype=torch.int64)
+    )
     assert torch.equal(la, lb)
     assert bits(from_limbs(la)) == bits(from_limbs(lb))
 

@@ -19,6 +19,9 @@ def test_ruff_clean():
         pytest.skip("ruff is not installed (pip install 'distfl[dev]')")
     proc = subprocess.run(
         [exe, "check", "--output-format", "concise", "distfl", "tests"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -39,8 +39,7 @@ def test_mlp_parameter_count_hand_computed():
 def test_lenet5_parameter_count_hand_computed():
     # 8x8 -> conv(pad 2) 8x8 -> pool 4x4 -> conv 4x4 -> pool 2x2: 16*2*2 = 64 features
     expected = (
-        (1 * 6 * 25 + 6) + (6 * 16 * 25 + 16)
-        + (64 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10)
+        (1 * 6 * 25 + 6) + (6 * 16 * 25 + 16) + (64 * 120 + 120) + (120 * 84 + 84) + (84 * 10 + 10)
     )
     assert num_params(build_model("lenet5", (1, 8, 8), 10)) == expected
 
@@ -48,8 +47,11 @@ def test_lenet5_parameter_count_hand_computed():
 def test_cnn_parameter_count_hand_computed():
     # 32x32 -> 16x16 -> 8x8 with 64 channels: 4096 features
     expected = (
-        (3 * 64 * 25 + 64) + (64 * 64 * 25 + 64)
-        + (4096 * 384 + 384) + (384 * 192 + 192) + (192 * 100 + 100)
+        (3 * 64 * 25 + 64)
+        + (64 * 64 * 25 + 64)
+        + (4096 * 384 + 384)
+        + (384 * 192 + 192)
+        + (192 * 100 + 100)
     )
     assert num_params(build_model("cnn", (3, 32, 32), 100)) == expected
 

@@ -52,8 +52,9 @@ def test_class_counts_matches_labels(labels):
         assert counts[k].sum() == 40
 
 
-@pytest.mark.parametrize("spc, tf, n_test", [(40, 0.25, 10), (60, 0.25, 15), (10, 0.33, 3),
-                                             (7, 0.5, 4), (9, 0.5, 4)])
+@pytest.mark.parametrize(
+    "spc, tf, n_test", [(40, 0.25, 10), (60, 0.25, 15), (10, 0.33, 3), (7, 0.5, 4), (9, 0.5, 4)]
+)
 def test_sizes_per_client(labels, spc, tf, n_test):
     # n_test is round(spc * tf), computed by hand (Python rounds halves to even: 3.5 -> 4,
     # 4.5 -> 4)
@@ -67,8 +68,11 @@ def test_sizes_per_client(labels, spc, tf, n_test):
 
 
 def test_train_and_test_are_disjoint_and_valid(labels):
-    groups = [GroupSpec(count=6, alpha=0.1), GroupSpec(count=6, alpha=0.0),
-              GroupSpec(count=6, alpha=100.0)]
+    groups = [
+        GroupSpec(count=6, alpha=0.1),
+        GroupSpec(count=6, alpha=0.0),
+        GroupSpec(count=6, alpha=100.0),
+    ]
     p = partition(labels, groups, spc=50)
     for k in range(p.num_clients):
         tr, te = p.train[k], p.test[k]
@@ -98,8 +102,11 @@ def test_same_seed_same_partition_different_seed_different(labels):
 
 
 def test_groups_recorded_in_order(labels):
-    groups = [GroupSpec(count=3, alpha=1000.0), GroupSpec(count=2, alpha=0.0),
-              GroupSpec(count=1, alpha=0.3, name="x")]
+    groups = [
+        GroupSpec(count=3, alpha=1000.0),
+        GroupSpec(count=2, alpha=0.0),
+        GroupSpec(count=1, alpha=0.3, name="x"),
+    ]
     p = partition(labels, groups)
     assert p.group.tolist() == [0, 0, 0, 1, 1, 2]
     # the alpha = 0 group is the one with single-class clients
@@ -127,8 +134,9 @@ def test_small_alpha_is_skewed(labels):
 
 def test_federation_larger_than_dataset_reuses_samples():
     labels = np.array([0, 1] * 10)  # 10 samples per class
-    p = dirichlet_partition(labels, (GroupSpec(count=6, alpha=0.0),), samples_per_client=8,
-                            test_fraction=0.25, seed=1)
+    p = dirichlet_partition(
+        labels, (GroupSpec(count=6, alpha=0.0),), samples_per_client=8, test_fraction=0.25, seed=1
+    )
     for k in range(6):
         both = np.concatenate([p.train[k], p.test[k]])
         assert len(both) == 8
@@ -141,8 +149,9 @@ def test_federation_larger_than_dataset_reuses_samples():
 
 def test_num_classes_from_labels():
     labels = np.array([0, 1, 2, 0, 2, 1, 0, 2])
-    p = dirichlet_partition(labels, (GroupSpec(count=2, alpha=0.0),), samples_per_client=4,
-                            test_fraction=0.25, seed=0)
+    p = dirichlet_partition(
+        labels, (GroupSpec(count=2, alpha=0.0),), samples_per_client=4, test_fraction=0.25, seed=0
+    )
     assert p.num_classes == 3
     assert p.class_counts(labels).shape == (2, 3)
 
@@ -150,8 +159,9 @@ def test_num_classes_from_labels():
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
 def test_absent_class_id_does_not_crash():
     labels = np.array([0, 2, 2, 0, 2, 0, 0, 2])  # class 1 absent: still 3 class ids
-    p = dirichlet_partition(labels, (GroupSpec(count=2, alpha=1.0),), samples_per_client=4,
-                            test_fraction=0.25, seed=0)
+    p = dirichlet_partition(
+        labels, (GroupSpec(count=2, alpha=1.0),), samples_per_client=4, test_fraction=0.25, seed=0
+    )
     assert p.num_classes == 3
     for k in range(2):
         assert set(labels[np.concatenate([p.train[k], p.test[k]])]) <= {0, 2}
@@ -220,8 +230,7 @@ def test_shard_hand_example_reversed():
 
 
 def test_shard_equal_weights():
-    assert shard_clients(np.full(12, 5), 4) == [range(0, 3), range(3, 6), range(6, 9),
-                                                  range(9, 12)]
+    assert shard_clients(np.full(12, 5), 4) == [range(0, 3), range(3, 6), range(6, 9), range(9, 12)]
     assert shard_clients(np.ones(5), 5) == [range(i, i + 1) for i in range(5)]
     assert shard_clients(np.ones(5), 1) == [range(0, 5)]
 

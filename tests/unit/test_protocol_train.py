@@ -34,7 +34,9 @@ CPU = torch.device("cpu")
 
 def make_plan() -> Plan:
     return Plan(
-        kind=STEP, round=7, num_models=2,
+        kind=STEP,
+        round=7,
+        num_models=2,
         model_of=np.array([0, -1, 1, 0, -1], dtype=np.int64),
         tasks=np.array([TRAIN | EVAL, 0, TRAIN, RETURN_MODEL | EVAL, EVAL], dtype=np.int64),
     )
@@ -44,7 +46,7 @@ def test_plan_encode_layout():
     t = make_plan().encode()
     assert t.dtype == torch.int64
     assert t.shape == (HEADER + 2 * 5,)
-    assert t.tolist() == [STEP, 7, 2, 0,  0, -1, 1, 0, -1,  3, 0, 1, 6, 2]
+    assert t.tolist() == [STEP, 7, 2, 0, 0, -1, 1, 0, -1, 3, 0, 1, 6, 2]
 
 
 def test_plan_round_trip():
@@ -244,9 +246,7 @@ def test_train_takes_exactly_local_steps_optimizer_steps(monkeypatch):
     monkeypatch.setattr(torch.optim.SGD, "step", counting_step)
     for steps in (1, 3, 7):
         calls.clear()
-        _, losses = trainer(local_steps=steps).train(
-            flat_params(tiny_model()), tiny_data(), seed=1
-        )
+        _, losses = trainer(local_steps=steps).train(flat_params(tiny_model()), tiny_data(), seed=1)
         assert len(calls) == steps
         assert len(losses) == steps
 

@@ -1,0 +1,83 @@
+"""``distfl inspect RUN.h5``: the cluster hierarchy as a tree, accuracies, WAS/WADB, Rand/ARI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TextIO
+
+import numpy as np
+
+from distfl.checkpoint import HierarchyNode, read_run_file
+from distfl.metrics import adjusted_rand_index, federation_mean, rand_index, wadb, was
+
+
+def _fmt(x: float | None, digits: int = 3) -> str:
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def inspect_run(path: str | Path, stream: TextIO) -> None:
+    import h5py
+
+    run = read_run_file(path)
+    cfg = run.config
+    with h5py.File(path, "r") as f:
+        groups = f["clients/group"][()]
+        class_counts = f["clients/class_counts"][()]
+        accuracy = f["clients/accuracy"][()]
+        leaves = [s.decode() if isinstance(s, bytes) else str(s) for s in f["final/leaves"][()]]
+        assignment = f["final/assignment"][()]
+        version = f.attrs["distfl_version"]
+        created = f.attrs["created"]
+    done = int(run.state["round"])
+    w = stream.write
+    w(f"run file   {path} (distfl {version}, created {created}, world size {run.world_size})\n")
+    w(
+        f"run        {cfg.algorithm.name} on {cfg.data.dataset}, {cfg.data.num_clients} clients in "
+        f"{len(cfg.groups)} group(s), round {done} of {cfg.run.rounds}"
+        + (" (incomplete: resume with distfl run --resume)" if done < cfg.run.rounds else "")
+        + "\n"
+    )
+    w("hierarchy\n")
+    nodes = {n.id: n for n in run.hierarchy}
+    children: dict[str, list[str]] = {}
+    for n in run.hierarchy:
+        if n.parent:
+            children.setdefault(n.parent, []).append(n.id)
+    roots = sorted((n.id for n in run.hierarchy if not n.parent), key=_order)
+    width = max(len(i) for i in nodes) + 4 * max(i.count(".") for i in nodes) + 4
+
+    def line(node: HierarchyNode, prefix: str, last: bool, depth: int) -> None:
+        branch = "" if depth == 0 else ("└── " if last else "├── ")
+        label = f"{prefix}{branch}{node.id}"
+        members = np.asarray(node.members, dtype=np.int64)
+        text = f"{label:<{width}} {len(members):>6} clients"
+        if node.split_round >= 0:
+            kids = children.get(node.id, [])
+            scores = node.datasets.get("db_scores")
+            best = float(np.min(scores)) if scores is not None and len(scores) else math.nan
+            text += f"  split at round {node.split_round} into {len(kids)} (DB {_fmt(best)})"
+        else:
+            acc = federation_mean(accuracy[members]) if len(members) else math.nan
+            text += f"  leaf, accuracy {_fmt(acc)}"
+        w(text + "\n")
+        kids = sorted(children.get(node.id, []), key=_order)
+        for i, kid in enumerate(kids):
+            ext = "" if depth == 0 else ("    " if last else "│   ")
+            line(nodes[kid], prefix + ext, i == len(kids) - 1, depth + 1)
+
+    for root in roots:
+        line(nodes[root], "", True, 0)
+    fed = _fmt(federation_mean(accuracy))
+    w(f"final      {len(leaves)} cluster(s); federation balanced accuracy {fed}\n")
+    w(f"WAS        {_fmt(was(class_counts, assignment))}   (silhouette, sorted frequencies)\n")
+    w(f"WADB       {_fmt(wadb(class_counts, assignment))}   (Davies-Bouldin, the same vectors)\n")
+    num_groups = len(np.unique(groups))
+    if num_groups > 1 or len(leaves) > 1:
+        ri = _fmt(rand_index(groups, assignment))
+        ari = _fmt(adjusted_rand_index(groups, assignment))
+        w(f"truth      Rand index {ri}, ARI {ari} against the {num_groups} recorded groups\n")
+
+
+def _order(node_id: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in node_id.split("."))

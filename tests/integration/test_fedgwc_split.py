@@ -1,0 +1,105 @@
+"""FedGWC finds the embedded scenario's groups: the first split of the root separates the
+clean clients from the label-permuted ones (Rand index 1.0), with the same hierarchy, bit
+for bit, in one process and under torchrun with 3 ranks."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import h5py
+import numpy as np
+import pytest
+
+from distfl.metrics import rand_index
+
+pytestmark = pytest.mark.integration
+
+# the default preset, cut where the first split (round 168 for seed 0) has happened
+ARGS = ["--set", "run.rounds=180", "--set", "run.seed=0", "--set", 'run.progress="none"']
+
+
+def _hierarchy(path) -> dict[str, object]:
+    out: dict[str, object] = {}
+    with h5py.File(path, "r") as f:
+        for top in ("hierarchy", "final", "metrics"):
+
+            def keep(name, item, top=top):
+                if isinstance(item, h5py.Dataset):
+                    out[f"{top}/{name}"] = item[()]
+                for key, value in item.attrs.items():
+                    out[f"{top}/{name}@{key}"] = value
+
+            f[top].visititems(keep)
+    return out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, helpers):
+    tmp = tmp_path_factory.mktemp("fedgwc")
+    env = helpers.clean_env()
+    single = tmp / "w1.h5"
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run", "--out", str(single), *ARGS],
+        env=env,
+        cwd=tmp,
+        capture_output=True,
+        text=True,
+        timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr
+    torchrun = helpers.venv_tool("torchrun")
+    three = tmp / "w3.h5"
+    proc = subprocess.run(
+        [torchrun, "--standalone", "--nproc-per-node", "3", "-m", "distfl", "run",
+         "--out", str(three), *ARGS],
+        env=env, cwd=tmp, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return single, three
+
+
+def test_first_split_separates_the_groups(runs):
+    with h5py.File(runs[0], "r") as f:
+        groups = f["clients/group"][()]
+        root = f["hierarchy/0"]
+        assert root.attrs["split_round"] > 0
+        labels = root["labels"][()]
+        scores = root["db_scores"][()]
+        members = root["members"][()]
+        children = sorted(n for n in f["hierarchy"] if f["hierarchy"][n].attrs["parent"] == "0")
+        assert children == ["0.0", "0.1"]
+        W = root["affinity"][()]
+        P = root["interaction"][()]
+    assert rand_index(groups[members], labels) == 1.0
+    assert scores.min() < 0.5 and np.argmin(scores) == 0  # two clusters chosen
+    assert W.shape == P.shape == (40, 40)
+    assert np.allclose(W, W.T) and np.allclose(np.diag(W), 1.0)
+
+
+def test_same_hierarchy_in_one_process_and_under_torchrun(runs):
+    a, b = _hierarchy(runs[0]), _hierarchy(runs[1])
+    assert sorted(a) == sorted(b)
+    for key, value in a.items():
+        other = b[key]
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            assert np.array_equal(value.view(np.uint8), other.view(np.uint8)), key
+        elif isinstance(value, np.ndarray):
+            assert np.array_equal(value, other), key
+        else:
+            assert value == other, key
+
+
+def test_inspect_shows_the_tree(runs):
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "inspect", str(runs[0])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "0 " in out and "split at round" in out
+    assert "├── 0.0" in out and "└── 0.1" in out
+    assert "Rand index 1.000, ARI 1.000" in out
+    assert "WAS" in out and "WADB" in out

@@ -1,0 +1,262 @@
+"""Resumption: a run stopped half-way (by its round count or by a signal) and resumed from
+its run file ends bit for bit where the uninterrupted run ends, at W=1 and W=3. A bad
+checkpoint is refused with exit code 2 and one line."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.integration
+
+ROUNDS = 40
+# FedGWC on a scenario that splits before and goes on after the half-way point, so that
+# the resumed state (interaction matrices, sampling generator, hierarchy) matters.
+CONFIG = """\
+[run]
+seed = 3
+rounds = 40
+progress = "lines"
+[data]
+num_clients = 16
+samples_per_client = 40
+groups = [{count = 11, alpha = 1000.0}, {count = 5, alpha = 1000.0, permute_labels = true}]
+[train]
+local_steps = 4
+[server]
+clients_per_round = 8
+[algorithm]
+name = "fedgwc"
+epsilon = 0.001
+patience = 2
+[eval]
+every = 5
+"""
+
+
+def read_all(path: Path) -> dict[str, object]:
+    """Every dataset of /metrics, /hierarchy, /final, /clients and /state, by path."""
+    out: dict[str, object] = {}
+    with h5py.File(path, "r") as f:
+        for top in ("metrics", "hierarchy", "final", "clients", "state"):
+
+            def keep(name, item, top=top):
+                if isinstance(item, h5py.Dataset):
+                    out[f"{top}/{name}"] = item[()]
+                for key, value in item.attrs.items():
+                    out[f"{top}/{name}@{key}"] = value
+
+            f[top].visititems(keep)
+    return out
+
+
+def assert_same(a: dict, b: dict) -> None:
+    assert sorted(a) == sorted(b)
+    for key in a:
+        x, y = a[key], b[key]
+        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
+            assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), key
+        elif isinstance(x, np.ndarray):
+            assert np.array_equal(x, y), key
+        else:
+            assert x == y, key
+
+
+def cli(helpers, tmp_path, *args, env=None, check=True):
+    proc = subprocess.run(
+        helpers.distfl_cmd(*args), cwd=tmp_path, env=env or helpers.clean_env(),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    if check:
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def torchrun(helpers, tmp_path, *args):
+    cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3"]
+    proc = subprocess.run(
+        [*cmd, "-m", "distfl", "run", *args], cwd=tmp_path, env=helpers.clean_env(),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run at W=1, and its config file."""
+    tmp = tmp_path_factory.mktemp("resume")
+    config = tmp / "fedgwc.toml"
+    config.write_text(CONFIG)
+    out = tmp / "full.h5"
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return config, out
+
+
+def test_reference_run_splits_across_the_halfway_point(reference):
+    _, out = reference
+    with h5py.File(out, "r") as f:
+        splits = [f["hierarchy"][n].attrs["split_round"] for n in f["hierarchy"]]
+        num_clusters = f["metrics/num_clusters"][()]
+    rounds = [r for r in splits if r >= 0]
+    assert rounds, "the scenario must split for the resume tests to mean something"
+    assert min(rounds) <= ROUNDS // 2 and num_clusters[-1] > 1
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_stop_halfway_and_resume_equals_uninterrupted(helpers, tmp_path, reference, world):
+    config, full = reference
+    out = tmp_path / "half.h5"
+    first = ["--config", str(config), "--out", str(out), "--set", f"run.rounds={ROUNDS // 2}"]
+    second = ["--config", str(config), "--resume", str(out)]
+    if world == 1:
+        cli(helpers, tmp_path, *first)
+    else:
+        torchrun(helpers, tmp_path, *first)
+    with h5py.File(out, "r") as f:
+        assert f["state"].attrs["round"] == str(ROUNDS // 2)  # JSON-encoded attribute
+        assert list(f["metrics/round"][()]) == list(range(1, ROUNDS // 2 + 1))
+    proc = cli(helpers, tmp_path, *second) if world == 1 else torchrun(helpers, tmp_path, *second)
+    assert f"{ROUNDS // 2} rounds in" in proc.stdout  # only the remaining rounds ran
+    assert_same(read_all(full), read_all(out))
+
+
+def test_sigusr1_checkpoints_and_resume_equals_uninterrupted(helpers, tmp_path, reference):
+    """Like Slurm's warning signal: every rank gets SIGUSR1; the server checkpoints after the
+    round in flight, all ranks exit 0 within seconds; resuming finishes the same run."""
+    config, full = reference
+    out = tmp_path / "signalled.h5"
+    port = helpers.free_port()
+    args = ["--config", str(config), "--out", str(out), "--set", "eval.every=1"]
+    procs = [
+        subprocess.Popen(
+            helpers.distfl_cmd(*args),
+            cwd=tmp_path,
+            env=helpers.torch_env(r, 3, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        for r in range(3)
+    ]
+    try:
+        stdout0 = helpers.LineReader(procs[0].stdout)
+        stderrs = [helpers.LineReader(p.stderr) for p in procs]
+        assert stdout0.wait_for(lambda line: line.startswith("round "), 60), stderrs[0].text(0)
+        for p in procs:
+            p.send_signal(signal.SIGUSR1)
+        signalled = time.monotonic()
+        for r, p in enumerate(procs):
+            assert p.wait(timeout=30) == 0, stderrs[r].text()
+        assert time.monotonic() - signalled < 15
+        text = stdout0.text()
+        assert "stopped by SIGUSR1 after round" in text, text
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
+    with h5py.File(out, "r") as f:
+        stopped_at = int(f["state"].attrs["round"])
+    assert 1 <= stopped_at < ROUNDS
+    # resume at another world size: the result does not depend on it
+    cli(helpers, tmp_path, "--config", str(config), "--resume", str(out), "--set", "eval.every=1")
+    ref = read_all(full)
+    got = read_all(out)
+    # eval.every differs (it is allowed to), so accuracy columns differ; training does not
+    for key in list(ref):
+        if key.split("/")[1].split("@")[0] in ("accuracy", "accuracy_plain", "test_loss"):
+            ref.pop(key), got.pop(key)
+    assert_same(ref, got)
+
+
+def test_sigterm_single_process(helpers, tmp_path, reference):
+    config, _ = reference
+    out = tmp_path / "term.h5"
+    proc = subprocess.Popen(
+        helpers.distfl_cmd("--config", str(config), "--out", str(out), "--set", "eval.every=1",
+                           "--set", "run.rounds=100000"),
+        cwd=tmp_path, env=helpers.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout = helpers.LineReader(proc.stdout)
+        stderr = helpers.LineReader(proc.stderr)
+        assert stdout.wait_for(lambda line: line.startswith("round "), 60), stderr.text(0)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0, stderr.text()
+        assert "stopped by SIGTERM" in stdout.text()
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    with h5py.File(out, "r") as f:
+        assert 1 <= int(f["state"].attrs["round"]) < 100000
+        assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
+
+
+def _one_line_exit_2(proc, *needles):
+    err = proc.stderr.strip()
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "\n" not in err and "Traceback" not in err, err
+    assert err.startswith("distfl: error: checkpoint"), err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_resume_with_a_different_config_is_refused(helpers, tmp_path, reference):
+    config, full = reference
+    copy = tmp_path / "copy.h5"
+    shutil.copy(full, copy)
+    before = copy.read_bytes()
+    proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(copy),
+               "--set", "train.lr=0.2", check=False)  # fmt: skip
+    _one_line_exit_2(proc, "train.lr", "different config")
+    assert copy.read_bytes() == before  # nothing lost or rewritten
+
+
+def test_truncated_checkpoint_is_refused(helpers, tmp_path, reference):
+    config, full = reference
+    bad = tmp_path / "truncated.h5"
+    data = full.read_bytes()
+    bad.write_bytes(data[: len(data) // 2])
+    proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(bad), check=False)
+    _one_line_exit_2(proc, str(bad), "cannot be read")
+
+
+def test_corrupt_state_is_refused(helpers, tmp_path, reference):
+    config, full = reference
+    bad = tmp_path / "corrupt.h5"
+    shutil.copy(full, bad)
+    with h5py.File(bad, "r+") as f:
+        models = f["state/models"]
+        models[0, 0] = models[0, 0] + 1.0  # the bytes change, the recorded SHA-256 does not
+    proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(bad), check=False)
+    _one_line_exit_2(proc, "corrupt", "SHA-256")
+
+
+def test_not_a_run_file_and_missing_file_are_refused(helpers, tmp_path, reference):
+    config, _ = reference
+    garbage = tmp_path / "garbage.h5"
+    garbage.write_bytes(b"not an HDF5 file at all\n" * 100)
+    proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(garbage), check=False)
+    _one_line_exit_2(proc, "cannot be read")
+    missing = tmp_path / "missing.h5"
+    proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(missing), check=False)
+    _one_line_exit_2(proc, "does not exist")
+    other = tmp_path / "other.h5"
+    with h5py.File(other, "w") as f:
+        f.create_dataset("x", data=np.zeros(3))
+    proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(other), check=False)
+    _one_line_exit_2(proc, "not a distfl run file")

@@ -1,0 +1,583 @@
+"""FedGWC (Licciardi et al., ICML 2025): the pure functions and, lightly, the FedGWC class.
+
+Expected values come from hand computations or from straightforward loop implementations of
+the paper's equations written here (python floats, ``math.exp``), never from the module.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score, davies_bouldin_score
+
+from distfl.algorithms.base import ClientReports
+from distfl.algorithms.fedgwc import (
+    FedGWC,
+    affinity,
+    choose_split,
+    gaussian_rewards,
+    participants,
+    perception_distances,
+    priority_sample,
+    update_interaction,
+)
+
+# ------------------------------------------------------------------ brute-force references
+
+
+def _rewards_loop(losses) -> list[float]:
+    """Eq. 1 by loops: unbiased variance per step, factor 2, σ² = 0 rewards 1, mean over s."""
+    n = len(losses)
+    S = len(losses[0])
+    out = []
+    for k in range(n):
+        total = 0.0
+        for s in range(S):
+            col = [float(losses[i][s]) for i in range(n)]
+            m = sum(col) / n
+            var = sum((x - m) ** 2 for x in col) / (n - 1)
+            if var == 0.0:
+                total += 1.0
+            else:
+                total += math.exp(-((col[k] - m) ** 2) / (2.0 * var))
+        out.append(total / S)
+    return out
+
+
+def _affinity_loop(P, beta: float) -> np.ndarray:
+    """Eq. 4 by loops: W[k, j] = exp(-β ||v_k^j - v_j^k||²), entries k and j removed."""
+    P = np.asarray(P, dtype=np.float64)
+    K = P.shape[0]
+    W = np.empty((K, K))
+    for k in range(K):
+        for j in range(K):
+            d2 = 0.0
+            for i in range(K):
+                if i in (k, j):
+                    continue
+                d2 += (float(P[k, i]) - float(P[j, i])) ** 2
+            W[k, j] = math.exp(-beta * d2)
+    return W
+
+
+def _distances_loop(P) -> np.ndarray:
+    P = np.asarray(P, dtype=np.float64)
+    K = P.shape[0]
+    D = np.zeros((K, K))
+    for k in range(K):
+        for j in range(K):
+            keep = [i for i in range(K) if i not in (k, j)]
+            D[k, j] = sum((float(P[k, i]) - float(P[j, i])) ** 2 for i in keep)
+    return D
+
+
+def _block_affinity(sizes, seed, *, within=0.9, between=0.05, noise=0.02, shuffle=False):
+    """A W of clear blocks plus small symmetric noise, ones on the diagonal; (W, truth)."""
+    rng = np.random.default_rng(seed)
+    truth = np.repeat(np.arange(len(sizes)), sizes)
+    if shuffle:
+        truth = rng.permutation(truth)
+    K = len(truth)
+    W = np.where(truth[:, None] == truth[None, :], within, between)
+    E = rng.uniform(-noise, noise, (K, K))
+    W = W + (E + E.T) / 2.0
+    np.fill_diagonal(W, 1.0)
+    return W, truth
+
+
+def _noise_affinity(K, seed):
+    rng = np.random.default_rng(seed)
+    A = rng.uniform(0.0, 1.0, (K, K))
+    W = np.triu(A) + np.triu(A, 1).T
+    np.fill_diagonal(W, 1.0)
+    return W
+
+
+def _partition(labels) -> set[frozenset[int]]:
+    labels = np.asarray(labels)
+    return {frozenset(np.flatnonzero(labels == c).tolist()) for c in np.unique(labels)}
+
+
+# ------------------------------------------------------------------ gaussian_rewards
+
+
+def test_rewards_match_loop_reference():
+    rng = np.random.default_rng(0)
+    for n, S in [(2, 1), (3, 4), (5, 7), (10, 3)]:
+        losses = rng.gamma(2.0, 0.5, size=(n, S))
+        got = gaussian_rewards(losses)
+        assert got.shape == (n,)
+        np.testing.assert_allclose(got, _rewards_loop(losses.tolist()), rtol=1e-12, atol=0)
+
+
+def test_rewards_two_clients_are_exp_minus_quarter():
+    # n = 2: each client is |a-b|/2 from the mean, σ² (ddof=1) = (a-b)²/2, so
+    # (l - m)² / (2σ²) = ((a-b)²/4) / (a-b)² = 1/4 for both clients, at every step.
+    for a, b in [(0.3, 1.7), (5.0, -2.0), (1e-3, 2e-3)]:
+        got = gaussian_rewards(np.array([[a, a + 1.0], [b, b - 4.0]]))
+        np.testing.assert_allclose(got, [math.exp(-0.25)] * 2, rtol=1e-12)
+
+
+def test_rewards_three_clients_by_hand():
+    # one step, losses 0, 1, 2: m = 1, σ² = (1 + 0 + 1) / 2 = 1 -> exp(-1/2), 1, exp(-1/2)
+    got = gaussian_rewards(np.array([[0.0], [1.0], [2.0]]))
+    e = math.exp(-0.5)
+    np.testing.assert_allclose(got, [e, 1.0, e], rtol=1e-12)
+
+
+def test_rewards_all_equal_losses_give_ones():
+    got = gaussian_rewards(np.full((4, 6), 0.7))
+    np.testing.assert_array_equal(got, np.ones(4))
+    assert np.all(np.isfinite(got))
+
+
+def test_rewards_constant_step_contributes_one():
+    # step 0 as in the hand example, step 1 constant (σ² = 0 -> reward 1 for everybody)
+    losses = np.array([[0.0, 5.0], [1.0, 5.0], [2.0, 5.0]])
+    e = math.exp(-0.5)
+    np.testing.assert_allclose(gaussian_rewards(losses), [(e + 1) / 2, 1.0, (e + 1) / 2])
+
+
+def test_rewards_single_client_is_one():
+    np.testing.assert_array_equal(gaussian_rewards(np.array([[0.3, 9.0]])), [1.0])
+
+
+def test_rewards_furthest_client_gets_smallest_reward():
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        losses = rng.normal(size=(6, 1))
+        dist = np.abs(losses[:, 0] - losses[:, 0].mean())
+        assert int(np.argmin(gaussian_rewards(losses))) == int(np.argmax(dist))
+    # over several steps: one client is an outlier at every step
+    losses = 1.0 + 0.05 * rng.normal(size=(5, 8))
+    losses[3] += 2.0
+    w = gaussian_rewards(losses)
+    assert int(np.argmin(w)) == 3
+    assert w[3] < np.delete(w, 3).min()
+
+
+def test_rewards_invariant_to_per_step_shift_and_scale():
+    rng = np.random.default_rng(2)
+    losses = rng.normal(size=(5, 6))
+    shift = rng.normal(scale=10.0, size=(1, 6))
+    scale = rng.uniform(0.1, 10.0, size=(1, 6))
+    base = gaussian_rewards(losses)
+    np.testing.assert_allclose(gaussian_rewards(losses + shift), base, rtol=1e-9)
+    np.testing.assert_allclose(gaussian_rewards(losses * scale), base, rtol=1e-9)
+
+
+def test_rewards_in_unit_interval():
+    rng = np.random.default_rng(3)
+    w = gaussian_rewards(rng.exponential(size=(8, 5)))
+    assert np.all(w > 0) and np.all(w <= 1)
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3, 4), ()])
+def test_rewards_shape_errors(shape):
+    with pytest.raises(ValueError):
+        gaussian_rewards(np.zeros(shape))
+
+
+# ------------------------------------------------------------------ update_interaction
+
+
+def test_update_interaction_matches_double_loop():
+    rng = np.random.default_rng(4)
+    P = rng.uniform(size=(7, 7))
+    P_before = P.copy()
+    sampled = np.array([4, 1, 5])  # unsorted on purpose: rewards align with this order
+    rewards = np.array([0.2, 0.9, 0.5])
+    alpha = 0.3
+    got = update_interaction(P, sampled, rewards, alpha)
+
+    expected = P_before.copy()
+    for a, k in enumerate(sampled):
+        for j in sampled:
+            expected[k, j] = (1 - alpha) * P_before[k, j] + alpha * rewards[a]
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+    # the input is untouched and the result is a new array
+    np.testing.assert_array_equal(P, P_before)
+    assert got is not P and not np.shares_memory(got, P)
+    # entries outside the sampled block are unchanged
+    outside = np.ones((7, 7), dtype=bool)
+    outside[np.ix_(sampled, sampled)] = False
+    np.testing.assert_array_equal(got[outside], P_before[outside])
+
+
+def test_update_interaction_uses_row_reward():
+    P = np.zeros((3, 3))
+    got = update_interaction(P, np.array([0, 2]), np.array([0.4, 0.8]), 1.0)
+    # alpha = 1: row 0 of the block becomes ω_0, row 2 becomes ω_2 (not the column's ω)
+    expected = np.array([[0.4, 0.0, 0.4], [0.0, 0.0, 0.0], [0.8, 0.0, 0.8]])
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_update_interaction_alpha_zero_is_identity():
+    P = np.random.default_rng(5).uniform(size=(4, 4))
+    np.testing.assert_array_equal(update_interaction(P, [0, 1, 3], [0.1, 0.2, 0.3], 0.0), P)
+
+
+# ------------------------------------------------------------------ affinity
+
+
+@pytest.mark.parametrize("K", [1, 2, 3, 7])
+def test_affinity_matches_triple_loop(K):
+    rng = np.random.default_rng(10 + K)
+    P = rng.uniform(size=(K, K))  # not symmetric
+    for beta in (0.5, 2.0):
+        np.testing.assert_allclose(affinity(P, beta), _affinity_loop(P, beta), atol=1e-12)
+
+
+def test_affinity_small_edge_cases():
+    np.testing.assert_array_equal(affinity(np.array([[0.3]]), 0.5), [[1.0]])
+    # K = 2: removing entries k and j leaves nothing, so every distance is 0
+    np.testing.assert_allclose(affinity(np.array([[0.1, 0.9], [0.5, 0.2]]), 3.0), np.ones((2, 2)))
+
+
+def test_affinity_properties():
+    rng = np.random.default_rng(6)
+    P = rng.uniform(size=(9, 9))
+    W = affinity(P, 0.5)
+    np.testing.assert_allclose(W, W.T, atol=1e-12)
+    np.testing.assert_allclose(np.diag(W), np.ones(9), atol=0)
+    assert np.all(W > 0) and np.all(W <= 1)
+    off = ~np.eye(9, dtype=bool)
+    assert np.all(W[off] < 1)  # random rows differ
+    W_big = affinity(P, 2.0)
+    assert np.all(W_big[off] < W[off])
+    np.testing.assert_allclose(np.diag(W_big), np.ones(9))
+
+
+def test_affinity_ignores_entries_k_and_j():
+    # rows 0 and 1 agree except in columns 0 and 1, which are removed for the pair (0, 1)
+    P = np.array(
+        [
+            [9.0, -4.0, 0.2, 0.3],
+            [3.0, 7.0, 0.2, 0.3],
+            [0.0, 0.0, 0.0, 0.0],
+            [1.0, 1.0, 1.0, 1.0],
+        ]
+    )
+    W = affinity(P, 1.0)
+    assert W[0, 1] == pytest.approx(1.0, abs=1e-12)
+    assert W[1, 0] == pytest.approx(1.0, abs=1e-12)
+    assert W[0, 2] < 1.0
+
+
+@pytest.mark.parametrize("K", [7, 40])
+def test_perception_distances_block_sizes_agree(K):
+    rng = np.random.default_rng(7 + K)
+    P = rng.uniform(size=(K, K))
+    ref = _distances_loop(P)
+    results = [perception_distances(P, block_rows=b) for b in (1, 3, K - 1, K, 4096)]
+    for D in results:
+        np.testing.assert_allclose(D, ref, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(D, results[0], rtol=0, atol=1e-12)
+        assert np.all(D >= 0)
+        np.testing.assert_array_equal(np.diag(D), np.zeros(K))
+
+
+def test_identical_rows_give_zero_distance_never_negative():
+    # rows 2i and 2i+1 are equal: their distance is 0, and rounding must not push it (or any
+    # other distance) below 0, nor the affinity above 1
+    rng = np.random.default_rng(9)
+    P = np.repeat(rng.uniform(size=(15, 30)), 2, axis=0)
+    D = perception_distances(P, block_rows=4)
+    assert np.all(D >= 0)
+    for i in range(0, 30, 2):
+        assert D[i, i + 1] == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(D, _distances_loop(P), rtol=0, atol=1e-12)
+    W = affinity(P, 0.5)
+    assert np.all(W <= 1.0)
+
+
+def test_perception_distances_rejects_non_square():
+    with pytest.raises(ValueError):
+        perception_distances(np.zeros((3, 4)))
+
+
+# ------------------------------------------------------------------ choose_split
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_choose_split_recovers_three_blocks(seed):
+    W, truth = _block_affinity([8, 12, 10], seed, shuffle=seed > 0)
+    n, labels, scores = choose_split(W, 5, seed)
+    assert n == 3
+    assert labels.shape == (30,)
+    assert adjusted_rand_score(truth, labels) == pytest.approx(1.0)
+    assert _partition(labels) == _partition(truth)
+    assert scores.shape == (4,)
+    assert scores[1] < 1.0
+    assert scores[1] == pytest.approx(np.min(scores))
+    # the reported score is the Davies–Bouldin index of the labelling on the rows of W
+    assert scores[1] == pytest.approx(davies_bouldin_score(W, labels), rel=1e-12)
+
+
+def test_choose_split_two_blocks():
+    W, truth = _block_affinity([9, 11], 3, shuffle=True)
+    n, labels, scores = choose_split(W, 5, 0)
+    assert n == 2
+    assert _partition(labels) == _partition(truth)
+    assert scores[0] < 1.0
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_choose_split_does_not_split_noise(seed):
+    W = _noise_affinity(30, seed)
+    n, labels, scores = choose_split(W, 5, seed)
+    assert n == 1
+    np.testing.assert_array_equal(labels, np.zeros(30, dtype=np.int64))
+    finite = scores[np.isfinite(scores)]
+    assert finite.size > 0
+    assert np.all(finite >= 1.0)
+
+
+def test_choose_split_reported_score_is_davies_bouldin_on_rows():
+    W, truth = _block_affinity([5, 5, 5, 5], 11, shuffle=True)
+    n, labels, scores = choose_split(W, 5, 0)
+    assert n == 4
+    assert _partition(labels) == _partition(truth)
+    assert scores[n - 2] == pytest.approx(davies_bouldin_score(W, labels), rel=1e-12)
+
+
+def test_choose_split_threshold():
+    # noise does not split under the paper's threshold 1; a threshold just above its best
+    # score makes it split into argmin_n DB_n clusters, a threshold equal to it does not
+    W = _noise_affinity(20, 8)
+    n, _, scores = choose_split(W, 3, 8)
+    assert n == 1
+    best = float(np.min(scores))
+    assert 1.0 <= best < np.inf
+    n, labels, scores2 = choose_split(W, 3, 8, threshold=float(np.nextafter(best, np.inf)))
+    np.testing.assert_array_equal(scores2, scores)
+    assert n == int(np.argmin(scores)) + 2
+    assert len(np.unique(labels)) == n
+    n, labels, _ = choose_split(W, 3, 8, threshold=best)
+    assert n == 1 and not labels.any()
+
+
+def test_choose_split_is_deterministic_per_seed():
+    W = _noise_affinity(25, 4)
+    a = choose_split(W, 3, 123)
+    b = choose_split(W, 3, 123)
+    assert a[0] == b[0]
+    np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a[2], b[2])
+    assert np.isfinite(a[2]).all()
+
+
+def test_choose_split_min_size_refuses_small_cluster():
+    W, truth = _block_affinity([2, 20], 5)
+    # without the floor the 2-client block is split off
+    n, labels, scores = choose_split(W, 5, 0)
+    assert n == 2
+    assert _partition(labels) == _partition(truth)
+    assert np.isfinite(scores[0]) and scores[0] < 1.0
+    # with min_size = 3 that labelling is refused (its score is inf)
+    n, labels, scores = choose_split(W, 5, 0, min_size=3)
+    assert np.isinf(scores[0])
+    if n > 1:
+        assert np.bincount(labels).min() >= 3
+    assert _partition(labels) != _partition(truth)
+
+
+@pytest.mark.parametrize("K", [1, 2, 3])
+def test_choose_split_tiny_clusters_do_not_crash(K):
+    rng = np.random.default_rng(K)
+    A = rng.uniform(0.2, 0.8, (K, K))
+    W = (A + A.T) / 2
+    np.fill_diagonal(W, 1.0)
+    n, labels, scores = choose_split(W, 5, 0)
+    assert scores.shape == (4,)
+    assert labels.shape == (K,)
+    assert 1 <= n <= max(1, K - 1)
+    # n >= K is impossible: those scores are inf
+    for i in range(4):
+        if i + 2 >= K:
+            assert np.isinf(scores[i])
+    if n == 1:
+        np.testing.assert_array_equal(labels, np.zeros(K, dtype=np.int64))
+
+
+def test_choose_split_scores_inf_for_n_at_least_k():
+    W, _ = _block_affinity([2, 2], 0)
+    n, labels, scores = choose_split(W, 6, 0)
+    assert scores.shape == (5,)
+    assert np.all(np.isinf(scores[2:]))  # n = 4, 5, 6 >= K = 4
+    assert np.isfinite(scores[0])
+
+
+# ------------------------------------------------------------------ sampling helpers
+
+
+@pytest.mark.parametrize(
+    ("size", "rate", "min_clients", "expected"),
+    [
+        (12, 1 / 3, 3, 4),
+        (6, 1 / 3, 3, 3),  # round(2) < 3: the privacy floor
+        (100, 0.1, 3, 10),
+        (40, 0.25, 3, 10),
+        (7, 0.1, 3, 3),
+        (2, 0.5, 3, 2),  # at most |C|
+        (3, 0.01, 3, 3),
+        (30, 0.3, 3, 9),
+        (50, 0.18, 5, 9),
+        (10, 1.0, 3, 10),
+    ],
+)
+def test_participants_hand_examples(size, rate, min_clients, expected):
+    assert participants(size, rate, min_clients) == expected
+
+
+def test_priority_sample_distinct_sorted():
+    rng = np.random.default_rng(0)
+    counts = np.array([3, 0, 1, 7, 2, 2, 0, 5])
+    for n in (1, 3, 8):
+        pos = priority_sample(counts, n, rng)
+        assert pos.shape == (n,)
+        assert len(set(pos.tolist())) == n
+        assert np.all(np.diff(pos) > 0)
+        assert pos.min() >= 0 and pos.max() < len(counts)
+
+
+def test_priority_sample_favours_rarely_sampled():
+    rng = np.random.default_rng(1)
+    draws = 4000
+    freq = np.zeros(4)
+    for _ in range(draws):
+        freq[priority_sample(np.array([0, 0, 5, 5]), 2, rng)] += 1
+    freq /= draws
+    assert freq.sum() == pytest.approx(2.0)
+    assert min(freq[0], freq[1]) > 2.0 * max(freq[2], freq[3])
+
+
+def test_priority_sample_equal_counts_near_uniform():
+    rng = np.random.default_rng(2)
+    draws = 4000
+    freq = np.zeros(5)
+    for _ in range(draws):
+        freq[priority_sample(np.array([4, 4, 4, 4, 4]), 2, rng)] += 1
+    freq /= draws
+    # each position is drawn with probability 2/5; sd of the estimate is ~0.008
+    np.testing.assert_allclose(freq, np.full(5, 0.4), atol=0.04)
+
+
+# ------------------------------------------------------------------ the FedGWC class
+
+
+def _make(seed: int = 0) -> FedGWC:
+    return FedGWC(num_clients=12, clients_per_round=4, seed=seed, epsilon=1e9, patience=1)
+
+
+def _reports(plan, rng) -> ClientReports:
+    ids = np.array(sorted(plan.train), dtype=np.int64)
+    base = np.where(ids < 6, 0.1, 2.0)
+    losses = base[:, None] + rng.normal(0.0, 0.01, size=(len(ids), 5))
+    return ClientReports(
+        clients=ids, losses=losses, num_samples=np.full(len(ids), 10, dtype=np.int64)
+    )
+
+
+def _check_plan(alg: FedGWC, plan) -> None:
+    clusters = alg.clusters()
+    members = np.concatenate(list(clusters.values()))
+    assert sorted(members.tolist()) == list(range(12))  # the leaves partition the clients
+    for cid, mem in clusters.items():
+        chosen = [k for k, c in plan.train.items() if c == cid]
+        expected = min(len(mem), max(3, round(alg.rate * len(mem))))
+        assert len(chosen) == expected
+        assert set(chosen) <= set(mem.tolist())
+    assert set(plan.train.values()) == set(clusters)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_fedgwc_plans_and_hierarchical_splits(seed):
+    alg = _make(seed)
+    rng = np.random.default_rng(100 + seed)
+    splits = []
+    for r in range(4):
+        plan = alg.plan_round(r)
+        _check_plan(alg, plan)
+        if r == 0:
+            assert len(plan.train) == 4  # max(3, round(12 / 3))
+        parents = alg.clusters()
+        for split in alg.update(r, plan, _reports(plan, rng)):
+            splits.append(split)
+            assert split.parent in parents
+            n = len(split.children)
+            assert n >= 2
+            assert sorted(split.children) == [f"{split.parent}.{c}" for c in range(n)]
+            joined = np.concatenate(list(split.children.values()))
+            assert sorted(joined.tolist()) == parents[split.parent].tolist()
+            for child in split.children.values():
+                assert len(child) >= 3  # min_clients
+            after = alg.clusters()
+            assert split.parent not in after
+            for cid, mem in split.children.items():
+                if cid in after:  # a child may already have split further
+                    np.testing.assert_array_equal(after[cid], mem)
+    # epsilon = 1e9 makes every update test a split, so some split happens
+    assert splits
+    assert alg.split_tests >= 1
+    assert splits[0].parent == "0"
+    assert sorted(splits[0].children)[:2] == ["0.0", "0.1"]
+    for cid in alg.clusters():
+        parts = cid.split(".")
+        assert parts[0] == "0" and all(p.isdigit() for p in parts)
+
+
+def test_fedgwc_state_dict_round_trip():
+    alg = _make(0)
+    rng = np.random.default_rng(7)
+    for r in range(2):
+        plan = alg.plan_round(r)
+        alg.update(r, plan, _reports(plan, rng))
+    state = alg.state_dict()
+    snapshot_clusters = {k: v.copy() for k, v in alg.clusters().items()}
+
+    # the original plans and trains further: the snapshot must not follow it
+    plan_orig = alg.plan_round(2)
+    reports = _reports(plan_orig, rng)
+    splits_orig = alg.update(2, plan_orig, reports)
+    plan_orig_3 = alg.plan_round(3)
+
+    copy = _make(0)
+    copy.load_state_dict(state)
+    assert set(copy.clusters()) == set(snapshot_clusters)
+    for cid, mem in snapshot_clusters.items():
+        np.testing.assert_array_equal(copy.clusters()[cid], mem)
+    plan_copy = copy.plan_round(2)
+    assert plan_copy.train == plan_orig.train
+    splits_copy = copy.update(2, plan_copy, reports)
+    assert [s.parent for s in splits_copy] == [s.parent for s in splits_orig]
+    assert copy.plan_round(3).train == plan_orig_3.train
+    assert set(copy.clusters()) == set(alg.clusters())
+    np.testing.assert_array_equal(copy.gamma, alg.gamma)
+    np.testing.assert_array_equal(copy.times_sampled, alg.times_sampled)
+    for cid, st in alg.state.items():
+        np.testing.assert_array_equal(copy.state[cid].P, st.P)
+
+
+def test_fedgwc_first_update_tracks_rewards():
+    alg = FedGWC(num_clients=12, clients_per_round=4, seed=0)  # default ε: no split
+    plan = alg.plan_round(0)
+    ids = np.array(sorted(plan.train), dtype=np.int64)
+    losses = np.array([[0.0], [1.0], [2.0], [3.0]])
+    reports = ClientReports(clients=ids, losses=losses, num_samples=np.ones(4, dtype=np.int64))
+    assert alg.update(0, plan, reports) == []
+    omega = np.array(_rewards_loop(losses.tolist()))
+    alpha = 4 / 12  # α defaults to the participation rate
+    np.testing.assert_allclose(alg.gamma[ids], alpha * omega, rtol=1e-12)
+    others = np.setdiff1d(np.arange(12), ids)
+    np.testing.assert_array_equal(alg.gamma[others], 0.0)
+    np.testing.assert_array_equal(alg.times_sampled[ids], 1)
+    P = alg.state["0"].P
+    for a, k in enumerate(ids):
+        for j in ids:
+            assert P[k, j] == pytest.approx(alpha * omega[a], rel=1e-12)
+    assert P[np.ix_(others, others)].sum() == 0.0
+    expected_mse = sum(4 * (alpha * w) ** 2 for w in omega) / 144
+    assert alg.cluster_stats()["0"]["mse"] == pytest.approx(expected_mse, rel=1e-12)
