@@ -265,7 +265,7 @@ def test_wrong_type_in_file(tmp_path):
         (["model.hidden=[64, 0]"], "model.hidden[1]"),
         (["train.trainer=parallel"], "train.trainer"),
         (["server.aggregator=median"], "server.aggregator"),
-        (["algorithm.name=fedgwc"], "algorithm.name"),
+        (["algorithm.name=kmeans"], "algorithm.name"),
         (["comm.backend=nccl"], "comm.backend"),
         (["comm.timeout_s=0"], "comm.timeout_s"),
         (["eval.every=0"], "eval.every"),
