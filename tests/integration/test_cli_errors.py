@@ -21,7 +21,12 @@ DISTFL_DIR = os.path.dirname(os.path.abspath(distfl.__file__))
 
 
 def run_cli(helpers, args, tmp_path: Path, env=None, timeout: float = CLI_TIMEOUT):
-    """Run ``python -m distfl run ARGS``; return the CompletedProcess and the seconds taken."""
+    """Run ``python -m distfl run ARGS``; return the CompletedProcess and the seconds taken.
+
+    Without --config or --preset the FedGWC default preset would apply (its groups fix
+    num_clients at 40); these cases start from the plain key defaults instead."""
+    if "--config" not in args and "--preset" not in args:
+        args = ["--preset", "digits", *args]
     t0 = time.monotonic()
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run", *args],
@@ -205,6 +210,8 @@ def test_more_workers_than_clients_under_torchrun(helpers, tmp_path):
         "-m",
         "distfl",
         "run",
+        "--preset",
+        "digits",
         "--set",
         "data.num_clients=1",
         "--set",
