@@ -206,6 +206,13 @@ def test_sigterm_single_process(helpers, tmp_path, reference):
         assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
 
 
+def _round_of(line: str) -> int:
+    """The round of a progress line ("round  8/40 | ..."), 0 for any other line."""
+    if not line.startswith("round "):
+        return 0
+    return int(line.split()[1].split("/")[0])
+
+
 def _one_line_exit_2(proc, *needles):
     err = proc.stderr.strip()
     assert proc.returncode == 2, proc.stdout + proc.stderr
@@ -260,3 +267,33 @@ def test_not_a_run_file_and_missing_file_are_refused(helpers, tmp_path, referenc
         f.create_dataset("x", data=np.zeros(3))
     proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(other), check=False)
     _one_line_exit_2(proc, "not a distfl run file")
+
+
+def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, reference):
+    """`checkpoint.every`: a run killed outright (SIGKILL, no chance to write) loses only the
+    rounds since its last checkpoint, and resuming from that checkpoint ends bit for bit
+    where the uninterrupted run ends."""
+    config, full = reference
+    out = tmp_path / "crashed.h5"
+    proc = subprocess.Popen(
+        helpers.distfl_cmd("--config", str(config), "--out", str(out),
+                           "--set", "checkpoint.every=5"),
+        cwd=tmp_path, env=helpers.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout = helpers.LineReader(proc.stdout)
+        helpers.LineReader(proc.stderr)
+        assert stdout.wait_for(lambda line: _round_of(line) >= 6, 120), stdout.text(0)
+        proc.kill()
+        proc.wait(timeout=10)
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert not (tmp_path / "crashed.h5.tmp").exists() or out.exists()
+    with h5py.File(out, "r") as f:
+        saved = int(f["state"].attrs["round"])
+        assert saved % 5 == 0 and 5 <= saved < ROUNDS
+        assert len(f["metrics/round"]) == saved
+    cli(helpers, tmp_path, "--config", str(config), "--resume", str(out),
+        "--set", "checkpoint.every=5")  # fmt: skip
+    assert_same(read_all(full), read_all(out))
