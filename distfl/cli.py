@@ -53,6 +53,28 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("keys", help="list every config key with its type and default, and the presets")
     ins = sub.add_parser("inspect", help="print a run file's hierarchy, accuracies and scores")
     ins.add_argument("path", metavar="RUN.h5")
+    st = sub.add_parser(
+        "status", help="say whether a run file's run finished (exit 0) or stopped early (exit 1)"
+    )
+    st.add_argument("path", metavar="RUN.h5")
+    ga = sub.add_parser(
+        "gather", help="tabulate run files (config, accuracy, clustering scores); CSV on request"
+    )
+    ga.add_argument(
+        "paths",
+        metavar="RUN.h5",
+        nargs="+",
+        help="run files, or directories (every *.h5 directly inside, sorted by name)",
+    )
+    ga.add_argument("--csv", metavar="OUT.csv", help="also write the rows as CSV to OUT.csv")
+    ga.add_argument(
+        "--key",
+        metavar="SECTION.KEY",
+        action="append",
+        default=[],
+        dest="keys",
+        help="add a column with this config value, e.g. --key algorithm.epsilon; repeatable",
+    )
     return p
 
 
@@ -87,7 +109,7 @@ def _is_rank0() -> bool:
     from distfl.comm.env import detect
 
     try:
-        return detect().rank == 0
+        return detect().rank == 0 and detect(backend="torch").rank == 0
     except (KeyError, ValueError):
         return True
 
@@ -101,6 +123,15 @@ def main(argv: list[str] | None = None) -> int:
             from distfl.inspect import inspect_run
 
             inspect_run(args.path, sys.stdout)
+            return 0
+        if args.command == "status":
+            from distfl.sweep import run_status
+
+            return run_status(args.path, sys.stdout)
+        if args.command == "gather":
+            from distfl.sweep import gather
+
+            gather(args.paths, sys.stdout, csv_path=args.csv, keys=args.keys)
             return 0
         if args.command == "run":
             config = _config_from_args(args)

@@ -79,9 +79,14 @@ def slurm_port(env: Mapping[str, str]) -> int:
     return 15000 + job % 20000
 
 
-def detect(env: Mapping[str, str] | None = None) -> LaunchInfo:
-    """Work out the launch from ``env`` (default: ``os.environ``)."""
+def detect(env: Mapping[str, str] | None = None, backend: str = "auto") -> LaunchInfo:
+    """Work out the launch from ``env`` (default: ``os.environ``).
+
+    ``backend = "torch"`` inside a Slurm step takes the step's variables even where srun
+    also set PMI ones (clusters whose ``MpiDefault`` is pmi2 set them for every step)."""
     env = os.environ if env is None else env
+    if backend == "torch" and "RANK" not in env and _slurm_step(env):
+        return _slurm(env)
     if "RANK" in env and "WORLD_SIZE" in env:
         return LaunchInfo(
             launcher="torchrun",
@@ -106,17 +111,25 @@ def detect(env: Mapping[str, str] | None = None) -> LaunchInfo:
             world_size=_int(env, "PMI_SIZE"),
             local_rank=int(local) if local.isdigit() else 0,
         )
+    if _slurm_step(env):
+        return _slurm(env)
+    return LaunchInfo(launcher="single", rank=0, world_size=1, local_rank=0)
+
+
+def _slurm_step(env: Mapping[str, str]) -> bool:
     # Inside the batch script SLURM_PROCID=0 is set but only one process runs: only srun
     # steps set SLURM_STEP_ID, so that is what marks a multi-process step.
-    if "SLURM_STEP_ID" in env and "SLURM_PROCID" in env:
-        world = _int(env, "SLURM_STEP_NUM_TASKS", _int(env, "SLURM_NTASKS", 1))
-        nodes = expand_nodelist(env.get("SLURM_STEP_NODELIST", env.get("SLURM_JOB_NODELIST", "")))
-        return LaunchInfo(
-            launcher="slurm",
-            rank=_int(env, "SLURM_PROCID"),
-            world_size=world,
-            local_rank=_int(env, "SLURM_LOCALID", 0),
-            master_addr=env.get("MASTER_ADDR", nodes[0] if nodes else "127.0.0.1"),
-            master_port=_int(env, "MASTER_PORT", slurm_port(env)),
-        )
-    return LaunchInfo(launcher="single", rank=0, world_size=1, local_rank=0)
+    return "SLURM_STEP_ID" in env and "SLURM_PROCID" in env
+
+
+def _slurm(env: Mapping[str, str]) -> LaunchInfo:
+    world = _int(env, "SLURM_STEP_NUM_TASKS", _int(env, "SLURM_NTASKS", 1))
+    nodes = expand_nodelist(env.get("SLURM_STEP_NODELIST", env.get("SLURM_JOB_NODELIST", "")))
+    return LaunchInfo(
+        launcher="slurm",
+        rank=_int(env, "SLURM_PROCID"),
+        world_size=world,
+        local_rank=_int(env, "SLURM_LOCALID", 0),
+        master_addr=env.get("MASTER_ADDR", nodes[0] if nodes else "127.0.0.1"),
+        master_port=_int(env, "MASTER_PORT", slurm_port(env)),
+    )

@@ -72,7 +72,7 @@ def run(
 
     With ``resume``, continue from that run file's /state (every rank checks the file, so
     a bad checkpoint stops all of them with the same message before any collective)."""
-    info = detect() if info is None else info
+    info = detect(backend=config.comm.backend) if info is None else info
     check_world(config, info.world_size)
     saved = None
     if resume is not None:

@@ -256,3 +256,27 @@ def test_resolve_backend_torch_without_rendezvous():
     info = LaunchInfo(launcher="mpi", rank=0, world_size=3, local_rank=0)
     with pytest.raises(ConfigError, match="comm.backend"):
         resolve_backend("torch", info)
+
+
+def test_torch_backend_in_a_slurm_step_ignores_pmi_vars():
+    """Clusters with MpiDefault=pmi2 set PMI_* in every srun step; --comm torch must still
+    take its rank, world and rendezvous from the step's Slurm variables."""
+    env = {
+        "PMI_RANK": "1",
+        "PMI_SIZE": "3",
+        "SLURM_STEP_ID": "0",
+        "SLURM_PROCID": "1",
+        "SLURM_STEP_NUM_TASKS": "3",
+        "SLURM_LOCALID": "1",
+        "SLURM_JOB_ID": "42",
+        "SLURM_JOB_NODELIST": "cn[07-08]",
+    }
+    assert detect(env).launcher == "mpi"
+    info = detect(env, backend="torch")
+    assert info.launcher == "slurm"
+    assert (info.rank, info.world_size, info.local_rank) == (1, 3, 1)
+    assert info.master_addr == "cn07"
+    assert info.master_port == 15000 + 42
+    # torchrun's own variables still win over Slurm's
+    torchrun = {**env, "RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
+    assert detect(torchrun, backend="torch").launcher == "torchrun"

@@ -1,0 +1,219 @@
+"""``distfl status RUN.h5`` and ``distfl gather RUN.h5|DIR ... [--csv OUT.csv] [--key K]``.
+
+``status`` says whether a run file's run reached its last round (exit 0) or stopped early
+and can be resumed (exit 1), so that a batch script can test it. ``gather`` tabulates many
+run files (a sweep): one row per file with its config, final accuracy and clustering scores,
+as an aligned table and, on request, as CSV. A file that cannot be read is a
+:class:`~distfl.errors.CheckpointError` (exit code 2, one line naming it).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from distfl.checkpoint import read_run_file
+from distfl.errors import CheckpointError, UserError
+
+#: the fixed columns of ``distfl gather``, in order; ``--key`` columns follow
+COLUMNS = (
+    "file",
+    "algorithm",
+    "seed",
+    "beta",
+    "rounds_done",
+    "rounds",
+    "clusters",
+    "accuracy",
+    "rand",
+    "ari",
+    "was",
+    "wadb",
+    "first_split",
+    "wall_s",
+)
+
+
+def run_status(path: str | Path, stream: TextIO) -> int:
+    """Write one line on whether the run finished; 0 when it did, 1 when it stopped early."""
+    run = read_run_file(path)
+    try:
+        done, rounds = int(run.state["round"]), run.config.run.rounds
+    except (KeyError, ValueError, TypeError):
+        raise CheckpointError(f"run file {path} has no round in its /state") from None
+    if done >= rounds:
+        stream.write(f"{path}: finished (round {done} of {rounds})\n")
+        return 0
+    stream.write(f"{path}: stopped at round {done} of {rounds} (resume with --resume)\n")
+    return 1
+
+
+def find_run_files(args: Iterable[str | Path]) -> list[str]:
+    """Files as given; for a directory, every ``*.h5`` file directly inside, sorted by name
+    (``RUN.h5.tmp``, a run file being written, is not one)."""
+    found: list[str] = []
+    args = list(args)
+    for arg in args:
+        if os.path.isdir(arg):
+            names = sorted(
+                n
+                for n in os.listdir(arg)
+                if n.endswith(".h5") and os.path.isfile(os.path.join(arg, n))
+            )
+            found.extend(os.path.join(arg, n) for n in names)
+        else:
+            found.append(str(arg))
+    if not found:
+        where = ", ".join(str(a) for a in args) or "(nothing given)"
+        raise UserError(f"no run files found in {where}: give *.h5 run files or directories")
+    return found
+
+
+def check_keys(keys: Iterable[str]) -> list[str]:
+    """The ``--key`` names without repeats; an unknown one is a UserError naming it."""
+    from distfl.config import describe_keys
+
+    known = {key for key, _, _ in describe_keys()}
+    out: list[str] = []
+    for key in keys:
+        if key not in known:
+            raise UserError(f"unknown config key {key!r} for --key (see distfl keys)")
+        if key not in out:
+            out.append(key)
+    return out
+
+
+def gather_rows(paths: Iterable[str | Path], keys: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """One dict per run file, with the :data:`COLUMNS` (then one per config key in ``keys``,
+    e.g. ``"algorithm.epsilon"``) in order. Scores that are undefined (WAS/WADB of a single
+    cluster, no finite accuracy, no split) are None. Raises CheckpointError on a file that
+    cannot be read and UserError on an unknown key."""
+    import h5py
+    import numpy as np
+
+    from distfl.metrics import adjusted_rand_index, rand_index, wadb, was
+
+    keys = check_keys(keys)
+    rows = []
+    for path in paths:
+        run = read_run_file(path)
+        try:
+            with h5py.File(path, "r") as f:
+                groups = f["clients/group"][()]
+                class_counts = f["clients/class_counts"][()]
+                leaves = f["final/leaves"][()]
+                assignment = f["final/assignment"][()]
+            row: dict[str, Any] = {
+                "file": str(path),
+                "algorithm": run.config.algorithm.name,
+                "seed": run.config.run.seed,
+                "beta": float(run.config.algorithm.beta),
+                "rounds_done": int(run.state["round"]),
+                "rounds": run.config.run.rounds,
+                "clusters": len(leaves),
+                "accuracy": _last_finite(run.metrics.get("accuracy")),
+                "rand": float(rand_index(groups, assignment)),
+                "ari": float(adjusted_rand_index(groups, assignment)),
+                "was": was(class_counts, assignment),
+                "wadb": wadb(class_counts, assignment),
+                "first_split": min(
+                    (n.split_round for n in run.hierarchy if n.split_round >= 0), default=None
+                ),
+                "wall_s": _last(run.timing.get("elapsed_s")),
+            }
+        except (OSError, KeyError, ValueError, TypeError) as exc:
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise CheckpointError(f"run file {path} cannot be read: {first}") from None
+        config = run.config.to_dict()
+        for key in keys:
+            section, name = key.split(".", 1)
+            row[key] = config[section][name]
+        rows.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()})
+    return rows
+
+
+def _last_finite(values) -> float | None:
+    if values is None:
+        return None
+    finite = [float(v) for v in values if math.isfinite(float(v))]
+    return finite[-1] if finite else None
+
+
+def _last(values) -> float | None:
+    return float(values[-1]) if values is not None and len(values) else None
+
+
+def _config_text(value: Any) -> str:
+    """A config value as one would write it in ``--set`` (floats exact, lists as JSON)."""
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _cell(column: str, value: Any, table: bool) -> str:
+    if value is None:
+        return "-" if table else ""
+    if column not in COLUMNS:  # a --key column: the config value as set
+        return _config_text(value)
+    if isinstance(value, float):
+        return f"{value:.4f}" if table else repr(value)
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+
+
+def format_table(rows: list[dict[str, Any]]) -> str:
+    """The rows as an aligned text table (numbers right-aligned); a header line first."""
+    columns = list(rows[0]) if rows else list(COLUMNS)
+    cells = [[_cell(c, row[c], table=True) for c in columns] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    right = [all(_is_number(row[c]) for row in rows) for c in columns]
+
+    def line(texts: list[str]) -> str:
+        parts = [
+            t.rjust(w) if r else t.ljust(w) for t, w, r in zip(texts, widths, right, strict=True)
+        ]
+        return "  ".join(parts).rstrip() + "\n"
+
+    return line(columns) + "".join(line(r) for r in cells)
+
+
+def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
+    """Header plus one line per row, written beside and renamed (never half a file)."""
+    columns = list(rows[0]) if rows else list(COLUMNS)
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(columns)
+    for row in rows:
+        writer.writerow([_cell(c, row[c], table=False) for c in columns])
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+            fh.write(buf.getvalue())
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def gather(
+    args: Iterable[str | Path],
+    stream: TextIO,
+    csv_path: str | Path | None = None,
+    keys: Sequence[str] = (),
+) -> None:
+    """``distfl gather``: every run file is read before anything is written."""
+    keys = check_keys(keys)
+    rows = gather_rows(find_run_files(args), keys)
+    if csv_path is not None:
+        write_csv(rows, csv_path)
+    stream.write(format_table(rows))

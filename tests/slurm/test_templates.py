@@ -1,0 +1,193 @@
+"""Every template in slurm/ submitted with sbatch, as it is, to a real (private, single-node)
+Slurm; each result must equal the same config run locally, bit for bit."""
+
+from __future__ import annotations
+
+import csv
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "slurm"
+
+# FedGWC on a scenario that splits (twice, with seed 3), small enough for a 2-core machine.
+CONFIG = """\
+[run]
+seed = 3
+rounds = {rounds}
+progress = "lines"
+[data]
+num_clients = 16
+samples_per_client = 40
+groups = [{{count = 11, alpha = 1000.0}}, {{count = 5, alpha = 1000.0, permute_labels = true}}]
+[train]
+local_steps = 4
+[server]
+clients_per_round = 8
+[algorithm]
+name = "fedgwc"
+epsilon = 0.001
+patience = 2
+[eval]
+every = 5
+"""
+
+
+def _datasets(path: Path) -> dict[str, object]:
+    out: dict[str, object] = {}
+    with h5py.File(path, "r") as f:
+        for top in ("metrics", "hierarchy", "final", "clients", "state"):
+
+            def keep(name, item, top=top):
+                if isinstance(item, h5py.Dataset):
+                    out[f"{top}/{name}"] = item[()]
+                for key, value in item.attrs.items():
+                    out[f"{top}/{name}@{key}"] = value
+
+            f[top].visititems(keep)
+    return out
+
+
+def assert_same_run(a: Path, b: Path) -> None:
+    x, y = _datasets(a), _datasets(b)
+    assert sorted(x) == sorted(y)
+    for key, value in x.items():
+        other = y[key]
+        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
+            assert np.array_equal(value.view(np.uint8), other.view(np.uint8)), key
+        elif isinstance(value, np.ndarray):
+            assert np.array_equal(value, other), key
+        else:
+            assert value == other, key
+
+
+def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out), *args],
+        cwd=tmp, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, venv_bin):
+    tmp = tmp_path_factory.mktemp("templates")
+    config = tmp / "fedgwc.toml"
+    config.write_text(CONFIG.format(rounds=40))
+    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
+    reference = local_run(tmp, config, tmp / "local.h5")
+    with h5py.File(reference, "r") as f:
+        assert f["metrics/num_clusters"][-1] > 1  # the hierarchy to compare is not trivial
+    return tmp, config, env, reference
+
+
+def output_of(tmp: Path, job: str) -> str:
+    return "\n".join(p.read_text() for p in sorted(tmp.glob(f"*{job}*.out")))
+
+
+@pytest.mark.parametrize(
+    ("template", "args", "world"),
+    [
+        ("srun_native.sbatch", [], 3),
+        ("single_node.sbatch", [], 3),
+        ("mpi.sbatch", [], 3),
+        ("multi_node.sbatch", ["--nodes=1"], 2),  # one node is all this Slurm has
+    ],
+)
+def test_template_equals_local_run(slurm, work, template, args, world):
+    tmp, config, env, reference = work
+    out = tmp / f"{template}.h5"
+    job = slurm.sbatch(TEMPLATES / template, *args, cwd=tmp,
+                       env={**env, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
+    state = slurm.wait(job, timeout=300)
+    log = output_of(tmp, job)
+    assert state == "COMPLETED", f"{template}: {state}\n{log}\n{slurm.logs()}"
+    assert f"world size {world}" in log, log
+    assert log.count("final balanced accuracy") == 1, log  # rank 0 alone prints
+    with h5py.File(out, "r") as f:
+        assert int(f.attrs["world_size"]) == world
+    assert_same_run(reference, out)
+
+
+def test_sweep_array_gathers_one_row_per_task(slurm, work):
+    tmp, _, env, _ = work
+    config = tmp / "sweep.toml"
+    config.write_text(CONFIG.format(rounds=12))
+    outdir = tmp / "sweep"
+    job = slurm.sbatch(
+        TEMPLATES / "sweep.sbatch", "--array=0-3", cwd=tmp,
+        env={**env, "CONFIG": str(config), "OUTDIR": str(outdir), "BETAS": "0.5 2",
+             "SEEDS": "3 4"},
+    )  # fmt: skip
+    # the follow-up job of the template's header, as written there
+    table = outdir / "results.csv"
+    proc = subprocess.run(
+        ["sbatch", "--parsable", f"--dependency=afterany:{job}", "--output=gather-%j.out",
+         f"--wrap={sys.executable} -m distfl gather {outdir} --key algorithm.beta --csv {table}"],
+        cwd=tmp, env={**slurm.env, **env}, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    gather_job = proc.stdout.strip().split(";")[0]
+    assert slurm.wait(job, timeout=400) in ("COMPLETED", ""), output_of(tmp, job)
+    state = slurm.wait(gather_job, timeout=120)
+    printed = (tmp / f"gather-{gather_job}.out").read_text()
+    assert state == "COMPLETED", printed
+    files = sorted(p.name for p in outdir.glob("*.h5"))
+    assert files == ["beta0.5-seed3.h5", "beta0.5-seed4.h5", "beta2-seed3.h5", "beta2-seed4.h5"]
+    with open(table, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert len(rows) == 4
+    grid = sorted((float(r["algorithm.beta"]), int(r["seed"])) for r in rows)
+    assert grid == [(0.5, 3), (0.5, 4), (2.0, 3), (2.0, 4)]
+    assert all(r["rounds_done"] == "12" and r["algorithm"] == "fedgwc" for r in rows)
+    assert len([ln for ln in printed.splitlines() if "beta" in ln and ".h5" in ln]) == 4
+    # a grid point equals the same config run locally
+    local = local_run(tmp, config, tmp / "sweep-local.h5", "--set", "algorithm.beta=2",
+                      "--set", "run.seed=4")  # fmt: skip
+    assert_same_run(local, outdir / "beta2-seed4.h5")
+
+
+def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
+    tmp, _, env, _ = work
+    config = tmp / "preempt.toml"
+    config.write_text(CONFIG.format(rounds=120))
+    reference = local_run(tmp, config, tmp / "preempt-local.h5")
+    out = tmp / "preempt.h5"
+    job = slurm.sbatch(TEMPLATES / "preempt.sbatch", cwd=tmp,
+                       env={**env, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
+    log = tmp / f"distfl-preempt-{job}.out"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "round " in log.read_text()):
+        assert time.monotonic() < deadline, f"no progress from the job\n{output_of(tmp, job)}"
+        assert slurm.state(job) in ("PENDING", "RUNNING"), output_of(tmp, job)
+        time.sleep(0.3)
+    # the warning Slurm sends before the time limit (--signal=USR1@...), sent now
+    slurm.run("scancel", "--signal=USR1", job)
+    deadline = time.monotonic() + 300
+    released = False
+    while True:
+        state = slurm.state(job)
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", ""):
+            break
+        assert time.monotonic() < deadline, f"job {job} stuck in {state}\n{log.read_text()}"
+        if state == "PENDING" and "requeueing" in log.read_text() and not released:
+            # Slurm holds a requeued job for a while before it may start again; let it go now
+            slurm.run("scontrol", "update", f"jobid={job}", "StartTime=now", check=False)
+            released = True
+        time.sleep(0.5)
+    text = log.read_text()
+    assert state in ("COMPLETED", ""), f"{state}\n{text}"
+    assert "stopped by SIGUSR1 after round" in text, text
+    assert "requeueing job" in text, text
+    assert "restart 1 --resume" in text, text
+    assert "finished (round 120 of 120)" in text, text
+    assert_same_run(reference, out)
