@@ -63,7 +63,9 @@ class TrainSection:
     lr: float = 0.1
     momentum: float = 0.0
     weight_decay: float = 0.0
-    trainer: str = "sequential"
+    prox_mu: float = 0.0
+    trainer: str = "auto"
+    chunk_mb: int = 256
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "run.progress": ("auto", "bar", "lines", "none"),
     "data.dataset": ("digits",),
     "model.name": ("mlp", "cnn", "lenet5"),
-    "train.trainer": ("sequential",),
+    "train.trainer": ("auto", "vectorised", "sequential"),
     "server.aggregator": ("fedavg",),
     "algorithm.name": ("none", "fedgwc"),
     "algorithm.sampling": ("priority", "uniform"),
@@ -397,6 +399,8 @@ def validate(c: Config) -> None:
         raise ConfigError(f"train.lr = {c.train.lr!r}: must be positive")
     _range("train.momentum", c.train.momentum, 0.0, 0.999999, "in [0, 1)")
     _range("train.weight_decay", c.train.weight_decay, 0.0, None, "non-negative")
+    _range("train.prox_mu", c.train.prox_mu, 0.0, None, "non-negative (FedProx's mu; 0: off)")
+    _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
     _range(
         "server.clients_per_round",
         c.server.clients_per_round,

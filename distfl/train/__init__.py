@@ -1,5 +1,6 @@
 """Local training of simulated clients."""
 
 from distfl.train.sequential import SequentialTrainer, client_seed, evaluate
+from distfl.train.vectorised import VectorisedTrainer, supports
 
-__all__ = ["SequentialTrainer", "client_seed", "evaluate"]
+__all__ = ["SequentialTrainer", "VectorisedTrainer", "client_seed", "evaluate", "supports"]

@@ -64,12 +64,17 @@ class SequentialTrainer:
         )
         g = torch.Generator().manual_seed(seed)
         batches = BatchStream(data.num_train, self.cfg.batch_size, g)
+        anchor = [p.detach().clone() for p in self.model.parameters()] if self.cfg.prox_mu else []
         losses = np.empty(self.cfg.local_steps, dtype=np.float64)
         for s in range(self.cfg.local_steps):
             idx = batches.next().to(self.device)
             opt.zero_grad(set_to_none=True)
             loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])
             loss.backward()
+            if self.cfg.prox_mu:  # FedProx: the gradient of mu/2 ||w - w_start||^2
+                with torch.no_grad():
+                    for p, p0 in zip(self.model.parameters(), anchor, strict=True):
+                        p.grad.add_(p - p0, alpha=self.cfg.prox_mu)
             opt.step()
             losses[s] = float(loss.detach())
         return flat_params(self.model), losses

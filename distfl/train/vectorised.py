@@ -1,0 +1,123 @@
+"""Vectorised local training: the clients that start from the same cluster model train
+together, their parameters stacked along a leading client axis, with ``torch.func``
+(``functional_call`` + ``vmap`` + ``grad``). Each client still takes exactly S SGD steps on
+its own batches, drawn from its own generator exactly as :class:`SequentialTrainer` draws
+them, and the update is SGD's (weight decay, momentum, FedProx's proximal term) written
+out, so both trainers compute the same thing; the equivalence tests hold them together.
+
+Clients are processed in chunks bounded by ``train.chunk_mb`` of parameters, optimiser
+state and activations (at least two clients per chunk: see :meth:`train_many`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad_and_value, vmap
+
+from distfl.config import TrainSection
+from distfl.data import ClientData
+from distfl.train.sequential import BatchStream
+
+
+class VectorisedTrainer:
+    def __init__(self, model: nn.Module, train: TrainSection, device: torch.device):
+        self.model = model.to(device)
+        self.cfg = train
+        self.device = device
+        self.names = [n for n, _ in self.model.named_parameters()]
+        self.shapes = [p.shape for _, p in self.model.named_parameters()]
+        self.sizes = [p.numel() for _, p in self.model.named_parameters()]
+        self.num_params = sum(self.sizes)
+        # no buffers in the built-in models; functional_call needs them passed if any
+        self.buffers = {n: b for n, b in self.model.named_buffers()}
+
+        def loss_of(params, x, y):
+            out = functional_call(self.model, (params, self.buffers), (x,))
+            return nn.functional.cross_entropy(out, y)
+
+        self._step = vmap(grad_and_value(loss_of))
+
+    def chunk_size(self, example: ClientData) -> int:
+        """How many clients fit in ``train.chunk_mb``: parameters, gradients, momentum and
+        proximal anchor (4 copies), plus a generous allowance for activations."""
+        per_client = 4 * self.num_params * 4
+        b = min(self.cfg.batch_size, example.num_train)
+        per_client += b * example.x_train[0].numel() * 4 * 64
+        return max(2, int(self.cfg.chunk_mb * 2**20 // per_client))
+
+    def train_many(
+        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int]
+    ) -> tuple[torch.Tensor, np.ndarray]:
+        """S local steps for each client from the flat model ``start``: returns the new flat
+        models [n, P] (float32) and the losses [n, S]."""
+        n = len(datas)
+        out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
+        losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
+        if n == 0:
+            return out, losses
+        # clients whose batch size differs (fewer samples than batch_size) train apart
+        by_batch: dict[int, list[int]] = {}
+        for i, d in enumerate(datas):
+            by_batch.setdefault(min(self.cfg.batch_size, d.num_train), []).append(i)
+        chunk = self.chunk_size(datas[0])
+        for members in by_batch.values():
+            for lo in range(0, len(members), chunk):
+                idx = members[lo : lo + chunk]
+                # A chunk of one takes other kernels (vmap's conv with one group is a plain
+                # conv) and would give other bits than the same client in a larger chunk;
+                # pairing it with a copy of itself keeps every client's bits independent of
+                # its chunk, hence of the world size.
+                run = idx if len(idx) > 1 else idx * 2
+                new, loss = self._train_chunk(
+                    start, [datas[i] for i in run], [seeds[i] for i in run]
+                )
+                out[idx] = new[: len(idx)]
+                losses[idx] = loss[: len(idx)]
+        return out, losses
+
+    def _train_chunk(self, start, datas, seeds):
+        cfg = self.cfg
+        m = len(datas)
+        flat0 = start.to(self.device, torch.float32)
+        anchor = {}
+        offset = 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
+            anchor[name] = flat0[offset : offset + size].view(shape)
+            offset += size
+        params = {k: v.unsqueeze(0).expand(m, *v.shape).clone() for k, v in anchor.items()}
+        bufs: dict[str, torch.Tensor] = {}
+        streams = [
+            BatchStream(d.num_train, cfg.batch_size, torch.Generator().manual_seed(s))
+            for d, s in zip(datas, seeds, strict=True)
+        ]
+        losses = np.empty((m, cfg.local_steps), dtype=np.float64)
+        for s in range(cfg.local_steps):
+            picks = [st.next().to(self.device) for st in streams]
+            x = torch.stack([d.x_train[i] for d, i in zip(datas, picks, strict=True)])
+            y = torch.stack([d.y_train[i] for d, i in zip(datas, picks, strict=True)])
+            grads, loss = self._step(params, x, y)
+            with torch.no_grad():
+                for name in self.names:
+                    p = params[name]
+                    g = grads[name]
+                    if cfg.prox_mu:
+                        g = g.add(p - anchor[name], alpha=cfg.prox_mu)
+                    if cfg.weight_decay:
+                        g = g.add(p, alpha=cfg.weight_decay)
+                    if cfg.momentum:
+                        if name in bufs:
+                            bufs[name].mul_(cfg.momentum).add_(g)
+                        else:
+                            bufs[name] = g.clone()
+                        g = bufs[name]
+                    p.add_(g, alpha=-cfg.lr)
+            losses[:, s] = loss.detach().cpu().numpy()
+        new = torch.cat([params[name].reshape(m, -1) for name in self.names], dim=1)
+        return new, losses
+
+
+def supports(model: nn.Module) -> bool:
+    """The vectorised trainer handles models without buffers (no batch norm statistics)."""
+    return not any(True for _ in model.buffers())
