@@ -10,6 +10,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from runfile import assert_same_run
 
 from distfl.metrics import rand_index
 
@@ -17,21 +18,6 @@ pytestmark = pytest.mark.integration
 
 # the default preset, cut where the first split (round 168 for seed 0) has happened
 ARGS = ["--set", "run.rounds=180", "--set", "run.seed=0", "--set", 'run.progress="none"']
-
-
-def _hierarchy(path) -> dict[str, object]:
-    out: dict[str, object] = {}
-    with h5py.File(path, "r") as f:
-        for top in ("hierarchy", "final", "metrics"):
-
-            def keep(name, item, top=top):
-                if isinstance(item, h5py.Dataset):
-                    out[f"{top}/{name}"] = item[()]
-                for key, value in item.attrs.items():
-                    out[f"{top}/{name}@{key}"] = value
-
-            f[top].visititems(keep)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -78,16 +64,7 @@ def test_first_split_separates_the_groups(runs):
 
 
 def test_same_hierarchy_in_one_process_and_under_torchrun(runs):
-    a, b = _hierarchy(runs[0]), _hierarchy(runs[1])
-    assert sorted(a) == sorted(b)
-    for key, value in a.items():
-        other = b[key]
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-            assert np.array_equal(value.view(np.uint8), other.view(np.uint8)), key
-        elif isinstance(value, np.ndarray):
-            assert np.array_equal(value, other), key
-        else:
-            assert value == other, key
+    assert_same_run(*runs, tops=("hierarchy", "final", "metrics"))
 
 
 def test_inspect_shows_the_tree(runs):

@@ -16,6 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from runfile import fedgwc_toml
 from sklearn.metrics import (
     adjusted_rand_score,
     davies_bouldin_score,
@@ -31,26 +32,7 @@ SEEDS = (1, 2, 3)
 SMALL = ["--preset", "digits", "--set", "run.rounds=3", "--set", "data.num_clients=6",
          "--set", "server.clients_per_round=3", "--set", 'run.progress="none"']  # fmt: skip
 # FedGWC on two groups (one label-permuted) that splits the root at round 19 (seed 3)
-FEDGWC = """\
-[run]
-seed = 3
-rounds = 25
-progress = "none"
-[data]
-num_clients = 16
-samples_per_client = 40
-groups = [{count = 11, alpha = 1000.0}, {count = 5, alpha = 1000.0, permute_labels = true}]
-[train]
-local_steps = 4
-[server]
-clients_per_round = 8
-[algorithm]
-name = "fedgwc"
-epsilon = 0.001
-patience = 2
-[eval]
-every = 5
-"""
+FEDGWC = fedgwc_toml(25, progress="none")
 
 
 def distfl(helpers, cwd, *args, timeout=120):

@@ -9,65 +9,19 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
+from runfile import assert_same, fedgwc_toml, read_run
 
 pytestmark = pytest.mark.integration
 
 ROUNDS = 40
 # FedGWC on a scenario that splits before and goes on after the half-way point, so that
 # the resumed state (interaction matrices, sampling generator, hierarchy) matters.
-CONFIG = """\
-[run]
-seed = 3
-rounds = 40
-progress = "lines"
-[data]
-num_clients = 16
-samples_per_client = 40
-groups = [{count = 11, alpha = 1000.0}, {count = 5, alpha = 1000.0, permute_labels = true}]
-[train]
-local_steps = 4
-[server]
-clients_per_round = 8
-[algorithm]
-name = "fedgwc"
-epsilon = 0.001
-patience = 2
-[eval]
-every = 5
-"""
-
-
-def read_all(path: Path) -> dict[str, object]:
-    """Every dataset of /metrics, /hierarchy, /final, /clients and /state, by path."""
-    out: dict[str, object] = {}
-    with h5py.File(path, "r") as f:
-        for top in ("metrics", "hierarchy", "final", "clients", "state"):
-
-            def keep(name, item, top=top):
-                if isinstance(item, h5py.Dataset):
-                    out[f"{top}/{name}"] = item[()]
-                for key, value in item.attrs.items():
-                    out[f"{top}/{name}@{key}"] = value
-
-            f[top].visititems(keep)
-    return out
-
-
-def assert_same(a: dict, b: dict) -> None:
-    assert sorted(a) == sorted(b)
-    for key in a:
-        x, y = a[key], b[key]
-        if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), key
-        elif isinstance(x, np.ndarray):
-            assert np.array_equal(x, y), key
-        else:
-            assert x == y, key
+CONFIG = fedgwc_toml(ROUNDS)
+read_all = read_run
 
 
 def cli(helpers, tmp_path, *args, env=None, check=True):
@@ -276,8 +230,10 @@ def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, re
     config, full = reference
     out = tmp_path / "crashed.h5"
     proc = subprocess.Popen(
+        # open-ended, so that the kill never races the end of the run; the resume below
+        # sets the reference's 40 rounds (run.rounds may change on resume)
         helpers.distfl_cmd("--config", str(config), "--out", str(out),
-                           "--set", "checkpoint.every=5"),
+                           "--set", "checkpoint.every=5", "--set", "run.rounds=100000"),
         cwd=tmp_path, env=helpers.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True, start_new_session=True,
     )  # fmt: skip
@@ -292,7 +248,7 @@ def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, re
     assert not (tmp_path / "crashed.h5.tmp").exists() or out.exists()
     with h5py.File(out, "r") as f:
         saved = int(f["state"].attrs["round"])
-        assert saved % 5 == 0 and 5 <= saved < ROUNDS
+        assert saved % 5 == 0 and 5 <= saved < ROUNDS, saved
         assert len(f["metrics/round"]) == saved
     cli(helpers, tmp_path, "--config", str(config), "--resume", str(out),
         "--set", "checkpoint.every=5")  # fmt: skip

@@ -11,61 +11,11 @@ import time
 from pathlib import Path
 
 import h5py
-import numpy as np
 import pytest
+from runfile import assert_same_run, fedgwc_toml
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "slurm"
-
-# FedGWC on a scenario that splits (twice, with seed 3), small enough for a 2-core machine.
-CONFIG = """\
-[run]
-seed = 3
-rounds = {rounds}
-progress = "lines"
-[data]
-num_clients = 16
-samples_per_client = 40
-groups = [{{count = 11, alpha = 1000.0}}, {{count = 5, alpha = 1000.0, permute_labels = true}}]
-[train]
-local_steps = 4
-[server]
-clients_per_round = 8
-[algorithm]
-name = "fedgwc"
-epsilon = 0.001
-patience = 2
-[eval]
-every = 5
-"""
-
-
-def _datasets(path: Path) -> dict[str, object]:
-    out: dict[str, object] = {}
-    with h5py.File(path, "r") as f:
-        for top in ("metrics", "hierarchy", "final", "clients", "state"):
-
-            def keep(name, item, top=top):
-                if isinstance(item, h5py.Dataset):
-                    out[f"{top}/{name}"] = item[()]
-                for key, value in item.attrs.items():
-                    out[f"{top}/{name}@{key}"] = value
-
-            f[top].visititems(keep)
-    return out
-
-
-def assert_same_run(a: Path, b: Path) -> None:
-    x, y = _datasets(a), _datasets(b)
-    assert sorted(x) == sorted(y)
-    for key, value in x.items():
-        other = y[key]
-        if isinstance(value, np.ndarray) and value.dtype.kind == "f":
-            assert np.array_equal(value.view(np.uint8), other.view(np.uint8)), key
-        elif isinstance(value, np.ndarray):
-            assert np.array_equal(value, other), key
-        else:
-            assert value == other, key
 
 
 def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
@@ -82,7 +32,7 @@ def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
 def work(tmp_path_factory, venv_bin):
     tmp = tmp_path_factory.mktemp("templates")
     config = tmp / "fedgwc.toml"
-    config.write_text(CONFIG.format(rounds=40))
+    config.write_text(fedgwc_toml(40))
     env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
     reference = local_run(tmp, config, tmp / "local.h5")
     with h5py.File(reference, "r") as f:
@@ -121,7 +71,7 @@ def test_template_equals_local_run(slurm, work, template, args, world):
 def test_sweep_array_gathers_one_row_per_task(slurm, work):
     tmp, _, env, _ = work
     config = tmp / "sweep.toml"
-    config.write_text(CONFIG.format(rounds=12))
+    config.write_text(fedgwc_toml(12))
     outdir = tmp / "sweep"
     job = slurm.sbatch(
         TEMPLATES / "sweep.sbatch", "--array=0-3", cwd=tmp,
@@ -159,7 +109,7 @@ def test_sweep_array_gathers_one_row_per_task(slurm, work):
 def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
     tmp, _, env, _ = work
     config = tmp / "preempt.toml"
-    config.write_text(CONFIG.format(rounds=120))
+    config.write_text(fedgwc_toml(120))
     reference = local_run(tmp, config, tmp / "preempt-local.h5")
     out = tmp / "preempt.h5"
     job = slurm.sbatch(TEMPLATES / "preempt.sbatch", cwd=tmp,

@@ -7,33 +7,13 @@ import sys
 from pathlib import Path
 
 import pytest
+from runfile import readme_example
 
 from distfl import config as C
 from distfl.config import Config, GroupSpec, check_world, from_json, load, parse_set
 from distfl.errors import ConfigError, UserError
 
-EXAMPLE_TOML = """\
-[run]
-seed = 7
-rounds = 20
-[data]
-dataset = "digits"
-num_clients = 12
-samples_per_client = 60
-groups = [{count = 8, alpha = 1000.0}, {count = 4, alpha = 0.0}]
-[model]
-name = "mlp"
-[train]
-local_steps = 4
-batch_size = 16
-lr = 0.05
-[server]
-clients_per_round = 6
-[algorithm]
-name = "none"
-[eval]
-every = 10
-"""
+EXAMPLE_TOML = readme_example()
 
 
 def write(tmp_path: Path, text: str, name: str = "run.toml") -> Path:

@@ -1,0 +1,6 @@
+"""Makes tests/runfile.py importable from every test directory."""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
