@@ -1,4 +1,4 @@
-"""``distfl run|keys`` (also ``python -m distfl``).
+"""``distfl run|keys|inspect|status|gather|bench`` (also ``python -m distfl``).
 
 Bad input exits with code 2 and one line on stderr; a failed collective (a peer rank
 died, a timeout) exits with code 3 and one line naming the rank.
@@ -75,6 +75,28 @@ def _parser() -> argparse.ArgumentParser:
         dest="keys",
         help="add a column with this config value, e.g. --key algorithm.epsilon; repeatable",
     )
+    be = sub.add_parser(
+        "bench",
+        help="measure distfl against a plain PyTorch loop and Flower on one workload",
+        description="Rounds/s, client-steps/s, overhead beyond local training and bytes per "
+        "round of a plain PyTorch loop, distfl at W=1 (default and sequential trainer), distfl "
+        "under torchrun with 3 ranks and Flower's simulation, on the same FedAvg workload.",
+    )
+    be.add_argument("--clients", type=int, default=100, metavar="K", help="clients (100)")
+    be.add_argument(
+        "--per-round", type=int, default=100, metavar="N", help="clients per round (100)"
+    )
+    be.add_argument("--model", choices=("mlp", "cnn", "lenet5"), default="mlp", help="(mlp)")
+    be.add_argument("--steps", type=int, default=8, metavar="S", help="local SGD steps (8)")
+    be.add_argument("--batch", type=int, default=16, metavar="B", help="batch size (16)")
+    be.add_argument("--rounds", type=int, default=10, metavar="R", help="rounds (10)")
+    be.add_argument("--json", action="store_true", help="print one JSON object, not a table")
+    be.add_argument("--skip-flower", action="store_true", help="leave out the Flower row")
+    be.add_argument(
+        "--server-math",
+        action="store_true",
+        help="also time FedGWC's affinity + split choice for K = 1,000, 10,000 and 30,000",
+    )
     return p
 
 
@@ -133,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
 
             gather(args.paths, sys.stdout, csv_path=args.csv, keys=args.keys)
             return 0
+        if args.command == "bench":
+            from distfl.bench import bench_main
+
+            return bench_main(args)
         if args.command == "run":
             config = _config_from_args(args)
             from distfl.runtime import run
