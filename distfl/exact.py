@@ -15,6 +15,8 @@ float32 resolution for any realistic parameter.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 NUM_LIMBS = 3
@@ -25,19 +27,27 @@ _MAX_ABS = 2.0**31
 
 def to_limbs(values: torch.Tensor) -> torch.Tensor:
     """float tensor [n] -> int64 limbs [3, n] (top, middle, bottom) on the 2^-64 grid."""
-    v = values.to(torch.float64)
-    if not torch.isfinite(v).all():
-        raise FloatingPointError("a client update holds NaN or Inf (diverged training?)")
-    if v.numel() and float(v.abs().max()) >= _MAX_ABS:
-        raise OverflowError(f"a weighted client update exceeds {_MAX_ABS:g} in magnitude")
-    sign = torch.sign(v)
-    x = torch.round(v.abs() * _SCALE)  # exact: scaling by a power of two, then rounding
-    top = torch.floor(x / 2.0**64)
-    x = x - top * 2.0**64  # exact: the remainder has no more significant bits than x
-    mid = torch.floor(x / 2.0**32)
-    low = x - mid * 2.0**32
-    limbs = torch.stack([top, mid, low]).to(torch.int64)
-    return limbs * sign.to(torch.int64)
+    v = values.to(torch.float64).reshape(-1)
+    a = v.abs()
+    if a.numel():
+        biggest = float(a.max())  # NaN propagates through max
+        if not math.isfinite(biggest):
+            raise FloatingPointError("a client update holds NaN or Inf (diverged training?)")
+        if biggest >= _MAX_ABS:
+            raise OverflowError(f"a weighted client update exceeds {_MAX_ABS:g} in magnitude")
+    # |v|·2^64 = whole·2^32 + frac·2^32 with whole = floor(|v|·2^32) < 2^63: every step is
+    # exact (scaling by powers of two, floor, and a subtraction that loses no bits), and
+    # rounding frac·2^32 rounds |v|·2^64 itself (half to even), since whole·2^32 is whole.
+    a.mul_(2.0**32)
+    whole = torch.floor(a)
+    low = a.sub_(whole).mul_(2.0**32).round_()
+    top = torch.floor(whole * 2.0**-32)
+    mid = whole.sub_(top * 2.0**32)
+    sign = torch.where(v < 0, -1.0, 1.0).to(torch.float64)
+    limbs = torch.empty((NUM_LIMBS, v.numel()), dtype=torch.int64)
+    for i, part in enumerate((top, mid, low)):  # the sign goes on each limb, exactly
+        limbs[i].copy_(part.mul_(sign))
+    return limbs
 
 
 def from_limbs(limbs: torch.Tensor) -> torch.Tensor:

@@ -62,20 +62,25 @@ class Worker:
                 data = self.data[k]
                 bal, acc, loss = evaluate(self.model, models[int(plan.model_of[k])], data)
                 eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
-        trained = self._train([k for k in own if plan.tasks[k] & TRAIN], plan, models)
-        for k in own:
-            task = int(plan.tasks[k])
-            m = int(plan.model_of[k])
-            if task & TRAIN:
-                start = models[m].to(self.device)
-                new, losses = trained[k]
-                n = self.data[k].num_train
-                delta = (new.to(torch.float64) - start.to(torch.float64)) * float(n)
-                sums[m] += to_limbs(delta.cpu())
-                weights[m] += n
-                loss_rows.append(np.concatenate([[k], losses]))
-                if task & RETURN_MODEL:
-                    model_rows.append(new.cpu())
+        by_model = self._train([k for k in own if plan.tasks[k] & TRAIN], plan, models)
+        for m, (ks, new, losses) in by_model.items():
+            start = models[m].to(self.device, torch.float64)
+            counts = torch.tensor([self.data[k].num_train for k in ks], dtype=torch.float64)
+            # exact sums of n_k (θ_k - θ), many clients per call (chunks bound the temporaries)
+            step = max(1, (1 << 22) // max(P, 1))
+            for lo in range(0, len(ks), step):
+                delta = (new[lo : lo + step].to(torch.float64) - start) * counts[
+                    lo : lo + step, None
+                ]
+                limbs = to_limbs(delta.reshape(-1).cpu()).reshape(NUM_LIMBS, -1, P)
+                sums[m] += limbs.sum(dim=1)
+            weights[m] += int(counts.sum())
+            for i, k in enumerate(ks):
+                loss_rows.append(np.concatenate([[k], losses[i]]))
+                if plan.tasks[k] & RETURN_MODEL:
+                    model_rows.append((k, new[i].cpu()))
+        loss_rows.sort(key=lambda row: row[0])
+        model_rows = [row for _, row in sorted(model_rows, key=lambda kr: kr[0])]
         out_sums = None
         if sums is not None:
             out_sums = torch.cat([sums.reshape(plan.num_models, -1), weights[:, None]], dim=1)
@@ -91,31 +96,29 @@ class Worker:
 
     def _train(
         self, clients: list[int], plan: Plan, models: torch.Tensor
-    ) -> dict[int, tuple[torch.Tensor, np.ndarray]]:
-        """Train ``clients`` from their cluster models: (new flat model, losses) per client.
-        The vectorised trainer takes each cluster model's clients together."""
+    ) -> dict[int, tuple[list[int], torch.Tensor, np.ndarray]]:
+        """Train ``clients`` from their cluster models. Per model index: (clients, new flat
+        models [n, P], losses [n, S]). The vectorised trainer takes each model's clients
+        together."""
         t0 = time.perf_counter()
         seed = self.config.run.seed
-        out: dict[int, tuple[torch.Tensor, np.ndarray]] = {}
-        if self.vectorised:
-            by_model: dict[int, list[int]] = {}
-            for k in clients:
-                by_model.setdefault(int(plan.model_of[k]), []).append(k)
-            for m, ks in by_model.items():
-                new, losses = self.trainer.train_many(
-                    models[m].to(self.device),
-                    [self.data[k] for k in ks],
-                    [client_seed(seed, plan.round, k) for k in ks],
-                )
-                for i, k in enumerate(ks):
-                    out[k] = (new[i], losses[i])
-        else:
-            for k in clients:
-                out[k] = self.trainer.train(
-                    models[int(plan.model_of[k])].to(self.device),
-                    self.data[k],
-                    seed=client_seed(seed, plan.round, k),
-                )
+        by_model: dict[int, list[int]] = {}
+        for k in clients:
+            by_model.setdefault(int(plan.model_of[k]), []).append(k)
+        out = {}
+        for m, ks in by_model.items():
+            start = models[m].to(self.device)
+            seeds = [client_seed(seed, plan.round, k) for k in ks]
+            if self.vectorised:
+                new, losses = self.trainer.train_many(start, [self.data[k] for k in ks], seeds)
+            else:
+                runs = [
+                    self.trainer.train(start, self.data[k], seed=s)
+                    for k, s in zip(ks, seeds, strict=True)
+                ]
+                new = torch.stack([r[0] for r in runs])
+                losses = np.stack([r[1] for r in runs])
+            out[m] = (ks, new, losses)
         self.train_seconds += time.perf_counter() - t0
         self.client_steps += len(clients) * self.config.train.local_steps
         return out
