@@ -6,7 +6,8 @@ Each K runs in a fresh process, so that the peak resident memory (ru_maxrss) is 
 P is a synthetic converged interaction matrix with three groups of clients (rows near
 0.8, 0.5 and 0.2) plus noise of std 1/sqrt(2K), so that two clients of one group stay at
 a squared UPV distance near 1 whatever K (with a fixed noise level the distance grows with
-K and exp(-β·distance) vanishes: β has to shrink as K grows).
+K and exp(-β·distance) vanishes: β has to shrink as K grows). The peak RSS includes P
+itself (float64, as FedGWC keeps it).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ def measure(K: int) -> dict:
 
     rng = np.random.default_rng(0)
     level = np.repeat([0.8, 0.5, 0.2], [K // 2, K // 4, K - K // 2 - K // 4])
-    P = level[:, None] + rng.normal(0.0, 1.0 / np.sqrt(2 * K), size=(K, K))
+    P = rng.normal(0.0, 1.0 / np.sqrt(2 * K), size=(K, K))
+    P += level[:, None]  # in place: generating P holds one K×K array, not two
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     t0 = time.perf_counter()
     W = affinity(P, beta=0.5)
@@ -41,6 +43,7 @@ def measure(K: int) -> dict:
         "n_clusters": int(n),
         "best_db": float(np.min(scores)),
         "peak_rss_gib": peak / 2**20,
+        "W_dtype": str(W.dtype),
         "P_gib": P.nbytes / 2**30,
         "before_gib": base / 2**20,
     }
@@ -53,7 +56,8 @@ def main() -> None:
     sizes = [int(k) for k in sys.argv[1:]] or [1000, 10000]
     print(
         f"{'K':>6} {'affinity s':>11} {'split s':>9} {'total s':>9} {'clusters':>9} "
-        f"{'P GiB':>7} {'peak RSS GiB':>13}"
+        f"{'best DB':>8} {'W':>8} {'P GiB':>7} {'peak RSS GiB':>13}",
+        flush=True,
     )
     for K in sizes:
         out = subprocess.run(
@@ -62,7 +66,9 @@ def main() -> None:
         r = json.loads(out)
         print(
             f"{r['K']:>6} {r['affinity_s']:>11.2f} {r['split_s']:>9.2f} {r['total_s']:>9.2f} "
-            f"{r['n_clusters']:>9} {r['P_gib']:>7.2f} {r['peak_rss_gib']:>13.2f}"
+            f"{r['n_clusters']:>9} {r['best_db']:>8.4f} {r['W_dtype']:>8} {r['P_gib']:>7.2f} "
+            f"{r['peak_rss_gib']:>13.2f}",
+            flush=True,
         )
 
 

@@ -12,15 +12,18 @@ import numpy as np
 import pytest
 from sklearn.metrics import adjusted_rand_score, davies_bouldin_score
 
+from distfl.algorithms import fedgwc
 from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import (
     FedGWC,
     affinity,
     choose_split,
+    davies_bouldin_rows,
     gaussian_rewards,
     participants,
     perception_distances,
     priority_sample,
+    spectral_embedding,
     update_interaction,
 )
 
@@ -408,6 +411,149 @@ def test_choose_split_scores_inf_for_n_at_least_k():
     assert scores.shape == (5,)
     assert np.all(np.isinf(scores[2:]))  # n = 4, 5, 6 >= K = 4
     assert np.isfinite(scores[0])
+
+
+# ------------------------------------------------------------------ large-K machinery
+# Above fedgwc.SMALL_K clients the affinity is float32, the Gram product runs in row strips
+# and the embedding comes from ARPACK; these tests force those paths at small K.
+
+
+def _grouped_P(K, seed, groups=3, noise=0.1):
+    rng = np.random.default_rng(seed)
+    level = rng.uniform(0.0, 1.0, groups)[rng.integers(0, groups, K)]
+    return level[:, None] + rng.normal(0.0, noise, (K, K))
+
+
+@pytest.mark.parametrize(("gram_rows", "rank"), [(1, 1), (3, 16), (5, 7), (4096, 39)])
+def test_perception_distances_strips_and_deflation_rank_agree(monkeypatch, gram_rows, rank):
+    # the Gram strips and the dimension of the subspace taken out of the Gram product only
+    # change rounding: every combination matches the loop reference
+    P = _grouped_P(40, 1)
+    ref = _distances_loop(P)
+    monkeypatch.setattr(fedgwc, "_GRAM_ROWS", gram_rows)
+    monkeypatch.setattr(fedgwc, "_DEFLATE_RANK", rank)
+    D = perception_distances(P, block_rows=6)
+    np.testing.assert_allclose(D, ref, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(D, D.T)
+    np.testing.assert_array_equal(np.diag(D), np.zeros(40))
+
+
+def test_affinity_float32_matches_float64():
+    P = _grouped_P(300, 2, noise=0.05)
+    W64 = affinity(P, 0.5)
+    W32 = affinity(P, 0.5, dtype=np.float32)
+    assert W64.dtype == np.float64 and W32.dtype == np.float32
+    np.testing.assert_allclose(W32, W64, rtol=2e-6, atol=1e-7)
+    np.testing.assert_array_equal(W32, W32.T)  # exactly symmetric (mirrored, not recomputed)
+    np.testing.assert_array_equal(np.diag(W32), np.ones(300, dtype=np.float32))
+    # float32 P is accepted as it is (no float64 copy needed) and agrees too
+    np.testing.assert_allclose(
+        affinity(P.astype(np.float32), 0.5, dtype=np.float32),
+        affinity(P.astype(np.float32).astype(np.float64), 0.5),
+        rtol=2e-6,
+        atol=1e-7,
+    )
+
+
+def test_affinity_dtype_follows_small_k(monkeypatch):
+    P = _grouped_P(30, 3)
+    assert affinity(P, 0.5).dtype == np.float64
+    monkeypatch.setattr(fedgwc, "SMALL_K", 29)
+    W = affinity(P, 0.5)
+    assert W.dtype == np.float32
+    np.testing.assert_allclose(W, _affinity_loop(P, 0.5), rtol=1e-6, atol=1e-7)
+
+
+def test_affinity_large_k_symmetric_and_exact_entries():
+    # K above the mirroring tile (512), the Gram strip (2048 rows) and SMALL_K (2048)
+    P = _grouped_P(2100, 4, noise=0.02)
+    W32 = affinity(P, 0.05)
+    assert W32.dtype == np.float32
+    W64 = affinity(P, 0.05, dtype=np.float64)
+    for W in (W32, W64):
+        np.testing.assert_array_equal(W, W.T)
+        np.testing.assert_array_equal(np.diag(W), np.ones(2100))
+    rng = np.random.default_rng(0)
+    for k, j in rng.integers(0, 2100, (8, 2)):
+        keep = np.ones(2100, dtype=bool)
+        keep[[k, j]] = False
+        expected = math.exp(-0.05 * float(np.sum((P[k, keep] - P[j, keep]) ** 2)))
+        assert float(W64[k, j]) == pytest.approx(expected, rel=1e-10, abs=1e-300)
+        assert float(W32[k, j]) == pytest.approx(expected, rel=1e-6, abs=1e-300)
+
+
+def _random_labelings(K, rng):
+    out = []
+    for n in (2, 3, 4, 6):
+        lab = np.concatenate([np.arange(n), rng.integers(0, n, K - n)])  # every label used
+        out.append(rng.permutation(lab))
+    return out
+
+
+@pytest.mark.parametrize("block_rows", [None, 1, 7])
+def test_davies_bouldin_rows_matches_sklearn(block_rows):
+    rng = np.random.default_rng(5)
+    for W in (_noise_affinity(40, 1), _block_affinity([10, 15, 12], 2, shuffle=True)[0]):
+        labelings = _random_labelings(len(W), rng)
+        got = davies_bouldin_rows(W, labelings, block_rows=block_rows)
+        expected = [davies_bouldin_score(W, lab) for lab in labelings]
+        np.testing.assert_allclose(got, expected, rtol=1e-9)
+
+
+def test_davies_bouldin_rows_float32_is_exact_on_its_values():
+    # a float32 W is read in float64 blocks: the value is sklearn's on the same numbers
+    rng = np.random.default_rng(6)
+    W = _block_affinity([20, 25], 3, shuffle=True)[0].astype(np.float32)
+    labelings = _random_labelings(45, rng)
+    got = davies_bouldin_rows(W, labelings)
+    expected = [davies_bouldin_score(W.astype(np.float64), lab) for lab in labelings]
+    np.testing.assert_allclose(got, expected, rtol=1e-9)
+
+
+def test_davies_bouldin_rows_degenerate_clusters_score_zero():
+    # identical rows within each cluster: every intra distance is 0 (sklearn returns 0)
+    W = np.repeat(np.eye(3), [4, 5, 6], axis=0)
+    W = np.repeat(W, [4, 5, 6], axis=1)
+    lab = np.repeat(np.arange(3), [4, 5, 6])
+    assert davies_bouldin_rows(W, [lab]) == [0.0]
+    assert davies_bouldin_score(W, lab) == 0.0
+
+
+@pytest.mark.parametrize("arpack", [False, True])
+def test_spectral_embedding_matches_sklearn(monkeypatch, arpack):
+    from sklearn.manifold import spectral_embedding as sk_embedding
+
+    if arpack:
+        monkeypatch.setattr(fedgwc, "SMALL_K", 0)
+    for W in (_noise_affinity(60, 7), _block_affinity([9, 14, 22], 8, shuffle=True)[0]):
+        ref = sk_embedding(W, n_components=4, drop_first=False, random_state=3)
+        got = spectral_embedding(W, 4, 3, tol=1e-12)
+        # same eigenvectors, scaled by D^-1/2 and signed alike
+        np.testing.assert_allclose(got, ref, rtol=0, atol=1e-7 * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_choose_split_large_k_path(monkeypatch, dtype):
+    W, truth = _block_affinity([30, 45, 25], 9, shuffle=True)
+    n_ref, labels_ref, scores_ref = choose_split(W, 5, 0, min_size=3)
+    monkeypatch.setattr(fedgwc, "SMALL_K", 0)  # ARPACK embedding
+    n, labels, scores = choose_split(W.astype(dtype), 5, 0, min_size=3)
+    assert n == n_ref == 3
+    assert _partition(labels) == _partition(truth)
+    np.testing.assert_array_equal(labels, labels_ref)
+    assert scores[1] == pytest.approx(scores_ref[1], rel=1e-6)
+    assert scores[1] == pytest.approx(
+        davies_bouldin_score(W.astype(dtype).astype(np.float64), labels), rel=1e-9
+    )
+
+
+def test_choose_split_labels_in_order_of_first_member():
+    W, truth = _block_affinity([6, 7, 8, 5], 12, shuffle=True)
+    n, labels, _ = choose_split(W, 5, 0)
+    assert n == 4
+    _, first = np.unique(labels, return_index=True)
+    assert labels[0] == 0
+    assert np.all(np.diff(first) > 0)  # cluster c's first member comes before c + 1's
 
 
 # ------------------------------------------------------------------ sampling helpers
