@@ -47,8 +47,9 @@ class Communicator(ABC):
     def barrier(self) -> None: ...
 
     @abstractmethod
-    def close(self) -> None:
-        """Tear down the process group; safe to call twice."""
+    def close(self, graceful: bool = False) -> None:
+        """Tear down the process group; safe to call twice. ``graceful``: every rank got
+        to the end of the run and calls this too (so it may wait for the others)."""
 
     def __enter__(self) -> Communicator:
         return self

@@ -29,5 +29,5 @@ class LocalCommunicator(Communicator):
     def barrier(self) -> None:
         pass
 
-    def close(self) -> None:
+    def close(self, graceful: bool = False) -> None:
         pass

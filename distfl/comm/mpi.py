@@ -148,6 +148,6 @@ class MPICommunicator(Communicator):
     def barrier(self) -> None:
         self._comm.Barrier()
 
-    def close(self) -> None:
+    def close(self, graceful: bool = False) -> None:
         # MPI_Finalize runs at interpreter exit (mpi4py's default); only the watchdog stops here.
         self._watchdog.close()

@@ -119,7 +119,16 @@ class TorchCommunicator(Communicator):
     def barrier(self) -> None:
         dist.barrier(group=self._cpu_group)
 
-    def close(self) -> None:
+    def close(self, graceful: bool = False) -> None:
         if self._owns_group and dist.is_initialized():
+            if graceful:
+                # Destroying a gloo group while a peer still tears its own down can abort
+                # the process ("terminate called without an active exception"): on a clean
+                # finish, every rank first meets the others. After an error a peer may be
+                # gone, and waiting for it would only hang.
+                try:
+                    dist.barrier(group=self._cpu_group)
+                except (RuntimeError, dist.DistError):
+                    pass
             dist.destroy_process_group()
         self._owns_group = False

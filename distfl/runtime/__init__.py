@@ -85,11 +85,14 @@ def run(
         config.comm.backend, timeout_s=config.comm.timeout_s, use_cuda=use_cuda, info=info
     )
     stop = StopFlag()
+    finished = False
     try:
         with _stop_signals(stop):
-            return _run_role(config, comm, saved, stop, stream or sys.stdout)
+            result = _run_role(config, comm, saved, stop, stream or sys.stdout)
+        finished = True
+        return result
     finally:
-        comm.close()
+        comm.close(graceful=finished)
 
 
 __all__ = ["run", "build_model", "num_params"]
