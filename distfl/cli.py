@@ -47,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--resume",
         metavar="RUN.h5",
-        help="continue a run from its run file's /state (same config; writes to RUN.h5 "
-        "unless --out is given)",
+        help="continue a run from its run file's /state; without --config and --preset "
+        "with the config stored in the file; writes to RUN.h5 unless --out is given",
     )
     sub.add_parser("keys", help="list every config key with its type and default, and the presets")
     ins = sub.add_parser("inspect", help="print a run file's hierarchy, accuracies and scores")
@@ -110,8 +110,14 @@ def _config_from_args(args: argparse.Namespace):
         overrides.append(f"run.out={_toml_str(args.resume)}")
     if args.comm:
         overrides.append(f"comm.backend={_toml_str(args.comm)}")
-    preset = args.preset if args.preset or args.config else "default"
-    return config.load(path=args.config, preset=preset, overrides=overrides)
+    base = None
+    if args.resume and not args.config and not args.preset:
+        # `distfl run --resume RUN.h5` alone continues with the config stored in the file
+        from distfl.checkpoint import read_run_file
+
+        base = read_run_file(args.resume).config
+    preset = args.preset if args.preset or args.config or base else "default"
+    return config.load(path=args.config, preset=preset, overrides=overrides, base=base)
 
 
 def _toml_str(s: str) -> str:

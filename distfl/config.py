@@ -320,9 +320,13 @@ def load(
     path: str | Path | None = None,
     preset: str | None = None,
     overrides: list[str] | tuple[str, ...] = (),
+    base: Config | None = None,
 ) -> Config:
-    """Defaults, then ``preset``, then the TOML file at ``path``, then ``overrides``."""
+    """Defaults (or ``base``, e.g. a run file's stored config), then ``preset``, then the
+    TOML file at ``path``, then ``overrides``."""
     raw: dict[str, Any] = {}
+    if base is not None:
+        _merge(raw, base.to_dict(), "the stored config")
     if preset is not None:
         if preset not in PRESETS:
             raise ConfigError(f"--preset {preset!r} is unknown; allowed: {', '.join(PRESETS)}")

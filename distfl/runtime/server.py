@@ -314,8 +314,8 @@ class Server:
         if s["stopped_by"]:
             head = (
                 f"distfl: stopped by {s['stopped_by']} after round {s['rounds']}/"
-                f"{self.config.run.rounds}; checkpoint written. Continue with the same options and "
-                f"--resume {self.config.run.out}\n" + head
+                f"{self.config.run.rounds}; checkpoint written. Continue with: "
+                f"distfl run --resume {self.config.run.out}\n" + head
             )
         lines = [
             head,

@@ -253,3 +253,17 @@ def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, re
     cli(helpers, tmp_path, "--config", str(config), "--resume", str(out),
         "--set", "checkpoint.every=5")  # fmt: skip
     assert_same(read_all(full), read_all(out))
+
+
+def test_resume_alone_uses_the_stored_config(helpers, tmp_path, reference):
+    """`distfl run --resume RUN.h5` with no --config or --preset continues with the config
+    the file carries; --set may still change what is allowed to change."""
+    config, full = reference
+    out = tmp_path / "half.h5"
+    cli(helpers, tmp_path, "--config", str(config), "--out", str(out),
+        "--set", f"run.rounds={ROUNDS // 2}")  # fmt: skip
+    proc = cli(helpers, tmp_path, "--resume", str(out), "--set", f"run.rounds={ROUNDS}")
+    assert f"{ROUNDS // 2} rounds in" in proc.stdout
+    assert_same(read_all(full), read_all(out))
+    refused = cli(helpers, tmp_path, "--resume", str(out), "--set", "train.lr=0.3", check=False)
+    _one_line_exit_2(refused, "train.lr")
