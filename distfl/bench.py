@@ -144,6 +144,26 @@ class Workload:
 # -- helpers ----------------------------------------------------------------------------
 
 
+def _sgd_steps(model, loss_fn, d, w: Workload, *, lr: float, round_index: int, k: int) -> int:
+    """Client k's local training as the plain loop and the Flower client both do it: a fresh
+    SGD, ``w.steps`` steps on random batches seeded from (seed, round, k). Returns n_k."""
+    import torch
+
+    from distfl.train import client_seed
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    n = d.num_train
+    b = min(w.batch, n)
+    g = torch.Generator().manual_seed(client_seed(w.seed, round_index, k))
+    for _ in range(w.steps):
+        idx = torch.randint(n, (b,), generator=g)
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(d.x_train[idx]), d.y_train[idx])
+        loss.backward()
+        opt.step()
+    return n
+
+
 def _log(quiet: bool, message: str) -> None:
     if not quiet:
         print(f"bench: {message}", file=sys.stderr, flush=True)
@@ -250,7 +270,6 @@ def plain_loop(w: Workload) -> dict:
 
     from distfl.data import load_clients, load_dataset, make_partition
     from distfl.models import build_model
-    from distfl.train import client_seed
 
     cfg = w.config(out="unused.h5")
     dataset = load_dataset(cfg)
@@ -270,18 +289,7 @@ def plain_loop(w: Workload) -> dict:
 
         def local_train(k: int, round_index: int) -> int:
             model.load_state_dict(global_state)
-            opt = torch.optim.SGD(model.parameters(), lr=lr)
-            d = data[k]
-            n = d.num_train
-            b = min(w.batch, n)
-            g = torch.Generator().manual_seed(client_seed(w.seed, round_index, k))
-            for _ in range(w.steps):
-                idx = torch.randint(n, (b,), generator=g)
-                opt.zero_grad(set_to_none=True)
-                loss = loss_fn(model(d.x_train[idx]), d.y_train[idx])
-                loss.backward()
-                opt.step()
-            return n
+            return _sgd_steps(model, loss_fn, data[k], w, lr=lr, round_index=round_index, k=k)
 
         local_train(0, 0)  # warm-up, untimed (the global model is left as it was)
         rng = np.random.default_rng(w.seed)
@@ -667,24 +675,13 @@ def _flower_fit(workload_json: str, k: int, parameters: list, round_index: int):
     import numpy as np
     import torch
 
-    from distfl.train import client_seed
-
     t0 = time.monotonic()
     w, cfg, _, _, model, loss_fn, _ = _flower_process_state(workload_json)
     d = _flower_client_data(workload_json, k)
     with torch.no_grad():
         for p, a in zip(model.parameters(), parameters, strict=True):
             p.copy_(torch.from_numpy(np.asarray(a)))
-    opt = torch.optim.SGD(model.parameters(), lr=cfg.train.lr)
-    n = d.num_train
-    b = min(w.batch, n)
-    g = torch.Generator().manual_seed(client_seed(w.seed, round_index, k))
-    for _ in range(w.steps):
-        idx = torch.randint(n, (b,), generator=g)
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(d.x_train[idx]), d.y_train[idx])
-        loss.backward()
-        opt.step()
+    n = _sgd_steps(model, loss_fn, d, w, lr=cfg.train.lr, round_index=round_index, k=k)
     out = [p.detach().numpy().copy() for p in model.parameters()]
     return out, n, {"t0": t0, "t1": time.monotonic(), "steps": w.steps}
 
