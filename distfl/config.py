@@ -22,12 +22,20 @@ from distfl.errors import ConfigError
 
 @dataclass(frozen=True)
 class GroupSpec:
-    """A group of clients that share a label-skew level (and, later, a transform)."""
+    """A group of clients: its size, how its samples are drawn, and the transforms applied
+    to its data (in the order listed; see :mod:`distfl.data.transforms`)."""
 
     count: int
     alpha: float
     name: str = ""
-    noise: float = 0.0
+    samples_per_client: int = 0  # 0: data.samples_per_client
+    test_fraction: float = 0.0  # 0: data.test_fraction
+    classes: tuple[int, ...] = ()  # the classes its samples are drawn from; (): all
+    rotation: float = 0.0  # degrees, counter-clockwise
+    blur: int = 0  # Gaussian blur kernel size (odd); 0: off
+    patch: int = 0  # side of a backdoor patch whose colour encodes the class; 0: off
+    noise: float = 0.0  # standard deviation of additive Gaussian noise
+    shift: float = 0.0  # norm of a fixed per-group offset of every feature (tabular data)
     permute_labels: bool = False
 
 
@@ -44,9 +52,13 @@ class RunSection:
 @dataclass(frozen=True)
 class DataSection:
     dataset: str = "digits"
+    root: str = ""
+    partition: str = "dirichlet"
     num_clients: int = 20
     samples_per_client: int = 80
     test_fraction: float = 0.25
+    quantity_skew: float = 0.0
+    dim: int = 2
     groups: tuple[GroupSpec, ...] = ()
 
 
@@ -136,7 +148,8 @@ class Config:
 CHOICES: dict[str, tuple[str, ...]] = {
     "run.device": ("auto", "cpu", "cuda"),
     "run.progress": ("auto", "bar", "lines", "none"),
-    "data.dataset": ("digits",),
+    "data.dataset": ("digits", "mnist", "cifar10", "cifar100", "femnist", "gaussian"),
+    "data.partition": ("dirichlet", "natural"),
     "model.name": ("mlp", "cnn", "lenet5"),
     "train.trainer": ("auto", "vectorised", "sequential"),
     "server.aggregator": ("fedavg",),
@@ -383,12 +396,45 @@ def validate(c: Config) -> None:
             f"data.test_fraction = {c.data.test_fraction!r}: leaves no train or no test sample "
             f"out of data.samples_per_client = {c.data.samples_per_client}"
         )
-    for i, g in enumerate(c.data.groups):
-        _range(f"data.groups[{i}].count", g.count, 1, None, "at least 1")
-        _range(f"data.groups[{i}].noise", g.noise, 0.0, None, "non-negative (std of the noise)")
-        _range(
-            f"data.groups[{i}].alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)"
+    _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
+    _range("data.dim", c.data.dim, 2, None, "at least 2 (features of the gaussian dataset)")
+    if c.data.dataset not in ("digits", "gaussian") and not c.data.root:
+        raise ConfigError(
+            f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
+            "data.root (nothing is downloaded; see the README's dataset table)"
         )
+    if c.data.partition == "natural" and c.data.dataset not in ("femnist", "gaussian"):
+        raise ConfigError(
+            f"data.partition = 'natural': only femnist (one writer per client) and gaussian "
+            f"have natural client partitions, not data.dataset = {c.data.dataset!r}"
+        )
+    for i, g in enumerate(c.data.groups):
+        key = f"data.groups[{i}]"
+        _range(f"{key}.count", g.count, 1, None, "at least 1")
+        _range(f"{key}.alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)")
+        if g.samples_per_client:
+            _range(f"{key}.samples_per_client", g.samples_per_client, 2, None, "0 or at least 2")
+        if g.test_fraction and not 0.0 < g.test_fraction < 1.0:
+            raise ConfigError(
+                f"{key}.test_fraction = {g.test_fraction!r}: must be 0 (data.test_fraction) "
+                "or strictly between 0 and 1"
+            )
+        n = g.samples_per_client or c.data.samples_per_client
+        frac = g.test_fraction or c.data.test_fraction
+        if not 1 <= round(n * frac) < n:
+            raise ConfigError(
+                f"{key}: test fraction {frac!r} of {n} samples per client leaves no train or "
+                "no test sample"
+            )
+        for j, cls in enumerate(g.classes):
+            _range(f"{key}.classes[{j}]", cls, 0, None, "a class index (0 or more)")
+        if len(set(g.classes)) != len(g.classes):
+            raise ConfigError(f"{key}.classes = {list(g.classes)}: a class is listed twice")
+        _range(f"{key}.patch", g.patch, 0, None, "0 (off) or a patch side in pixels")
+        if g.blur and (g.blur < 3 or g.blur % 2 == 0):
+            raise ConfigError(f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size >= 3")
+        _range(f"{key}.noise", g.noise, 0.0, None, "non-negative (std of the noise)")
+        _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
     if c.data.groups and sum(g.count for g in c.data.groups) != c.data.num_clients:
         total = sum(g.count for g in c.data.groups)
         raise ConfigError(
