@@ -273,7 +273,7 @@ def plain_loop(w: Workload) -> dict:
 
     cfg = w.config(out="unused.h5")
     dataset = load_dataset(cfg)
-    partition = make_partition(cfg, dataset.y)
+    partition = make_partition(cfg, dataset)
     cpu = torch.device("cpu")
     data = load_clients(dataset, partition, range(w.clients), cpu, groups=cfg.groups, seed=w.seed)
     threads = torch.get_num_threads()
@@ -651,7 +651,7 @@ def _flower_process_state(workload_json: str):
     w = Workload(**json.loads(workload_json))
     cfg = w.config(out="unused.h5")
     dataset = load_dataset(cfg)
-    partition = make_partition(cfg, dataset.y)
+    partition = make_partition(cfg, dataset)
     model = build_model(w.model, dataset.input_shape, dataset.num_classes, hidden=cfg.model.hidden)
     return w, cfg, dataset, partition, model, nn.CrossEntropyLoss(), {}
 

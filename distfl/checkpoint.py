@@ -3,7 +3,8 @@
 Layout (DESIGN.md):
 
     /                 attrs: distfl_version, config (JSON), seed, world_size, created
-    /clients/         group [K], class_counts [K, C], num_train [K], num_test [K]
+    /clients/         group [K], class_counts [K, C], num_train [K], num_test [K],
+                      owner [K] (natural partitions: the writer or owner index of each client)
     /hierarchy/<id>   attrs parent, created_round, split_round; dataset members
     /final/           assignment [K], leaves [L] (strings), models [L, P] float32
     /metrics/         one resizable column per per-round metric (deterministic values);

@@ -1,4 +1,8 @@
-"""Datasets and partitions. ``digits`` ships with scikit-learn: no downloads."""
+"""Datasets, partitions and per-group transforms.
+
+``digits`` ships with scikit-learn and ``gaussian`` is generated: neither needs a file.
+MNIST, CIFAR-10/100 and FEMNIST are read from files under ``data.root`` (never downloaded).
+"""
 
 from __future__ import annotations
 
@@ -8,22 +12,17 @@ import numpy as np
 import torch
 
 from distfl.config import Config, GroupSpec
-from distfl.data.partition import Partition, dirichlet_partition, shard_clients
+from distfl.data.dataset import Dataset, as_float
+from distfl.data.partition import (
+    Partition,
+    dirichlet_partition,
+    natural_partition,
+    sample_counts,
+    shard_clients,
+)
+from distfl.data.synthetic import gaussian_mixture
 from distfl.data.transforms import apply_group
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """Features and labels of a whole dataset, held as numpy arrays."""
-
-    name: str
-    x: np.ndarray  # [N, *input_shape] float32
-    y: np.ndarray  # [N] int64
-    num_classes: int
-
-    @property
-    def input_shape(self) -> tuple[int, ...]:
-        return tuple(self.x.shape[1:])
+from distfl.errors import ConfigError
 
 
 def load_digits_dataset() -> Dataset:
@@ -37,19 +36,53 @@ def load_digits_dataset() -> Dataset:
 
 
 def load_dataset(config: Config) -> Dataset:
-    if config.data.dataset == "digits":
+    """The dataset of ``data.dataset``: built in (digits), generated (gaussian) or read from
+    files under ``data.root`` (a :class:`~distfl.errors.DataError` when they are missing or
+    malformed)."""
+    name = config.data.dataset
+    if name == "digits":
         return load_digits_dataset()
-    raise ValueError(f"unknown dataset {config.data.dataset!r}")  # config validation forbids it
+    if name == "gaussian":
+        sizes = sample_counts(
+            config.groups,
+            samples_per_client=config.data.samples_per_client,
+            quantity_skew=config.data.quantity_skew,
+            seed=config.run.seed,
+        )
+        return gaussian_mixture(sizes, config.data.dim, config.run.seed)
+    from distfl.data.files import load_files
+
+    return load_files(name, config.data.root)
 
 
-def make_partition(config: Config, labels: np.ndarray) -> Partition:
-    return dirichlet_partition(
-        labels,
-        config.groups,
-        samples_per_client=config.data.samples_per_client,
-        test_fraction=config.data.test_fraction,
-        seed=config.run.seed,
-    )
+def make_partition(config: Config, dataset: Dataset) -> Partition:
+    """Which samples each client holds: a Dirichlet draw per group from the pooled samples,
+    or, with ``data.partition = "natural"`` (always for gaussian), one client per owner."""
+    try:
+        if config.data.partition == "natural" or dataset.name == "gaussian":
+            if dataset.owner is None:
+                raise ConfigError(
+                    f"data.partition = 'natural': {dataset.name} has no natural owners"
+                )
+            return natural_partition(
+                dataset.owner,
+                dataset.is_test,
+                config.groups,
+                test_fraction=config.data.test_fraction,
+                seed=config.run.seed,
+                num_classes=dataset.num_classes,
+            )
+        return dirichlet_partition(
+            dataset.y,
+            config.groups,
+            samples_per_client=config.data.samples_per_client,
+            test_fraction=config.data.test_fraction,
+            seed=config.run.seed,
+            quantity_skew=config.data.quantity_skew,
+            num_classes=dataset.num_classes,
+        )
+    except ValueError as exc:
+        raise ConfigError(f"data.groups / data.num_clients: {exc} in {dataset.name}") from None
 
 
 @dataclass
@@ -82,7 +115,7 @@ def load_clients(
         g = int(partition.group[k])
         idx = np.concatenate([partition.train[k], partition.test[k]])
         x, y = apply_group(
-            dataset.x[idx], dataset.y[idx], groups[g],
+            as_float(dataset.x[idx]), dataset.y[idx], groups[g],
             num_classes=dataset.num_classes, seed=seed, group=g, client=k,
         )  # fmt: skip
         n = len(partition.train[k])

@@ -24,6 +24,7 @@ class Partition:
     test: tuple[np.ndarray, ...]
     group: np.ndarray
     num_classes: int
+    owners: np.ndarray | None = None  # natural partitions: the owner index of each client
 
     @property
     def num_clients(self) -> int:
@@ -72,6 +73,27 @@ def class_quota(p: np.ndarray, n: int) -> np.ndarray:
     return counts
 
 
+def sample_counts(
+    groups: tuple[GroupSpec, ...], *, samples_per_client: int, quantity_skew: float, seed: int
+) -> np.ndarray:
+    """[K] samples per client: its group's ``samples_per_client`` (or the federation's),
+    times a log-normal factor exp(σz - σ²/2), z ~ N(0, 1), when ``quantity_skew`` σ > 0 —
+    mean preserved, at least 2 samples (one to train on, one to test on)."""
+    base = np.concatenate(
+        [np.full(g.count, g.samples_per_client or samples_per_client) for g in groups]
+    ).astype(np.int64)
+    if quantity_skew == 0.0:
+        return base
+    rng = np.random.default_rng([seed, 0x5EED, 2])
+    factor = np.exp(quantity_skew * rng.standard_normal(len(base)) - quantity_skew**2 / 2)
+    return np.maximum(np.rint(base * factor).astype(np.int64), 2)
+
+
+def test_count(n: int, fraction: float) -> int:
+    """Test samples out of a client's n: round(n·fraction), leaving at least one of each."""
+    return int(min(max(round(n * fraction), 1), n - 1))
+
+
 def dirichlet_partition(
     labels: np.ndarray,
     groups: tuple[GroupSpec, ...],
@@ -79,24 +101,42 @@ def dirichlet_partition(
     samples_per_client: int,
     test_fraction: float,
     seed: int,
+    quantity_skew: float = 0.0,
+    num_classes: int | None = None,
 ) -> Partition:
-    """Draw each client's samples: class proportions from its group's Dirichlet(alpha),
-    samples from per-class pools shuffled once. A pool is reused from its start once
-    exhausted, so a federation larger than the dataset shares samples across clients
-    (never within a client unless one client asks for more than a class holds)."""
+    """Draw each client's samples: class proportions from its group's Dirichlet(alpha) over
+    the group's ``classes`` (all classes when empty), samples from per-class pools shuffled
+    once. A pool is reused from its start once exhausted, so a federation larger than the
+    dataset shares samples across clients (never within a client unless one client asks for
+    more than a class holds)."""
     labels = np.asarray(labels)
-    num_classes = int(labels.max()) + 1
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1
     rng = np.random.default_rng([seed, 0x5EED, 1])
     pools = [rng.permutation(np.flatnonzero(labels == c)) for c in range(num_classes)]
     present = np.array([c for c in range(num_classes) if len(pools[c])], dtype=np.int64)
     cursor = np.zeros(num_classes, dtype=np.int64)
-    n_test = round(samples_per_client * test_fraction)
+    sizes = sample_counts(
+        groups, samples_per_client=samples_per_client, quantity_skew=quantity_skew, seed=seed
+    )
     train, test, group = [], [], []
     for g_index, g in enumerate(groups):
+        allowed = present
+        if g.classes:
+            bad = [c for c in g.classes if c >= num_classes]
+            if bad:
+                raise ValueError(
+                    f"class {bad[0]} of group {g_index} does not exist ({num_classes} classes)"
+                )
+            allowed = np.intersect1d(present, np.asarray(g.classes, dtype=np.int64))
+            if not len(allowed):
+                raise ValueError(f"no sample of the classes of group {g_index} exists")
+        fraction = g.test_fraction or test_fraction
         for _ in range(g.count):
+            n = int(sizes[len(group)])
             quota = np.zeros(num_classes, dtype=np.int64)
-            p = dirichlet_proportions(g.alpha, len(present), rng)
-            quota[present] = class_quota(p, samples_per_client)
+            p = dirichlet_proportions(g.alpha, len(allowed), rng)
+            quota[allowed] = class_quota(p, n)
             picked = []
             for c in np.flatnonzero(quota):
                 pool = pools[c]
@@ -104,6 +144,7 @@ def dirichlet_partition(
                 cursor[c] = (cursor[c] + quota[c]) % len(pool)
                 picked.append(pool[take])
             idx = rng.permutation(np.concatenate(picked))
+            n_test = test_count(n, fraction)
             test.append(np.sort(idx[:n_test]))
             train.append(np.sort(idx[n_test:]))
             group.append(g_index)
@@ -112,6 +153,60 @@ def dirichlet_partition(
         test=tuple(test),
         group=np.array(group, dtype=np.int64),
         num_classes=num_classes,
+    )
+
+
+def natural_partition(
+    owner: np.ndarray,
+    is_test: np.ndarray | None,
+    groups: tuple[GroupSpec, ...],
+    *,
+    test_fraction: float,
+    seed: int,
+    num_classes: int,
+) -> Partition:
+    """One client per natural owner (a FEMNIST writer, a synthetic client): with as many
+    clients as owners, owner k is client k; with fewer, the clients are a seeded choice of
+    the owners holding at least 2 samples, in owner order. The provider's test split is
+    kept where an owner has one; otherwise its group's test fraction is drawn at random."""
+    owner = np.asarray(owner, dtype=np.int64)
+    num_clients = sum(g.count for g in groups)
+    num_owners = int(owner.max()) + 1 if len(owner) else 0
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(num_owners + 1))
+    samples = [order[bounds[o] : bounds[o + 1]] for o in range(num_owners)]
+    if num_clients == num_owners:
+        chosen = np.arange(num_owners)
+    else:
+        eligible = np.array([o for o in range(num_owners) if len(samples[o]) >= 2], dtype=int)
+        if num_clients > len(eligible):
+            raise ValueError(
+                f"{num_clients} clients asked for, but the data has {len(eligible)} owners "
+                "with at least 2 samples"
+            )
+        rng = np.random.default_rng([seed, 0x0A7E, 1])
+        chosen = np.sort(rng.choice(eligible, size=num_clients, replace=False))
+    fractions = [g.test_fraction or test_fraction for g in groups for _ in range(g.count)]
+    group = np.repeat(np.arange(len(groups)), [g.count for g in groups])
+    train, test = [], []
+    for k, o in enumerate(chosen):
+        idx = samples[o]
+        if is_test is not None and is_test[idx].any() and not is_test[idx].all():
+            train.append(np.sort(idx[~is_test[idx]]))
+            test.append(np.sort(idx[is_test[idx]]))
+            continue
+        if len(idx) < 2:
+            raise ValueError(f"owner {o} holds {len(idx)} sample; a client needs at least 2")
+        perm = np.random.default_rng([seed, 0x0A7E, 2, k]).permutation(idx)
+        n_test = test_count(len(idx), fractions[k])
+        test.append(np.sort(perm[:n_test]))
+        train.append(np.sort(perm[n_test:]))
+    return Partition(
+        train=tuple(train),
+        test=tuple(test),
+        group=group.astype(np.int64),
+        num_classes=num_classes,
+        owners=chosen.astype(np.int64),
     )
 
 

@@ -101,7 +101,7 @@ __all__ = ["run", "build_model", "num_params"]
 def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> dict | None:
     device = _train_device(config, comm)
     dataset = load_dataset(config)
-    partition = make_partition(config, dataset.y)
+    partition = make_partition(config, dataset)
     num_workers = max(comm.world_size - 1, 1)
     shards = shard_clients(partition.num_train(), num_workers)
     if comm.rank == 0:

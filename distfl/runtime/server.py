@@ -278,6 +278,7 @@ class Server:
                 "num_train": self.partition.num_train(),
                 "num_test": self.partition.num_test(),
                 "accuracy": self.client_accuracy,
+                **({} if self.partition.owners is None else {"owner": self.partition.owners}),
             },
             hierarchy=sorted(self.hierarchy.values(), key=_node_order),
             leaves=leaves,

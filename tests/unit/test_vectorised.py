@@ -28,7 +28,7 @@ def setup(digits, name: str, *sets: str, num_clients: int = 6):
         overrides=[f'model.name="{name}"', f"data.num_clients={num_clients}",
                    "server.clients_per_round=2", "train.local_steps=5", *sets],
     )  # fmt: skip
-    part = make_partition(cfg, digits.y)
+    part = make_partition(cfg, digits)
     data = load_clients(digits, part, range(num_clients), CPU, groups=cfg.groups, seed=0)
     torch.manual_seed(1)
     start = flat_params(build_model(name, digits.input_shape, 10))
