@@ -1,4 +1,4 @@
-"""``distfl run|keys|inspect|status|gather|bench`` (also ``python -m distfl``).
+"""``distfl run|keys|inspect|status|gather|suite|bench`` (also ``python -m distfl``).
 
 Bad input exits with code 2 and one line on stderr; a failed collective (a peer rank
 died, a timeout) exits with code 3 and one line naming the rank.
@@ -75,6 +75,45 @@ def _parser() -> argparse.ArgumentParser:
         dest="keys",
         help="add a column with this config value, e.g. --key algorithm.epsilon; repeatable",
     )
+    su = sub.add_parser(
+        "suite",
+        help="run scenarios x algorithms x seeds and tabulate how well each clustering "
+        "matched the ground truth",
+        description="Each (scenario, algorithm, seed) is a normal run with its own run file "
+        "OUT/<scenario>--<algorithm>--s<seed>.h5; the table is also written to OUT/suite.csv "
+        "and OUT/suite.json. Finished runs are kept and unfinished ones resumed when the same "
+        "suite runs again.",
+    )
+    su.add_argument(
+        "scenarios",
+        metavar="SCENARIO",
+        nargs="*",
+        help="presets or TOML config files (default: 'default' and the papers' scenarios: "
+        "table3-*, table4-*, rotated, backdoor)",
+    )
+    su.add_argument(
+        "--algorithms",
+        default="fedgwc,none",
+        metavar="A,B",
+        help="values of algorithm.name, comma-separated (fedgwc,none; none = one global "
+        "model, shown as its aggregator)",
+    )
+    su.add_argument("--seeds", default="0", metavar="S,T", help="seeds, comma-separated (0)")
+    su.add_argument(
+        "--out", default="distfl-suite", metavar="DIR", help="directory of the run files"
+    )
+    su.add_argument(
+        "--workers", type=int, default=1, metavar="N", help="runs at a time, each a process (1)"
+    )
+    su.add_argument(
+        "--set",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        dest="overrides",
+        help="override a key in every run, e.g. --set data.dataset=mnist; repeatable",
+    )
+    su.add_argument("--force", action="store_true", help="rerun and overwrite existing run files")
     be = sub.add_parser(
         "bench",
         help="measure distfl against a plain PyTorch loop and Flower on one workload",
@@ -161,6 +200,10 @@ def main(argv: list[str] | None = None) -> int:
 
             gather(args.paths, sys.stdout, csv_path=args.csv, keys=args.keys)
             return 0
+        if args.command == "suite":
+            from distfl.suite import suite_main
+
+            return suite_main(args)
         if args.command == "bench":
             from distfl.bench import bench_main
 

@@ -1,0 +1,280 @@
+"""``distfl suite``: scenarios × algorithms × seeds, each a normal run with its own run file,
+and one table of how well each clustering matched the scenario's ground truth.
+
+Every run is a separate ``python -m distfl run`` process (``--workers`` of them at a time),
+writing ``OUT/<scenario>--<algorithm>--s<seed>.h5`` and its output to the ``.log`` beside.
+Every config is built and checked before the first run starts, so a bad key or value exits
+with code 2 and nothing has run. Run again with the same arguments and finished runs are
+kept, unfinished ones (a preempted suite) resumed from their ``/state``; a run file holding
+another config is refused unless ``--force``.
+
+The table (also ``OUT/suite.csv`` and ``OUT/suite.json``) has one row per run: scenario,
+algorithm (``fedavg`` for ``none``: one global model), seed, true groups, clusters found,
+Rand index, ARI, WAS, WADB, final balanced accuracy, round of the first split and wall time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from distfl.errors import CheckpointError, ConfigError, UserError
+
+#: the table's columns, in order
+COLUMNS = (
+    "scenario",
+    "algorithm",
+    "seed",
+    "groups",
+    "clusters",
+    "rand",
+    "ari",
+    "was",
+    "wadb",
+    "accuracy",
+    "first_split",
+    "wall_s",
+)
+
+
+@dataclass(frozen=True)
+class Job:
+    scenario: str  # the name in the table: a preset's name or a config file's stem
+    source: tuple[str, ...]  # ("--preset", NAME) or ("--config", PATH)
+    algorithm: str
+    seed: int
+    out: Path
+    overrides: tuple[str, ...]  # the user's --set items, then the suite's own
+    config: Any  # the checked distfl.config.Config
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario} {algorithm_label(self.config)} seed {self.seed}"
+
+
+def algorithm_label(config) -> str:
+    """The algorithm as the table names it: ``none`` (one global model) is its aggregator."""
+    name = config.algorithm.name
+    return config.server.aggregator if name == "none" else name
+
+
+def default_scenarios() -> list[str]:
+    """The default job's scenario and the papers' scenarios, in the order of the presets."""
+    from distfl.config import SCENARIOS
+
+    return ["default", *SCENARIOS]
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _source(scenario: str) -> tuple[str, tuple[str, ...]]:
+    from distfl.config import PRESETS
+
+    if scenario.endswith(".toml") or os.sep in scenario:
+        if not os.path.isfile(scenario):
+            raise ConfigError(f"scenario {scenario!r}: no such config file (expected TOML)")
+        return Path(scenario).stem, ("--config", scenario)
+    if scenario not in PRESETS:
+        raise ConfigError(
+            f"scenario {scenario!r} is neither a preset nor a .toml file; presets: "
+            + ", ".join(PRESETS)
+        )
+    return scenario, ("--preset", scenario)
+
+
+def plan_jobs(
+    scenarios: list[str],
+    algorithms: list[str],
+    seeds: list[int],
+    out_dir: str | Path,
+    overrides: list[str],
+) -> list[Job]:
+    """Every (scenario, algorithm, seed) with its config built and checked (ConfigError)."""
+    from distfl import config as cfg
+
+    if not scenarios or not algorithms or not seeds:
+        raise UserError("distfl suite needs at least one scenario, algorithm and seed")
+    allowed = cfg.CHOICES["algorithm.name"]
+    for a in algorithms:
+        if a not in allowed:
+            raise ConfigError(f"--algorithms {a!r}: allowed values are {', '.join(allowed)}")
+    jobs, names = [], set()
+    for scenario in scenarios:
+        name, source = _source(scenario)
+        if name in names:
+            raise UserError(f"scenario {name!r} is listed twice")
+        names.add(name)
+        for algorithm in algorithms:
+            for seed in seeds:
+                out = Path(out_dir) / f"{name}--{algorithm}--s{seed}.h5"
+                own = (
+                    f"algorithm.name={_toml_str(algorithm)}",
+                    f"run.seed={seed}",
+                    f"run.out={_toml_str(str(out))}",
+                    'run.progress="none"',
+                )
+                items = (*overrides, *own)
+                kind, value = source
+                config = cfg.load(
+                    path=value if kind == "--config" else None,
+                    preset=value if kind == "--preset" else None,
+                    overrides=items,
+                )
+                jobs.append(Job(name, source, algorithm, seed, out, items, config))
+    return jobs
+
+
+def _existing(job: Job, force: bool) -> str:
+    """What to do with the job's run file: "run", "keep" (finished) or "resume"."""
+    from distfl.checkpoint import read_run_file
+
+    if force or not job.out.exists():
+        return "run"
+    try:
+        stored = read_run_file(job.out)
+    except CheckpointError as exc:
+        raise UserError(f"{exc}; remove it or run the suite with --force") from None
+    if stored.config != job.config:
+        raise UserError(
+            f"{job.out} holds a run of another config; use another --out, or --force to "
+            "overwrite it"
+        )
+    return "keep" if int(stored.state.get("round", 0)) >= job.config.run.rounds else "resume"
+
+
+def _command(job: Job, action: str) -> list[str]:
+    cmd = [sys.executable, "-m", "distfl", "run", *job.source]
+    for item in job.overrides:
+        cmd += ["--set", item]
+    if action == "resume":
+        cmd += ["--resume", str(job.out)]
+    return cmd
+
+
+@dataclass
+class Outcome:
+    job: Job
+    action: str  # run, resume or keep
+    returncode: int
+    seconds: float
+    error: str = ""
+
+
+def _execute(job: Job, action: str) -> Outcome:
+    if action == "keep":
+        return Outcome(job, action, 0, 0.0)
+    log = job.out.with_suffix(".log")
+    start = time.perf_counter()
+    with open(log, "w", encoding="utf-8") as fh:
+        proc = subprocess.run(
+            _command(job, action), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+    seconds = time.perf_counter() - start
+    error = ""
+    if proc.returncode != 0:
+        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln]
+        error = lines[-1] if lines else f"exit code {proc.returncode}"
+    return Outcome(job, action, proc.returncode, seconds, error)
+
+
+def _row(outcome: Outcome) -> dict[str, Any]:
+    from distfl.sweep import gather_rows
+
+    job = outcome.job
+    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row.update(
+        scenario=job.scenario,
+        algorithm=algorithm_label(job.config),
+        seed=job.seed,
+        groups=len(job.config.groups),
+    )
+    if outcome.returncode == 0:
+        (g,) = gather_rows([job.out])
+        for column in COLUMNS[4:]:
+            row[column] = g[column]
+    return row
+
+
+def run_suite(
+    jobs: list[Job], *, workers: int, force: bool, stream: TextIO
+) -> tuple[list[dict[str, Any]], list[Outcome]]:
+    """Run (or keep, or resume) every job, ``workers`` at a time; rows in job order."""
+    actions = [_existing(job, force) for job in jobs]  # every refusal before any run
+    for job in jobs:
+        job.out.parent.mkdir(parents=True, exist_ok=True)
+    lock = threading.Lock()
+    done = [0]
+
+    def one(i: int) -> Outcome:
+        outcome = _execute(jobs[i], actions[i])
+        with lock:
+            done[0] += 1
+            what = {"keep": "kept (finished before)", "resume": "resumed", "run": "done"}
+            status = (
+                what[outcome.action]
+                if outcome.returncode == 0
+                else f"FAILED ({outcome.error}; log {jobs[i].out.with_suffix('.log')})"
+            )
+            stream.write(
+                f"[{done[0]}/{len(jobs)}] {jobs[i].label}: {status}"
+                + (f" in {outcome.seconds:.1f} s" if outcome.action != "keep" else "")
+                + "\n"
+            )
+            stream.flush()
+        return outcome
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        outcomes = list(pool.map(one, range(len(jobs))))
+    return [_row(o) for o in outcomes], outcomes
+
+
+def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
+    """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and renamed)."""
+    from distfl.sweep import write_csv
+
+    out_dir = Path(out_dir)
+    write_csv(rows, out_dir / "suite.csv")
+    tmp = out_dir / "suite.json.tmp"
+    tmp.write_text(json.dumps({"columns": list(COLUMNS), "rows": rows}, indent=1) + "\n")
+    os.replace(tmp, out_dir / "suite.json")
+
+
+def suite_main(args, stream: TextIO = sys.stdout) -> int:
+    """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
+    from distfl.sweep import format_table
+
+    scenarios = args.scenarios or default_scenarios()
+    algorithms = [a for a in args.algorithms.split(",") if a]
+    try:
+        seeds = [int(s) for s in args.seeds.split(",") if s]
+    except ValueError:
+        raise UserError(f"--seeds {args.seeds!r}: expected integers like 0,1,2") from None
+    if args.workers < 1:
+        raise UserError(f"--workers {args.workers}: must be at least 1")
+    jobs = plan_jobs(scenarios, algorithms, seeds, args.out, list(args.overrides))
+    start = time.perf_counter()
+    stream.write(
+        f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
+        f"algorithms x {len(seeds)} seeds), {args.workers} at a time, run files in {args.out}\n"
+    )
+    rows, outcomes = run_suite(jobs, workers=args.workers, force=args.force, stream=stream)
+    write_outputs(rows, args.out)
+    stream.write("\n" + format_table(rows))
+    failed = [o for o in outcomes if o.returncode != 0]
+    stream.write(
+        f"\n{len(jobs) - len(failed)} of {len(jobs)} runs finished in "
+        f"{time.perf_counter() - start:.1f} s; table also in {Path(args.out) / 'suite.csv'}\n"
+    )
+    for o in failed:
+        stream.write(f"failed: {o.job.label}: {o.error}\n")
+    return 1 if failed else 0
