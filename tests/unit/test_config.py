@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from runfile import readme_example
 
@@ -405,3 +406,158 @@ def test_nan_is_rejected(override, key):
 
 def test_infinite_alpha_is_rejected():
     raises_naming("data.groups[0].alpha", overrides=["data.groups=[{count = 20, alpha = inf}]"])
+
+
+# --------------------------------------------------------------------------- data keys
+
+
+def one_group(**keys) -> list[str]:
+    """Overrides for a single group of all 20 clients with ``keys`` added to it."""
+    extra = "".join(f", {k} = {v}" for k, v in keys.items())
+    return [f"data.groups=[{{count = 20, alpha = 1.0{extra}}}]"]
+
+
+@pytest.mark.parametrize("dataset", ["mnist", "cifar10", "cifar100", "femnist"])
+def test_file_datasets_need_a_root(dataset):
+    err = raises_naming("data.root", overrides=[f"data.dataset={dataset}"])
+    assert dataset in str(err)
+    assert err.exit_code == 2
+    # with a root the config is valid (the files are read later, by the run)
+    assert load(overrides=[f"data.dataset={dataset}", "data.root=/data"]).data.root == "/data"
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (['data.root=""', "data.dataset=cifar10"], "data.root"),
+        (["data.partition=natural"], "data.partition"),  # digits has no owners
+        (["data.partition=natural", "data.dataset=mnist", "data.root=/d"], "data.partition"),
+        (["data.partition=random"], "data.partition"),
+        (["data.quantity_skew=-0.5"], "data.quantity_skew"),
+        (["data.quantity_skew=nan"], "data.quantity_skew"),
+        (["data.dim=1"], "data.dim"),
+        (["data.dim=0"], "data.dim"),
+        (one_group(samples_per_client=1), "data.groups[0].samples_per_client"),
+        (one_group(samples_per_client=-4), "data.groups[0].samples_per_client"),
+        (one_group(test_fraction=1.5), "data.groups[0].test_fraction"),
+        (one_group(test_fraction=1.0), "data.groups[0].test_fraction"),
+        (one_group(test_fraction=-0.2), "data.groups[0].test_fraction"),
+        # 4 samples, 0.1 of them: round(0.4) = 0 test samples
+        (one_group(samples_per_client=4, test_fraction=0.1), "data.groups[0]"),
+        (one_group(classes="[1, 2, 1]"), "data.groups[0].classes"),
+        (one_group(classes="[3, -1]"), "data.groups[0].classes[1]"),
+        (one_group(classes="[0.5]"), "data.groups[0].classes[0]"),
+        (one_group(blur=2), "data.groups[0].blur"),
+        (one_group(blur=4), "data.groups[0].blur"),
+        (one_group(blur=1), "data.groups[0].blur"),
+        (one_group(blur=-3), "data.groups[0].blur"),
+        (one_group(patch=-1), "data.groups[0].patch"),
+        (one_group(shift=-0.5), "data.groups[0].shift"),
+        (one_group(noise=-0.1), "data.groups[0].noise"),
+        (one_group(noise="inf"), "data.groups[0].noise"),
+        (one_group(rotation="nan"), "data.groups[0].rotation"),
+        (one_group(permute_labels=1), "data.groups[0].permute_labels"),
+        (
+            [
+                "data.groups=[{count = 10, alpha = 1.0}, "
+                "{count = 10, alpha = 1.0, blur = 3, noise = -1.0}]"
+            ],
+            "data.groups[1].noise",
+        ),
+    ],
+)
+def test_new_data_keys_impossible_values(overrides, key):
+    err = raises_naming(key, overrides=overrides)
+    assert err.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        {"blur": 3},
+        {"blur": 0},
+        {"blur": 7},
+        {"patch": 0},
+        {"patch": 3},
+        {"samples_per_client": 2, "test_fraction": 0.5},
+        {"samples_per_client": 0, "test_fraction": 0},
+        {"classes": "[9, 0]"},
+        {"shift": 0},
+        {"noise": 0.0},
+    ],
+)
+def test_new_group_keys_boundary_values_are_valid(keys):
+    load(overrides=one_group(**keys))
+
+
+def test_every_new_key_parses(tmp_path):
+    text = """\
+[data]
+dataset = "femnist"
+root = "/srv/leaf/femnist"
+partition = "natural"
+num_clients = 10
+samples_per_client = 50
+test_fraction = 0.2
+quantity_skew = 0.75
+dim = 12
+[[data.groups]]
+count = 6
+alpha = 0.5
+name = "clean"
+[[data.groups]]
+count = 4
+alpha = 2
+name = "odd"
+samples_per_client = 30
+test_fraction = 0.3
+classes = [5, 1, 61]
+rotation = 90
+blur = 5
+patch = 2
+noise = 0.25
+shift = 1.5
+permute_labels = true
+[server]
+clients_per_round = 5
+"""
+    c = load(path=write(tmp_path, text))
+    assert c.data.dataset == "femnist" and c.data.root == "/srv/leaf/femnist"
+    assert c.data.partition == "natural"
+    assert c.data.quantity_skew == 0.75 and c.data.dim == 12
+    assert c.data.groups[0] == GroupSpec(count=6, alpha=0.5, name="clean")
+    odd = c.data.groups[1]
+    assert odd == GroupSpec(
+        count=4,
+        alpha=2.0,
+        name="odd",
+        samples_per_client=30,
+        test_fraction=0.3,
+        classes=(5, 1, 61),
+        rotation=90.0,
+        blur=5,
+        patch=2,
+        noise=0.25,
+        shift=1.5,
+        permute_labels=True,
+    )
+    assert isinstance(odd.rotation, float) and isinstance(odd.alpha, float)
+    assert isinstance(odd.classes, tuple)
+    assert from_json(c.to_json()) == c
+
+
+@pytest.mark.parametrize("name", list(C.PRESETS))
+def test_each_preset_builds(name):
+    c = load(preset=name)
+    if c.data.groups:
+        assert sum(g.count for g in c.data.groups) == c.data.num_clients
+    assert from_json(c.to_json()) == c
+    if c.data.dataset in ("digits", "gaussian"):  # no files needed: partition it too
+        from distfl.data import load_dataset, make_partition
+
+        p = make_partition(c, load_dataset(c))
+        assert p.num_clients == c.data.num_clients
+        expected = [g.samples_per_client or c.data.samples_per_client for g in c.groups]
+        counts = [g.count for g in c.groups]
+        if c.data.quantity_skew == 0:
+            assert (p.num_train() + p.num_test()).tolist() == np.repeat(expected, counts).tolist()
