@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -108,6 +108,10 @@ def plan_jobs(
     for a in algorithms:
         if a not in allowed:
             raise ConfigError(f"--algorithms {a!r}: allowed values are {', '.join(allowed)}")
+    for option, values in (("--algorithms", algorithms), ("--seeds", seeds)):
+        twice = [v for i, v in enumerate(values) if v in values[:i]]
+        if twice:  # two jobs would write the same run file at once
+            raise UserError(f"{option}: {twice[0]!r} is listed twice")
     jobs, names = [], set()
     for scenario in scenarios:
         name, source = _source(scenario)
@@ -144,7 +148,8 @@ def _existing(job: Job, force: bool) -> str:
         stored = read_run_file(job.out)
     except CheckpointError as exc:
         raise UserError(f"{exc}; remove it or run the suite with --force") from None
-    if stored.config != job.config:
+    # the file is at the job's path, whatever name of its directory wrote it (run.out)
+    if replace(stored.config, run=replace(stored.config.run, out=job.config.run.out)) != job.config:
         raise UserError(
             f"{job.out} holds a run of another config; use another --out, or --force to "
             "overwrite it"
@@ -206,10 +211,16 @@ def _row(outcome: Outcome) -> dict[str, Any]:
 
 
 def run_suite(
-    jobs: list[Job], *, workers: int, force: bool, stream: TextIO
+    jobs: list[Job],
+    *,
+    workers: int,
+    force: bool,
+    stream: TextIO,
+    actions: list[str] | None = None,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
     """Run (or keep, or resume) every job, ``workers`` at a time; rows in job order."""
-    actions = [_existing(job, force) for job in jobs]  # every refusal before any run
+    if actions is None:
+        actions = [_existing(job, force) for job in jobs]  # every refusal before any run
     for job in jobs:
         job.out.parent.mkdir(parents=True, exist_ok=True)
     lock = threading.Lock()
@@ -262,12 +273,15 @@ def suite_main(args, stream: TextIO = sys.stdout) -> int:
     if args.workers < 1:
         raise UserError(f"--workers {args.workers}: must be at least 1")
     jobs = plan_jobs(scenarios, algorithms, seeds, args.out, list(args.overrides))
+    actions = [_existing(job, args.force) for job in jobs]  # refusals before any output
     start = time.perf_counter()
     stream.write(
         f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
         f"algorithms x {len(seeds)} seeds), {args.workers} at a time, run files in {args.out}\n"
     )
-    rows, outcomes = run_suite(jobs, workers=args.workers, force=args.force, stream=stream)
+    rows, outcomes = run_suite(
+        jobs, workers=args.workers, force=args.force, stream=stream, actions=actions
+    )
     write_outputs(rows, args.out)
     stream.write("\n" + format_table(rows))
     failed = [o for o in outcomes if o.returncode != 0]
