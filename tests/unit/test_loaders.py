@@ -386,11 +386,45 @@ def test_root_is_a_file(tmp_path: Path) -> None:
     assert str(f) in str(e.value)
 
 
-def test_cli_corrupt_idx_exits_2_with_one_line(tmp_path: Path) -> None:
-    bad_dir = tmp_path / "mnist-files"
-    paths = write_mnist(bad_dir, mnist_arrays())
-    xtr = mnist_arrays()[0]
-    write(paths["train-images"], idx_images(xtr, magic=0xDEAD))
+def _corrupt_mnist(root: Path) -> Path:
+    paths = write_mnist(root, mnist_arrays())
+    write(paths["train-images"], idx_images(mnist_arrays()[0], magic=0xDEAD))
+    return paths["train-images"]
+
+
+def _corrupt_cifar10(root: Path) -> Path:
+    d = root / "cifar-10-batches-py"
+    write_cifar(d, 10)
+    dump(d / "data_batch_3", {b"labels": [1, 2]})  # no b"data"
+    return d / "data_batch_3"
+
+
+def _corrupt_cifar100(root: Path) -> Path:
+    d = root / "cifar-100-python"
+    write_cifar(d, 100)
+    (d / "test").write_bytes(b"not a pickle at all")
+    return d / "test"
+
+
+def _corrupt_femnist(root: Path) -> Path:
+    write_leaf(root / "train" / "a.json", {"w1": leaf_user(3, 0)})
+    bad = root / "train" / "b.json"
+    bad.write_text(json.dumps({"users": ["w2"], "num_samples": [1]}))  # no "user_data"
+    return bad
+
+
+@pytest.mark.parametrize(
+    "dataset, corrupt",
+    [
+        ("mnist", _corrupt_mnist),
+        ("cifar10", _corrupt_cifar10),
+        ("cifar100", _corrupt_cifar100),
+        ("femnist", _corrupt_femnist),
+    ],
+)
+def test_cli_malformed_file_exits_2_with_one_line(tmp_path: Path, dataset, corrupt) -> None:
+    root = tmp_path / "files"
+    bad = corrupt(root)
     proc = subprocess.run(
         [
             sys.executable,
@@ -400,9 +434,9 @@ def test_cli_corrupt_idx_exits_2_with_one_line(tmp_path: Path) -> None:
             "--preset",
             "digits",
             "--set",
-            "data.dataset=mnist",
+            f"data.dataset={dataset}",
             "--set",
-            f"data.root={bad_dir}",
+            f"data.root={root}",
             "--set",
             f"run.out={tmp_path}/r.h5",
         ],
@@ -415,4 +449,5 @@ def test_cli_corrupt_idx_exits_2_with_one_line(tmp_path: Path) -> None:
     assert "Traceback" not in proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr
-    assert str(paths["train-images"]) in lines[0]
+    assert str(bad) in lines[0]
+    assert not (tmp_path / "r.h5").exists()
