@@ -58,6 +58,7 @@ def load_dataset(config: Config) -> Dataset:
 def make_partition(config: Config, dataset: Dataset) -> Partition:
     """Which samples each client holds: a Dirichlet draw per group from the pooled samples,
     or, with ``data.partition = "natural"`` (always for gaussian), one client per owner."""
+    check_transforms(config.groups, dataset)
     try:
         if config.data.partition == "natural" or dataset.name == "gaussian":
             if dataset.owner is None:
@@ -83,6 +84,29 @@ def make_partition(config: Config, dataset: Dataset) -> Partition:
         )
     except ValueError as exc:
         raise ConfigError(f"data.groups / data.num_clients: {exc} in {dataset.name}") from None
+
+
+def check_transforms(groups: tuple[GroupSpec, ...], dataset: Dataset) -> None:
+    """Refuse, on every rank before any collective, a transform the data cannot take."""
+    shape = dataset.input_shape
+    image = len(shape) == 3
+    for i, g in enumerate(groups):
+        key = f"data.groups[{i}]"
+        if not image and (g.blur or g.patch):
+            what = "blur" if g.blur else "patch"
+            raise ConfigError(
+                f"{key}.{what}: {dataset.name} features have shape {list(shape)}; blur and "
+                "patch apply to images only"
+            )
+        if image and g.patch > min(shape[1:]):
+            raise ConfigError(
+                f"{key}.patch = {g.patch}: larger than the {shape[1]}x{shape[2]} images"
+            )
+        if image and shape[1] != shape[2] and g.rotation % 180 and not g.rotation % 90:
+            raise ConfigError(
+                f"{key}.rotation = {g.rotation}: a quarter turn of {shape[1]}x{shape[2]} "
+                "images changes their shape"
+            )
 
 
 @dataclass
@@ -114,10 +138,13 @@ def load_clients(
     for k in clients:
         g = int(partition.group[k])
         idx = np.concatenate([partition.train[k], partition.test[k]])
-        x, y = apply_group(
-            as_float(dataset.x[idx]), dataset.y[idx], groups[g],
-            num_classes=dataset.num_classes, seed=seed, group=g, client=k,
-        )  # fmt: skip
+        try:
+            x, y = apply_group(
+                as_float(dataset.x[idx]), dataset.y[idx], groups[g],
+                num_classes=dataset.num_classes, seed=seed, group=g, client=k,
+            )  # fmt: skip
+        except ValueError as exc:  # e.g. a blur asked of tabular data
+            raise ConfigError(f"data.groups[{g}]: {exc} ({dataset.name})") from None
         n = len(partition.train[k])
         out[k] = ClientData(
             x_train=torch.from_numpy(x[:n]).to(device),
@@ -130,6 +157,7 @@ def load_clients(
 
 __all__ = [
     "ClientData",
+    "check_transforms",
     "Dataset",
     "Partition",
     "load_clients",
