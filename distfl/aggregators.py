@@ -1,22 +1,115 @@
 """Server aggregators: turn the reduced sums of a cluster into its new model.
 
-FedAvg (McMahan et al., AISTATS 2017): the new model is the sample-weighted mean of the
-clients' updated models, applied as the weighted mean update added to the old model.
+Every aggregator receives, per cluster, Σ_k w_k (θ_k − θ) (exact, as float64) and Σ_k w_k
+over the cluster's participants, and works with any clustering algorithm (one instance
+serves every cluster; per-cluster state is keyed by cluster id and inherited at a split).
+
+- ``fedavg`` — FedAvg (McMahan et al., AISTATS 2017): w_k = n_k, the sample count; the new
+  model is θ + Σ w_k Δθ_k / Σ w_k, the sample-weighted mean of the clients' models.
+- ``fedavgm`` — FedAvgM (Hsu, Qi, Brown, 2019, "Measuring the effects of non-identical
+  data distribution for federated visual classification"): server momentum on the
+  sample-weighted mean update Δ: v ← β v + Δ, θ ← θ + η v (β = ``server.momentum``,
+  η = ``server.lr``); β = 0, η = 1 is FedAvg.
+- ``fedprox`` — FedProx (Li et al., MLSys 2020): FedAvg's aggregation of clients that
+  minimise their loss plus (μ/2)‖w − w_start‖² (``train.prox_mu``, required > 0).
+- ``fairavg`` — FairAvg (Michieli & Ozay, "Are all users treated fairly in federated
+  learning systems?", CVPR Workshops 2021): uniform aggregation, w_k = 1, so a client
+  with few samples counts as much as one with many.
 """
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 
+class Aggregator:
+    """FedAvg; the base of the others."""
+
+    name = "fedavg"
+    #: client weights w_k: the sample count (False) or 1 (True); the workers read this
+    uniform = False
+
+    def __init__(self, *, lr: float = 1.0, momentum: float = 0.0):
+        self.lr = lr
+        self.momentum = momentum
+
+    def __call__(
+        self, cid: str, model: torch.Tensor, delta_sum: torch.Tensor, weight_sum: int
+    ) -> torch.Tensor:
+        """The new model of cluster ``cid``; with no participant it is unchanged."""
+        if weight_sum <= 0:
+            return model.clone()
+        return (model.to(torch.float64) + delta_sum / float(weight_sum)).to(torch.float32)
+
+    def split(self, parent: str, children: list[str]) -> None:
+        """Children inherit the parent's state."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: dict) -> None:
+        pass
+
+
+class FedAvgM(Aggregator):
+    name = "fedavgm"
+
+    def __init__(self, *, lr: float = 1.0, momentum: float = 0.9):
+        super().__init__(lr=lr, momentum=momentum)
+        self.velocity: dict[str, torch.Tensor] = {}
+
+    def __call__(self, cid, model, delta_sum, weight_sum):
+        if weight_sum <= 0:
+            return model.clone()
+        mean = delta_sum.to(torch.float64) / float(weight_sum)
+        v = self.velocity.get(cid)
+        v = mean if v is None else self.momentum * v + mean
+        self.velocity[cid] = v
+        return (model.to(torch.float64) + self.lr * v).to(torch.float32)
+
+    def split(self, parent, children):
+        v = self.velocity.pop(parent, None)
+        if v is not None:
+            for child in children:
+                self.velocity[child] = v.clone()
+
+    def state_dict(self) -> dict:
+        ids = sorted(self.velocity)
+        return {
+            "ids": ids,
+            "velocity": (
+                torch.stack([self.velocity[c] for c in ids]).numpy()
+                if ids
+                else np.zeros((0, 0), dtype=np.float64)
+            ),
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        ids = [str(i) for i in state.get("ids", [])]
+        vel = np.asarray(state.get("velocity", np.zeros((0, 0))))
+        self.velocity = {c: torch.from_numpy(np.array(vel[i])) for i, c in enumerate(ids)}
+
+
+class FedProx(Aggregator):
+    name = "fedprox"
+
+
+class FairAvg(Aggregator):
+    name = "fairavg"
+    uniform = True
+
+
+AGGREGATORS: dict[str, type[Aggregator]] = {
+    cls.name: cls for cls in (Aggregator, FedAvgM, FedProx, FairAvg)
+}
+
+
+def build_aggregator(server) -> Aggregator:
+    """The aggregator of ``server.aggregator`` with ``server.lr`` and ``server.momentum``."""
+    return AGGREGATORS[server.aggregator](lr=server.lr, momentum=server.momentum)
+
+
 def fedavg(model: torch.Tensor, delta_sum: torch.Tensor, weight_sum: int) -> torch.Tensor:
-    """model + delta_sum / weight_sum, in float64, returned as float32.
-
-    ``delta_sum`` is Σ_k n_k (θ_k - θ), exact, as float64; with no participant the model
-    is returned unchanged."""
-    if weight_sum <= 0:
-        return model.clone()
-    return (model.to(torch.float64) + delta_sum / float(weight_sum)).to(torch.float32)
-
-
-AGGREGATORS = {"fedavg": fedavg}
+    """model + delta_sum / weight_sum, in float64, returned as float32 (FedAvg's step)."""
+    return Aggregator()("", model, delta_sum, weight_sum)

@@ -84,6 +84,8 @@ class TrainSection:
 class ServerSection:
     clients_per_round: int = 10
     aggregator: str = "fedavg"
+    lr: float = 1.0
+    momentum: float = 0.9
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,14 @@ class AlgorithmSection:
     min_clients: int = 3
     sampling: str = "priority"
     db_threshold: float = 1.0
+    # IFCA and FeSEM: the fixed number of cluster models
+    num_clusters: int = 2
+    # FeSEM: re-assign clients to the nearest centre every this many rounds
+    reassign_every: int = 1
+    # CFL (Sattler et al.; defaults follow the paper)
+    eps1: float = 0.4
+    eps2: float = 1.6
+    warmup: int = 20
 
 
 @dataclass(frozen=True)
@@ -152,8 +162,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.partition": ("dirichlet", "natural"),
     "model.name": ("mlp", "cnn", "lenet5"),
     "train.trainer": ("auto", "vectorised", "sequential"),
-    "server.aggregator": ("fedavg",),
-    "algorithm.name": ("none", "fedgwc"),
+    "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
+    "algorithm.name": ("none", "fedgwc", "cfl", "ifca", "fesem", "oracle"),
     "algorithm.sampling": ("priority", "uniform"),
     "comm.backend": ("auto", "local", "torch", "mpi"),
 }
@@ -522,6 +532,25 @@ def validate(c: Config) -> None:
         c.data.num_clients,
         f"between 1 and data.num_clients ({c.data.num_clients})",
     )
+    if not c.server.lr > 0:
+        raise ConfigError(f"server.lr = {c.server.lr!r}: must be positive (FedAvgM's η)")
+    _range("server.momentum", c.server.momentum, 0.0, 0.999999, "in [0, 1) (FedAvgM's β)")
+    if c.server.aggregator == "fedprox" and not c.train.prox_mu > 0:
+        raise ConfigError(
+            "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
+            "e.g. --set train.prox_mu=0.01)"
+        )
+    _range(
+        "algorithm.num_clusters",
+        c.algorithm.num_clusters,
+        1,
+        c.data.num_clients,
+        f"between 1 and data.num_clients ({c.data.num_clients})",
+    )
+    _range("algorithm.reassign_every", c.algorithm.reassign_every, 1, None, "at least 1")
+    _range("algorithm.eps1", c.algorithm.eps1, 0.0, None, "non-negative")
+    _range("algorithm.eps2", c.algorithm.eps2, 0.0, None, "non-negative")
+    _range("algorithm.warmup", c.algorithm.warmup, 0, None, "0 or more rounds")
     if not c.algorithm.beta > 0:
         raise ConfigError(f"algorithm.beta = {c.algorithm.beta!r}: must be positive")
     if not c.algorithm.epsilon > 0:

@@ -28,6 +28,15 @@ class RoundPlan:
 
 
 @dataclass
+class ProbeRequest:
+    """Before a round's plan: ``clients`` evaluate the models of ``clusters`` (every one of
+    them) on their own train data and report the mean loss of each (IFCA's assignment)."""
+
+    clients: np.ndarray  # [n] int64, ascending
+    clusters: list[str]
+
+
+@dataclass
 class ClientReports:
     """What the sampled clients sent back, rows in ascending client id."""
 
@@ -66,6 +75,27 @@ class ClusteringAlgorithm(ABC):
     @abstractmethod
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
         """Take the round's reports; return the splits it made (the runtime copies models)."""
+
+    def initial_models(self) -> dict[str, int]:
+        """Which initialisation each starting cluster's model takes: 0 is the run's model
+        (the same for every cluster, the default); another integer a model initialised
+        from its own seed (IFCA's and FeSEM's distinct cluster models)."""
+        return dict.fromkeys(self.clusters(), 0)
+
+    def probe(self, round_index: int) -> ProbeRequest | None:
+        """A probe to run before :meth:`plan_round`; none by default."""
+        return None
+
+    def probe_result(self, round_index: int, request: ProbeRequest, losses: np.ndarray) -> None:
+        """The probe's answer: ``losses[i, j]`` is client ``request.clients[i]``'s mean
+        train loss under the model of ``request.clusters[j]``."""
+        return None
+
+    def adjust_models(
+        self, round_index: int, models: dict[str, np.ndarray], reports: ClientReports
+    ) -> dict[str, np.ndarray]:
+        """Models to replace after the aggregator ran (FeSEM's centres); none by default."""
+        return {}
 
     def cluster_stats(self) -> dict[str, dict[str, float]]:
         """Per-cluster numbers recorded each round (e.g. FedGWC's MSE); none by default."""

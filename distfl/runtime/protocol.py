@@ -10,7 +10,9 @@ One step:
 4. if anyone trains: gather of the loss rows ``[client, l_1..l_S]`` (float64) and one
    reduce of the exact fixed-point sums ``[M, 3P + 1]`` (int64: Σ n_k Δθ_k as limbs, Σ n_k);
    if anyone evaluates: gather of ``[client, balanced acc, acc, loss, n_test]`` rows;
-   if the plan asks for models: gather of the clients' updated models ``[n, P]``.
+   if the plan asks for models: gather of the clients' updated models ``[n, P]``;
+   if anyone probes: gather of ``[client, loss under model 0..M-1]`` rows (float64), each
+   probing client's mean train loss under every broadcast model (before any training).
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
 ranks agree. With W=1 the server passes its own in-process worker.
@@ -34,6 +36,7 @@ STEP = 1
 TRAIN = 1
 EVAL = 2
 RETURN_MODEL = 4
+PROBE = 8
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 
 
@@ -77,6 +80,7 @@ class StepOutput:
     sums: torch.Tensor | None  # [M, 3P+1] int64
     eval_rows: torch.Tensor  # [n, EVAL_WIDTH] float64
     model_rows: torch.Tensor  # [n, P] float32
+    probe_rows: torch.Tensor | None = None  # [n, 1+M] float64
 
 
 def empty_output(
@@ -91,6 +95,7 @@ def empty_output(
         sums=sums.to(device) if sums is not None else None,
         eval_rows=torch.zeros((0, EVAL_WIDTH), dtype=torch.float64),
         model_rows=torch.zeros((0, num_params), dtype=torch.float32),
+        probe_rows=torch.zeros((0, 1 + plan.num_models), dtype=torch.float64),
     )
 
 
@@ -120,7 +125,9 @@ def run_step(
     else:
         out = empty_output(plan, num_steps=num_steps, num_params=num_params, device=comm.device)
 
-    result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows)
+    result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows, out.probe_rows)
+    if plan.any(PROBE):
+        result.probe_rows = comm.gather_rows(out.probe_rows, dst=0)
     if plan.any(TRAIN):
         result.loss_rows = comm.gather_rows(out.loss_rows, dst=0)
         result.sums = comm.reduce_sum(out.sums, dst=0)

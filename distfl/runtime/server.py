@@ -10,17 +10,17 @@ from typing import TextIO
 import numpy as np
 import torch
 
-from distfl.aggregators import AGGREGATORS
-from distfl.algorithms import ClientReports, RoundPlan, Split, build_algorithm
+from distfl.aggregators import build_aggregator
+from distfl.algorithms import ClientReports, ProbeRequest, RoundPlan, Split, build_algorithm
 from distfl.checkpoint import HierarchyNode, RunFile, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition
 from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.metrics import federation_mean
-from distfl.models import build_model, flat_params, num_params
+from distfl.models import build_model, flat_params
 from distfl.progress import Progress
-from distfl.runtime.protocol import EVAL, STEP, TRAIN, Plan, run_step
+from distfl.runtime.protocol import EVAL, PROBE, RETURN_MODEL, STEP, TRAIN, Plan, run_step
 from distfl.runtime.worker import Worker
 
 METRIC_COLUMNS = (
@@ -60,14 +60,25 @@ class Server:
         self.stream = stream or sys.stdout
         self.K = config.data.num_clients
         self.S = config.train.local_steps
-        torch.manual_seed(config.run.seed)
-        model = build_model(config.model.name, input_shape, num_classes, hidden=config.model.hidden)
-        self.P = num_params(model)
-        self.algorithm = build_algorithm(config)
-        self.aggregate = AGGREGATORS[config.server.aggregator]
-        init = flat_params(model)
+        self.algorithm = build_algorithm(config, groups=partition.group)
+        self.aggregate = build_aggregator(config.server)
+
+        def initial(offset: int) -> torch.Tensor:
+            if offset == 0:
+                torch.manual_seed(config.run.seed)
+            else:
+                seq = np.random.SeedSequence([config.run.seed, 0x1A17, offset])
+                torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
+            model = build_model(
+                config.model.name, input_shape, num_classes, hidden=config.model.hidden
+            )
+            return flat_params(model)
+
+        offsets = self.algorithm.initial_models()
+        inits = {o: initial(o) for o in sorted(set(offsets.values()) | {0})}
+        self.P = int(inits[0].numel())
         self.models: dict[str, torch.Tensor] = {
-            cid: init.clone() for cid in self.algorithm.clusters()
+            cid: inits[offsets[cid]].clone() for cid in self.algorithm.clusters()
         }
         self.hierarchy = {
             cid: HierarchyNode(id=cid, parent="", created_round=0, members=members)
@@ -76,7 +87,7 @@ class Server:
         self.num_train = partition.num_train()
         self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
         self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
-        self.timing: dict[str, list] = {"round": [], "elapsed_s": []}
+        self.timing: dict[str, list] = {"round": [], "elapsed_s": [], "bytes": []}
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
         self.elapsed_before = 0.0
@@ -96,11 +107,13 @@ class Server:
         }
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
+        self.aggregate.load_state_dict(st.get("aggregator", {}))
         self.hierarchy = {node.id: node for node in sorted(saved.hierarchy, key=_node_order)}
         self.metrics = {k: list(saved.metrics[k]) for k in METRIC_COLUMNS}
         self.cluster_metrics = {k: list(saved.cluster_metrics[k]) for k in CLUSTER_COLUMNS}
         self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
         self.timing = {k: list(v) for k, v in saved.timing.items()}
+        self.timing.setdefault("bytes", [0] * len(self.timing["round"]))
         if self.timing["elapsed_s"]:
             self.elapsed_before = float(self.timing["elapsed_s"][-1])
 
@@ -112,12 +125,19 @@ class Server:
             "models": torch.stack([self.models[c] for c in ids]).numpy(),
             "client_accuracy": self.client_accuracy.copy(),
             "algorithm": _to_tree(self.algorithm.state_dict()),
+            "aggregator": _to_tree(self.aggregate.state_dict()),
         }
 
     # -- one step over the world -------------------------------------------------------
 
-    def _step(self, model_of: dict[int, str], tasks: dict[int, int], round_index: int):
-        clusters = sorted(set(model_of.values()))
+    def _step(
+        self,
+        model_of: dict[int, str],
+        tasks: dict[int, int],
+        round_index: int,
+        models: list[str] | None = None,
+    ):
+        clusters = models if models is not None else sorted(set(model_of.values()))
         index = {cid: i for i, cid in enumerate(clusters)}
         mo = np.full(self.K, -1, dtype=np.int64)
         tk = np.zeros(self.K, dtype=np.int64)
@@ -133,21 +153,39 @@ class Server:
         )  # fmt: skip
         return clusters, out
 
+    def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray:
+        """[n, M] mean train loss of each requested client under each requested model."""
+        clusters = list(request.clusters)
+        model_of = {int(k): clusters[0] for k in request.clients}
+        tasks = {int(k): PROBE for k in request.clients}
+        order, out = self._step(model_of, tasks, round_index, models=clusters)
+        rows = out.probe_rows.cpu().numpy()
+        expected = np.asarray(request.clients, dtype=np.int64)
+        if not np.array_equal(rows[:, 0].astype(np.int64), expected):
+            raise RuntimeError(f"round {round_index}: probe rows for {rows[:, 0]}")
+        return rows[:, 1:]
+
     def train_round(self, plan: RoundPlan) -> ClientReports:
-        clusters, out = self._step(plan.train, {k: TRAIN for k in plan.train}, plan.round)
+        tasks = {k: TRAIN | (RETURN_MODEL if k in plan.return_models else 0) for k in plan.train}
+        clusters, out = self._step(plan.train, tasks, plan.round)
         sums = out.sums.cpu().reshape(len(clusters), -1)
         for i, cid in enumerate(clusters):
             weight = int(sums[i, -1])
             delta = from_limbs(sums[i, :-1].reshape(NUM_LIMBS, self.P))
-            self.models[cid] = self.aggregate(self.models[cid], delta, weight)
+            self.models[cid] = self.aggregate(cid, self.models[cid], delta, weight)
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
         expected = np.array(sorted(plan.train), dtype=np.int64)
         if not np.array_equal(clients, expected):
             raise RuntimeError(f"round {plan.round}: loss rows for {clients}, planned {expected}")
         self.client_steps += len(clients) * self.S
+        models = None
+        if plan.return_models:
+            models = out.model_rows.cpu().numpy()
+            if len(models) != len(plan.return_models):
+                raise RuntimeError(f"round {plan.round}: {len(models)} client models returned")
         return ClientReports(
-            clients=clients, losses=rows[:, 1:], num_samples=self.num_train[clients]
+            clients=clients, losses=rows[:, 1:], num_samples=self.num_train[clients], models=models
         )
 
     def evaluate(self, round_index: int) -> tuple[float, float, float]:
@@ -178,6 +216,7 @@ class Server:
                 )
                 self.models[child_id] = self.models[split.parent].clone()
             del self.models[split.parent]
+            self.aggregate.split(split.parent, list(split.children))
 
     def stop_workers(self) -> None:
         run_step(
@@ -194,11 +233,20 @@ class Server:
         first = self.rounds_done + 1
         accuracy = _last_finite(self.metrics["accuracy"])
         for t in range(first, cfg.run.rounds + 1):
+            bytes_before = self.comm.bytes_moved
+            request = self.algorithm.probe(t)
+            if request is not None:
+                self.algorithm.probe_result(t, request, self.probe(request, t))
             plan = self.algorithm.plan_round(t)
             sampled = {cid: 0 for cid in self.algorithm.clusters()}
             for cid in plan.train.values():
                 sampled[cid] += 1
             reports = self.train_round(plan)
+            replaced = self.algorithm.adjust_models(
+                t, {c: m.numpy() for c, m in self.models.items()}, reports
+            )
+            for cid, flat in replaced.items():
+                self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
             splits = self.algorithm.update(t, plan, reports)
             stats = self.algorithm.cluster_stats()
             self._record_clusters(t, sampled, stats, splits)
@@ -210,6 +258,7 @@ class Server:
             self.rounds_done = t
             elapsed = self.elapsed_before + time.perf_counter() - t_start
             self._record(t, reports, len(splits), acc, acc_plain, test_loss, elapsed)
+            self.timing["bytes"].append(self.comm.bytes_moved - bytes_before)
             rate = (t - first + 1) / max(time.perf_counter() - t_start, 1e-9)
             progress.update(t, clusters=len(self.models), accuracy=acc, rounds_per_s=rate)
             if self.stop is not None and self.stop.name and t < cfg.run.rounds:
@@ -298,6 +347,7 @@ class Server:
             timing={
                 "round": np.array(self.timing["round"], dtype=np.int64),
                 "elapsed_s": np.array(self.timing["elapsed_s"], dtype=np.float64),
+                "bytes": np.array(self.timing["bytes"], dtype=np.int64),
             },
             state=self.state(),
         )

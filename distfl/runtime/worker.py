@@ -7,12 +7,28 @@ import time
 import numpy as np
 import torch
 
+from distfl.aggregators import AGGREGATORS
 from distfl.config import Config
 from distfl.data import Dataset, Partition, load_clients
 from distfl.exact import NUM_LIMBS, to_limbs
 from distfl.models import build_model, num_params
-from distfl.runtime.protocol import EVAL, EVAL_WIDTH, RETURN_MODEL, TRAIN, Plan, StepOutput
-from distfl.train import SequentialTrainer, VectorisedTrainer, client_seed, evaluate, supports
+from distfl.runtime.protocol import (
+    EVAL,
+    EVAL_WIDTH,
+    PROBE,
+    RETURN_MODEL,
+    TRAIN,
+    Plan,
+    StepOutput,
+)
+from distfl.train import (
+    SequentialTrainer,
+    VectorisedTrainer,
+    client_seed,
+    evaluate,
+    supports,
+    train_losses,
+)
 
 
 class Worker:
@@ -44,6 +60,8 @@ class Worker:
         self.data = load_clients(
             dataset, partition, clients, device, groups=config.groups, seed=config.run.seed
         )
+        # the aggregator's client weights: sample counts, or 1 each (FairAvg)
+        self.uniform = AGGREGATORS[config.server.aggregator].uniform
         self.train_seconds = 0.0
         self.client_steps = 0
 
@@ -52,12 +70,15 @@ class Worker:
         S = self.config.train.local_steps
         P = self.num_params
         own = [k for k in self.clients if plan.tasks[k]]
-        loss_rows, eval_rows, model_rows = [], [], []
+        loss_rows, eval_rows, model_rows, probe_rows = [], [], [], []
         sums = None
         if plan.any(TRAIN):
             sums = torch.zeros((plan.num_models, NUM_LIMBS, P), dtype=torch.int64)
             weights = torch.zeros(plan.num_models, dtype=torch.int64)
         for k in own:
+            if plan.tasks[k] & PROBE:  # before training: the models as broadcast
+                losses = train_losses(self.model, models.to(self.device), self.data[k])
+                probe_rows.append(np.concatenate([[k], losses]))
             if plan.tasks[k] & EVAL:
                 data = self.data[k]
                 bal, acc, loss = evaluate(self.model, models[int(plan.model_of[k])], data)
@@ -65,7 +86,9 @@ class Worker:
         by_model = self._train([k for k in own if plan.tasks[k] & TRAIN], plan, models)
         for m, (ks, new, losses) in by_model.items():
             start = models[m].to(self.device, torch.float64)
-            counts = torch.tensor([self.data[k].num_train for k in ks], dtype=torch.float64)
+            counts = torch.tensor(
+                [1 if self.uniform else self.data[k].num_train for k in ks], dtype=torch.float64
+            )
             # exact sums of n_k (θ_k - θ), many clients per call (chunks bound the temporaries)
             step = max(1, (1 << 22) // max(P, 1))
             for lo in range(0, len(ks), step):
@@ -91,6 +114,9 @@ class Worker:
             eval_rows=torch.tensor(eval_rows, dtype=torch.float64).reshape(-1, EVAL_WIDTH),
             model_rows=(
                 torch.stack(model_rows) if model_rows else torch.zeros((0, P), dtype=torch.float32)
+            ),
+            probe_rows=torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
+                -1, 1 + plan.num_models
             ),
         )
 

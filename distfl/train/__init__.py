@@ -1,6 +1,13 @@
 """Local training of simulated clients."""
 
-from distfl.train.sequential import SequentialTrainer, client_seed, evaluate
+from distfl.train.sequential import SequentialTrainer, client_seed, evaluate, train_losses
 from distfl.train.vectorised import VectorisedTrainer, supports
 
-__all__ = ["SequentialTrainer", "VectorisedTrainer", "client_seed", "evaluate", "supports"]
+__all__ = [
+    "SequentialTrainer",
+    "VectorisedTrainer",
+    "client_seed",
+    "evaluate",
+    "supports",
+    "train_losses",
+]

@@ -90,3 +90,15 @@ def evaluate(model: nn.Module, flat: torch.Tensor, data: ClientData) -> tuple[fl
     pred = logits.argmax(dim=1).cpu().numpy()
     y = data.y_test.cpu().numpy()
     return balanced_accuracy(y, pred), float(np.mean(pred == y)), loss
+
+
+@torch.no_grad()
+def train_losses(model: nn.Module, flats: torch.Tensor, data: ClientData) -> np.ndarray:
+    """[M] mean cross-entropy of each flat model in ``flats`` [M, P] on the client's train
+    split (IFCA's cluster identity estimate)."""
+    model.eval()
+    out = np.empty(flats.shape[0], dtype=np.float64)
+    for m in range(flats.shape[0]):
+        load_flat(model, flats[m])
+        out[m] = float(nn.functional.cross_entropy(model(data.x_train), data.y_train))
+    return out

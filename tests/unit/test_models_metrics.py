@@ -207,4 +207,4 @@ def test_fedavg_zero_weight_keeps_model():
 
 
 def test_aggregator_registry():
-    assert AGGREGATORS["fedavg"] is fedavg
+    assert AGGREGATORS["fedavg"].name == "fedavg"
