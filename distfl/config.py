@@ -78,6 +78,7 @@ class TrainSection:
     prox_mu: float = 0.0
     trainer: str = "auto"
     chunk_mb: int = 256
+    loss: str = "cross_entropy"
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,13 @@ class AlgorithmSection:
     eps1: float = 0.4
     eps2: float = 1.6
     warmup: int = 20
+    # EMD-CFL (defaults follow the paper where it gives them)
+    emd_epsilon: float = 0.025
+    emd_steps: int = 100
+    emd_samples: int = 512
+    emd_projection: float = 0.9
+    emd_solver: str = "exact"
+    emd_reg: float = 0.05
 
 
 @dataclass(frozen=True)
@@ -162,8 +170,10 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.partition": ("dirichlet", "natural"),
     "model.name": ("mlp", "cnn", "lenet5"),
     "train.trainer": ("auto", "vectorised", "sequential"),
+    "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
-    "algorithm.name": ("none", "fedgwc", "cfl", "ifca", "fesem", "oracle"),
+    "algorithm.name": ("none", "fedgwc", "emdcfl", "cfl", "ifca", "fesem", "oracle"),
+    "algorithm.emd_solver": ("exact", "sinkhorn"),
     "algorithm.sampling": ("priority", "uniform"),
     "comm.backend": ("auto", "local", "torch", "mpi"),
 }
@@ -525,6 +535,11 @@ def validate(c: Config) -> None:
     _range("train.weight_decay", c.train.weight_decay, 0.0, None, "non-negative")
     _range("train.prox_mu", c.train.prox_mu, 0.0, None, "non-negative (FedProx's mu; 0: off)")
     _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
+    if c.train.loss == "hinge" and c.data.dataset != "gaussian":
+        raise ConfigError(
+            f"train.loss = 'hinge' needs a binary problem: data.dataset = 'gaussian', "
+            f"not {c.data.dataset!r}"
+        )
     _range(
         "server.clients_per_round",
         c.server.clients_per_round,
@@ -551,6 +566,15 @@ def validate(c: Config) -> None:
     _range("algorithm.eps1", c.algorithm.eps1, 0.0, None, "non-negative")
     _range("algorithm.eps2", c.algorithm.eps2, 0.0, None, "non-negative")
     _range("algorithm.warmup", c.algorithm.warmup, 0, None, "0 or more rounds")
+    _range("algorithm.emd_steps", c.algorithm.emd_steps, 1, None, "at least 1 local step")
+    _range("algorithm.emd_samples", c.algorithm.emd_samples, 1, None, "at least 1 per side")
+    if not 0.0 < c.algorithm.emd_projection <= 1.0:
+        raise ConfigError(
+            f"algorithm.emd_projection = {c.algorithm.emd_projection!r}: must be in (0, 1] "
+            "(kept share of the embedding dimension; paper 0.9)"
+        )
+    if not c.algorithm.emd_reg > 0:
+        raise ConfigError(f"algorithm.emd_reg = {c.algorithm.emd_reg!r}: must be positive")
     if not c.algorithm.beta > 0:
         raise ConfigError(f"algorithm.beta = {c.algorithm.beta!r}: must be positive")
     if not c.algorithm.epsilon > 0:

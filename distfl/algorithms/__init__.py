@@ -42,6 +42,10 @@ def build_algorithm(config: Config, groups: np.ndarray | None = None) -> Cluster
             sampling=a.sampling,
             db_threshold=a.db_threshold,
         )
+    if a.name == "emdcfl":
+        from distfl.algorithms.emdcfl import EMDCFL
+
+        return EMDCFL(**common, epsilon=a.emd_epsilon, steps=a.emd_steps)
     if a.name == "cfl":
         from distfl.algorithms.cfl import CFL
 

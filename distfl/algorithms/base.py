@@ -29,11 +29,18 @@ class RoundPlan:
 
 @dataclass
 class ProbeRequest:
-    """Before a round's plan: ``clients`` evaluate the models of ``clusters`` (every one of
-    them) on their own train data and report the mean loss of each (IFCA's assignment)."""
+    """Something to ask of ``clients`` before a round's plan, answered as one row each.
+
+    - ``kind = "loss"``: each evaluates the models of ``clusters`` (every one of them) on
+      its own train data; row = the mean loss under each (IFCA's assignment);
+    - ``kind = "emd"``: each trains the model of ``clusters[0]`` for ``steps`` local steps
+      and returns its EMD-CFL distance row d_c,· over all K clients (see
+      :mod:`distfl.algorithms.emdcfl`)."""
 
     clients: np.ndarray  # [n] int64, ascending
     clusters: list[str]
+    kind: str = "loss"
+    steps: int = 0
 
 
 @dataclass

@@ -12,7 +12,8 @@ One step:
    if anyone evaluates: gather of ``[client, balanced acc, acc, loss, n_test]`` rows;
    if the plan asks for models: gather of the clients' updated models ``[n, P]``;
    if anyone probes: gather of ``[client, loss under model 0..M-1]`` rows (float64), each
-   probing client's mean train loss under every broadcast model (before any training).
+   probing client's mean train loss under every broadcast model (before any training);
+   for an EMD probe, ``[client, d_c,0 .. d_c,K-1]`` rows after ``flags`` local steps.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
 ranks agree. With W=1 the server passes its own in-process worker.
@@ -37,6 +38,7 @@ TRAIN = 1
 EVAL = 2
 RETURN_MODEL = 4
 PROBE = 8
+PROBE_EMD = 16
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 
 
@@ -47,12 +49,17 @@ class Plan:
     num_models: int
     model_of: np.ndarray  # [K] int64, -1 = none
     tasks: np.ndarray  # [K] int64 task bits
+    flags: int = 0  # the local steps of an EMD probe
+
+    def probe_width(self) -> int:
+        """Columns of a probe row after the client id."""
+        return len(self.tasks) if self.any(PROBE_EMD) else self.num_models
 
     def any(self, bit: int) -> bool:
         return bool(np.any(self.tasks & bit))
 
     def encode(self) -> torch.Tensor:
-        header = np.array([self.kind, self.round, self.num_models, 0], dtype=np.int64)
+        header = np.array([self.kind, self.round, self.num_models, self.flags], dtype=np.int64)
         return torch.from_numpy(np.concatenate([header, self.model_of, self.tasks]))
 
     @staticmethod
@@ -64,6 +71,7 @@ class Plan:
             num_models=int(a[2]),
             model_of=a[HEADER : HEADER + num_clients].copy(),
             tasks=a[HEADER + num_clients : HEADER + 2 * num_clients].copy(),
+            flags=int(a[3]),
         )
 
     @staticmethod
@@ -95,7 +103,7 @@ def empty_output(
         sums=sums.to(device) if sums is not None else None,
         eval_rows=torch.zeros((0, EVAL_WIDTH), dtype=torch.float64),
         model_rows=torch.zeros((0, num_params), dtype=torch.float32),
-        probe_rows=torch.zeros((0, 1 + plan.num_models), dtype=torch.float64),
+        probe_rows=torch.zeros((0, 1 + plan.probe_width()), dtype=torch.float64),
     )
 
 
@@ -126,7 +134,7 @@ def run_step(
         out = empty_output(plan, num_steps=num_steps, num_params=num_params, device=comm.device)
 
     result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows, out.probe_rows)
-    if plan.any(PROBE):
+    if plan.any(PROBE | PROBE_EMD):
         result.probe_rows = comm.gather_rows(out.probe_rows, dst=0)
     if plan.any(TRAIN):
         result.loss_rows = comm.gather_rows(out.loss_rows, dst=0)

@@ -20,7 +20,16 @@ from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params
 from distfl.progress import Progress
-from distfl.runtime.protocol import EVAL, PROBE, RETURN_MODEL, STEP, TRAIN, Plan, run_step
+from distfl.runtime.protocol import (
+    EVAL,
+    PROBE,
+    PROBE_EMD,
+    RETURN_MODEL,
+    STEP,
+    TRAIN,
+    Plan,
+    run_step,
+)
 from distfl.runtime.worker import Worker
 
 METRIC_COLUMNS = (
@@ -136,6 +145,7 @@ class Server:
         tasks: dict[int, int],
         round_index: int,
         models: list[str] | None = None,
+        flags: int = 0,
     ):
         clusters = models if models is not None else sorted(set(model_of.values()))
         index = {cid: i for i, cid in enumerate(clusters)}
@@ -144,7 +154,7 @@ class Server:
         for k, cid in model_of.items():
             mo[k] = index[cid]
             tk[k] = tasks[k]
-        plan = Plan(STEP, round_index, len(clusters), mo, tk)
+        plan = Plan(STEP, round_index, len(clusters), mo, tk, flags)
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         _, out = run_step(
             self.comm, plan.encode(), models,
@@ -157,8 +167,9 @@ class Server:
         """[n, M] mean train loss of each requested client under each requested model."""
         clusters = list(request.clusters)
         model_of = {int(k): clusters[0] for k in request.clients}
-        tasks = {int(k): PROBE for k in request.clients}
-        order, out = self._step(model_of, tasks, round_index, models=clusters)
+        bit = PROBE_EMD if request.kind == "emd" else PROBE
+        tasks = {int(k): bit for k in request.clients}
+        _, out = self._step(model_of, tasks, round_index, models=clusters, flags=request.steps)
         rows = out.probe_rows.cpu().numpy()
         expected = np.asarray(request.clients, dtype=np.int64)
         if not np.array_equal(rows[:, 0].astype(np.int64), expected):

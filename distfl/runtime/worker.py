@@ -16,6 +16,7 @@ from distfl.runtime.protocol import (
     EVAL,
     EVAL_WIDTH,
     PROBE,
+    PROBE_EMD,
     RETURN_MODEL,
     TRAIN,
     Plan,
@@ -60,6 +61,8 @@ class Worker:
         self.data = load_clients(
             dataset, partition, clients, device, groups=config.groups, seed=config.run.seed
         )
+        self.dataset, self.partition = dataset, partition
+        self._emd_samples: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
         # the aggregator's client weights: sample counts, or 1 each (FairAvg)
         self.uniform = AGGREGATORS[config.server.aggregator].uniform
         self.train_seconds = 0.0
@@ -79,6 +82,9 @@ class Worker:
             if plan.tasks[k] & PROBE:  # before training: the models as broadcast
                 losses = train_losses(self.model, models.to(self.device), self.data[k])
                 probe_rows.append(np.concatenate([[k], losses]))
+            if plan.tasks[k] & PROBE_EMD:
+                row = self._emd_row(k, models[0].to(self.device), plan)
+                probe_rows.append(np.concatenate([[k], row]))
             if plan.tasks[k] & EVAL:
                 data = self.data[k]
                 bal, acc, loss = evaluate(self.model, models[int(plan.model_of[k])], data)
@@ -116,9 +122,50 @@ class Worker:
                 torch.stack(model_rows) if model_rows else torch.zeros((0, P), dtype=torch.float32)
             ),
             probe_rows=torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
-                -1, 1 + plan.num_models
+                -1, 1 + plan.probe_width()
             ),
         )
+
+    def _emd_samples_of_all(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """(embedding, validation) samples of every client, from its train split. Every rank
+        holds the dataset, so the worker materialises other clients' samples itself."""
+        if self._emd_samples is None:
+            from distfl.algorithms.emdcfl import embed_sets
+
+            cfg = self.config
+            out = {}
+            for k in range(cfg.data.num_clients):
+                data = self.data.get(k) or load_clients(
+                    self.dataset, self.partition, range(k, k + 1), self.device,
+                    groups=cfg.groups, seed=cfg.run.seed,
+                )[k]  # fmt: skip
+                emb, val = embed_sets(
+                    data.num_train, cfg.algorithm.emd_samples, seed=cfg.run.seed, client=k
+                )
+                out[k] = (data.x_train[emb], data.x_train[val])
+            self._emd_samples = out
+        return self._emd_samples
+
+    def _emd_row(self, k: int, start: torch.Tensor, plan: Plan) -> np.ndarray:
+        """Train client k for ``plan.flags`` steps from ``start`` into ω_k, then its row of
+        EMD-CFL distances over every client."""
+        import dataclasses
+
+        from distfl.algorithms.emdcfl import emd_row
+        from distfl.models import load_flat
+
+        cfg = self.config
+        local = SequentialTrainer(
+            self.model, dataclasses.replace(cfg.train, local_steps=plan.flags), self.device
+        )
+        omega, _ = local.train(start, self.data[k], seed=client_seed(cfg.run.seed, 0, k))
+        load_flat(self.model, omega)
+        samples = self._emd_samples_of_all()
+        a = cfg.algorithm
+        return emd_row(
+            self.model, k, {c: s[0] for c, s in samples.items()}, samples[k][1],
+            ratio=a.emd_projection, seed=cfg.run.seed, solver=a.emd_solver, reg=a.emd_reg,
+        )  # fmt: skip
 
     def _train(
         self, clients: list[int], plan: Plan, models: torch.Tensor
