@@ -45,7 +45,9 @@ METRIC_COLUMNS = (
     "federation_bytes",
 )
 INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits", "federation_bytes"}
-CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", "mse")
+CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", "mse", "mean_norm", "max_norm")
+#: per-cluster numbers an algorithm may report (cluster_stats), NaN where it does not
+STAT_COLUMNS = ("mse", "mean_norm", "max_norm")
 
 
 class Server:
@@ -123,7 +125,10 @@ class Server:
         self.aggregate.load_state_dict(st.get("aggregator", {}))
         self.hierarchy = {node.id: node for node in sorted(saved.hierarchy, key=_node_order)}
         self.metrics = {k: list(saved.metrics.get(k, [])) for k in METRIC_COLUMNS}
-        self.cluster_metrics = {k: list(saved.cluster_metrics[k]) for k in CLUSTER_COLUMNS}
+        rows = len(saved.cluster_metrics["round"])
+        self.cluster_metrics = {
+            k: list(saved.cluster_metrics.get(k, [math.nan] * rows)) for k in CLUSTER_COLUMNS
+        }
         self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
         self.timing = {k: list(v) for k, v in saved.timing.items()}
         self.timing.setdefault("bytes", [0] * len(self.timing["round"]))
@@ -325,7 +330,8 @@ class Server:
             m["cluster"].append(cid)
             m["size"].append(len(members))
             m["sampled"].append(sampled.get(cid, 0))
-            m["mse"].append(stats.get(cid, {}).get("mse", math.nan))
+            for column in STAT_COLUMNS:
+                m[column].append(float(stats.get(cid, {}).get(column, math.nan)))
 
     def _trained_clusters(self, splits: list[Split]) -> dict[str, np.ndarray]:
         """The clusters that trained this round: the split parents instead of their children."""
@@ -353,6 +359,10 @@ class Server:
 
     def write(self) -> None:
         leaves, assignment = self.algorithm.assignment()
+        for cid, members in self.algorithm.clusters().items():
+            # a leaf's members as they are now (IFCA and FeSEM move clients between clusters)
+            if cid in self.hierarchy:
+                self.hierarchy[cid].members = np.asarray(members, dtype=np.int64)
         cm = self.cluster_metrics
         write_run_file(
             self.config.run.out,
@@ -379,7 +389,7 @@ class Server:
                 "cluster": np.array(cm["cluster"], dtype=object),
                 "size": np.array(cm["size"], dtype=np.int64),
                 "sampled": np.array(cm["sampled"], dtype=np.int64),
-                "mse": np.array(cm["mse"], dtype=np.float64),
+                **{c: np.array(cm[c], dtype=np.float64) for c in STAT_COLUMNS},
             },
             timing={
                 "round": np.array(self.timing["round"], dtype=np.int64),

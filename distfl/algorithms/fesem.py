@@ -1,0 +1,159 @@
+"""FeSEM: federated stochastic expectation maximisation (Long, Xie, Shen, Zhou, Wang, Jiang,
+"Multi-center federated learning: clients clustering for better personalization", World
+Wide Web 2023).
+
+A fixed number M of centres (cluster models "0".."M-1"), each initialised from its own
+random model. Clients start assigned uniformly at random (a random permutation dealt
+round-robin, so every centre has members when K ≥ M). Each round ``clients_per_round``
+clients are drawn uniformly without replacement; each trains from its centre's model and
+sends its trained model to the server. Every ``reassign_every`` rounds the server then
+
+- E-step: re-assigns each of those clients to the nearest centre (L2 distance between its
+  flattened trained model and the centres after the round's aggregation; ties to the
+  lowest index), and
+- M-step: sets each centre that has returned clients assigned to it to the
+  sample-weighted mean of their models; a centre without one keeps its model.
+
+In the other rounds the centres are the aggregator's per-cluster average of their
+participants, as for any algorithm. The paper's M-step averages all of a centre's
+members; here it averages the members that trained this round (partial participation),
+the stochastic form of the same step. A centre may lose all its clients; it then keeps
+its model and may win clients back later.
+
+The pure math is in module-level functions; :class:`FeSEM` holds the assignment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+
+# -- pure functions --------------------------------------------------------------------
+
+
+def l2_distances(models: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """D[i, m] = ||models[i] - centres[m]||_2, [n, M], float64 (computed from the
+    differences, not from the expansion of the square, so no cancellation)."""
+    X = np.asarray(models, dtype=np.float64)
+    C = np.asarray(centres, dtype=np.float64)
+    if X.ndim != 2 or C.ndim != 2 or X.shape[1] != C.shape[1]:
+        raise ValueError(f"models [n, P] and centres [M, P] needed, not {X.shape}, {C.shape}")
+    out = np.empty((X.shape[0], C.shape[0]))
+    for m in range(C.shape[0]):
+        out[:, m] = np.linalg.norm(X - C[m], axis=1)
+    return out
+
+
+def assign_nearest(distances: np.ndarray) -> np.ndarray:
+    """Each row's nearest centre, [n] int64; ties go to the lowest index."""
+    D = np.asarray(distances, dtype=np.float64)
+    if D.ndim != 2 or D.shape[1] == 0:
+        raise ValueError(f"distances must be [n, M] with M ≥ 1, not {D.shape}")
+    return np.argmin(D, axis=1).astype(np.int64)  # argmin returns the first minimum
+
+
+def weighted_centres(
+    models: np.ndarray, weights: np.ndarray, labels: np.ndarray, old_centres: np.ndarray
+) -> np.ndarray:
+    """[M, P] float64: centre m is Σ_{i: labels_i = m} w_i models_i / Σ w_i over the same i,
+    or ``old_centres[m]`` where no model (or only zero weight) is assigned to m."""
+    X = np.asarray(models, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.float64)
+    lab = np.asarray(labels, dtype=np.int64)
+    out = np.array(old_centres, dtype=np.float64, copy=True)
+    if X.ndim != 2 or w.shape != (X.shape[0],) or lab.shape != (X.shape[0],):
+        raise ValueError(f"models [n, P], weights [n], labels [n]: {X.shape}, {w.shape}")
+    for m in range(out.shape[0]):
+        mask = lab == m
+        total = w[mask].sum()
+        if mask.any() and total > 0:
+            out[m] = (w[mask] / total) @ X[mask]
+    return out
+
+
+def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random assignment in which the centres' sizes differ by at most one
+    (a random permutation dealt round-robin): every centre is non-empty when K ≥ M."""
+    return rng.permutation(np.arange(num_clients, dtype=np.int64) % num_clusters)
+
+
+# -- the algorithm -----------------------------------------------------------------
+
+
+class FeSEM(ClusteringAlgorithm):
+    name = "fesem"
+
+    def __init__(
+        self,
+        *,
+        num_clients: int,
+        clients_per_round: int,
+        seed: int,
+        num_clusters: int = 2,
+        reassign_every: int = 1,
+    ):
+        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
+        if num_clusters < 1 or reassign_every < 1:
+            raise ValueError("num_clusters and reassign_every must be at least 1")
+        self.num_clusters = int(num_clusters)
+        self.reassign_every = int(reassign_every)
+        self.ids = [str(m) for m in range(self.num_clusters)]
+        self.rng = np.random.default_rng([seed, 0xFE5E])
+        self.labels = initial_assignment(num_clients, self.num_clusters, self.rng)
+        self.reassignments = 0  # clients that changed centre, summed over the run
+
+    def initial_models(self) -> dict[str, int]:
+        """Centre m starts from its own random initialisation (offset m + 1)."""
+        return {cid: m + 1 for m, cid in enumerate(self.ids)}
+
+    def clusters(self) -> dict[str, np.ndarray]:
+        return {cid: np.flatnonzero(self.labels == m) for m, cid in enumerate(self.ids)}
+
+    def plan_round(self, round_index: int) -> RoundPlan:
+        n = min(self.clients_per_round, self.num_clients)
+        chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
+        train = {int(k): self.ids[int(self.labels[k])] for k in chosen}
+        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+
+    def adjust_models(
+        self, round_index: int, models: dict[str, np.ndarray], reports: ClientReports
+    ) -> dict[str, np.ndarray]:
+        """The E-step and M-step on this round's returned models, every ``reassign_every``
+        rounds; returns the centres it moved."""
+        if reports.models is None or len(reports.models) == 0:
+            return {}
+        if round_index % self.reassign_every != 0:
+            return {}
+        clients = np.asarray(reports.clients, dtype=np.int64)
+        if len(reports.models) != len(clients):
+            raise ValueError(
+                f"FeSEM needs every trained model: {len(reports.models)} for {len(clients)}"
+            )
+        X = np.asarray(reports.models, dtype=np.float64)
+        centres = np.stack([np.asarray(models[cid], dtype=np.float64) for cid in self.ids])
+        labels = assign_nearest(l2_distances(X, centres))
+        self.reassignments += int(np.count_nonzero(self.labels[clients] != labels))
+        self.labels[clients] = labels
+        new = weighted_centres(X, reports.num_samples, labels, centres)
+        return {
+            cid: new[m].astype(np.float32) for m, cid in enumerate(self.ids) if (labels == m).any()
+        }
+
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+        return []
+
+    def state_dict(self) -> dict:
+        return {
+            "rng": self.rng.bit_generator.state,
+            "labels": self.labels.copy(),
+            "reassignments": self.reassignments,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.labels = np.asarray(state["labels"], dtype=np.int64).copy()
+        self.reassignments = int(state["reassignments"])
+
+
+__all__ = ["FeSEM", "assign_nearest", "initial_assignment", "l2_distances", "weighted_centres"]
