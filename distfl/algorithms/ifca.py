@@ -1,0 +1,139 @@
+"""IFCA, the Iterative Federated Clustering Algorithm (Ghosh, Chung, Yin, Ramchandran,
+"An Efficient Framework for Clustered Federated Learning", NeurIPS 2020).
+
+The server keeps ``num_clusters`` models, each from its own initialisation (cluster ``"j"``
+takes initialisation offset ``j + 1``; see :meth:`ClusteringAlgorithm.initial_models`). Each
+round it samples ``clients_per_round`` clients uniformly without replacement; before local
+training every sampled client evaluates every cluster model on its own *train* data, as in
+the paper's Algorithm 1 (the estimate ĵ = argmin_j F_i(θ_j) uses the client's training
+loss), and joins the cluster of least loss (ties go to the lowest cluster index). It then
+trains from that cluster's model, and each cluster model becomes the weighted mean of its
+participants' models (the runtime's aggregator, i.e. the paper's model-averaging option). A
+cluster that no sampled client chose keeps its model: :meth:`IFCA.clusters` lists every
+cluster id, with possibly no members, so no model is ever dropped.
+
+Round 1 probes every client, not only the sampled ones, so that each client has a cluster
+(and a model to evaluate) from the first evaluation on; clients not sampled later keep
+their last assignment.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    ProbeRequest,
+    RoundPlan,
+    Split,
+)
+
+
+def assign_by_loss(losses: np.ndarray) -> np.ndarray:
+    """[n] index of the least loss in each row of ``losses`` [n, M]; ties go to the lowest
+    index, and a NaN loss (a diverged model) never wins unless the whole row is NaN."""
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 2 or losses.shape[1] < 1:
+        raise ValueError(f"losses must be [n, M] with M >= 1, got shape {losses.shape}")
+    clean = np.where(np.isnan(losses), np.inf, losses)
+    return np.argmin(clean, axis=1).astype(np.int64)
+
+
+class IFCA(ClusteringAlgorithm):
+    name = "ifca"
+
+    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int, num_clusters: int):
+        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
+        if num_clusters < 1:
+            raise ValueError(f"num_clusters must be at least 1, got {num_clusters}")
+        if not 1 <= clients_per_round <= num_clients:
+            raise ValueError(
+                f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
+            )
+        self.num_clusters = num_clusters
+        self.ids = [str(j) for j in range(num_clusters)]
+        self.rng = np.random.default_rng([seed, 0x1FCA])
+        #: each client's cluster index; -1 until its first probe
+        self.assign = np.full(num_clients, -1, dtype=np.int64)
+        #: the clients sampled by :meth:`probe` for round ``_sampled_round``
+        self._sampled = np.zeros(0, dtype=np.int64)
+        self._sampled_round = 0
+
+    # -- the clusters ----------------------------------------------------------------
+
+    def clusters(self) -> dict[str, np.ndarray]:
+        """Every cluster id, even one without members (its model stays)."""
+        return {cid: np.flatnonzero(self.assign == j) for j, cid in enumerate(self.ids)}
+
+    def initial_models(self) -> dict[str, int]:
+        return {cid: j + 1 for j, cid in enumerate(self.ids)}
+
+    def cluster_stats(self) -> dict[str, dict[str, float]]:
+        counts = np.bincount(self.assign[self.assign >= 0], minlength=self.num_clusters)
+        return {cid: {"size": float(counts[j])} for j, cid in enumerate(self.ids)}
+
+    # -- a round ---------------------------------------------------------------------
+
+    def probe(self, round_index: int) -> ProbeRequest:
+        """Sample the round's clients; ask them (every client while some have no cluster
+        yet, i.e. in round 1) for their train loss under every cluster model."""
+        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        self._sampled = np.sort(chosen).astype(np.int64)
+        self._sampled_round = round_index
+        if (self.assign < 0).any():
+            clients = np.arange(self.num_clients, dtype=np.int64)
+        else:
+            clients = self._sampled.copy()
+        return ProbeRequest(clients=clients, clusters=list(self.ids))
+
+    def probe_result(self, round_index: int, request: ProbeRequest, losses: np.ndarray) -> None:
+        clients = np.asarray(request.clients, dtype=np.int64)
+        losses = np.asarray(losses, dtype=np.float64)
+        if losses.shape != (len(clients), self.num_clusters):
+            raise ValueError(
+                f"round {round_index}: probe losses of shape {losses.shape}, expected "
+                f"{(len(clients), self.num_clusters)}"
+            )
+        if list(request.clusters) != self.ids:
+            raise ValueError(f"round {round_index}: probe over clusters {request.clusters}")
+        self.assign[clients] = assign_by_loss(losses)
+
+    def plan_round(self, round_index: int) -> RoundPlan:
+        if self._sampled_round != round_index:
+            raise RuntimeError(
+                f"IFCA: round {round_index} planned without its probe "
+                f"(last probe for round {self._sampled_round})"
+            )
+        unassigned = self._sampled[self.assign[self._sampled] < 0]
+        if unassigned.size:
+            raise RuntimeError(f"IFCA: round {round_index}: clients {unassigned} have no cluster")
+        return RoundPlan(
+            round=round_index,
+            train={int(k): self.ids[int(self.assign[k])] for k in self._sampled},
+        )
+
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+        return []
+
+    # -- checkpoints -----------------------------------------------------------------
+
+    def state_dict(self) -> dict:
+        return {
+            "rng": self.rng.bit_generator.state,
+            "assign": self.assign.copy(),
+            "sampled": self._sampled.copy(),
+            "sampled_round": self._sampled_round,
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        assign = np.asarray(state["assign"], dtype=np.int64)
+        if assign.shape != (self.num_clients,):
+            raise ValueError(f"IFCA state: assign of shape {assign.shape}")
+        self.assign = assign.copy()
+        self._sampled = np.asarray(state["sampled"], dtype=np.int64).reshape(-1).copy()
+        self._sampled_round = int(state["sampled_round"])
+
+
+__all__ = ["IFCA", "assign_by_loss"]

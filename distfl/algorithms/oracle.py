@@ -1,0 +1,69 @@
+"""The oracle: the scenario's ground-truth groups as clusters, from round 0.
+
+It is the upper reference for clustering quality: its clusters are the true groups by
+construction (adjusted Rand index 1.0 against ``/clients/group``), so the accuracy it
+reaches is what per-group federated averaging gives once the clustering is perfect, and
+what a clustering algorithm can at best approach. Cluster ``"g"`` holds the clients of
+group ``g``; every cluster starts from the run's initial model (offset 0) and never splits.
+
+Each round each cluster C draws ``min(|C|, max(1, round(ρ·|C|)))`` of its members uniformly
+without replacement, ρ = ``clients_per_round / num_clients`` (halves round up), from the
+run's seed, so that every group trains every round at the federation's participation rate.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+
+
+def sample_sizes(sizes: np.ndarray, clients_per_round: int, num_clients: int) -> np.ndarray:
+    """[G] clients each cluster samples: ``min(|C|, max(1, round(ρ|C|)))`` with halves up,
+    ρ = clients_per_round / num_clients; 0 for an empty cluster."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    want = np.floor(sizes * clients_per_round / num_clients + 0.5).astype(np.int64)
+    return np.minimum(sizes, np.maximum(want, 1))
+
+
+class Oracle(ClusteringAlgorithm):
+    name = "oracle"
+
+    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int, groups: np.ndarray):
+        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
+        groups = np.asarray(groups, dtype=np.int64)
+        if groups.shape != (num_clients,):
+            raise ValueError(f"groups must have shape ({num_clients},), got {groups.shape}")
+        if (groups < 0).any():
+            raise ValueError("groups must be non-negative group indices")
+        self.groups = groups.copy()
+        self.rng = np.random.default_rng([seed, 0x0AC1E])
+        self._clusters = {
+            str(g): np.flatnonzero(groups == g).astype(np.int64) for g in np.unique(groups)
+        }
+        self._ids = sorted(self._clusters, key=int)
+        self._sizes = sample_sizes(
+            np.array([len(self._clusters[c]) for c in self._ids]), clients_per_round, num_clients
+        )
+
+    def clusters(self) -> dict[str, np.ndarray]:
+        return dict(self._clusters)
+
+    def plan_round(self, round_index: int) -> RoundPlan:
+        train: dict[int, str] = {}
+        for cid, n in zip(self._ids, self._sizes, strict=True):
+            chosen = self.rng.choice(self._clusters[cid], size=int(n), replace=False)
+            train.update({int(k): cid for k in chosen})
+        return RoundPlan(round=round_index, train=dict(sorted(train.items())))
+
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+        return []
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+
+
+__all__ = ["Oracle", "sample_sizes"]

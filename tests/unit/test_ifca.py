@@ -1,0 +1,236 @@
+"""IFCA (Ghosh et al., NeurIPS 2020): the argmin assignment and the IFCA class driven by
+synthetic probe results. Expected values are written out by hand."""
+
+from __future__ import annotations
+
+import h5py
+import numpy as np
+import pytest
+
+from distfl.algorithms import build_algorithm
+from distfl.algorithms.base import ClientReports, ProbeRequest
+from distfl.algorithms.ifca import IFCA, assign_by_loss
+from distfl.checkpoint import _read_tree, _write_tree
+from distfl.config import load
+from distfl.runtime.server import _to_tree
+
+# ----------------------------------------------------------------------- assign_by_loss
+
+
+def test_assign_by_loss_hand_values():
+    losses = np.array(
+        [
+            [2.0, 1.0, 3.0],  # 1
+            [0.5, 0.7, 0.6],  # 0
+            [9.0, 8.0, 7.5],  # 2
+            [1.0, 1.0 + 1e-12, 1.0 + 2e-12],  # 0 by a hair
+        ]
+    )
+    got = assign_by_loss(losses)
+    assert got.dtype == np.int64
+    assert got.tolist() == [1, 0, 2, 0]
+
+
+def test_assign_by_loss_ties_go_to_the_lowest_index():
+    losses = np.array([[1.0, 1.0, 2.0], [3.0, 0.5, 0.5], [0.2, 0.2, 0.2]])
+    assert assign_by_loss(losses).tolist() == [0, 1, 0]
+
+
+def test_assign_by_loss_nan_never_wins():
+    losses = np.array([[np.nan, 2.0], [1.0, np.nan], [np.nan, np.nan]])
+    assert assign_by_loss(losses).tolist() == [1, 0, 0]
+
+
+def test_assign_by_loss_one_model_and_no_clients():
+    assert assign_by_loss(np.array([[4.0], [1.0]])).tolist() == [0, 0]
+    assert assign_by_loss(np.zeros((0, 3))).shape == (0,)
+
+
+@pytest.mark.parametrize("shape", [(3,), (2, 0), (1, 2, 2)])
+def test_assign_by_loss_rejects_bad_shapes(shape):
+    with pytest.raises(ValueError):
+        assign_by_loss(np.zeros(shape))
+
+
+# ------------------------------------------------------------------------ the IFCA class
+
+K, M, CPR = 10, 3, 4
+# client k is "of" model BEST[k]: its loss is lowest there
+BEST = np.array([1, 1, 0, 2, 1, 0, 2, 2, 1, 0])
+
+
+def _losses(clients: np.ndarray, best: np.ndarray = BEST) -> np.ndarray:
+    """[n, M] losses: 1.0 under the client's best model, 2.0 + j under model j otherwise."""
+    out = np.array([[2.0 + j for j in range(M)] for _ in clients])
+    out[np.arange(len(clients)), best[clients]] = 1.0
+    return out
+
+
+def _reports(plan) -> ClientReports:
+    clients = np.array(sorted(plan.train), dtype=np.int64)
+    n = len(clients)
+    return ClientReports(
+        clients=clients, losses=np.ones((n, 2)), num_samples=np.full(n, 10, dtype=np.int64)
+    )
+
+
+def _round(alg: IFCA, t: int, best: np.ndarray = BEST):
+    request = alg.probe(t)
+    alg.probe_result(t, request, _losses(request.clients, best))
+    plan = alg.plan_round(t)
+    alg.update(t, plan, _reports(plan))
+    return request, plan
+
+
+def test_cluster_ids_and_initial_models():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    assert alg.initial_models() == {"0": 1, "1": 2, "2": 3}
+    clusters = alg.clusters()
+    assert sorted(clusters) == ["0", "1", "2"]
+    assert all(len(members) == 0 for members in clusters.values())
+    assert (alg.assign == -1).all()
+
+
+def test_round_one_probes_every_client_over_every_model():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    request = alg.probe(1)
+    assert isinstance(request, ProbeRequest)
+    assert request.clients.dtype == np.int64
+    assert request.clients.tolist() == list(range(K))
+    assert request.clusters == ["0", "1", "2"]
+
+
+def test_clients_join_their_least_loss_cluster_and_train_from_it():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    _, plan = _round(alg, 1)
+    # every client has its cluster after round 1, not only the trained ones
+    assert alg.assign.tolist() == BEST.tolist()
+    clusters = alg.clusters()
+    assert clusters["0"].tolist() == [2, 5, 9]
+    assert clusters["1"].tolist() == [0, 1, 4, 8]
+    assert clusters["2"].tolist() == [3, 6, 7]
+    leaves, index = alg.assignment()
+    assert leaves == ["0", "1", "2"] and index.tolist() == BEST.tolist()
+    # only clients_per_round of them train, each from the model of its cluster
+    assert len(plan.train) == CPR
+    assert all(cid == str(BEST[k]) for k, cid in plan.train.items())
+    assert plan.return_models == frozenset()
+    assert alg.cluster_stats() == {"0": {"size": 3.0}, "1": {"size": 4.0}, "2": {"size": 3.0}}
+
+
+def test_later_rounds_probe_exactly_the_sampled_clients():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=5, num_clusters=M)
+    _round(alg, 1)
+    seen = set()
+    for t in range(2, 12):
+        request, plan = _round(alg, t)
+        clients = request.clients.tolist()
+        assert len(clients) == CPR and len(set(clients)) == CPR
+        assert clients == sorted(clients)
+        assert sorted(plan.train) == clients  # the probed clients are the ones that train
+        assert request.clusters == ["0", "1", "2"]
+        seen.update(clients)
+    assert len(seen) > CPR  # a fresh uniform sample each round, not a fixed set
+
+
+def test_unsampled_clients_keep_their_assignment():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=1, num_clusters=M)
+    _round(alg, 1)
+    # every client now prefers model (BEST + 1) mod M; only the probed ones move
+    moved = (BEST + 1) % M
+    request, plan = _round(alg, 2, best=moved)
+    probed = request.clients
+    others = np.setdiff1d(np.arange(K), probed)
+    assert alg.assign[probed].tolist() == moved[probed].tolist()
+    assert alg.assign[others].tolist() == BEST[others].tolist()
+    assert all(cid == str(moved[k]) for k, cid in plan.train.items())
+
+
+def test_empty_clusters_stay_listed():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    everyone_in_2 = np.full(K, 2)
+    _, plan = _round(alg, 1, best=everyone_in_2)
+    clusters = alg.clusters()
+    assert sorted(clusters) == ["0", "1", "2"]
+    assert clusters["0"].size == 0 and clusters["1"].size == 0
+    assert clusters["2"].tolist() == list(range(K))
+    assert set(plan.train.values()) == {"2"}
+    leaves, index = alg.assignment()
+    assert leaves == ["0", "1", "2"] and (index == 2).all()
+    assert alg.cluster_stats()["0"] == {"size": 0.0}
+
+
+def test_plan_needs_the_rounds_probe():
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    with pytest.raises(RuntimeError):
+        alg.plan_round(1)
+    request = alg.probe(1)
+    with pytest.raises(ValueError):
+        alg.probe_result(1, request, np.zeros((K, M + 1)))
+
+
+def test_sampling_is_seeded():
+    a = IFCA(num_clients=K, clients_per_round=CPR, seed=3, num_clusters=M)
+    b = IFCA(num_clients=K, clients_per_round=CPR, seed=3, num_clusters=M)
+    c = IFCA(num_clients=K, clients_per_round=CPR, seed=4, num_clusters=M)
+    plans = [[sorted(_round(x, t)[1].train) for t in range(1, 8)] for x in (a, b, c)]
+    assert plans[0] == plans[1]
+    assert plans[0] != plans[2]
+
+
+def test_state_round_trip_continues_identically():
+    a = IFCA(num_clients=K, clients_per_round=CPR, seed=7, num_clusters=M)
+    for t in range(1, 4):
+        _round(a, t)
+    state = a.state_dict()
+    assert isinstance(state["assign"], np.ndarray)
+    b = IFCA(num_clients=K, clients_per_round=CPR, seed=99, num_clusters=M)
+    b.load_state_dict(state)
+    assert b.assign.tolist() == a.assign.tolist()
+    moved = (BEST + 2) % M
+    for t in range(4, 9):
+        ra, pa = _round(a, t, best=moved)
+        rb, pb = _round(b, t, best=moved)
+        assert ra.clients.tolist() == rb.clients.tolist()
+        assert pa.train == pb.train
+    assert a.assign.tolist() == b.assign.tolist()
+    # the state does not alias the live arrays
+    a.state_dict()["assign"][:] = -5
+    assert (a.assign >= 0).all()
+
+
+def test_rejects_impossible_settings():
+    with pytest.raises(ValueError):
+        IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=0)
+    with pytest.raises(ValueError):
+        IFCA(num_clients=K, clients_per_round=K + 1, seed=0, num_clusters=M)
+
+
+def test_state_survives_the_run_files_storage(tmp_path):
+    a = IFCA(num_clients=K, clients_per_round=CPR, seed=11, num_clusters=M)
+    for t in range(1, 3):
+        _round(a, t)
+    with h5py.File(tmp_path / "state.h5", "w") as f:
+        _write_tree(f.create_group("state"), _to_tree(a.state_dict()))
+    with h5py.File(tmp_path / "state.h5", "r") as f:
+        stored = _read_tree(f["state"])
+    b = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    b.load_state_dict(stored)
+    for t in range(3, 7):
+        assert _round(a, t)[1].train == _round(b, t)[1].train
+    assert a.assign.tolist() == b.assign.tolist()
+
+
+def test_built_from_the_config():
+    config = load(
+        overrides=[
+            'algorithm.name="ifca"',
+            "algorithm.num_clusters=3",
+            "data.num_clients=10",
+            "server.clients_per_round=4",
+        ]
+    )
+    alg = build_algorithm(config)
+    assert isinstance(alg, IFCA)
+    assert (alg.num_clusters, alg.num_clients, alg.clients_per_round) == (3, 10, 4)
+    assert alg.initial_models() == {"0": 1, "1": 2, "2": 3}
