@@ -116,6 +116,11 @@ class AlgorithmSection:
     emd_projection: float = 0.9
     emd_solver: str = "exact"
     emd_reg: float = 0.05
+    # FLCL (regret-based clustering)
+    flcl_eta: float = 0.9
+    flcl_delta: float = 3.0
+    flcl_period: int = 5
+    flcl_expel: str = "preference"
 
 
 @dataclass(frozen=True)
@@ -172,7 +177,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.trainer": ("auto", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
-    "algorithm.name": ("none", "fedgwc", "emdcfl", "cfl", "ifca", "fesem", "oracle"),
+    "algorithm.name": ("none", "fedgwc", "emdcfl", "cfl", "ifca", "fesem", "flcl", "oracle"),
+    "algorithm.flcl_expel": ("preference", "regret"),
     "algorithm.emd_solver": ("exact", "sinkhorn"),
     "algorithm.sampling": ("priority", "uniform"),
     "comm.backend": ("auto", "local", "torch", "mpi"),
@@ -572,6 +578,17 @@ def validate(c: Config) -> None:
         raise ConfigError(
             f"algorithm.emd_projection = {c.algorithm.emd_projection!r}: must be in (0, 1] "
             "(kept share of the embedding dimension; paper 0.9)"
+        )
+    if not 0.0 < c.algorithm.flcl_eta < 1.0:
+        raise ConfigError(
+            f"algorithm.flcl_eta = {c.algorithm.flcl_eta!r}: must be in (0, 1) (RegEXT's η)"
+        )
+    if not c.algorithm.flcl_delta > 0:
+        raise ConfigError(f"algorithm.flcl_delta = {c.algorithm.flcl_delta!r}: must be positive")
+    _range("algorithm.flcl_period", c.algorithm.flcl_period, 1, None, "at least 1 round")
+    if c.algorithm.name == "flcl" and c.train.local_steps < 2:
+        raise ConfigError(
+            "train.local_steps = 1: FLCL needs at least 2 (the first and last step's losses)"
         )
     if not c.algorithm.emd_reg > 0:
         raise ConfigError(f"algorithm.emd_reg = {c.algorithm.emd_reg!r}: must be positive")

@@ -58,6 +58,16 @@ def build_algorithm(config: Config, groups: np.ndarray | None = None) -> Cluster
         from distfl.algorithms.fesem import FeSEM
 
         return FeSEM(**common, num_clusters=a.num_clusters, reassign_every=a.reassign_every)
+    if a.name == "flcl":
+        from distfl.algorithms.flcl import FLCL
+
+        return FLCL(
+            **common,
+            eta=a.flcl_eta,
+            delta=a.flcl_delta,
+            period=a.flcl_period,
+            expel=a.flcl_expel,
+        )
     if a.name == "oracle":
         from distfl.algorithms.oracle import Oracle
 

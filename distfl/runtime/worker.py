@@ -80,14 +80,18 @@ class Worker:
             weights = torch.zeros(plan.num_models, dtype=torch.int64)
         for k in own:
             if plan.tasks[k] & PROBE:  # before training: the models as broadcast
-                losses = train_losses(self.model, models.to(self.device), self.data[k])
+                losses = train_losses(
+                    self.model, models.to(self.device), self.data[k], loss=self.config.train.loss
+                )
                 probe_rows.append(np.concatenate([[k], losses]))
             if plan.tasks[k] & PROBE_EMD:
                 row = self._emd_row(k, models[0].to(self.device), plan)
                 probe_rows.append(np.concatenate([[k], row]))
             if plan.tasks[k] & EVAL:
                 data = self.data[k]
-                bal, acc, loss = evaluate(self.model, models[int(plan.model_of[k])], data)
+                bal, acc, loss = evaluate(
+                    self.model, models[int(plan.model_of[k])], data, loss=self.config.train.loss
+                )
                 eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
         by_model = self._train([k for k in own if plan.tasks[k] & TRAIN], plan, models)
         for m, (ks, new, losses) in by_model.items():

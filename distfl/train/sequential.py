@@ -6,6 +6,8 @@ from the worker that hosts it, so any world size trains it the same way.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -14,6 +16,35 @@ from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.metrics import balanced_accuracy
 from distfl.models import flat_params, load_flat
+
+
+def hinge_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """Mean hinge loss of a binary problem: with the logits (z0, z1) and the label y ∈ {0, 1},
+    the margin is m = (2y − 1)(z1 − z0) and the loss mean(max(0, 1 − m)) (the FLCL paper's
+    l(z) = max(0, 1 − z) with labels ±1 and the score z1 − z0; a linear model, ``model.hidden
+    = []``, makes z1 − z0 = θᵀx + b)."""
+    if logits.shape[-1] != 2:
+        raise ValueError(
+            f"train.loss = 'hinge' needs a binary problem (2 logits), not {logits.shape[-1]}"
+        )
+    sign = (2 * y - 1).to(logits.dtype)
+    margin = sign * (logits[..., 1] - logits[..., 0])
+    return torch.clamp(1.0 - margin, min=0.0).mean()
+
+
+#: ``train.loss`` -> the loss of a batch of logits [B, C] and labels [B].
+LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "cross_entropy": nn.functional.cross_entropy,
+    "hinge": hinge_loss,
+}
+
+
+def loss_function(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    """The loss of ``train.loss = name``."""
+    try:
+        return LOSSES[name]
+    except KeyError:
+        raise ValueError(f"train.loss = {name!r}: allowed values are {', '.join(LOSSES)}") from None
 
 
 def client_seed(seed: int, round_index: int, client: int) -> int:
@@ -48,7 +79,7 @@ class SequentialTrainer:
         self.model = model.to(device)
         self.cfg = train
         self.device = device
-        self.loss_fn = nn.CrossEntropyLoss()
+        self.loss_fn = loss_function(train.loss)
 
     def train(
         self, start: torch.Tensor, data: ClientData, *, seed: int
@@ -81,24 +112,30 @@ class SequentialTrainer:
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, flat: torch.Tensor, data: ClientData) -> tuple[float, float, float]:
-    """(balanced accuracy, accuracy, mean loss) of the flat model on the client's test split."""
+def evaluate(
+    model: nn.Module, flat: torch.Tensor, data: ClientData, *, loss: str = "cross_entropy"
+) -> tuple[float, float, float]:
+    """(balanced accuracy, accuracy, mean loss) of the flat model on the client's test split;
+    the loss is ``train.loss``'s (``loss``)."""
     load_flat(model, flat)
     model.eval()
     logits = model(data.x_test)
-    loss = float(nn.functional.cross_entropy(logits, data.y_test))
+    loss_value = float(loss_function(loss)(logits, data.y_test))
     pred = logits.argmax(dim=1).cpu().numpy()
     y = data.y_test.cpu().numpy()
-    return balanced_accuracy(y, pred), float(np.mean(pred == y)), loss
+    return balanced_accuracy(y, pred), float(np.mean(pred == y)), loss_value
 
 
 @torch.no_grad()
-def train_losses(model: nn.Module, flats: torch.Tensor, data: ClientData) -> np.ndarray:
-    """[M] mean cross-entropy of each flat model in ``flats`` [M, P] on the client's train
-    split (IFCA's cluster identity estimate)."""
+def train_losses(
+    model: nn.Module, flats: torch.Tensor, data: ClientData, *, loss: str = "cross_entropy"
+) -> np.ndarray:
+    """[M] mean loss (``train.loss``'s, ``loss``) of each flat model in ``flats`` [M, P] on
+    the client's train split (IFCA's cluster identity estimate)."""
     model.eval()
+    fn = loss_function(loss)
     out = np.empty(flats.shape[0], dtype=np.float64)
     for m in range(flats.shape[0]):
         load_flat(model, flats[m])
-        out[m] = float(nn.functional.cross_entropy(model(data.x_train), data.y_train))
+        out[m] = float(fn(model(data.x_train), data.y_train))
     return out

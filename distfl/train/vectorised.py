@@ -18,7 +18,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from distfl.config import TrainSection
 from distfl.data import ClientData
-from distfl.train.sequential import BatchStream
+from distfl.train.sequential import BatchStream, loss_function
 
 
 class VectorisedTrainer:
@@ -33,9 +33,11 @@ class VectorisedTrainer:
         # no buffers in the built-in models; functional_call needs them passed if any
         self.buffers = {n: b for n, b in self.model.named_buffers()}
 
+        loss_fn = loss_function(train.loss)
+
         def loss_of(params, x, y):
             out = functional_call(self.model, (params, self.buffers), (x,))
-            return nn.functional.cross_entropy(out, y)
+            return loss_fn(out, y)
 
         self._step = vmap(grad_and_value(loss_of))
 

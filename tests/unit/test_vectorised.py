@@ -10,9 +10,23 @@ import pytest
 import torch
 
 from distfl import config as C
-from distfl.data import ClientData, load_clients, load_digits_dataset, make_partition
+from distfl.data import (
+    ClientData,
+    load_clients,
+    load_dataset,
+    load_digits_dataset,
+    make_partition,
+)
 from distfl.models import build_model, flat_params
-from distfl.train import SequentialTrainer, VectorisedTrainer, client_seed, supports
+from distfl.train import (
+    SequentialTrainer,
+    VectorisedTrainer,
+    client_seed,
+    evaluate,
+    supports,
+    train_losses,
+)
+from distfl.train.sequential import hinge_loss
 
 CPU = torch.device("cpu")
 
@@ -116,3 +130,95 @@ def test_auto_picks_vectorised_for_the_built_in_models(digits):
     for name in ("mlp", "cnn", "lenet5"):
         assert supports(build_model(name, digits.input_shape, 10))
     assert not supports(torch.nn.BatchNorm1d(4))
+
+
+def setup_gaussian(*sets: str, hidden: str = "[]", num_clients: int = 6):
+    """The binary Gaussian federation with the hinge loss; ``hidden = []`` is a linear model."""
+    cfg = C.load(
+        overrides=['data.dataset="gaussian"', f"data.num_clients={num_clients}",
+                   "data.dim=5", "data.samples_per_client=40", "server.clients_per_round=2",
+                   "train.local_steps=5", "train.batch_size=8", 'train.loss="hinge"',
+                   f"model.hidden={hidden}", *sets],
+    )  # fmt: skip
+    ds = load_dataset(cfg)
+    part = make_partition(cfg, ds)
+    data = load_clients(ds, part, range(num_clients), CPU, groups=cfg.groups, seed=0)
+    hid = cfg.model.hidden
+    torch.manual_seed(2)
+    start = flat_params(build_model("mlp", ds.input_shape, 2, hidden=hid))
+    seeds = [client_seed(0, 4, k) for k in range(num_clients)]
+    seq = SequentialTrainer(build_model("mlp", ds.input_shape, 2, hidden=hid), cfg.train, CPU)
+    vec = VectorisedTrainer(build_model("mlp", ds.input_shape, 2, hidden=hid), cfg.train, CPU)
+    return [data[k] for k in range(num_clients)], start, seeds, seq, vec
+
+
+@pytest.mark.parametrize("hidden", ["[]", "[16]"])
+@pytest.mark.parametrize("sets", [(), ("train.momentum=0.9", "train.weight_decay=0.01")])
+def test_hinge_vectorised_is_bit_identical_to_sequential(hidden, sets):
+    """The hinge loss trains the same model bits in both trainers, for the linear model and an
+    MLP; the recorded losses (a mean over the batch, reduced by other kernels under vmap)
+    agree to float32 rounding, as they do for the cross-entropy."""
+    torch.set_num_threads(1)
+    datas, start, seeds, seq, vec = setup_gaussian(*sets, hidden=hidden)
+    models, losses = vec.train_many(start, datas, seeds)
+    for i, (d, s) in enumerate(zip(datas, seeds, strict=True)):
+        m, l = seq.train(start, d, seed=s)
+        assert torch.equal(models[i], m), (hidden, sets, i)
+        assert np.allclose(losses[i], l, rtol=1e-6, atol=1e-6), (hidden, sets, i)
+        assert not torch.equal(models[i], start)
+
+
+def test_hinge_loss_values_and_linear_step():
+    """The hinge loss by hand, and one SGD step of the linear model against its subgradient."""
+    logits = torch.tensor([[0.0, 2.0], [1.0, 0.5], [0.0, 0.0], [3.0, -1.0]])
+    y = torch.tensor([1, 1, 0, 0])
+    # margins (2y-1)(z1-z0): 2, -0.5, 0, 4 -> losses 0, 1.5, 1, 0
+    assert float(hinge_loss(logits, y)) == pytest.approx(2.5 / 4)
+    with pytest.raises(ValueError, match="binary"):
+        hinge_loss(torch.zeros(2, 3), torch.tensor([0, 1]))
+    # linear model: z1 - z0 = (w1 - w0)·x + (b1 - b0); one step of lr 0.5 on one batch
+    cfg = C.load(
+        overrides=['data.dataset="gaussian"', "model.hidden=[]", 'train.loss="hinge"',
+                   "train.local_steps=1", "train.batch_size=4", "train.lr=0.5"],
+    )  # fmt: skip
+    model = build_model("mlp", (2,), 2, hidden=())
+    assert sum(p.numel() for p in model.parameters()) == 6  # W [2, 2] and b [2]
+    start = torch.tensor([0.1, -0.2, 0.3, 0.4, 0.0, 0.05])  # W row-major, then b
+    x = torch.tensor([[1.0, 2.0], [-1.0, 0.5], [0.2, -0.3], [2.0, 2.0]])
+    yy = torch.tensor([1, 0, 1, 0])
+    data = ClientData(x, yy, x, yy)
+    new, losses = SequentialTrainer(model, cfg.train, CPU).train(start, data, seed=0)
+    W, b = start[:4].view(2, 2).double(), start[4:].double()
+    score = x.double() @ (W[1] - W[0]) + (b[1] - b[0])
+    sign = 2 * yy.double() - 1
+    active = (1 - sign * score) > 0
+    assert losses[0] == pytest.approx(float(torch.clamp(1 - sign * score, min=0).mean()))
+    g = -(sign * active)[:, None] / 4  # d loss / d score, per sample
+    gw = (g * x.double()).sum(0)
+    expected_w = torch.stack([W[0] + 0.5 * gw, W[1] - 0.5 * gw])
+    expected_b = torch.stack([b[0] + 0.5 * g.sum(), b[1] - 0.5 * g.sum()])
+    assert torch.allclose(new.double(), torch.cat([expected_w.reshape(-1), expected_b]), atol=1e-6)
+
+
+def test_hinge_needs_the_gaussian_dataset():
+    with pytest.raises(C.ConfigError, match="gaussian"):
+        C.load(overrides=['train.loss="hinge"'])
+    with pytest.raises(C.ConfigError, match="train.loss"):
+        C.load(overrides=['data.dataset="gaussian"', 'train.loss="squared"'])
+    assert C.load(overrides=[]).train.loss == "cross_entropy"
+
+
+def test_evaluate_and_train_losses_use_the_chosen_loss():
+    model = build_model("mlp", (2,), 2, hidden=())
+    flat = torch.tensor([0.0, 0.0, 1.0, -1.0, 0.0, 0.5])  # score = x0 - x1 + 0.5
+    x = torch.tensor([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])
+    y = torch.tensor([1, 1, 0])
+    data = ClientData(x, y, x, y)
+    # scores 1.5, -0.5, 0.5; margins 1.5, -0.5, -0.5 -> hinge 0, 1.5, 1.5
+    _, acc, loss = evaluate(model, flat, data, loss="hinge")
+    assert loss == pytest.approx(1.0) and acc == pytest.approx(1 / 3)
+    ce = evaluate(model, flat, data)[2]
+    logits = torch.tensor([[0.0, 1.5], [0.0, -0.5], [0.0, 0.5]])
+    assert ce == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)))
+    both = train_losses(model, torch.stack([flat, torch.zeros(6)]), data, loss="hinge")
+    assert both.tolist() == pytest.approx([1.0, 1.0])  # the zero model: margin 0 everywhere
