@@ -13,7 +13,7 @@ W1 under the Euclidean ground cost, computed by POT (``ot.emd2``, exact, or
 min(10%, 512)). Clients c, c' are adjacent when d_cc' < ε and d_c'c < ε (mutual);
 clients with identical neighbourhoods form a cluster. The root then splits into those
 clusters after round 1, each cluster trains its own model by FedAvg from then on, sampling
-max(1, round(ρ_p |C|)) of its members per round (ρ_p = clients_per_round / num_clients).
+its members as the oracle does (:func:`distfl.algorithms.oracle.sample_sizes`).
 
 Where the computation runs: the worker hosting client c computes row c (every d_cc'),
 evaluating ω_c on the samples of every c' (in this emulator every rank holds the dataset,
@@ -154,7 +154,6 @@ class EMDCFL(ClusteringAlgorithm):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.epsilon = epsilon
         self.steps = steps
-        self.rate = clients_per_round / num_clients
         self.rng = np.random.default_rng([seed, 0xE3DCF1])
         self.members: dict[str, np.ndarray] = {ROOT: np.arange(num_clients, dtype=np.int64)}
         self.distances: np.ndarray | None = None
@@ -172,12 +171,17 @@ class EMDCFL(ClusteringAlgorithm):
         self.distances = np.asarray(losses, dtype=np.float64)
 
     def plan_round(self, round_index: int) -> RoundPlan:
+        from distfl.algorithms.oracle import sample_sizes
+
+        ids = sorted(self.members)
+        sizes = sample_sizes(
+            np.array([len(self.members[c]) for c in ids]), self.clients_per_round, self.num_clients
+        )
         train: dict[int, str] = {}
-        for cid, members in sorted(self.members.items()):
-            n = min(len(members), max(1, int(round(self.rate * len(members)))))
-            for k in np.sort(self.rng.choice(members, size=n, replace=False)):
+        for cid, n in zip(ids, sizes, strict=True):
+            for k in np.sort(self.rng.choice(self.members[cid], size=int(n), replace=False)):
                 train[int(k)] = cid
-        return RoundPlan(round=round_index, train=train)
+        return RoundPlan(round=round_index, train=dict(sorted(train.items())))
 
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
         if round_index != 1 or self.distances is None:
