@@ -561,13 +561,14 @@ def validate(c: Config) -> None:
             "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
             "e.g. --set train.prox_mu=0.01)"
         )
-    _range(
-        "algorithm.num_clusters",
-        c.algorithm.num_clusters,
-        1,
-        c.data.num_clients,
-        f"between 1 and data.num_clients ({c.data.num_clients})",
-    )
+    if c.algorithm.name in ("ifca", "fesem"):
+        _range(
+            "algorithm.num_clusters",
+            c.algorithm.num_clusters,
+            1,
+            c.data.num_clients,
+            f"between 1 and data.num_clients ({c.data.num_clients})",
+        )
     _range("algorithm.reassign_every", c.algorithm.reassign_every, 1, None, "at least 1")
     _range("algorithm.eps1", c.algorithm.eps1, 0.0, None, "non-negative")
     _range("algorithm.eps2", c.algorithm.eps2, 0.0, None, "non-negative")
