@@ -172,25 +172,6 @@ def _cmd_keys() -> int:
     return 0
 
 
-def _exit_now_if_torch_world(config) -> None:
-    """After a clean multi-rank torch.distributed run, end the process at once.
-
-    The process group is destroyed and the run file written by then. What is left is the
-    interpreter's teardown of torch's C++ objects, where a gloo rank now and then aborts
-    ("terminate called without an active exception", about one launch in thirty) although
-    its run finished; that would turn a finished job into a failed one (Slurm, torchrun)."""
-    import os
-
-    from distfl.comm import resolve_backend
-    from distfl.comm.env import detect
-
-    info = detect(backend=config.comm.backend)
-    if info.world_size > 1 and resolve_backend(config.comm.backend, info) == "torch":
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(0)
-
-
 def _is_rank0() -> bool:
     from distfl.comm.env import detect
 
@@ -232,7 +213,6 @@ def main(argv: list[str] | None = None) -> int:
             from distfl.runtime import run
 
             run(config, resume=args.resume)
-            _exit_now_if_torch_world(config)
             return 0
     except UserError as exc:
         if _is_rank0():  # every rank sees the same bad input; one line is enough
