@@ -144,11 +144,11 @@ def _config_from_args(args: argparse.Namespace):
 
     overrides = list(args.overrides)
     if args.out:
-        overrides.append(f"run.out={_toml_str(args.out)}")
+        overrides.append(f"run.out={config.toml_string(args.out)}")
     elif args.resume:
-        overrides.append(f"run.out={_toml_str(args.resume)}")
+        overrides.append(f"run.out={config.toml_string(args.resume)}")
     if args.comm:
-        overrides.append(f"comm.backend={_toml_str(args.comm)}")
+        overrides.append(f"comm.backend={config.toml_string(args.comm)}")
     base = None
     if args.resume and not args.config and not args.preset:
         # `distfl run --resume RUN.h5` alone continues with the config stored in the file
@@ -157,10 +157,6 @@ def _config_from_args(args: argparse.Namespace):
         base = read_run_file(args.resume).config
     preset = args.preset if args.preset or args.config or base else "default"
     return config.load(path=args.config, preset=preset, overrides=overrides, base=base)
-
-
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _cmd_keys() -> int:

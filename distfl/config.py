@@ -372,6 +372,11 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
             base.setdefault(section, {})[key] = copy.deepcopy(value)
 
 
+def toml_string(s: str) -> str:
+    """``s`` as a TOML basic string, for building ``--set key=value`` items."""
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def parse_set(item: str) -> tuple[str, str, Any]:
     """Parse one ``--set section.key=value``; the value is read as TOML, else as a string."""
     if "=" not in item:

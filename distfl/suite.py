@@ -73,10 +73,6 @@ def default_scenarios() -> list[str]:
     return ["default", *SCENARIOS]
 
 
-def _toml_str(s: str) -> str:
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
 def _source(scenario: str) -> tuple[str, tuple[str, ...]]:
     from distfl.config import PRESETS
 
@@ -122,9 +118,9 @@ def plan_jobs(
             for seed in seeds:
                 out = Path(out_dir) / f"{name}--{algorithm}--s{seed}.h5"
                 own = (
-                    f"algorithm.name={_toml_str(algorithm)}",
+                    f"algorithm.name={cfg.toml_string(algorithm)}",
                     f"run.seed={seed}",
-                    f"run.out={_toml_str(str(out))}",
+                    f"run.out={cfg.toml_string(str(out))}",
                     'run.progress="none"',
                 )
                 items = (*overrides, *own)
