@@ -107,6 +107,11 @@ def build_model(
     raise ValueError(f"unknown model {name!r}")  # config validation forbids it
 
 
+def last_linear(model: nn.Module) -> nn.Linear:
+    """The model's last ``nn.Linear`` (its input is the penultimate-layer embedding)."""
+    return [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+
+
 def num_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

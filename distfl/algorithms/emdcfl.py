@@ -36,16 +36,41 @@ from distfl.algorithms.base import (
     RoundPlan,
     Split,
 )
+from distfl.models import last_linear
 
 ROOT = "0"
 
 # -- pure math -------------------------------------------------------------------------
 
 
+def projected_dim(dim: int, ratio: float) -> int:
+    """Columns of a pair's projection: max(1, ⌊ratio·dim⌋)."""
+    return max(1, int(np.floor(ratio * dim)))
+
+
+def embed_size(num_train, samples: int):
+    """Samples per side of a client's W1 (and of its validation set): min(samples, ⌊n/2⌋),
+    at least 1; elementwise for an array of train sizes."""
+    return np.maximum(1, np.minimum(samples, np.asarray(num_train) // 2))
+
+
+def protocol_bytes(
+    num_train: np.ndarray, *, num_params: int, embed_dim: int, samples: int, ratio: float
+) -> int:
+    """What the paper's protocol moves for the one-shot step among n clients: each client
+    downloads the initial model, each pair swaps its two models, and the server receives
+    each client's τ and, per ordered pair (c, c'), the two sets Z_c|c R and Z_c'|c R."""
+    n = len(num_train)
+    m = embed_size(num_train, samples)
+    models = n * 4 * num_params + n * (n - 1) * 4 * num_params
+    embeddings = int(2 * (n - 1) * m.sum()) * projected_dim(embed_dim, ratio) * 4
+    return models + embeddings + 8 * n
+
+
 def projection(dim: int, ratio: float, *, seed: int, a: int, b: int) -> np.ndarray:
     """R [dim, max(1, ⌊ratio·dim⌋)], Gaussian with variance 1/columns, the same for the pair
     (a, b) and (b, a) and private to it (drawn from the run's seed and the two ids)."""
-    cols = max(1, int(np.floor(ratio * dim)))
+    cols = projected_dim(dim, ratio)
     lo, hi = min(a, b), max(a, b)
     rng = np.random.default_rng([seed, 0xE3D, lo, hi])
     return rng.standard_normal((dim, cols)) / np.sqrt(cols)
@@ -89,7 +114,7 @@ def neighbourhood_clusters(adjacency: np.ndarray) -> np.ndarray:
 
 def last_linear_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The penultimate-layer embedding: the input of the model's last nn.Linear."""
-    last = [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
+    last = last_linear(model)
     seen: list[torch.Tensor] = []
     handle = last.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0]))
     try:
@@ -103,7 +128,7 @@ def last_linear_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
 def embed_sets(num_train: int, samples: int, *, seed: int, client: int) -> tuple[np.ndarray, ...]:
     """Disjoint (embedding, validation) index sets into a client's train split, each of
     min(samples, ⌊n/2⌋) samples (at least 1), drawn from (seed, client)."""
-    m = max(1, min(samples, num_train // 2))
+    m = int(embed_size(num_train, samples))
     perm = np.random.default_rng([seed, 0xE3D5, client]).permutation(num_train)
     return np.sort(perm[:m]), np.sort(perm[m : 2 * m] if num_train > 1 else perm[:m])
 

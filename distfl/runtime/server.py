@@ -12,13 +12,14 @@ import torch
 
 from distfl.aggregators import build_aggregator
 from distfl.algorithms import ClientReports, ProbeRequest, RoundPlan, Split, build_algorithm
+from distfl.algorithms.emdcfl import protocol_bytes
 from distfl.checkpoint import HierarchyNode, RunFile, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition
 from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.metrics import federation_mean
-from distfl.models import build_model, flat_params
+from distfl.models import build_model, flat_params, last_linear
 from distfl.progress import Progress
 from distfl.runtime.protocol import (
     EVAL,
@@ -75,21 +76,20 @@ class Server:
         self.algorithm = build_algorithm(config, groups=partition.group)
         self.aggregate = build_aggregator(config.server)
 
-        def initial(offset: int) -> torch.Tensor:
+        def initial(offset: int) -> torch.nn.Module:
             if offset == 0:
                 torch.manual_seed(config.run.seed)
             else:
                 seq = np.random.SeedSequence([config.run.seed, 0x1A17, offset])
                 torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
-            model = build_model(
+            return build_model(
                 config.model.name, input_shape, num_classes, hidden=config.model.hidden
             )
-            linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
-            self.embed_dim = linears[-1].in_features
-            return flat_params(model)
 
         offsets = self.algorithm.initial_models()
-        inits = {o: initial(o) for o in sorted(set(offsets.values()) | {0})}
+        built = {o: initial(o) for o in sorted(set(offsets.values()) | {0})}
+        inits = {o: flat_params(m) for o, m in built.items()}
+        self.embed_dim = last_linear(built[0]).in_features  # EMD-CFL's traffic count
         self.P = int(inits[0].numel())
         self.models: dict[str, torch.Tensor] = {
             cid: inits[offsets[cid]].clone() for cid in self.algorithm.clusters()
@@ -176,18 +176,19 @@ class Server:
         self.round_bytes += int(nbytes)
 
     def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray:
-        """[n, M] mean train loss of each requested client under each requested model."""
-        n, M, P = len(request.clients), len(request.clusters), self.P
+        """The probe's rows without the client id: [n, M] mean train losses under each
+        requested model, or for an EMD probe [n, K] EMD-CFL distances."""
+        n, M = len(request.clients), len(request.clusters)
         if request.kind == "emd":
-            # the paper's protocol: each pair swaps its two models; the server receives each
-            # client's τ and, per ordered pair, two sets of m projected embeddings
             a = self.config.algorithm
-            m = np.maximum(1, np.minimum(a.emd_samples, self.num_train[request.clients] // 2))
-            dim = max(1, int(np.floor(a.emd_projection * self.embed_dim)))
-            self._count(n * 4 * P + n * (n - 1) * 4 * P + 8 * n)
-            self._count(int(2 * (n - 1) * m.sum()) * dim * 4)
+            self._count(
+                protocol_bytes(
+                    self.num_train[request.clients], num_params=self.P,
+                    embed_dim=self.embed_dim, samples=a.emd_samples, ratio=a.emd_projection,
+                )
+            )  # fmt: skip
         else:
-            self._count(n * (M * 4 * P + M * 8))
+            self._count(n * (M * 4 * self.P + M * 8))
         clusters = list(request.clusters)
         model_of = {int(k): clusters[0] for k in request.clients}
         bit = PROBE_EMD if request.kind == "emd" else PROBE

@@ -11,11 +11,14 @@ from distfl.algorithms.base import ClientReports, RoundPlan
 from distfl.algorithms.emdcfl import (
     EMDCFL,
     embed_sets,
+    embed_size,
     emd_row,
     last_linear_inputs,
     mutual_adjacency,
     neighbourhood_clusters,
+    projected_dim,
     projection,
+    protocol_bytes,
     wasserstein1,
 )
 from distfl.models import MLP
@@ -137,3 +140,12 @@ def test_one_neighbourhood_means_no_split_and_state_round_trip():
     other = EMDCFL(num_clients=4, clients_per_round=2, seed=5, epsilon=1.0)
     other.load_state_dict(algo.state_dict())
     assert other.plan_round(2).train == algo.plan_round(2).train
+
+
+def test_protocol_bytes_hand_computed():
+    # two clients: m = (5, 3) samples per side, 9 projected columns of 10, 100 parameters;
+    # downloads 2·400, model swap 2·400, embeddings 2·(n−1)·(5+3)·9·4, τ 2·8
+    got = protocol_bytes(np.array([10, 7]), num_params=100, embed_dim=10, samples=512, ratio=0.9)
+    assert got == 800 + 800 + 576 + 16
+    assert embed_size(np.array([1, 10, 5000]), 512).tolist() == [1, 5, 512]
+    assert projected_dim(10, 0.9) == 9 and projected_dim(3, 0.1) == 1
