@@ -108,8 +108,3 @@ AGGREGATORS: dict[str, type[Aggregator]] = {
 def build_aggregator(server) -> Aggregator:
     """The aggregator of ``server.aggregator`` with ``server.lr`` and ``server.momentum``."""
     return AGGREGATORS[server.aggregator](lr=server.lr, momentum=server.momentum)
-
-
-def fedavg(model: torch.Tensor, delta_sum: torch.Tensor, weight_sum: int) -> torch.Tensor:
-    """model + delta_sum / weight_sum, in float64, returned as float32 (FedAvg's step)."""
-    return Aggregator()("", model, delta_sum, weight_sum)

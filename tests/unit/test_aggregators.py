@@ -21,6 +21,34 @@ def test_registry_names_match_config_choices():
         assert cls.name == name
 
 
+def test_fedavg_hand_computed():
+    model = torch.tensor([1.0, -2.0, 0.5], dtype=torch.float32)
+    # two clients with n = 2 and n = 6, updates +1 and -1 on the first parameter etc.
+    delta_sum = torch.tensor([2 * 1.0 + 6 * -1.0, 2 * 0.5 + 6 * 0.5, 0.0], dtype=torch.float64)
+    out = Aggregator()("0", model, delta_sum, 8)
+    # 1 + (-4/8), -2 + 4/8, 0.5 + 0
+    assert out.dtype == torch.float32
+    assert out.tolist() == [0.5, -1.5, 0.5]
+
+
+def test_fedavg_is_computed_in_float64():
+    model = torch.tensor([1.0], dtype=torch.float32)
+    # mean update 2^-24 + 2^-50: in float64, 1 + 2^-24 + 2^-50 is exact and just above
+    # half an ulp of 1.0f, so it rounds up to 1 + 2^-23; in float32 the update would be
+    # 2^-24 and the tie 1 + 2^-24 would round to even, 1.0
+    delta = torch.tensor([4 * (2.0**-24 + 2.0**-50)], dtype=torch.float64)
+    out = Aggregator()("0", model, delta, 4)
+    assert out.tolist() == [1.0 + 2.0**-23]
+
+
+def test_fedavg_zero_weight_keeps_model():
+    model = torch.tensor([1.0, 2.0, 3.0])
+    out = Aggregator()("0", model, torch.tensor([5.0, 5.0, 5.0], dtype=torch.float64), 0)
+    assert torch.equal(out, model)
+    out[0] = 99.0
+    assert model[0] == 1.0  # a copy, not the same tensor
+
+
 def test_fedavgm_two_rounds_hand_computed():
     agg = FedAvgM(lr=0.5, momentum=0.9)
     model = torch.tensor([1.0, 0.0])
