@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cliproc import assert_one_line_error
 
 import distfl
 
@@ -40,19 +41,6 @@ def run_cli(helpers, args, tmp_path: Path, env=None, timeout: float = CLI_TIMEOU
         timeout=timeout,
     )
     return proc, time.monotonic() - t0
-
-
-def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
-    err = proc.stderr
-    assert proc.returncode == 2, f"exit code {proc.returncode}, stderr:\n{err}"
-    assert "Traceback" not in err, err
-    line = err.strip()
-    assert line, "nothing on stderr"
-    assert "\n" not in line, f"more than one line on stderr:\n{err}"
-    assert line.startswith("distfl: error: "), line
-    for needle in needles:
-        assert needle in line, f"{needle!r} not in {line!r}"
-    return line
 
 
 # (test id, --set overrides, what the one line must contain: the key, then what is allowed)

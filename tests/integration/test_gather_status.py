@@ -16,6 +16,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from runfile import fedgwc_toml
 from sklearn.metrics import (
     adjusted_rand_score,
@@ -43,12 +44,7 @@ def distfl(helpers, cwd, *args, timeout=120):
 
 
 def one_line_error(proc, *needles):
-    err = proc.stderr.strip()
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in err and "\n" not in err, err
-    assert err.startswith("distfl: error: "), err
-    for needle in needles:
-        assert needle in err, err
+    err = assert_one_line_error(proc, *needles)
     assert proc.stdout == ""
     return err
 

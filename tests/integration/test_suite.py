@@ -25,6 +25,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from runfile import assert_same_run
 
 from distfl.suite import COLUMNS
@@ -399,10 +400,7 @@ def test_run_file_of_another_config_is_refused(helpers, base, tmp_path):
     proc = distfl(helpers, tmp_path, "suite", str(base.toml), "--algorithms", "fedgwc,none",
                   "--seeds", "0", "--workers", "2", "--out", "out", "--set", "train.lr=0.2",
                   *COMMON)  # fmt: skip
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    err = proc.stderr.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    assert err.startswith("distfl: error: ") and f"out/{name}" in err and "--force" in err, err
+    assert_one_line_error(proc, f"out/{name}", "--force")
     assert proc.stdout == ""
     assert snapshot(out) == before  # nothing ran: no other run file, no log, no table
 
@@ -415,10 +413,7 @@ def test_unreadable_run_file_is_refused(helpers, base, tmp_path):
     before = snapshot(out)
     proc = distfl(helpers, tmp_path, "suite", str(base.toml), "--algorithms", "fedgwc,none",
                   "--seeds", "0", "--out", "out", *COMMON)  # fmt: skip
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    err = proc.stderr.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    assert f"out/{name}" in err and "--force" in err, err
+    assert_one_line_error(proc, f"out/{name}", "--force")
     assert proc.stdout == ""
     assert snapshot(out) == before
 
@@ -445,10 +440,7 @@ def test_bad_input_exits_2_before_anything_runs(helpers, tmp_path, args, needle)
     (tmp_path / "broken.toml").write_text("[data\nnum_clients = 4\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = distfl(helpers, tmp_path, "suite", *args, "--out", "out", timeout=60)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    err = proc.stderr.strip()
-    assert "\n" not in err and "Traceback" not in err, err
-    assert err.startswith("distfl: error: ") and needle in err, err
+    assert_one_line_error(proc, needle)
     assert proc.stdout == ""
     assert not (tmp_path / "out").exists()
 

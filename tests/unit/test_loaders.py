@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from datafiles import (
     cifar_batch,
     dump,
@@ -445,9 +446,5 @@ def test_cli_malformed_file_exits_2_with_one_line(tmp_path: Path, dataset, corru
         text=True,
         timeout=300,
     )
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert "Traceback" not in proc.stderr
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert str(bad) in lines[0]
+    assert_one_line_error(proc, str(bad))
     assert not (tmp_path / "r.h5").exists()
