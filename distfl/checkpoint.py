@@ -8,7 +8,8 @@ Layout (DESIGN.md):
     /hierarchy/<id>   attrs parent, created_round, split_round; dataset members
     /final/           assignment [K], leaves [L] (strings), models [L, P] float32
     /metrics/         one resizable column per per-round metric (deterministic values);
-                      /metrics/clusters/ the same per (round, cluster)
+                      /metrics/clusters/ the same per (round, cluster);
+                      /metrics/evaluation/ per (evaluation round, evaluated cluster)
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics)
     /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
 """
@@ -119,6 +120,7 @@ def write_run_file(
     cluster_metrics: dict[str, np.ndarray],
     timing: dict[str, np.ndarray],
     state: dict[str, Any],
+    evaluation: dict[str, np.ndarray] | None = None,
 ) -> None:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
     path = Path(path)
@@ -154,6 +156,9 @@ def write_run_file(
             mc = m.create_group("clusters")
             for name, values in cluster_metrics.items():
                 _column(mc, name, values)
+            me = m.create_group("evaluation")
+            for name, values in (evaluation or {}).items():
+                _column(me, name, values)
             t = f.create_group("timing")
             for name, values in timing.items():
                 _column(t, name, values)
@@ -180,6 +185,8 @@ class RunFile:
     cluster_metrics: dict[str, np.ndarray]
     timing: dict[str, np.ndarray]
     state: dict[str, Any]
+    #: /metrics/evaluation (empty for a file written before it existed)
+    evaluation: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def read_run_file(path: str | Path) -> RunFile:
@@ -220,6 +227,7 @@ def read_run_file(path: str | Path) -> RunFile:
                 )
             metrics = {k: v[()] for k, v in f["metrics"].items() if isinstance(v, h5py.Dataset)}
             cluster_metrics = {k: v[()] for k, v in f["metrics/clusters"].items()}
+            evaluation = {k: v[()] for k, v in f.get("metrics/evaluation", {}).items()}
             timing = {k: v[()] for k, v in f["timing"].items()}
             return RunFile(
                 config=config,
@@ -229,6 +237,7 @@ def read_run_file(path: str | Path) -> RunFile:
                 cluster_metrics=cluster_metrics,
                 timing=timing,
                 state=state,
+                evaluation=evaluation,
             )
     except CheckpointError:
         raise

@@ -49,6 +49,8 @@ INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits", "feder
 CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", "mse", "mean_norm", "max_norm")
 #: per-cluster numbers an algorithm may report (cluster_stats), NaN where it does not
 STAT_COLUMNS = ("mse", "mean_norm", "max_norm")
+#: one row per (evaluation round, cluster): its clients' mean test metrics
+EVAL_COLUMNS = ("round", "cluster", "clients", "accuracy", "accuracy_plain", "test_loss")
 
 
 class Server:
@@ -101,6 +103,7 @@ class Server:
         self.num_train = partition.num_train()
         self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
         self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
+        self.evaluation: dict[str, list] = {k: [] for k in EVAL_COLUMNS}
         self.timing: dict[str, list] = {"round": [], "elapsed_s": [], "bytes": []}
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
@@ -130,6 +133,8 @@ class Server:
             k: list(saved.cluster_metrics.get(k, [math.nan] * rows)) for k in CLUSTER_COLUMNS
         }
         self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
+        self.evaluation = {k: list(saved.evaluation.get(k, [])) for k in EVAL_COLUMNS}
+        self.evaluation["cluster"] = [_str(c) for c in self.evaluation["cluster"]]
         self.timing = {k: list(v) for k, v in saved.timing.items()}
         self.timing.setdefault("bytes", [0] * len(self.timing["round"]))
         if self.timing["elapsed_s"]:
@@ -234,8 +239,20 @@ class Server:
         _, out = self._step(model_of, {k: EVAL for k in model_of}, round_index)
         self._count(len(model_of) * (4 * self.P + 8 * 5))
         rows = out.eval_rows.cpu().numpy()
-        self.client_accuracy[rows[:, 0].astype(np.int64)] = rows[:, 1]
+        clients = rows[:, 0].astype(np.int64)
+        self.client_accuracy[clients] = rows[:, 1]
         weights = rows[:, 4] if self.config.eval.weighted else None
+        cluster_of = np.array([model_of[int(k)] for k in clients], dtype=object)
+        ev = self.evaluation
+        for cid in sorted(set(model_of.values()), key=_order_key):
+            mine = cluster_of == cid
+            w = None if weights is None else weights[mine]
+            ev["round"].append(round_index)
+            ev["cluster"].append(cid)
+            ev["clients"].append(int(mine.sum()))
+            ev["accuracy"].append(federation_mean(rows[mine, 1], w))
+            ev["accuracy_plain"].append(federation_mean(rows[mine, 2], w))
+            ev["test_loss"].append(federation_mean(rows[mine, 3], w))
         return (
             federation_mean(rows[:, 1], weights),
             federation_mean(rows[:, 2], weights),
@@ -392,6 +409,15 @@ class Server:
                 "sampled": np.array(cm["sampled"], dtype=np.int64),
                 **{c: np.array(cm[c], dtype=np.float64) for c in STAT_COLUMNS},
             },
+            evaluation={
+                "round": np.array(self.evaluation["round"], dtype=np.int64),
+                "cluster": np.array(self.evaluation["cluster"], dtype=object),
+                "clients": np.array(self.evaluation["clients"], dtype=np.int64),
+                **{
+                    c: np.array(self.evaluation[c], dtype=np.float64)
+                    for c in ("accuracy", "accuracy_plain", "test_loss")
+                },
+            },
             timing={
                 "round": np.array(self.timing["round"], dtype=np.int64),
                 "elapsed_s": np.array(self.timing["elapsed_s"], dtype=np.float64),
@@ -430,8 +456,12 @@ class Server:
         self.stream.flush()
 
 
+def _order_key(node_id: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in node_id.split("."))
+
+
 def _node_order(node: HierarchyNode) -> tuple[int, ...]:
-    return tuple(int(p) for p in node.id.split("."))
+    return _order_key(node.id)
 
 
 def _str(value) -> str:
