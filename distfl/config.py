@@ -165,6 +165,42 @@ class Config:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
 
+    def to_toml(self) -> str:
+        """The whole config as a TOML file that ``--config`` reads back to this config."""
+        out = []
+        default_group = dataclasses.asdict(GroupSpec(count=0, alpha=0.0))
+        for section, values in self.to_dict().items():
+            groups = values.pop("groups", [])
+            out.append(f"[{section}]")
+            out.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+            for group in groups:  # each as a table, the keys that differ from the default
+                out.append(f"[[{section}.groups]]")
+                out.extend(
+                    f"{key} = {_toml_value(value)}"
+                    for key, value in group.items()
+                    if key in ("count", "alpha") or value != default_group[key]
+                )
+            out.append("")
+        return "\n".join(out)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
 
 # Allowed values of the enumerated keys. Modules that add choices (datasets, models,
 # algorithms) are listed here so that the check happens before anything is built.
