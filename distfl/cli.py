@@ -1,4 +1,4 @@
-"""``distfl run|keys|inspect|status|gather|suite|bench`` (also ``python -m distfl``).
+"""``distfl run|keys|inspect|report|status|gather|suite|bench`` (also ``python -m distfl``).
 
 Bad input exits with code 2 and one line on stderr; a failed collective (a peer rank
 died, a timeout) exits with code 3 and one line naming the rank.
@@ -114,6 +114,22 @@ def _parser() -> argparse.ArgumentParser:
         help="override a key in every run, e.g. --set data.dataset=mnist; repeatable",
     )
     su.add_argument("--force", action="store_true", help="rerun and overwrite existing run files")
+    rp = sub.add_parser(
+        "report",
+        help="figures of a run file (or of a suite directory) as PNGs and one index.html",
+        description="Writes PNG figures and an index.html showing them with the run's config "
+        "and summary: accuracy over rounds, the MSE of each cluster's interaction matrix, at "
+        "each split the P and W heatmaps, the 2-D spectral embedding and the DB score per "
+        "candidate n, the cluster tree and the class distribution of each final cluster. A "
+        "run in progress is reported from its last checkpoint. For a directory (a distfl "
+        "suite): the comparison table, a bar chart per metric and a report of each run.",
+    )
+    rp.add_argument("target", metavar="RUN.h5|DIR", help="a run file or a directory of them")
+    rp.add_argument(
+        "--out",
+        metavar="DIR",
+        help="output directory (default: RUN-report beside the file, DIR/report for a suite)",
+    )
     be = sub.add_parser(
         "bench",
         help="measure distfl against a plain PyTorch loop and Flower on one workload",
@@ -200,6 +216,10 @@ def main(argv: list[str] | None = None) -> int:
             from distfl.suite import suite_main
 
             return suite_main(args)
+        if args.command == "report":
+            from distfl.report import report_main
+
+            return report_main(args)
         if args.command == "bench":
             from distfl.bench import bench_main
 

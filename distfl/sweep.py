@@ -153,7 +153,7 @@ def _config_text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-def _cell(column: str, value: Any, table: bool) -> str:
+def cell_text(column: str, value: Any, table: bool) -> str:
     if value is None:
         return "-" if table else ""
     if column not in COLUMNS:  # a --key column: the config value as set
@@ -170,7 +170,7 @@ def _is_number(value: Any) -> bool:
 def format_table(rows: list[dict[str, Any]]) -> str:
     """The rows as an aligned text table (numbers right-aligned); a header line first."""
     columns = list(rows[0]) if rows else list(COLUMNS)
-    cells = [[_cell(c, row[c], table=True) for c in columns] for row in rows]
+    cells = [[cell_text(c, row[c], table=True) for c in columns] for row in rows]
     widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
     right = [all(_is_number(row[c]) for row in rows) for c in columns]
 
@@ -190,7 +190,7 @@ def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
-        writer.writerow([_cell(c, row[c], table=False) for c in columns])
+        writer.writerow([cell_text(c, row[c], table=False) for c in columns])
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:

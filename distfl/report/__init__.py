@@ -1,0 +1,280 @@
+"""``distfl report RUN.h5|DIR --out OUT``: the figures of a run (or of a suite) as PNG files
+and one ``index.html`` that shows them with the run's config and summary table.
+
+A run file is read as it is on disk, so a run still in progress is reported from its last
+checkpoint (its page says which round that is). A directory is reported as a suite: the
+comparison table of its run files and a bar chart per metric, with a report of each run in
+``OUT/runs/<name>/``.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from distfl.errors import CheckpointError, UserError
+
+#: marks a page written by ``distfl report``; an output directory without it is not cleared
+GENERATOR = "distfl report"
+SUITE_METRICS = (
+    ("ari", "Adjusted Rand index against the ground-truth groups"),
+    ("rand", "Rand index against the ground-truth groups"),
+    ("was", "WAS (silhouette of the clusters' class distributions)"),
+    ("wadb", "WADB (Davies–Bouldin of the clusters' class distributions; lower is better)"),
+    ("accuracy", "Final balanced accuracy"),
+    ("clusters", "Clusters found"),
+)
+_NAME = re.compile(r"^(?P<scenario>.+)--(?P<algorithm>[a-z]+)--s(?P<seed>-?\d+)$")
+
+
+def report_main(args, stream: TextIO = sys.stdout) -> int:
+    """``distfl report``; 0 when the report was written."""
+    target = Path(args.target)
+    if not target.exists():
+        raise UserError(
+            f"{target} does not exist; expected a distfl HDF5 run file or a directory of them"
+        )
+    default = target / "report" if target.is_dir() else target.with_name(target.stem + "-report")
+    out = Path(args.out) if args.out else default
+    if target.is_dir():
+        index = write_suite_report(target, out, stream=stream)
+    else:
+        index = write_run_report(target, out)
+    pngs = sorted(p for p in out.rglob("*.png"))
+    stream.write(f"distfl report: {len(pngs)} figures; open {index}\n")
+    return 0
+
+
+def _prepare(out: Path) -> None:
+    """Create ``out``, or clear the figures of an earlier report there; refuse a non-empty
+    directory that no report wrote (nothing of the user's is deleted)."""
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file; expected a directory for the report")
+    if out.is_dir() and any(out.iterdir()):
+        index = out / "index.html"
+        ours = index.is_file() and GENERATOR in index.read_text(encoding="utf-8", errors="ignore")
+        if not ours:
+            raise UserError(
+                f"--out {out} is a non-empty directory that holds no distfl report; "
+                "give a new or empty directory"
+            )
+        for p in out.glob("*.png"):
+            p.unlink()
+        if (out / "runs").is_dir():
+            shutil.rmtree(out / "runs")
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+# -- one run ---------------------------------------------------------------------------
+
+
+def write_run_report(path: str | Path, out: str | Path, *, up: str | None = None) -> Path:
+    """Every figure of the run file at ``path`` and ``out/index.html``; returns the index.
+    ``up``: a link back (a suite's page)."""
+    from distfl.report import figures
+    from distfl.report.data import load_run
+    from distfl.sweep import gather_rows
+
+    path, out = Path(path), Path(out)
+    data = load_run(path)
+    (summary,) = gather_rows([path])
+    _prepare(out)
+    palette = figures.Palette(data)
+    shown: list[tuple[str, str, str]] = []  # (section, file, caption)
+
+    def draw(section: str, name: str, fn, *a) -> None:
+        caption = fn(data, *a, palette, out / name)
+        if caption is not None:
+            shown.append((section, name, caption))
+
+    draw("Training", "accuracy.png", figures.accuracy)
+    draw("Training", "mse.png", figures.mse)
+    draw("Training", "norms.png", figures.norms)
+    draw("Clusters", "tree.png", figures.tree)
+    draw("Clusters", "classes.png", figures.classes)
+    for split in data.splits():
+        section = f"Split of {split.id} at round {split.round}"
+        for kind, fn in (
+            ("matrices", figures.split_matrices),
+            ("embedding", figures.split_embedding),
+            ("db", figures.split_db),
+        ):
+            draw(section, f"split-{split.id}-{kind}.png", fn, split)
+    page = _run_page(data, summary, shown, up)
+    _write_text(out / "index.html", page)
+    return out / "index.html"
+
+
+def _status(data) -> str:
+    if data.finished:
+        return f"finished: {data.rounds_done} of {data.config.run.rounds} rounds"
+    return (
+        f"not finished: round {data.rounds_done} of {data.config.run.rounds}, from the last "
+        f"checkpoint (written {data.created}); a run in progress or a stopped one "
+        "(continue it with distfl run --resume)"
+    )
+
+
+def _run_page(data, summary: dict[str, Any], shown, up: str | None) -> str:
+    from distfl.inspect import inspect_run
+    from distfl.sweep import cell_text
+
+    cfg = data.config
+    title = f"{cfg.algorithm.name} on {cfg.data.dataset}: {Path(data.path).name}"
+    tree = io.StringIO()
+    inspect_run(data.path, tree)
+    cols = [c for c in summary if c != "file"]
+    parts = [
+        f"<p class=status>{html.escape(_status(data))}</p>",
+        f"<p>Run file <code>{html.escape(str(data.path))}</code>, distfl "
+        f"{html.escape(data.version)}, world size {data.world_size}, "
+        f"{cfg.data.num_clients} clients in {len(cfg.groups)} group(s).</p>",
+        "<h2>Summary</h2>",
+        _table(cols, [[cell_text(c, summary[c], table=True) for c in cols]]),
+    ]
+    sections: dict[str, list[tuple[str, str]]] = {}
+    for section, name, caption in shown:
+        sections.setdefault(section, []).append((name, caption))
+    for section, figs in sections.items():
+        parts.append(f"<h2>{html.escape(section)}</h2>")
+        parts.extend(_figure_html(name, caption) for name, caption in figs)
+    parts += [
+        "<h2>Hierarchy</h2>",
+        f"<pre>{html.escape(tree.getvalue())}</pre>",
+        "<h2>Config</h2>",
+        f"<pre>{html.escape(cfg.to_toml())}</pre>",
+    ]
+    back = f'<p><a href="{html.escape(up)}">back to the suite</a></p>' if up else ""
+    return _page(title, back + "\n".join(parts))
+
+
+# -- a suite ---------------------------------------------------------------------------
+
+
+def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """One row per readable run file in ``directory`` (suite.py's columns, its file and
+    whether it finished), and one line per file that could not be read."""
+    from distfl.suite import COLUMNS, algorithm_label
+    from distfl.sweep import find_run_files, gather_rows
+
+    rows, problems = [], []
+    for path in find_run_files([directory]):
+        try:
+            (g,) = gather_rows([path])
+            from distfl.checkpoint import read_run_file
+
+            config = read_run_file(path).config
+        except CheckpointError as exc:
+            problems.append(str(exc))
+            continue
+        stem = Path(path).stem
+        match = _NAME.match(stem)
+        row = dict.fromkeys(COLUMNS)
+        row.update({c: g[c] for c in COLUMNS if c in g})
+        row.update(
+            scenario=match["scenario"] if match else stem,
+            algorithm=algorithm_label(config),
+            seed=config.run.seed,
+            groups=len(config.groups),
+            file=path,
+            finished=g["rounds_done"] >= g["rounds"],
+        )
+        rows.append(row)
+    return rows, problems
+
+
+def write_suite_report(directory: str | Path, out: str | Path, *, stream: TextIO) -> Path:
+    from distfl.report import figures
+    from distfl.suite import COLUMNS
+    from distfl.sweep import cell_text
+
+    directory, out = Path(directory), Path(out)
+    rows, problems = suite_rows(directory)
+    if not rows:
+        raise UserError(f"no readable run files in {directory}: " + "; ".join(problems))
+    _prepare(out)
+    for line in problems:
+        stream.write(f"distfl report: skipped {line}\n")
+    shown = []
+    for metric, title in SUITE_METRICS:
+        name = f"suite-{metric}.png"
+        caption = figures.metric_bars(rows, metric, title, out / name)
+        if caption is not None:
+            shown.append((name, caption))
+    cells = []
+    for row in rows:
+        stem = Path(row["file"]).stem
+        write_run_report(row["file"], out / "runs" / stem, up="../../index.html")
+        link = f'<a href="runs/{html.escape(stem)}/index.html">{html.escape(stem)}</a>'
+        state = "" if row["finished"] else " (not finished)"
+        cells.append(
+            [link + state] + [html.escape(cell_text(c, row[c], table=True)) for c in COLUMNS]
+        )
+    parts = [
+        f"<p>{len(rows)} run files in <code>{html.escape(str(directory))}</code>; "
+        "each row links to the run's own report.</p>",
+        _table(["run", *COLUMNS], cells, escaped=True),
+    ]
+    if problems:
+        parts.append(
+            "<p>Not readable:</p><ul>"
+            + "".join(f"<li>{html.escape(p)}</li>" for p in problems)
+            + "</ul>"
+        )
+    parts.append("<h2>Metrics</h2>")
+    parts.extend(_figure_html(name, caption) for name, caption in shown)
+    _write_text(out / "index.html", _page(f"Suite {directory.name or directory}", "\n".join(parts)))
+    return out / "index.html"
+
+
+# -- HTML ------------------------------------------------------------------------------
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em;
+       color: #222; }
+table { border-collapse: collapse; font-size: 0.9em; margin: 0.5em 0 1.5em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: right; }
+th { background: #f3f3f3; }
+td:first-child, th:first-child { text-align: left; }
+figure { margin: 1em 0 2em; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { color: #555; font-size: 0.9em; max-width: 60em; }
+pre { background: #f7f7f7; padding: 0.8em; overflow-x: auto; font-size: 0.85em; }
+.status { font-weight: bold; }
+"""
+
+
+def _page(title: str, body: str) -> str:
+    t = html.escape(title)
+    return (
+        "<!DOCTYPE html>\n<html lang=en>\n<head>\n<meta charset=utf-8>\n"
+        f'<meta name=generator content="{GENERATOR}">\n<title>{t}</title>\n'
+        f"<style>{_STYLE}</style>\n</head>\n<body>\n<h1>{t}</h1>\n{body}\n</body>\n</html>\n"
+    )
+
+
+def _table(columns: list[str], rows: list[list[str]], *, escaped: bool = False) -> str:
+    esc = (lambda s: s) if escaped else html.escape
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join("<tr>" + "".join(f"<td>{esc(v)}</td>" for v in r) + "</tr>\n" for r in rows)
+    return f"<table>\n<tr>{head}</tr>\n{body}</table>"
+
+
+def _figure_html(name: str, caption: str) -> str:
+    n = html.escape(name)
+    return (
+        f'<figure><a href="{n}"><img src="{n}" alt="{html.escape(caption)}"></a>'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+    )

@@ -1,0 +1,269 @@
+"""What a report shows, read from a run file and arranged for plotting (no matplotlib here).
+
+Everything is computed from the run file alone: the spectral embedding of a FedGWC split
+is recomputed from the affinity W stored at the split, the class distribution of a final
+cluster from ``/clients/class_counts`` and ``/final/assignment``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from distfl.checkpoint import HierarchyNode, read_run_file
+from distfl.config import Config
+from distfl.errors import CheckpointError
+
+#: square per-member matrices an algorithm stores at a split, with their titles
+SPLIT_MATRICES = (
+    ("interaction", "interaction matrix P"),
+    ("affinity", "affinity W"),
+    ("distances", "EMD distance minus the reference τ"),
+    ("adjacency", "mutual adjacency (below ε both ways)"),
+    ("similarity", "cosine similarity of updates"),
+)
+
+
+@dataclass
+class Split:
+    """One split of the hierarchy: the parent's members, the child each went to, and what
+    the algorithm stored."""
+
+    id: str
+    round: int
+    members: np.ndarray  # client ids of the parent
+    labels: np.ndarray  # [n] the child index of each member
+    groups: np.ndarray  # [n] the ground-truth group of each member
+    matrices: dict[str, np.ndarray] = field(default_factory=dict)
+    db_scores: np.ndarray | None = None
+
+
+@dataclass
+class RunData:
+    path: str
+    config: Config
+    created: str
+    version: str
+    world_size: int
+    rounds_done: int
+    metrics: dict[str, np.ndarray]
+    cluster_metrics: dict[str, np.ndarray]
+    evaluation: dict[str, np.ndarray]
+    hierarchy: list[HierarchyNode]
+    groups: np.ndarray  # [K] ground-truth group per client
+    class_counts: np.ndarray  # [K, C]
+    client_accuracy: np.ndarray  # [K]
+    leaves: list[str]
+    assignment: np.ndarray  # [K] index into leaves
+
+    @property
+    def finished(self) -> bool:
+        return self.rounds_done >= self.config.run.rounds
+
+    def group_names(self) -> list[str]:
+        return [g.name or f"group {i}" for i, g in enumerate(self.config.groups)]
+
+    def splits(self) -> list[Split]:
+        out = []
+        for node in sorted(self.hierarchy, key=lambda n: node_order(n.id)):
+            if node.split_round < 0:
+                continue
+            members = np.asarray(node.members, dtype=np.int64)
+            labels = node.datasets.get("labels")
+            if labels is None or len(labels) != len(members):
+                labels = self.child_labels(node)
+            matrices = {
+                name: np.asarray(node.datasets[name])
+                for name, _ in SPLIT_MATRICES
+                if name in node.datasets
+                and np.ndim(node.datasets[name]) == 2
+                and node.datasets[name].shape == (len(members), len(members))
+            }
+            scores = node.datasets.get("db_scores")
+            out.append(
+                Split(
+                    id=node.id,
+                    round=node.split_round,
+                    members=members,
+                    labels=np.asarray(labels, dtype=np.int64),
+                    groups=self.groups[members],
+                    matrices=matrices,
+                    db_scores=None if scores is None else np.asarray(scores, dtype=np.float64),
+                )
+            )
+        return out
+
+    def child_labels(self, node: HierarchyNode) -> np.ndarray:
+        """The child of each member, from the children's members (-1: in none of them)."""
+        kids = sorted((n for n in self.hierarchy if n.parent == node.id), key=lambda n: n.id)
+        where = {int(k): i for i, kid in enumerate(kids) for k in kid.members}
+        return np.array([where.get(int(k), -1) for k in node.members], dtype=np.int64)
+
+
+def node_order(node_id: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in node_id.split("."))
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a run file (finished, or the last checkpoint of a run in progress)."""
+    import h5py
+
+    run = read_run_file(path)
+    try:
+        with h5py.File(path, "r") as f:
+            clients = f["clients"]
+            data = RunData(
+                path=str(path),
+                config=run.config,
+                created=str(f.attrs.get("created", "")),
+                version=str(f.attrs.get("distfl_version", "")),
+                world_size=run.world_size,
+                rounds_done=int(run.state["round"]),
+                metrics=run.metrics,
+                cluster_metrics=run.cluster_metrics,
+                evaluation=run.evaluation,
+                hierarchy=run.hierarchy,
+                groups=clients["group"][()],
+                class_counts=clients["class_counts"][()],
+                client_accuracy=clients["accuracy"][()],
+                leaves=[_text(s) for s in f["final/leaves"][()]],
+                assignment=f["final/assignment"][()],
+            )
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"run file {path} cannot be read: {first}") from None
+    for key in ("cluster",):
+        for table in (data.cluster_metrics, data.evaluation):
+            if key in table:
+                table[key] = np.array([_text(c) for c in table[key]], dtype=object)
+    return data
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- arranging -----------------------------------------------------------------------
+
+
+def member_order(labels: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """The order in which a split's members are drawn: by chosen label, then by
+    ground-truth group, then by position (client id)."""
+    labels = np.asarray(labels)
+    return np.lexsort((np.arange(len(labels)), np.asarray(groups), labels))
+
+
+def boundaries(sorted_labels: np.ndarray) -> np.ndarray:
+    """Positions i where sorted_labels[i] != sorted_labels[i - 1]: the block edges."""
+    sorted_labels = np.asarray(sorted_labels)
+    return np.flatnonzero(sorted_labels[1:] != sorted_labels[:-1]) + 1
+
+
+def embedding_2d(W: np.ndarray, seed: int) -> np.ndarray:
+    """[n, 2] coordinates of the members in the spectral embedding of W: its two leading
+    non-trivial components (scikit-learn's ``SpectralEmbedding(n_components=2)`` on a
+    precomputed affinity, i.e. FedGWC's embedding without its constant first column).
+    With fewer than 3 members the second coordinate is 0."""
+    from distfl.algorithms.fedgwc import spectral_embedding
+
+    n = W.shape[0]
+    if n < 2:
+        return np.zeros((n, 2))
+    emb = spectral_embedding(np.asarray(W), min(3, n), seed)
+    out = np.zeros((n, 2))
+    cols = emb[:, 1:3]
+    out[:, : cols.shape[1]] = cols
+    return out
+
+
+def class_fractions(
+    class_counts: np.ndarray, assignment: np.ndarray, num_leaves: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per final cluster: the fraction of its samples in each class [L, C] and its number of
+    samples [L] (an empty cluster's row is all zeros)."""
+    counts = np.zeros((num_leaves, class_counts.shape[1]))
+    np.add.at(counts, np.asarray(assignment, dtype=np.int64), class_counts)
+    totals = counts.sum(axis=1)
+    fractions = np.divide(
+        counts, totals[:, None], out=np.zeros_like(counts), where=totals[:, None] > 0
+    )
+    return fractions, totals
+
+
+def group_mix(groups: np.ndarray, assignment: np.ndarray, num_leaves: int, num_groups: int):
+    """[L, G] how many clients of each ground-truth group each final cluster holds."""
+    mix = np.zeros((num_leaves, num_groups), dtype=np.int64)
+    np.add.at(mix, (np.asarray(assignment, dtype=np.int64), np.asarray(groups, dtype=np.int64)), 1)
+    return mix
+
+
+def series(table: dict[str, np.ndarray], column: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """(rounds, values) of ``column`` per cluster from a per-(round, cluster) table, in
+    cluster order, keeping only finite values."""
+    if not table or column not in table or "cluster" not in table:
+        return {}
+    rounds = np.asarray(table["round"])
+    values = np.asarray(table[column], dtype=np.float64)
+    clusters = np.asarray(table["cluster"], dtype=object)
+    out = {}
+    for cid in sorted(set(clusters.tolist()), key=node_order):
+        keep = (clusters == cid) & np.isfinite(values)
+        if keep.any():
+            out[cid] = (rounds[keep], values[keep])
+    return out
+
+
+@dataclass
+class TreeNode:
+    id: str
+    size: int
+    created: int
+    split: int  # -1: a leaf
+    x: float
+    children: list[str]
+
+
+def tree_layout(hierarchy: list[HierarchyNode]) -> dict[str, TreeNode]:
+    """Positions of a dendrogram: leaves at x = 0, 1, 2, ... in depth-first order of
+    their ids, each parent centred over its children."""
+    nodes = {n.id: n for n in hierarchy}
+    kids: dict[str, list[str]] = {i: [] for i in nodes}
+    for n in hierarchy:
+        if n.parent in nodes:
+            kids[n.parent].append(n.id)
+    out: dict[str, TreeNode] = {}
+    next_x = 0
+
+    def place(i: str) -> float:
+        nonlocal next_x
+        children = sorted(kids[i], key=node_order)
+        if children:
+            x = float(np.mean([place(c) for c in children]))
+        else:
+            x = float(next_x)
+            next_x += 1
+        n = nodes[i]
+        out[i] = TreeNode(
+            id=i,
+            size=len(n.members),
+            created=n.created_round,
+            split=n.split_round,
+            x=x,
+            children=children,
+        )
+        return x
+
+    for root in sorted((i for i, n in nodes.items() if n.parent not in nodes), key=node_order):
+        place(root)
+    return out
+
+
+def finite_or_none(x) -> float | None:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None

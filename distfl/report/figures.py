@@ -1,0 +1,474 @@
+"""The report's figures, drawn with matplotlib's object API on the Agg canvas (no pyplot, no
+display, no global state): each function writes one PNG and returns its caption, or None
+when the run holds nothing to draw."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from distfl.report.data import (
+    SPLIT_MATRICES,
+    RunData,
+    Split,
+    boundaries,
+    class_fractions,
+    embedding_2d,
+    group_mix,
+    member_order,
+    node_order,
+    series,
+    tree_layout,
+)
+
+DPI = 100
+MARKERS = ("o", "^", "s", "D", "v", "P", "X", "*", "<", ">", "h", "p")
+
+
+def _figure(width: float, height: float):
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+
+
+def _save(fig, path: Path) -> None:
+    """Render on the Agg canvas and write a 256-colour PNG (the figures are flat colours and
+    colour maps: a palette keeps them as they look at about 40% of the RGB file's size),
+    beside and renamed, so that a reader never sees half a figure."""
+    import os
+
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from PIL import Image
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    rgb = np.asarray(canvas.buffer_rgba())[..., :3]
+    image = Image.fromarray(np.ascontiguousarray(rgb)).quantize(
+        256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
+    )
+    tmp = path.with_name(path.name + ".tmp")
+    image.save(tmp, format="PNG", optimize=True)
+    os.replace(tmp, path)
+
+
+def _colour(i: int) -> Any:
+    from matplotlib import colormaps
+
+    cmap = colormaps["tab10"] if i < 10 else colormaps["tab20"]
+    return cmap(i % cmap.N)
+
+
+class Palette:
+    """One colour per cluster id (in hierarchy order) and per ground-truth group, the same
+    in every figure of a report."""
+
+    def __init__(self, data: RunData):
+        ids = sorted({n.id for n in data.hierarchy}, key=node_order)
+        leaves = [i for i in ids if i in set(data.leaves)]
+        inner = [i for i in ids if i not in set(data.leaves)]
+        self.cluster = {cid: _colour(i) for i, cid in enumerate(leaves + inner)}
+        self.groups = data.group_names()
+
+    def of(self, cid: str) -> Any:
+        return self.cluster.get(cid, (0.5, 0.5, 0.5, 1.0))
+
+    def group(self, g: int) -> Any:
+        from matplotlib import colormaps
+
+        return colormaps["Set2"](int(g) % 8)
+
+    def marker(self, g: int) -> str:
+        return MARKERS[int(g) % len(MARKERS)]
+
+
+def _split_markers(ax, data: RunData) -> None:
+    for node in data.hierarchy:
+        if node.split_round >= 0:
+            ax.axvline(node.split_round, color="0.6", lw=0.8, ls=":", zorder=0)
+            ax.text(
+                node.split_round,
+                0.99,
+                f"split {node.id} ",
+                transform=ax.get_xaxis_transform(),
+                fontsize=7,
+                color="0.35",
+                va="top",
+                ha="right",
+                rotation=90,
+            )
+
+
+def accuracy(data: RunData, palette: Palette, path: Path) -> str | None:
+    rounds = np.asarray(data.metrics.get("round", []))
+    acc = np.asarray(data.metrics.get("accuracy", []), dtype=np.float64)
+    ok = np.isfinite(acc)
+    if not ok.any():
+        return None
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    per_cluster = series(data.evaluation, "accuracy")
+    for cid, (r, v) in per_cluster.items():
+        ax.plot(r, v, color=palette.of(cid), lw=1, alpha=0.85, marker=".", ms=3, label=cid)
+    ax.plot(rounds[ok], acc[ok], color="black", lw=2, marker="o", ms=3, label="federation")
+    _split_markers(ax, data)
+    ax.set_xlabel("round")
+    ax.set_ylabel("balanced accuracy")
+    ax.set_xlim(0, max(data.config.run.rounds, int(rounds.max(initial=1))))
+    ax.grid(alpha=0.3)
+    handles, labels = ax.get_legend_handles_labels()
+    if len(per_cluster) <= 16:  # the federation first, then the clusters in id order
+        ax.legend(
+            handles[-1:] + handles[:-1],
+            labels[-1:] + labels[:-1],
+            fontsize=7,
+            loc="lower right",
+            ncols=2,
+        )
+    ax.set_title("Accuracy over rounds (federation and per cluster); dotted: splits")
+    _save(fig, path)
+    return (
+        "Balanced accuracy of the federation (black) and of each cluster's clients at each "
+        "evaluation round; dotted lines mark the splits, labelled with the cluster that split."
+    )
+
+
+def mse(data: RunData, palette: Palette, path: Path) -> str | None:
+    per_cluster = series(data.cluster_metrics, "mse")
+    per_cluster = {c: (r, v) for c, (r, v) in per_cluster.items() if (v > 0).any()}
+    if not per_cluster:
+        return None
+    eps = data.config.algorithm.epsilon
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    for cid, (r, v) in per_cluster.items():
+        keep = v > 0
+        ax.plot(r[keep], v[keep], color=palette.of(cid), lw=1.2, label=cid)
+    ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"ε = {eps:g}")
+    _split_markers(ax, data)
+    ax.set_yscale("log")
+    ax.set_xlabel("round")
+    ax.set_ylabel("MSE of P between rounds")
+    ax.grid(alpha=0.3, which="both")
+    if len(per_cluster) <= 16:
+        ax.legend(fontsize=7, loc="upper right", ncols=2)
+    ax.set_title("Convergence of each cluster's interaction matrix")
+    _save(fig, path)
+    return (
+        "MSE between consecutive interaction matrices P of each cluster (log scale); a "
+        f"cluster is tested for a split once it stays below ε = {eps:g} for "
+        f"{data.config.algorithm.patience} round(s)."
+    )
+
+
+def norms(data: RunData, palette: Palette, path: Path) -> str | None:
+    mean = series(data.cluster_metrics, "mean_norm")
+    peak = series(data.cluster_metrics, "max_norm")
+    if not mean and not peak:
+        return None
+    a = data.config.algorithm
+    fig = _figure(8, 6)
+    top, bottom = fig.subplots(2, 1, sharex=True)
+    for ax, table, eps, what in (
+        (top, mean, a.eps1, "‖mean update‖ (ε₁)"),
+        (bottom, peak, a.eps2, "max ‖update‖ (ε₂)"),
+    ):
+        for cid, (r, v) in table.items():
+            ax.plot(r, v, color=palette.of(cid), lw=1.2, label=cid)
+        ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"{eps:g}")
+        _split_markers(ax, data)
+        ax.set_ylabel(what)
+        ax.grid(alpha=0.3)
+        if len(table) <= 16:
+            ax.legend(fontsize=7, loc="upper right", ncols=2)
+    bottom.set_xlabel("round")
+    top.set_title("CFL's split criterion: mean update norm below ε₁ and max above ε₂")
+    _save(fig, path)
+    return (
+        "CFL's update norms per cluster: a cluster splits when the norm of its mean update "
+        f"is below ε₁ = {a.eps1:g} and its largest client update above ε₂ = {a.eps2:g}."
+    )
+
+
+def split_matrices(data: RunData, split: Split, palette: Palette, path: Path) -> str | None:
+    from matplotlib.colors import ListedColormap
+    from matplotlib.patches import Patch
+
+    names = [(k, t) for k, t in SPLIT_MATRICES if k in split.matrices]
+    if not names:
+        return None
+    order = member_order(split.labels, split.groups)
+    labels, groups = split.labels[order], split.groups[order]
+    edges = boundaries(labels)
+    n = len(order)
+    present = sorted(set(groups.tolist()))
+    cmap = ListedColormap([palette.group(g) for g in range(max(present) + 1)])
+    strip = max(n * 0.035, 0.6)
+    gap = strip * 0.3
+    fig = _figure(5.2 * len(names), 5.2)
+    axes = fig.subplots(1, len(names), squeeze=False)[0]
+    for ax, (key, title) in zip(axes, names, strict=True):
+        M = np.asarray(split.matrices[key], dtype=np.float64)[np.ix_(order, order)]
+        finite = M[np.isfinite(M)]
+        im = ax.imshow(
+            M,
+            cmap="viridis",
+            interpolation="nearest" if n <= 400 else "antialiased",
+            vmin=finite.min() if finite.size else 0,
+            vmax=finite.max() if finite.size else 1,
+        )
+        g = groups[None, :].astype(float)
+        lo, hi = -0.5 - gap - strip, -0.5 - gap
+        kw = dict(cmap=cmap, vmin=-0.5, vmax=cmap.N - 0.5, interpolation="nearest")
+        ax.imshow(g, extent=(-0.5, n - 0.5, hi, lo), **kw)
+        ax.imshow(g.T, extent=(lo, hi, n - 0.5, -0.5), **kw)
+        for e in edges if len(edges) <= 30 else ():  # more: the lines would hide the matrix
+            ax.plot([e - 0.5, e - 0.5], [-0.5, n - 0.5], color="white", lw=1)
+            ax.plot([-0.5, n - 0.5], [e - 0.5, e - 0.5], color="white", lw=1)
+        ax.set_xlim(lo, n - 0.5)
+        ax.set_ylim(n - 0.5, lo)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        ax.set_xlabel(f"{n} clients, by chosen cluster (white lines), then group (strips)")
+        ax.set_title(title)
+        fig.colorbar(im, ax=ax, shrink=0.75)
+    fig.legend(
+        handles=[Patch(color=palette.group(g), label=palette.groups[g]) for g in present],
+        loc="outside lower center",
+        ncols=min(len(present), 6),
+        fontsize=8,
+        title="ground-truth group",
+        title_fontsize=8,
+    )
+    fig.suptitle(f"Split of cluster {split.id} at round {split.round}")
+    _save(fig, path)
+    what = " and ".join(t for _, t in names)
+    return (
+        f"Split of cluster {split.id} at round {split.round}: {what}, with clients ordered by "
+        "the cluster chosen for them (white lines between clusters) and then by ground-truth "
+        "group (the coloured strips)."
+    )
+
+
+def split_embedding(data: RunData, split: Split, palette: Palette, path: Path) -> str | None:
+    from matplotlib.lines import Line2D
+
+    W = split.matrices.get("affinity")
+    if W is None:
+        return None
+    xy = embedding_2d(W, data.config.run.seed + split.round)
+    fig = _figure(6.5, 5.5)
+    ax = fig.add_subplot()
+    kids = sorted(set(split.labels.tolist()))
+    groups = sorted(set(split.groups.tolist()))
+    for c in kids:
+        for g in groups:
+            keep = (split.labels == c) & (split.groups == g)
+            if keep.any():
+                ax.scatter(
+                    xy[keep, 0],
+                    xy[keep, 1],
+                    color=palette.of(f"{split.id}.{c}"),
+                    marker=palette.marker(g),
+                    s=36,
+                    edgecolors="black",
+                    linewidths=0.4,
+                    alpha=0.85,
+                )
+    ax.set_xlabel("spectral component 1")
+    ax.set_ylabel("spectral component 2")
+    ax.grid(alpha=0.3)
+    colour = [
+        Line2D(
+            [], [], ls="", marker="o", color=palette.of(f"{split.id}.{c}"), label=f"{split.id}.{c}"
+        )
+        for c in kids
+    ]
+    shape = [
+        Line2D([], [], ls="", marker=palette.marker(g), color="0.4", label=palette.groups[g])
+        for g in groups
+    ]
+    first = ax.legend(
+        handles=colour, title="cluster", fontsize=7, title_fontsize=7, loc="upper left"
+    )
+    ax.add_artist(first)
+    ax.legend(handles=shape, title="group", fontsize=7, title_fontsize=7, loc="upper right")
+    ax.set_title(f"Split of {split.id} at round {split.round}: spectral embedding of W")
+    _save(fig, path)
+    return (
+        f"The members of cluster {split.id} in the 2-D spectral embedding of W at round "
+        f"{split.round}: colour = the cluster chosen, marker = the ground-truth group."
+    )
+
+
+def split_db(data: RunData, split: Split, palette: Palette, path: Path) -> str | None:
+    scores = split.db_scores
+    if scores is None or not len(scores):
+        return None
+    ns = np.arange(2, 2 + len(scores))
+    chosen = len(set(split.labels.tolist()))
+    finite = np.isfinite(scores)
+    fig = _figure(6, 4)
+    ax = fig.add_subplot()
+    colours = ["tab:orange" if n == chosen else "tab:blue" for n in ns]
+    heights = np.where(finite, scores, 0.0)
+    ax.bar(ns, heights, color=colours, width=0.6)
+    for n, ok in zip(ns, finite, strict=True):
+        if not ok:
+            ax.text(n, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.4")
+    threshold = data.config.algorithm.db_threshold
+    ax.axhline(threshold, color="crimson", ls="--", lw=1.2, label=f"threshold {threshold:g}")
+    ax.set_xticks(ns)
+    ax.set_xlabel("number of clusters n")
+    ax.set_ylabel("Davies–Bouldin score (lower is better)")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3, axis="y")
+    ax.set_title(
+        f"Split of {split.id} at round {split.round}: DB per candidate n (chosen {chosen})"
+    )
+    _save(fig, path)
+    return (
+        f"Davies–Bouldin score of the spectral clustering of W into n clusters when cluster "
+        f"{split.id} was tested at round {split.round}; the lowest score below the threshold "
+        f"wins (orange: n = {chosen}); n/a: not possible (too few clients)."
+    )
+
+
+def tree(data: RunData, palette: Palette, path: Path) -> str | None:
+    layout = tree_layout(data.hierarchy)
+    if not layout:
+        return None
+    end = max(data.rounds_done, 1)
+    width = max(6.0, min(0.6 * sum(1 for n in layout.values() if not n.children) + 3, 20))
+    fig = _figure(width, 5)
+    ax = fig.add_subplot()
+    leaves = set(data.leaves)
+    for node in layout.values():
+        bottom = node.split if node.split >= 0 else end
+        colour = palette.of(node.id) if node.id in leaves else "0.3"
+        ax.plot([node.x, node.x], [node.created, bottom], color=colour, lw=2.5)
+        if node.children:
+            xs = [layout[c].x for c in node.children]
+            ax.plot([min(xs), max(xs)], [node.split, node.split], color="0.3", lw=2.5)
+            ax.text(
+                node.x, node.split, f" {node.id} ({node.size})\n split r{node.split}",
+                fontsize=7, va="bottom", ha="left", color="0.2",
+            )  # fmt: skip
+        else:
+            ax.plot([node.x], [bottom], marker="o", color=colour, ms=6)
+            ax.annotate(
+                f"{node.id}\n({node.size})",
+                (node.x, bottom),
+                xytext=(0, -7),
+                textcoords="offset points",
+                fontsize=7,
+                va="top",
+                ha="center",
+            )
+    ticks = sorted({0, end} | {n.split for n in layout.values() if n.split >= 0})
+    ax.set_yticks(ticks)
+    ax.set_ylim(end + 0.15 * end + 2, -0.05 * end - 1)
+    xs = [n.x for n in layout.values()]
+    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+    ax.set_xticks([])
+    ax.set_ylabel("round")
+    ax.grid(alpha=0.3, axis="y")
+    state = "" if data.finished else f" (round {data.rounds_done} of {data.config.run.rounds})"
+    ax.set_title(f"Cluster tree: id (clients), split rounds{state}")
+    _save(fig, path)
+    return (
+        "The cluster hierarchy over rounds: each split is labelled with the cluster's id, its "
+        "number of clients and the round; each final cluster ends in a dot with its id and size."
+    )
+
+
+def classes(data: RunData, palette: Palette, path: Path) -> str | None:
+    L = len(data.leaves)
+    if L == 0 or data.class_counts.size == 0:
+        return None
+    fractions, totals = class_fractions(data.class_counts, data.assignment, L)
+    names = data.group_names()
+    mix = group_mix(data.groups, data.assignment, L, max(len(names), int(data.groups.max()) + 1))
+    sizes = np.bincount(np.asarray(data.assignment, dtype=np.int64), minlength=L)
+    C = fractions.shape[1]
+    if L <= 12:
+        fig = _figure(max(6.0, min(0.25 * C + 3, 16)), 1.5 + 1.4 * L)
+        axes = fig.subplots(L, 1, sharex=True, squeeze=False)[:, 0]
+        for i, ax in enumerate(axes):
+            ax.bar(np.arange(C), fractions[i], color=palette.of(data.leaves[i]), width=0.8)
+            mixed = ", ".join(f"{names[g]}: {c}" for g, c in enumerate(mix[i]) if c)
+            ax.set_title(
+                f"{data.leaves[i]}: {sizes[i]} clients, {int(totals[i])} samples ({mixed or '-'})",
+                fontsize=8,
+                loc="left",
+            )
+            ax.set_ylim(0, max(fractions.max() * 1.1, 1e-9))
+            ax.grid(alpha=0.3, axis="y")
+            ax.tick_params(labelsize=7)
+        axes[-1].set_xlabel("class")
+        if C <= 30:
+            axes[-1].set_xticks(np.arange(C))
+        fig.supylabel("fraction of the cluster's samples", fontsize=8)
+    else:
+        fig = _figure(max(6.0, min(0.15 * C + 3, 16)), max(4.0, min(0.25 * L + 2, 16)))
+        ax = fig.add_subplot()
+        im = ax.imshow(fractions, aspect="auto", cmap="magma", interpolation="nearest")
+        ax.set_yticks(np.arange(L), [f"{c} ({s})" for c, s in zip(data.leaves, sizes, strict=True)])
+        ax.tick_params(labelsize=6)
+        ax.set_xlabel("class")
+        fig.colorbar(im, ax=ax, label="fraction of the cluster's samples")
+    fig.suptitle("Class distribution of each final cluster")
+    _save(fig, path)
+    return (
+        "The class distribution of each final cluster (its clients' samples, train and test), "
+        "with the number of its clients from each ground-truth group."
+    )
+
+
+# -- a suite -------------------------------------------------------------------------
+
+
+def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str, path: Path) -> str | None:
+    """Grouped bars: one group per scenario, one bar per algorithm, the mean over seeds with
+    the seeds' range as an error bar."""
+    values: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        v = row.get(metric)
+        if v is None or (isinstance(v, float) and not math.isfinite(v)):
+            continue
+        values.setdefault((str(row["scenario"]), str(row["algorithm"])), []).append(float(v))
+    if not values:
+        return None
+    scenarios = list(dict.fromkeys(str(r["scenario"]) for r in rows))
+    algorithms = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
+    width = 0.8 / len(algorithms)
+    fig = _figure(max(6.0, min(1.1 * len(scenarios) * max(1, len(algorithms) / 2) + 2, 20)), 4.5)
+    ax = fig.add_subplot()
+    x = np.arange(len(scenarios))
+    for j, algo in enumerate(algorithms):
+        mean, lo, hi = [], [], []
+        for s in scenarios:
+            v = values.get((s, algo), [])
+            m = float(np.mean(v)) if v else math.nan
+            mean.append(m)
+            lo.append(m - min(v) if v else 0.0)
+            hi.append(max(v) - m if v else 0.0)
+        ax.bar(
+            x - 0.4 + width * (j + 0.5),
+            mean,
+            width=width,
+            color=_colour(j),
+            yerr=[lo, hi],
+            capsize=2,
+            label=algo,
+        )
+    ax.set_xticks(x, scenarios, rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3, axis="y")
+    ax.legend(fontsize=8, ncols=min(len(algorithms), 4))
+    ax.set_title(title)
+    _save(fig, path)
+    return f"{title}: mean over seeds per scenario and algorithm (error bars: the seeds' range)."
