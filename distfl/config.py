@@ -191,10 +191,8 @@ def _toml_value(value: Any) -> str:
         return toml_string(value)
     if isinstance(value, int):
         return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        return ("inf" if value > 0 else "-inf") if math.isinf(value) else repr(value)
+    if isinstance(value, float):  # always finite: validate() refuses inf and nan
+        return repr(value)
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):

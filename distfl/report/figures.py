@@ -456,7 +456,7 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str, path: P
             mean.append(m)
             lo.append(m - min(v) if v else 0.0)
             hi.append(max(v) - m if v else 0.0)
-        ax.bar(
+        bars = ax.bar(
             x - 0.4 + width * (j + 0.5),
             mean,
             width=width,
@@ -465,10 +465,14 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str, path: P
             capsize=2,
             label=algo,
         )
+        ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
     ax.set_xticks(x, scenarios, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel(metric)
+    if metric in ("rand", "ari", "accuracy"):  # scores of at most 1: show the whole scale
+        low = min([0.0] + [min(v) for v in values.values()])
+        ax.set_ylim(low - 0.05 if low < 0 else 0.0, 1.12)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8, ncols=min(len(algorithms), 4))
+    ax.legend(fontsize=8, ncols=min(len(algorithms), 4), loc="upper left")
     ax.set_title(title)
     _save(fig, path)
     return f"{title}: mean over seeds per scenario and algorithm (error bars: the seeds' range)."

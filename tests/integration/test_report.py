@@ -1,0 +1,260 @@
+"""``distfl report`` on real run files: a FedGWC run that splits twice, the last checkpoint
+of a run still in progress, and a real ``distfl suite`` directory. Every figure the run
+file calls for (worked out here from the HDF5 file, not from the report code) must exist,
+be a PNG that Pillow decodes, have a sensible size and some content, and be linked from
+``index.html``; the page's config must read back to the run's config."""
+
+from __future__ import annotations
+
+import html
+import json
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+from html.parser import HTMLParser
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+from cliproc import assert_one_line_error
+from PIL import Image
+from runfile import fedgwc_toml
+
+from distfl.checkpoint import read_run_file
+from distfl.config import build
+
+pytestmark = pytest.mark.integration
+
+TINY = """\
+[run]
+rounds = 12
+progress = "none"
+[data]
+num_clients = 8
+samples_per_client = 30
+groups = [{count = 5, alpha = 1000.0, name = "clean"},
+          {count = 3, alpha = 1000.0, name = "flipped", permute_labels = true}]
+[train]
+local_steps = 2
+[server]
+clients_per_round = 4
+[algorithm]
+name = "fedgwc"
+[eval]
+every = 4
+"""
+
+
+def distfl(helpers, cwd, *args, timeout=300):
+    return subprocess.run(
+        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+class Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.img: list[str] = []
+        self.href: list[str] = []
+        self.pre: list[str] = []
+        self._in_pre = False
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "img":
+            self.img.append(a["src"])
+        elif tag == "a":
+            self.href.append(a["href"])
+        elif tag == "pre":
+            self._in_pre = True
+            self.pre.append("")
+
+    def handle_endtag(self, tag):
+        if tag == "pre":
+            self._in_pre = False
+
+    def handle_data(self, data):
+        if self._in_pre:
+            self.pre[-1] += data
+
+
+def parse(index: Path) -> Links:
+    links = Links()
+    links.feed(index.read_text(encoding="utf-8"))
+    return links
+
+
+def check_png(path: Path) -> tuple[int, int]:
+    """A PNG that decodes, of figure size, neither blank nor bloated."""
+    assert path.is_file(), f"{path} missing"
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", path
+    assert 3_000 < path.stat().st_size < 2_000_000, (path, path.stat().st_size)
+    with Image.open(path) as im:
+        im.verify()  # chunk CRCs and structure
+    with Image.open(path) as im:
+        assert im.format == "PNG"
+        w, h = im.size
+        assert 400 <= w <= 4000 and 250 <= h <= 4000, (path, im.size)
+        colours = im.convert("RGB").getcolors(maxcolors=1 << 20)
+        assert colours is not None and len(colours) >= 8, f"{path}: nearly blank"
+    return w, h
+
+
+def expected_figures(run_file: Path) -> set[str]:
+    """The figures a run file calls for, from its HDF5 contents."""
+    names = {"accuracy.png", "tree.png", "classes.png"}
+    with h5py.File(run_file, "r") as f:
+        if np.isfinite(f["metrics/clusters/mse"][()]).any():
+            names.add("mse.png")
+        for node_id, g in f["hierarchy"].items():
+            if g.attrs["split_round"] >= 0:
+                if "interaction" in g:
+                    names.add(f"split-{node_id}-matrices.png")
+                if "affinity" in g:
+                    names.add(f"split-{node_id}-embedding.png")
+                if "db_scores" in g:
+                    names.add(f"split-{node_id}-db.png")
+    return names
+
+
+def check_run_report(out: Path, run_file: Path) -> Links:
+    index = out / "index.html"
+    links = parse(index)
+    expected = expected_figures(run_file)
+    written = {p.name for p in out.glob("*.png")}
+    assert written == expected
+    for name in expected:
+        check_png(out / name)
+        assert name in links.img and name in links.href, f"{name} not linked from index.html"
+    stored = read_run_file(run_file).config
+    config_text = next(t for t in links.pre if t.startswith("[run]"))
+    assert build(tomllib.loads(config_text)) == stored
+    return links
+
+
+@pytest.fixture(scope="module")
+def fedgwc_run(tmp_path_factory, helpers):
+    """FedGWC on 16 clients, 5 label-permuted: the root splits at round 19, a child at 29."""
+    tmp = tmp_path_factory.mktemp("report")
+    (tmp / "run.toml").write_text(fedgwc_toml(40, progress="none"))
+    proc = distfl(helpers, tmp, "run", "--config", "run.toml", "--out", "run.h5")
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "run.h5"
+
+
+def test_a_report_of_a_run_that_splits_twice(fedgwc_run, helpers, tmp_path):
+    out = tmp_path / "report"
+    proc = distfl(helpers, tmp_path, "report", str(fedgwc_run), "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    links = check_run_report(out, fedgwc_run)
+    with h5py.File(fedgwc_run, "r") as f:
+        splits = sorted(k for k, g in f["hierarchy"].items() if g.attrs["split_round"] >= 0)
+        groups = f["clients/group"][()]
+    assert len(splits) == 2  # the scenario's two splits, each with its three figures
+    assert sum(n.startswith("split-") for n in links.img) == 6
+    text = (out / "index.html").read_text(encoding="utf-8")
+    assert "finished: 40 of 40 rounds" in text
+    # the matrices figure is at least as wide as two heatmaps side by side
+    w, _ = check_png(out / f"split-{splits[0]}-matrices.png")
+    assert w >= 800
+    assert len(np.unique(groups)) == 2
+    assert f"{len(list(out.glob('*.png')))} figures" in proc.stdout
+
+
+def test_the_evaluation_columns_add_up_to_the_federation(fedgwc_run):
+    """Each evaluation round's per-cluster accuracies, weighted by their clients, give the
+    federation's (unweighted mean over clients); every client is in one evaluated cluster."""
+    with h5py.File(fedgwc_run, "r") as f:
+        ev = {k: v[()] for k, v in f["metrics/evaluation"].items()}
+        rounds = f["metrics/round"][()]
+        acc = f["metrics/accuracy"][()]
+        K = len(f["clients/group"][()])
+    evaluated = rounds[np.isfinite(acc)]
+    assert list(np.unique(ev["round"])) == list(evaluated)
+    for t in evaluated:
+        mine = ev["round"] == t
+        assert ev["clients"][mine].sum() == K
+        total = (ev["accuracy"][mine] * ev["clients"][mine]).sum() / K
+        assert total == pytest.approx(acc[rounds == t][0], rel=1e-12)
+    assert len(set(ev["cluster"][ev["round"] == evaluated[-1]])) == 4  # the final leaves
+
+
+def test_a_run_in_progress_is_reported_from_its_last_checkpoint(helpers, tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    cmd = [sys.executable, "-m", "distfl", "run", "--config", "tiny.toml", "--out", "live.h5",
+           "--set", "run.rounds=100000", "--set", "checkpoint.every=5"]  # fmt: skip
+    run = subprocess.Popen(
+        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 120
+        while not (tmp_path / "live.h5").exists():
+            assert run.poll() is None, run.communicate()
+            assert time.monotonic() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.2)
+        proc = distfl(helpers, tmp_path, "report", "live.h5", "--out", "live")
+        assert run.poll() is None, "the run ended before its report was written"
+        assert proc.returncode == 0, proc.stderr
+        text = (tmp_path / "live" / "index.html").read_text(encoding="utf-8")
+        status = html.unescape(text.split("<p class=status>")[1].split("</p>")[0])
+        assert status.startswith("not finished: round ")
+        done = int(status.split("round ")[1].split(" ")[0])
+        assert done % 5 == 0 and 0 < done < 100000, status
+        for name in ("accuracy.png", "tree.png", "classes.png", "mse.png"):
+            check_png(tmp_path / "live" / name)
+    finally:
+        run.send_signal(signal.SIGTERM)
+        out, err = run.communicate(timeout=120)
+    assert run.returncode == 0, err  # SIGTERM: checkpoint and a clean exit
+
+
+def test_a_report_of_a_suite(helpers, tmp_path):
+    (tmp_path / "tiny.toml").write_text(TINY)
+    proc = distfl(
+        helpers, tmp_path, "suite", "tiny.toml", "--algorithms", "fedgwc,none",
+        "--seeds", "0,1", "--out", "suite", "--workers", "2",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = distfl(helpers, tmp_path, "report", "suite")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "suite" / "report"  # the default for a directory
+    links = parse(out / "index.html")
+    rows = json.loads((tmp_path / "suite" / "suite.json").read_text())["rows"]
+    assert len(rows) == 4
+    metrics = {m for m in ("ari", "rand", "was", "wadb", "accuracy", "clusters")
+               if any(r[m] is not None for r in rows)}  # fmt: skip
+    assert {"ari", "rand", "accuracy", "clusters"} <= metrics
+    assert {p.name for p in out.glob("*.png")} == {f"suite-{m}.png" for m in metrics}
+    for m in metrics:
+        check_png(out / f"suite-{m}.png")
+        assert f"suite-{m}.png" in links.img
+    text = (out / "index.html").read_text(encoding="utf-8")
+    for row in rows:
+        algo = "none" if row["algorithm"] == "fedavg" else row["algorithm"]
+        stem = f"tiny--{algo}--s{row['seed']}"
+        assert f"runs/{stem}/index.html" in links.href
+        check_run_report(out / "runs" / stem, tmp_path / "suite" / f"{stem}.h5")
+        assert f"{row['ari']:.4f}" in text
+    # a second report into the same directory replaces the first
+    again = distfl(helpers, tmp_path, "report", "suite")
+    assert again.returncode == 0, again.stderr
+
+
+def test_bad_targets_are_one_line_errors(helpers, tmp_path, fedgwc_run):
+    missing = distfl(helpers, tmp_path, "report", "nothing.h5")
+    assert_one_line_error(missing, "nothing.h5", "does not exist")
+    (tmp_path / "notes.h5").write_text("not HDF5")
+    garbage = distfl(helpers, tmp_path, "report", "notes.h5")
+    assert_one_line_error(garbage, "notes.h5")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("keep me")
+    refused = distfl(helpers, tmp_path, "report", str(fedgwc_run), "--out", "mine")
+    assert_one_line_error(refused, "mine", "non-empty")
+    assert (mine / "thesis.tex").read_text() == "keep me" and len(list(mine.iterdir())) == 1
+    assert not (tmp_path / "notes-report").exists()
