@@ -258,3 +258,14 @@ def test_bad_targets_are_one_line_errors(helpers, tmp_path, fedgwc_run):
     assert_one_line_error(refused, "mine", "non-empty")
     assert (mine / "thesis.tex").read_text() == "keep me" and len(list(mine.iterdir())) == 1
     assert not (tmp_path / "notes-report").exists()
+
+
+def test_the_readme_shows_figures_that_exist():
+    root = Path(__file__).resolve().parents[2]
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    shown = [
+        line.split("](")[1].rstrip(")") for line in readme.splitlines() if line.startswith("![")
+    ]
+    assert len(shown) >= 2 and all(p.startswith("docs/") for p in shown)
+    for p in shown:
+        check_png(root / p)
