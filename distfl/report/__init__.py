@@ -166,6 +166,7 @@ def _run_page(data, summary: dict[str, Any], shown, up: str | None) -> str:
 def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per readable run file in ``directory`` (suite.py's columns, its file and
     whether it finished), and one line per file that could not be read."""
+    from distfl.checkpoint import read_run_file
     from distfl.suite import COLUMNS, algorithm_label
     from distfl.sweep import find_run_files, gather_rows
 
@@ -173,8 +174,6 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     for path in find_run_files([directory]):
         try:
             (g,) = gather_rows([path])
-            from distfl.checkpoint import read_run_file
-
             config = read_run_file(path).config
         except CheckpointError as exc:
             problems.append(str(exc))

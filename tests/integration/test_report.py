@@ -240,9 +240,14 @@ def test_a_report_of_a_suite(helpers, tmp_path):
         assert f"runs/{stem}/index.html" in links.href
         check_run_report(out / "runs" / stem, tmp_path / "suite" / f"{stem}.h5")
         assert f"{row['ari']:.4f}" in text
-    # a second report into the same directory replaces the first
+    # a second report into the same directory replaces the first; a run file that cannot be
+    # read is named on the page and skipped, the others are still reported
+    (tmp_path / "suite" / "broken.h5").write_bytes(b"\x89HDF\r\n\x1a\n truncated")
     again = distfl(helpers, tmp_path, "report", "suite")
     assert again.returncode == 0, again.stderr
+    assert "skipped" in again.stdout and "broken.h5" in again.stdout
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "broken.h5" in page and len(parse(out / "index.html").href) == len(rows) + len(metrics)
 
 
 def test_bad_targets_are_one_line_errors(helpers, tmp_path, fedgwc_run):
