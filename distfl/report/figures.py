@@ -73,6 +73,9 @@ class Palette:
         self.cluster = {cid: _colour(i) for i, cid in enumerate(leaves + inner)}
         self.groups = data.group_names()
 
+    def name(self, g: int) -> str:
+        return self.groups[g] if 0 <= g < len(self.groups) else f"group {g}"
+
     def of(self, cid: str) -> Any:
         return self.cluster.get(cid, (0.5, 0.5, 0.5, 1.0))
 
@@ -236,7 +239,7 @@ def split_matrices(data: RunData, split: Split, palette: Palette, path: Path) ->
         ax.set_title(title)
         fig.colorbar(im, ax=ax, shrink=0.75)
     fig.legend(
-        handles=[Patch(color=palette.group(g), label=palette.groups[g]) for g in present],
+        handles=[Patch(color=palette.group(g), label=palette.name(g)) for g in present],
         loc="outside lower center",
         ncols=min(len(present), 6),
         fontsize=8,
@@ -260,7 +263,7 @@ def split_embedding(data: RunData, split: Split, palette: Palette, path: Path) -
     if W is None:
         return None
     xy = embedding_2d(W, data.config.run.seed + split.round)
-    fig = _figure(6.5, 5.5)
+    fig = _figure(7.5, 5.5)
     ax = fig.add_subplot()
     kids = sorted(set(split.labels.tolist()))
     groups = sorted(set(split.groups.tolist()))
@@ -288,14 +291,13 @@ def split_embedding(data: RunData, split: Split, palette: Palette, path: Path) -
         for c in kids
     ]
     shape = [
-        Line2D([], [], ls="", marker=palette.marker(g), color="0.4", label=palette.groups[g])
+        Line2D([], [], ls="", marker=palette.marker(g), color="0.4", label=palette.name(g))
         for g in groups
     ]
-    first = ax.legend(
-        handles=colour, title="cluster", fontsize=7, title_fontsize=7, loc="upper left"
-    )
-    ax.add_artist(first)
-    ax.legend(handles=shape, title="group", fontsize=7, title_fontsize=7, loc="upper right")
+    # beside the axes, where they hide no client
+    kw = dict(fontsize=7, title_fontsize=7)
+    fig.legend(handles=colour, title="cluster", loc="outside right upper", **kw)
+    fig.legend(handles=shape, title="group", loc="outside right lower", **kw)
     ax.set_title(f"Split of {split.id} at round {split.round}: spectral embedding of W")
     _save(fig, path)
     return (
@@ -399,7 +401,7 @@ def classes(data: RunData, palette: Palette, path: Path) -> str | None:
         axes = fig.subplots(L, 1, sharex=True, squeeze=False)[:, 0]
         for i, ax in enumerate(axes):
             ax.bar(np.arange(C), fractions[i], color=palette.of(data.leaves[i]), width=0.8)
-            mixed = ", ".join(f"{names[g]}: {c}" for g, c in enumerate(mix[i]) if c)
+            mixed = ", ".join(f"{palette.name(g)}: {c}" for g, c in enumerate(mix[i]) if c)
             ax.set_title(
                 f"{data.leaves[i]}: {sizes[i]} clients, {int(totals[i])} samples ({mixed or '-'})",
                 fontsize=8,
