@@ -8,7 +8,7 @@ from typing import TextIO
 
 import numpy as np
 
-from distfl.checkpoint import HierarchyNode, read_run_file
+from distfl.checkpoint import HierarchyNode, RunFile, read_run_file
 from distfl.metrics import adjusted_rand_index, federation_mean, rand_index, wadb, was
 
 
@@ -16,10 +16,11 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def inspect_run(path: str | Path, stream: TextIO) -> None:
+def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None) -> None:
+    """``run``: the file's RunFile when the caller has read it already."""
     import h5py
 
-    run = read_run_file(path)
+    run = run if run is not None else read_run_file(path)
     cfg = run.config
     with h5py.File(path, "r") as f:
         groups = f["clients/group"][()]

@@ -89,11 +89,14 @@ def check_keys(keys: Iterable[str]) -> list[str]:
     return out
 
 
-def gather_rows(paths: Iterable[str | Path], keys: Sequence[str] = ()) -> list[dict[str, Any]]:
+def gather_rows(
+    paths: Iterable[str | Path], keys: Sequence[str] = (), *, runs: Sequence[Any] | None = None
+) -> list[dict[str, Any]]:
     """One dict per run file, with the :data:`COLUMNS` (then one per config key in ``keys``,
     e.g. ``"algorithm.epsilon"``) in order. Scores that are undefined (WAS/WADB of a single
     cluster, no finite accuracy, no split) are None. Raises CheckpointError on a file that
-    cannot be read and UserError on an unknown key."""
+    cannot be read and UserError on an unknown key. ``runs``: the files' RunFile objects
+    when the caller has read them already."""
     import h5py
     import numpy as np
 
@@ -101,8 +104,9 @@ def gather_rows(paths: Iterable[str | Path], keys: Sequence[str] = ()) -> list[d
 
     keys = check_keys(keys)
     rows = []
-    for path in paths:
-        run = read_run_file(path)
+    paths = list(paths)
+    for i, path in enumerate(paths):
+        run = runs[i] if runs is not None else read_run_file(path)
         try:
             with h5py.File(path, "r") as f:
                 groups = f["clients/group"][()]

@@ -89,7 +89,7 @@ def write_run_report(path: str | Path, out: str | Path, *, up: str | None = None
 
     path, out = Path(path), Path(out)
     data = load_run(path)
-    (summary,) = gather_rows([path])
+    (summary,) = gather_rows([path], runs=[data.run])
     _prepare(out)
     palette = figures.Palette(data)
     shown: list[tuple[str, str, str]] = []  # (section, file, caption)
@@ -134,7 +134,7 @@ def _run_page(data, summary: dict[str, Any], shown, up: str | None) -> str:
     cfg = data.config
     title = f"{cfg.algorithm.name} on {cfg.data.dataset}: {Path(data.path).name}"
     tree = io.StringIO()
-    inspect_run(data.path, tree)
+    inspect_run(data.path, tree, run=data.run)
     cols = [c for c in summary if c != "file"]
     parts = [
         f"<p class=status>{html.escape(_status(data))}</p>",
@@ -173,8 +173,9 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     rows, problems = [], []
     for path in find_run_files([directory]):
         try:
-            (g,) = gather_rows([path])
-            config = read_run_file(path).config
+            run = read_run_file(path)
+            (g,) = gather_rows([path], runs=[run])
+            config = run.config
         except CheckpointError as exc:
             problems.append(str(exc))
             continue

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distfl.checkpoint import HierarchyNode, read_run_file
+from distfl.checkpoint import HierarchyNode, RunFile, read_run_file
 from distfl.config import Config
 from distfl.errors import CheckpointError
 
@@ -58,6 +58,7 @@ class RunData:
     client_accuracy: np.ndarray  # [K]
     leaves: list[str]
     assignment: np.ndarray  # [K] index into leaves
+    run: RunFile | None = None  # the file as read_run_file read it
 
     @property
     def finished(self) -> bool:
@@ -131,6 +132,7 @@ def load_run(path: str | Path) -> RunData:
                 client_accuracy=clients["accuracy"][()],
                 leaves=[_text(s) for s in f["final/leaves"][()]],
                 assignment=f["final/assignment"][()],
+                run=run,
             )
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
