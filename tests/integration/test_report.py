@@ -110,9 +110,11 @@ def expected_figures(run_file: Path) -> set[str]:
     with h5py.File(run_file, "r") as f:
         if np.isfinite(f["metrics/clusters/mse"][()]).any():
             names.add("mse.png")
+        if np.isfinite(f["metrics/clusters/mean_norm"][()]).any():
+            names.add("norms.png")
         for node_id, g in f["hierarchy"].items():
             if g.attrs["split_round"] >= 0:
-                if "interaction" in g:
+                if {"interaction", "distances", "similarity"} & set(g):
                     names.add(f"split-{node_id}-matrices.png")
                 if "affinity" in g:
                     names.add(f"split-{node_id}-embedding.png")
@@ -163,6 +165,27 @@ def test_a_report_of_a_run_that_splits_twice(fedgwc_run, helpers, tmp_path):
     assert w >= 800
     assert len(np.unique(groups)) == 2
     assert f"{len(list(out.glob('*.png')))} figures" in proc.stdout
+
+
+def test_a_report_of_a_cfl_run(helpers, tmp_path):
+    """CFL on 5 upright and 5 rotated clients splits the root at round 10: its update norms
+    with ε1 and ε2, and the cosine similarities at the split."""
+    federation = [
+        "--set", "data.groups=[{count=5, alpha=1000.0}, {count=5, alpha=1000.0, rotation=180.0}]",
+        "--set", "data.num_clients=10", "--set", "server.clients_per_round=10",
+        "--set", "train.lr=0.5", "--set", "train.batch_size=60", "--set", 'run.progress="none"',
+        "--set", 'algorithm.name="cfl"', "--set", "algorithm.eps1=0.4",
+        "--set", "algorithm.eps2=0.9", "--set", "algorithm.warmup=5", "--set", "run.rounds=12",
+        "--set", "eval.every=4",
+    ]  # fmt: skip
+    proc = distfl(helpers, tmp_path, "run", *federation, "--out", "cfl.h5")
+    assert proc.returncode == 0, proc.stderr
+    proc = distfl(helpers, tmp_path, "report", "cfl.h5")
+    assert proc.returncode == 0, proc.stderr
+    out = tmp_path / "cfl-report"  # the default: beside the run file
+    check_run_report(out, tmp_path / "cfl.h5")
+    assert {"norms.png", "split-0-matrices.png"} <= {p.name for p in out.glob("*.png")}
+    assert "mse.png" not in {p.name for p in out.glob("*.png")}
 
 
 def test_the_evaluation_columns_add_up_to_the_federation(fedgwc_run):
