@@ -173,7 +173,7 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     rows, problems = [], []
     for path in find_run_files([directory]):
         try:
-            run = read_run_file(path)
+            run = read_run_file(path, state=False)
             (g,) = gather_rows([path], runs=[run])
             config = run.config
         except CheckpointError as exc:

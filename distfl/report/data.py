@@ -112,7 +112,7 @@ def load_run(path: str | Path) -> RunData:
     """Read a run file (finished, or the last checkpoint of a run in progress)."""
     import h5py
 
-    run = read_run_file(path)
+    run = read_run_file(path, state=False)  # the results only: not the models nor the Ps
     try:
         with h5py.File(path, "r") as f:
             clients = f["clients"]

@@ -297,3 +297,12 @@ def test_the_readme_shows_figures_that_exist():
     assert len(shown) >= 2 and all(p.startswith("docs/") for p in shown)
     for p in shown:
         check_png(root / p)
+
+
+def test_a_report_reads_the_state_attributes_only(fedgwc_run):
+    """The report does not load /state's arrays (each cluster's model and K×K P)."""
+    light = read_run_file(fedgwc_run, state=False).state
+    full = read_run_file(fedgwc_run).state
+    assert light["round"] == full["round"] == 40
+    assert not any(isinstance(v, (np.ndarray, dict)) for v in light.values())
+    assert "models" in full and "models" not in light
