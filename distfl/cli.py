@@ -130,6 +130,11 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="output directory (default: RUN-report beside the file, DIR/report for a suite)",
     )
+    rp.add_argument(
+        "--pdf",
+        action="store_true",
+        help="also write each figure as a PDF (vector lines and text, for papers)",
+    )
     be = sub.add_parser(
         "bench",
         help="measure distfl against a plain PyTorch loop and Flower on one workload",

@@ -43,11 +43,12 @@ def report_main(args, stream: TextIO = sys.stdout) -> int:
     default = target / "report" if target.is_dir() else target.with_name(target.stem + "-report")
     out = Path(args.out) if args.out else default
     if target.is_dir():
-        index = write_suite_report(target, out, stream=stream)
+        index = write_suite_report(target, out, stream=stream, pdf=args.pdf)
     else:
-        index = write_run_report(target, out)
+        index = write_run_report(target, out, pdf=args.pdf)
     pngs = sorted(p for p in out.rglob("*.png"))
-    stream.write(f"distfl report: {len(pngs)} figures; open {index}\n")
+    pdfs = " (and as PDF)" if args.pdf else ""
+    stream.write(f"distfl report: {len(pngs)} figures{pdfs}; open {index}\n")
     return 0
 
 
@@ -64,7 +65,7 @@ def _prepare(out: Path) -> None:
                 f"--out {out} is a non-empty directory that holds no distfl report; "
                 "give a new or empty directory"
             )
-        for p in out.glob("*.png"):
+        for p in [*out.glob("*.png"), *out.glob("*.pdf")]:
             p.unlink()
         if (out / "runs").is_dir():
             shutil.rmtree(out / "runs")
@@ -80,9 +81,11 @@ def _write_text(path: Path, text: str) -> None:
 # -- one run ---------------------------------------------------------------------------
 
 
-def write_run_report(path: str | Path, out: str | Path, *, up: str | None = None) -> Path:
+def write_run_report(
+    path: str | Path, out: str | Path, *, up: str | None = None, pdf: bool = False
+) -> Path:
     """Every figure of the run file at ``path`` and ``out/index.html``; returns the index.
-    ``up``: a link back (a suite's page)."""
+    ``up``: a link back (a suite's page); ``pdf``: each figure also as a PDF."""
     from distfl.report import figures
     from distfl.report.data import load_run
     from distfl.sweep import gather_rows
@@ -95,9 +98,10 @@ def write_run_report(path: str | Path, out: str | Path, *, up: str | None = None
     shown: list[tuple[str, str, str]] = []  # (section, file, caption)
 
     def draw(section: str, name: str, fn, *a) -> None:
-        caption = fn(data, *a, palette, out / name)
-        if caption is not None:
-            shown.append((section, name, caption))
+        drawn = fn(data, *a, palette)
+        if drawn is not None:
+            figures.save(drawn[0], out / name, pdf=pdf)
+            shown.append((section, name, drawn[1]))
 
     draw("Training", "accuracy.png", figures.accuracy)
     draw("Training", "mse.png", figures.mse)
@@ -112,7 +116,7 @@ def write_run_report(path: str | Path, out: str | Path, *, up: str | None = None
             ("db", figures.split_db),
         ):
             draw(section, f"split-{split.id}-{kind}.png", fn, split)
-    page = _run_page(data, summary, shown, up)
+    page = _run_page(data, summary, shown, up, pdf)
     _write_text(out / "index.html", page)
     return out / "index.html"
 
@@ -127,7 +131,7 @@ def _status(data) -> str:
     )
 
 
-def _run_page(data, summary: dict[str, Any], shown, up: str | None) -> str:
+def _run_page(data, summary: dict[str, Any], shown, up: str | None, pdf: bool) -> str:
     from distfl.inspect import inspect_run
     from distfl.sweep import cell_text
 
@@ -149,7 +153,7 @@ def _run_page(data, summary: dict[str, Any], shown, up: str | None) -> str:
         sections.setdefault(section, []).append((name, caption))
     for section, figs in sections.items():
         parts.append(f"<h2>{html.escape(section)}</h2>")
-        parts.extend(_figure_html(name, caption) for name, caption in figs)
+        parts.extend(_figure_html(name, caption, pdf) for name, caption in figs)
     parts += [
         "<h2>Hierarchy</h2>",
         f"<pre>{html.escape(tree.getvalue())}</pre>",
@@ -195,7 +199,9 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, problems
 
 
-def write_suite_report(directory: str | Path, out: str | Path, *, stream: TextIO) -> Path:
+def write_suite_report(
+    directory: str | Path, out: str | Path, *, stream: TextIO, pdf: bool = False
+) -> Path:
     from distfl.report import figures
     from distfl.suite import COLUMNS
     from distfl.sweep import cell_text
@@ -210,13 +216,14 @@ def write_suite_report(directory: str | Path, out: str | Path, *, stream: TextIO
     shown = []
     for metric, title in SUITE_METRICS:
         name = f"suite-{metric}.png"
-        caption = figures.metric_bars(rows, metric, title, out / name)
-        if caption is not None:
-            shown.append((name, caption))
+        drawn = figures.metric_bars(rows, metric, title)
+        if drawn is not None:
+            figures.save(drawn[0], out / name, pdf=pdf)
+            shown.append((name, drawn[1]))
     cells = []
     for row in rows:
         stem = Path(row["file"]).stem
-        write_run_report(row["file"], out / "runs" / stem, up="../../index.html")
+        write_run_report(row["file"], out / "runs" / stem, up="../../index.html", pdf=pdf)
         link = f'<a href="runs/{html.escape(stem)}/index.html">{html.escape(stem)}</a>'
         state = "" if row["finished"] else " (not finished)"
         cells.append(
@@ -234,7 +241,7 @@ def write_suite_report(directory: str | Path, out: str | Path, *, stream: TextIO
             + "</ul>"
         )
     parts.append("<h2>Metrics</h2>")
-    parts.extend(_figure_html(name, caption) for name, caption in shown)
+    parts.extend(_figure_html(name, caption, pdf) for name, caption in shown)
     _write_text(out / "index.html", _page(f"Suite {directory.name or directory}", "\n".join(parts)))
     return out / "index.html"
 
@@ -272,9 +279,10 @@ def _table(columns: list[str], rows: list[list[str]], *, escaped: bool = False) 
     return f"<table>\n<tr>{head}</tr>\n{body}</table>"
 
 
-def _figure_html(name: str, caption: str) -> str:
+def _figure_html(name: str, caption: str, pdf: bool = False) -> str:
     n = html.escape(name)
+    vector = f' <a href="{html.escape(Path(name).with_suffix(".pdf").name)}">PDF</a>' if pdf else ""
     return (
         f'<figure><a href="{n}"><img src="{n}" alt="{html.escape(caption)}"></a>'
-        f"<figcaption>{html.escape(caption)}</figcaption></figure>"
+        f"<figcaption>{html.escape(caption)}{vector}</figcaption></figure>"
     )

@@ -1,6 +1,6 @@
 """The report's figures, drawn with matplotlib's object API on the Agg canvas (no pyplot, no
-display, no global state): each function writes one PNG and returns its caption, or None
-when the run holds nothing to draw."""
+display, no global state): each function draws one figure and returns it with its caption,
+or None when the run holds nothing to draw; :func:`save` writes it."""
 
 from __future__ import annotations
 
@@ -35,7 +35,11 @@ def _figure(width: float, height: float):
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def _save(fig, path: Path) -> None:
+#: a figure and its caption
+Drawn = tuple[Any, str]
+
+
+def save(fig, path: Path, *, pdf: bool = False) -> None:
     """Render on the Agg canvas and write a 256-colour PNG (the figures are flat colours and
     colour maps: a palette keeps them as they look at about 40% of the RGB file's size),
     beside and renamed, so that a reader never sees half a figure."""
@@ -53,6 +57,11 @@ def _save(fig, path: Path) -> None:
     tmp = path.with_name(path.name + ".tmp")
     image.save(tmp, format="PNG", optimize=True)
     os.replace(tmp, path)
+    if pdf:  # vector lines and text, for a paper (heatmaps stay images inside it)
+        vector = path.with_suffix(".pdf")
+        tmp = vector.with_name(vector.name + ".tmp")
+        fig.savefig(tmp, format="pdf", metadata={"Creator": None, "Producer": None})
+        os.replace(tmp, vector)
 
 
 def _colour(i: int) -> Any:
@@ -105,7 +114,7 @@ def _split_markers(ax, data: RunData) -> None:
             )
 
 
-def accuracy(data: RunData, palette: Palette, path: Path) -> str | None:
+def accuracy(data: RunData, palette: Palette) -> Drawn | None:
     rounds = np.asarray(data.metrics.get("round", []))
     acc = np.asarray(data.metrics.get("accuracy", []), dtype=np.float64)
     ok = np.isfinite(acc)
@@ -132,14 +141,13 @@ def accuracy(data: RunData, palette: Palette, path: Path) -> str | None:
             ncols=2,
         )
     ax.set_title("Accuracy over rounds (federation and per cluster); dotted: splits")
-    _save(fig, path)
-    return (
+    return fig, (
         "Balanced accuracy of the federation (black) and of each cluster's clients at each "
         "evaluation round; dotted lines mark the splits, labelled with the cluster that split."
     )
 
 
-def mse(data: RunData, palette: Palette, path: Path) -> str | None:
+def mse(data: RunData, palette: Palette) -> Drawn | None:
     per_cluster = series(data.cluster_metrics, "mse")
     per_cluster = {c: (r, v) for c, (r, v) in per_cluster.items() if (v > 0).any()}
     if not per_cluster:
@@ -159,15 +167,14 @@ def mse(data: RunData, palette: Palette, path: Path) -> str | None:
     if len(per_cluster) <= 16:
         ax.legend(fontsize=7, loc="upper right", ncols=2)
     ax.set_title("Convergence of each cluster's interaction matrix")
-    _save(fig, path)
-    return (
+    return fig, (
         "MSE between consecutive interaction matrices P of each cluster (log scale); a "
         f"cluster is tested for a split once it stays below ε = {eps:g} for "
         f"{data.config.algorithm.patience} round(s)."
     )
 
 
-def norms(data: RunData, palette: Palette, path: Path) -> str | None:
+def norms(data: RunData, palette: Palette) -> Drawn | None:
     mean = series(data.cluster_metrics, "mean_norm")
     peak = series(data.cluster_metrics, "max_norm")
     if not mean and not peak:
@@ -189,14 +196,13 @@ def norms(data: RunData, palette: Palette, path: Path) -> str | None:
             ax.legend(fontsize=7, loc="upper right", ncols=2)
     bottom.set_xlabel("round")
     top.set_title("CFL's split criterion: mean update norm below ε₁ and max above ε₂")
-    _save(fig, path)
-    return (
+    return fig, (
         "CFL's update norms per cluster: a cluster splits when the norm of its mean update "
         f"is below ε₁ = {a.eps1:g} and its largest client update above ε₂ = {a.eps2:g}."
     )
 
 
-def split_matrices(data: RunData, split: Split, palette: Palette, path: Path) -> str | None:
+def split_matrices(data: RunData, split: Split, palette: Palette) -> Drawn | None:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -247,16 +253,15 @@ def split_matrices(data: RunData, split: Split, palette: Palette, path: Path) ->
         title_fontsize=8,
     )
     fig.suptitle(f"Split of cluster {split.id} at round {split.round}")
-    _save(fig, path)
     what = " and ".join(t for _, t in names)
-    return (
+    return fig, (
         f"Split of cluster {split.id} at round {split.round}: {what}, with clients ordered by "
         "the cluster chosen for them (white lines between clusters) and then by ground-truth "
         "group (the coloured strips)."
     )
 
 
-def split_embedding(data: RunData, split: Split, palette: Palette, path: Path) -> str | None:
+def split_embedding(data: RunData, split: Split, palette: Palette) -> Drawn | None:
     from matplotlib.lines import Line2D
 
     W = split.matrices.get("affinity")
@@ -299,14 +304,13 @@ def split_embedding(data: RunData, split: Split, palette: Palette, path: Path) -
     fig.legend(handles=colour, title="cluster", loc="outside right upper", **kw)
     fig.legend(handles=shape, title="group", loc="outside right lower", **kw)
     ax.set_title(f"Split of {split.id} at round {split.round}: spectral embedding of W")
-    _save(fig, path)
-    return (
+    return fig, (
         f"The members of cluster {split.id} in the 2-D spectral embedding of W at round "
         f"{split.round}: colour = the cluster chosen, marker = the ground-truth group."
     )
 
 
-def split_db(data: RunData, split: Split, palette: Palette, path: Path) -> str | None:
+def split_db(data: RunData, split: Split, palette: Palette) -> Drawn | None:
     scores = split.db_scores
     if scores is None or not len(scores):
         return None
@@ -331,15 +335,14 @@ def split_db(data: RunData, split: Split, palette: Palette, path: Path) -> str |
     ax.set_title(
         f"Split of {split.id} at round {split.round}: DB per candidate n (chosen {chosen})"
     )
-    _save(fig, path)
-    return (
+    return fig, (
         f"Davies–Bouldin score of the spectral clustering of W into n clusters when cluster "
         f"{split.id} was tested at round {split.round}; the lowest score below the threshold "
         f"wins (orange: n = {chosen}); n/a: not possible (too few clients)."
     )
 
 
-def tree(data: RunData, palette: Palette, path: Path) -> str | None:
+def tree(data: RunData, palette: Palette) -> Drawn | None:
     layout = tree_layout(data.hierarchy)
     if not layout:
         return None
@@ -380,14 +383,13 @@ def tree(data: RunData, palette: Palette, path: Path) -> str | None:
     ax.grid(alpha=0.3, axis="y")
     state = "" if data.finished else f" (round {data.rounds_done} of {data.config.run.rounds})"
     ax.set_title(f"Cluster tree: id (clients), split rounds{state}")
-    _save(fig, path)
-    return (
+    return fig, (
         "The cluster hierarchy over rounds: each split is labelled with the cluster's id, its "
         "number of clients and the round; each final cluster ends in a dot with its id and size."
     )
 
 
-def classes(data: RunData, palette: Palette, path: Path) -> str | None:
+def classes(data: RunData, palette: Palette) -> Drawn | None:
     L = len(data.leaves)
     if L == 0 or data.class_counts.size == 0:
         return None
@@ -423,8 +425,7 @@ def classes(data: RunData, palette: Palette, path: Path) -> str | None:
         ax.set_xlabel("class")
         fig.colorbar(im, ax=ax, label="fraction of the cluster's samples")
     fig.suptitle("Class distribution of each final cluster")
-    _save(fig, path)
-    return (
+    return fig, (
         "The class distribution of each final cluster (its clients' samples, train and test), "
         "with the number of its clients from each ground-truth group."
     )
@@ -433,7 +434,7 @@ def classes(data: RunData, palette: Palette, path: Path) -> str | None:
 # -- a suite -------------------------------------------------------------------------
 
 
-def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str, path: Path) -> str | None:
+def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Drawn | None:
     """Grouped bars: one group per scenario, one bar per algorithm, the mean over seeds with
     the seeds' range as an error bar."""
     values: dict[tuple[str, str], list[float]] = {}
@@ -476,5 +477,6 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str, path: P
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=8, ncols=min(len(algorithms), 4), loc="upper left")
     ax.set_title(title)
-    _save(fig, path)
-    return f"{title}: mean over seeds per scenario and algorithm (error bars: the seeds' range)."
+    return fig, (
+        f"{title}: mean over seeds per scenario and algorithm (error bars: the seeds' range)."
+    )

@@ -169,7 +169,8 @@ def test_a_report_of_a_run_that_splits_twice(fedgwc_run, helpers, tmp_path):
 
 def test_a_report_of_a_cfl_run(helpers, tmp_path):
     """CFL on 5 upright and 5 rotated clients splits the root at round 10: its update norms
-    with ε1 and ε2, and the cosine similarities at the split."""
+    with ε1 and ε2, and the cosine similarities at the split; with --pdf each figure also
+    as a PDF, linked beside its PNG."""
     federation = [
         "--set", "data.groups=[{count=5, alpha=1000.0}, {count=5, alpha=1000.0, rotation=180.0}]",
         "--set", "data.num_clients=10", "--set", "server.clients_per_round=10",
@@ -180,10 +181,16 @@ def test_a_report_of_a_cfl_run(helpers, tmp_path):
     ]  # fmt: skip
     proc = distfl(helpers, tmp_path, "run", *federation, "--out", "cfl.h5")
     assert proc.returncode == 0, proc.stderr
-    proc = distfl(helpers, tmp_path, "report", "cfl.h5")
+    proc = distfl(helpers, tmp_path, "report", "cfl.h5", "--pdf")
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "cfl-report"  # the default: beside the run file
-    check_run_report(out, tmp_path / "cfl.h5")
+    links = check_run_report(out, tmp_path / "cfl.h5")
+    pngs = sorted(p.stem for p in out.glob("*.png"))
+    assert sorted(p.stem for p in out.glob("*.pdf")) == pngs  # --pdf: a PDF twin of each
+    for stem in pngs:
+        data = (out / f"{stem}.pdf").read_bytes()
+        assert data.startswith(b"%PDF-") and data.rstrip().endswith(b"%%EOF") and len(data) > 3000
+        assert f"{stem}.pdf" in links.href
     assert {"norms.png", "split-0-matrices.png"} <= {p.name for p in out.glob("*.png")}
     assert "mse.png" not in {p.name for p in out.glob("*.png")}
 
