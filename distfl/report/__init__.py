@@ -42,10 +42,14 @@ def report_main(args, stream: TextIO = sys.stdout) -> int:
         )
     default = target / "report" if target.is_dir() else target.with_name(target.stem + "-report")
     out = Path(args.out) if args.out else default
-    if target.is_dir():
-        index = write_suite_report(target, out, stream=stream, pdf=args.pdf)
-    else:
-        index = write_run_report(target, out, pdf=args.pdf)
+    try:
+        if target.is_dir():
+            index = write_suite_report(target, out, stream=stream, pdf=args.pdf)
+        else:
+            index = write_run_report(target, out, pdf=args.pdf)
+    except OSError as exc:  # a read-only or full disk: one line, not a traceback
+        where = exc.filename or out
+        raise UserError(f"cannot write the report to {where}: {exc.strerror or exc}") from None
     pngs = sorted(p for p in out.rglob("*.png"))
     pdfs = " (and as PDF)" if args.pdf else ""
     stream.write(f"distfl report: {len(pngs)} figures{pdfs}; open {index}\n")

@@ -293,6 +293,9 @@ def test_bad_targets_are_one_line_errors(helpers, tmp_path, fedgwc_run):
     assert_one_line_error(refused, "mine", "non-empty")
     assert (mine / "thesis.tex").read_text() == "keep me" and len(list(mine.iterdir())) == 1
     assert not (tmp_path / "notes-report").exists()
+    (tmp_path / "plain.txt").write_text("a file")
+    blocked = distfl(helpers, tmp_path, "report", str(fedgwc_run), "--out", "plain.txt/report")
+    assert_one_line_error(blocked, "cannot write the report", "plain.txt")
 
 
 def test_the_readme_shows_figures_that_exist():
