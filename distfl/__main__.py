@@ -1,4 +1,4 @@
-from distfl.cli import main
+from distfl.cli import entry
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(entry())

@@ -198,6 +198,26 @@ def _is_rank0() -> bool:
         return True
 
 
+def entry() -> int:
+    """The ``distfl`` command and ``python -m distfl``: :func:`main`, then the exit.
+
+    A process that used a torch.distributed (gloo) process group ends with ``os._exit``
+    once its group is destroyed and its output flushed. Left to the interpreter's normal
+    exit, a finished rank aborted about once per hundred launches ("terminate called
+    without an active exception", SIGABRT, with no Python frame on the stack: a C++ thread
+    still joinable when the runtime's objects are torn down at exit). Everything the run
+    writes is written and closed before this point."""
+    code = main()
+    torch_dist = sys.modules.get("distfl.comm.torch_dist")
+    if torch_dist is not None and torch_dist.TorchCommunicator.group_destroyed:
+        import os
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:

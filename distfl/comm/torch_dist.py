@@ -35,6 +35,8 @@ def _collective(fn):
 
 class TorchCommunicator(Communicator):
     name = "torch"
+    #: set once this process has destroyed a process group it created (see distfl.cli.entry)
+    group_destroyed = False
 
     def __init__(self, info: LaunchInfo, *, timeout_s: float, use_cuda: bool) -> None:
         self.rank = info.rank
@@ -131,4 +133,5 @@ class TorchCommunicator(Communicator):
                 except (RuntimeError, dist.DistError):
                     pass
             dist.destroy_process_group()
+            TorchCommunicator.group_destroyed = True
         self._owns_group = False
