@@ -54,6 +54,11 @@ class HierarchyNode:
     datasets: dict[str, np.ndarray] = field(default_factory=dict)
 
 
+def node_order(node_id: str) -> tuple[int, ...]:
+    """Sort key of a cluster id: "0" < "0.0" < "0.1" < "0.2" < "0.10" (numeric, per level)."""
+    return tuple(int(p) for p in node_id.split("."))
+
+
 def _write_tree(group: h5py.Group, tree: dict[str, Any]) -> None:
     """dict -> group, ndarray -> dataset, anything else -> a JSON attribute."""
     for key, value in tree.items():

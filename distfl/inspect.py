@@ -8,7 +8,7 @@ from typing import TextIO
 
 import numpy as np
 
-from distfl.checkpoint import HierarchyNode, RunFile, read_run_file
+from distfl.checkpoint import HierarchyNode, RunFile, node_order, read_run_file
 from distfl.metrics import adjusted_rand_index, federation_mean, rand_index, wadb, was
 
 
@@ -45,7 +45,7 @@ def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None)
     for n in run.hierarchy:
         if n.parent:
             children.setdefault(n.parent, []).append(n.id)
-    roots = sorted((n.id for n in run.hierarchy if not n.parent), key=_order)
+    roots = sorted((n.id for n in run.hierarchy if not n.parent), key=node_order)
     width = max(len(i) for i in nodes) + 4 * max(i.count(".") for i in nodes) + 4
 
     def line(node: HierarchyNode, prefix: str, last: bool, depth: int) -> None:
@@ -62,7 +62,7 @@ def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None)
             acc = federation_mean(accuracy[members]) if len(members) else math.nan
             text += f"  leaf, accuracy {_fmt(acc)}"
         w(text + "\n")
-        kids = sorted(children.get(node.id, []), key=_order)
+        kids = sorted(children.get(node.id, []), key=node_order)
         for i, kid in enumerate(kids):
             ext = "" if depth == 0 else ("    " if last else "│   ")
             line(nodes[kid], prefix + ext, i == len(kids) - 1, depth + 1)
@@ -78,7 +78,3 @@ def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None)
         ri = _fmt(rand_index(groups, assignment))
         ari = _fmt(adjusted_rand_index(groups, assignment))
         w(f"truth      Rand index {ri}, ARI {ari} against the {num_groups} recorded groups\n")
-
-
-def _order(node_id: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in node_id.split("."))

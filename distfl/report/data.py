@@ -7,13 +7,12 @@ cluster from ``/clients/class_counts`` and ``/final/assignment``.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from distfl.checkpoint import HierarchyNode, RunFile, read_run_file
+from distfl.checkpoint import HierarchyNode, RunFile, node_order, read_run_file
 from distfl.config import Config
 from distfl.errors import CheckpointError
 
@@ -99,13 +98,11 @@ class RunData:
 
     def child_labels(self, node: HierarchyNode) -> np.ndarray:
         """The child of each member, from the children's members (-1: in none of them)."""
-        kids = sorted((n for n in self.hierarchy if n.parent == node.id), key=lambda n: n.id)
+        kids = sorted(
+            (n for n in self.hierarchy if n.parent == node.id), key=lambda n: node_order(n.id)
+        )
         where = {int(k): i for i, kid in enumerate(kids) for k in kid.members}
         return np.array([where.get(int(k), -1) for k in node.members], dtype=np.int64)
-
-
-def node_order(node_id: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in node_id.split("."))
 
 
 def load_run(path: str | Path) -> RunData:
@@ -137,10 +134,9 @@ def load_run(path: str | Path) -> RunData:
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(f"run file {path} cannot be read: {first}") from None
-    for key in ("cluster",):
-        for table in (data.cluster_metrics, data.evaluation):
-            if key in table:
-                table[key] = np.array([_text(c) for c in table[key]], dtype=object)
+    for table in (data.cluster_metrics, data.evaluation):  # cluster ids as str, not bytes
+        if "cluster" in table:
+            table["cluster"] = np.array([_text(c) for c in table["cluster"]], dtype=object)
     return data
 
 
@@ -261,11 +257,3 @@ def tree_layout(hierarchy: list[HierarchyNode]) -> dict[str, TreeNode]:
     for root in sorted((i for i, n in nodes.items() if n.parent not in nodes), key=node_order):
         place(root)
     return out
-
-
-def finite_or_none(x) -> float | None:
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return None
-    return x if math.isfinite(x) else None

@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from distfl.checkpoint import node_order
 from distfl.report.data import (
     SPLIT_MATRICES,
     RunData,
@@ -20,7 +21,6 @@ from distfl.report.data import (
     embedding_2d,
     group_mix,
     member_order,
-    node_order,
     series,
     tree_layout,
 )

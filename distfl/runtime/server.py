@@ -13,7 +13,7 @@ import torch
 from distfl.aggregators import build_aggregator
 from distfl.algorithms import ClientReports, ProbeRequest, RoundPlan, Split, build_algorithm
 from distfl.algorithms.emdcfl import protocol_bytes
-from distfl.checkpoint import HierarchyNode, RunFile, write_run_file
+from distfl.checkpoint import HierarchyNode, RunFile, node_order, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition
@@ -244,7 +244,7 @@ class Server:
         weights = rows[:, 4] if self.config.eval.weighted else None
         cluster_of = np.array([model_of[int(k)] for k in clients], dtype=object)
         ev = self.evaluation
-        for cid in sorted(set(model_of.values()), key=_order_key):
+        for cid in sorted(set(model_of.values()), key=node_order):
             mine = cluster_of == cid
             w = None if weights is None else weights[mine]
             ev["round"].append(round_index)
@@ -456,12 +456,8 @@ class Server:
         self.stream.flush()
 
 
-def _order_key(node_id: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in node_id.split("."))
-
-
 def _node_order(node: HierarchyNode) -> tuple[int, ...]:
-    return _order_key(node.id)
+    return node_order(node.id)
 
 
 def _str(value) -> str:

@@ -137,6 +137,11 @@ def test_child_labels_come_from_the_children_when_a_split_stores_none():
     )  # fmt: skip
     (split,) = data.splits()
     assert split.labels.tolist() == [1, 0, 1, 0] and split.id == "0" and split.round == 3
+    # eleven children: "0.10" is child 10, not child 2 (ids sort by number, not as text)
+    many = [node("0", "", 0, 3, range(11))] + [node(f"0.{c}", "0", 3, -1, [c]) for c in range(11)]
+    data.hierarchy, data.groups = many, np.zeros(11, dtype=np.int64)
+    (split,) = data.splits()
+    assert split.labels.tolist() == list(range(11))
 
 
 @pytest.mark.parametrize("preset", sorted(PRESETS))
