@@ -125,7 +125,7 @@ def write_run_file(
     cluster_metrics: dict[str, np.ndarray],
     timing: dict[str, np.ndarray],
     state: dict[str, Any],
-    evaluation: dict[str, np.ndarray] | None = None,
+    evaluation: dict[str, np.ndarray],
 ) -> None:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
     path = Path(path)
@@ -162,7 +162,7 @@ def write_run_file(
             for name, values in cluster_metrics.items():
                 _column(mc, name, values)
             me = m.create_group("evaluation")
-            for name, values in (evaluation or {}).items():
+            for name, values in evaluation.items():
                 _column(me, name, values)
             t = f.create_group("timing")
             for name, values in timing.items():

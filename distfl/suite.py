@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -58,6 +59,14 @@ class Job:
     @property
     def label(self) -> str:
         return f"{self.scenario} {algorithm_label(self.config)} seed {self.seed}"
+
+
+#: a run file's name without ``.h5``: ``<scenario>--<algorithm>--s<seed>`` (run_file_stem)
+RUN_FILE_STEM = re.compile(r"^(?P<scenario>.+)--(?P<algorithm>[a-z]+)--s(?P<seed>-?\d+)$")
+
+
+def run_file_stem(scenario: str, algorithm: str, seed: int) -> str:
+    return f"{scenario}--{algorithm}--s{seed}"
 
 
 def algorithm_label(config) -> str:
@@ -116,7 +125,7 @@ def plan_jobs(
         names.add(name)
         for algorithm in algorithms:
             for seed in seeds:
-                out = Path(out_dir) / f"{name}--{algorithm}--s{seed}.h5"
+                out = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
                 own = (
                     f"algorithm.name={cfg.toml_string(algorithm)}",
                     f"run.seed={seed}",

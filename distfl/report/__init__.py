@@ -12,7 +12,6 @@ from __future__ import annotations
 import html
 import io
 import os
-import re
 import shutil
 import sys
 from pathlib import Path
@@ -30,7 +29,6 @@ SUITE_METRICS = (
     ("accuracy", "Final balanced accuracy"),
     ("clusters", "Clusters found"),
 )
-_NAME = re.compile(r"^(?P<scenario>.+)--(?P<algorithm>[a-z]+)--s(?P<seed>-?\d+)$")
 
 
 def report_main(args, stream: TextIO = sys.stdout) -> int:
@@ -175,7 +173,7 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per readable run file in ``directory`` (suite.py's columns, its file and
     whether it finished), and one line per file that could not be read."""
     from distfl.checkpoint import read_run_file
-    from distfl.suite import COLUMNS, algorithm_label
+    from distfl.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
     from distfl.sweep import find_run_files, gather_rows
 
     rows, problems = [], []
@@ -188,7 +186,7 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
             problems.append(str(exc))
             continue
         stem = Path(path).stem
-        match = _NAME.match(stem)
+        match = RUN_FILE_STEM.match(stem)
         row = dict.fromkeys(COLUMNS)
         row.update({c: g[c] for c in COLUMNS if c in g})
         row.update(
