@@ -256,13 +256,12 @@ def run_suite(
 
 def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
     """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and renamed)."""
-    from distfl.sweep import write_csv
+    from distfl.sweep import write_csv, write_text_atomic
 
     out_dir = Path(out_dir)
     write_csv(rows, out_dir / "suite.csv")
-    tmp = out_dir / "suite.json.tmp"
-    tmp.write_text(json.dumps({"columns": list(COLUMNS), "rows": rows}, indent=1) + "\n")
-    os.replace(tmp, out_dir / "suite.json")
+    text = json.dumps({"columns": list(COLUMNS), "rows": rows}, indent=1) + "\n"
+    write_text_atomic(out_dir / "suite.json", text)
 
 
 def suite_main(args, stream: TextIO = sys.stdout) -> int:

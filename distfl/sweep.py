@@ -195,11 +195,17 @@ def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
     writer.writerow(columns)
     for row in rows:
         writer.writerow([cell_text(c, row[c], table=False) for c in columns])
+    write_text_atomic(path, buf.getvalue())
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """``text`` (UTF-8, line ends as given) written beside ``path`` and renamed onto it, so
+    that a reader never sees half a file; a UserError naming ``path`` if it cannot be."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
         with open(tmp, "w", encoding="utf-8", newline="") as fh:
-            fh.write(buf.getvalue())
+            fh.write(text)
         os.replace(tmp, path)
     except OSError as exc:
         raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None

@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import html
 import io
-import os
 import shutil
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.sweep import write_text_atomic
 
 #: marks a page written by ``distfl report``; an output directory without it is not cleared
 GENERATOR = "distfl report"
@@ -74,12 +74,6 @@ def _prepare(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 # -- one run ---------------------------------------------------------------------------
 
 
@@ -119,7 +113,7 @@ def write_run_report(
         ):
             draw(section, f"split-{split.id}-{kind}.png", fn, split)
     page = _run_page(data, summary, shown, up, pdf)
-    _write_text(out / "index.html", page)
+    write_text_atomic(out / "index.html", page)
     return out / "index.html"
 
 
@@ -244,7 +238,9 @@ def write_suite_report(
         )
     parts.append("<h2>Metrics</h2>")
     parts.extend(_figure_html(name, caption, pdf) for name, caption in shown)
-    _write_text(out / "index.html", _page(f"Suite {directory.name or directory}", "\n".join(parts)))
+    write_text_atomic(
+        out / "index.html", _page(f"Suite {directory.name or directory}", "\n".join(parts))
+    )
     return out / "index.html"
 
 
