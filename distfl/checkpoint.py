@@ -10,7 +10,8 @@ Layout (DESIGN.md):
     /metrics/         one resizable column per per-round metric (deterministic values);
                       /metrics/clusters/ the same per (round, cluster);
                       /metrics/evaluation/ per (evaluation round, evaluated cluster)
-    /timing/          wall-clock columns (differ from run to run, kept apart from /metrics)
+    /timing/          wall-clock columns (differ from run to run, kept apart from /metrics);
+                      attrs trainer; /timing/workers/ per (round, worker rank)
     /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
 """
 
@@ -30,6 +31,7 @@ import numpy as np
 from distfl import __version__
 from distfl.config import Config, from_json
 from distfl.errors import CheckpointError, ConfigError
+from distfl.hierarchy import HierarchyNode
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -42,21 +44,6 @@ RESUMABLE_CHANGES = (
     "comm.timeout_s",
     "checkpoint.every",
 )
-
-
-@dataclass
-class HierarchyNode:
-    id: str
-    parent: str
-    created_round: int
-    members: np.ndarray
-    split_round: int = -1
-    datasets: dict[str, np.ndarray] = field(default_factory=dict)
-
-
-def node_order(node_id: str) -> tuple[int, ...]:
-    """Sort key of a cluster id: "0" < "0.0" < "0.1" < "0.2" < "0.10" (numeric, per level)."""
-    return tuple(int(p) for p in node_id.split("."))
 
 
 def _write_tree(group: h5py.Group, tree: dict[str, Any]) -> None:
@@ -75,6 +62,47 @@ def _read_tree(group: h5py.Group) -> dict[str, Any]:
     for key, item in group.items():
         tree[key] = _read_tree(item) if isinstance(item, h5py.Group) else item[()]
     return tree
+
+
+def storable(state: dict) -> dict:
+    """An algorithm's or aggregator's state_dict as _write_tree stores it: nested dicts,
+    arrays as arrays, numpy scalars as Python numbers, everything else as JSON."""
+    out = {}
+    for key, value in state.items():
+        if isinstance(value, dict):
+            out[key] = storable(value)
+        elif isinstance(value, np.generic):
+            out[key] = value.item()
+        else:
+            out[key] = value
+    return out
+
+
+def write_hierarchy(group: h5py.Group, nodes: list[HierarchyNode]) -> None:
+    """One subgroup per cluster node: attrs parent, created_round, split_round; datasets
+    members and what the algorithm stored at its split."""
+    for node in nodes:
+        n = group.create_group(node.id)
+        n.attrs["parent"] = node.parent
+        n.attrs["created_round"] = node.created_round
+        n.attrs["split_round"] = node.split_round
+        n.create_dataset("members", data=np.asarray(node.members, dtype=np.int64))
+        for name, values in node.datasets.items():
+            n.create_dataset(name, data=values)
+
+
+def read_hierarchy(group: h5py.Group) -> list[HierarchyNode]:
+    return [
+        HierarchyNode(
+            id=node_id,
+            parent=str(g.attrs["parent"]),
+            created_round=int(g.attrs["created_round"]),
+            split_round=int(g.attrs["split_round"]),
+            members=g["members"][()],
+            datasets={k: g[k][()] for k in g if k != "members"},
+        )
+        for node_id, g in group.items()
+    ]
 
 
 def tree_digest(tree: dict[str, Any]) -> str:
@@ -126,6 +154,8 @@ def write_run_file(
     timing: dict[str, np.ndarray],
     state: dict[str, Any],
     evaluation: dict[str, np.ndarray],
+    worker_timing: dict[str, np.ndarray] | None = None,
+    trainer: str = "",
 ) -> None:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
     path = Path(path)
@@ -138,19 +168,13 @@ def write_run_file(
             f.attrs["config"] = config.to_json()
             f.attrs["seed"] = config.run.seed
             f.attrs["world_size"] = world_size
-            f.attrs["created"] = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
+                timespec="seconds"
+            )
             g = f.create_group("clients")
             for name, values in clients.items():
                 g.create_dataset(name, data=values)
-            h = f.create_group("hierarchy")
-            for node in hierarchy:
-                n = h.create_group(node.id)
-                n.attrs["parent"] = node.parent
-                n.attrs["created_round"] = node.created_round
-                n.attrs["split_round"] = node.split_round
-                n.create_dataset("members", data=np.asarray(node.members, dtype=np.int64))
-                for name, values in node.datasets.items():
-                    n.create_dataset(name, data=values)
+            write_hierarchy(f.create_group("hierarchy"), hierarchy)
             fin = f.create_group("final")
             fin.create_dataset("assignment", data=np.asarray(assignment, dtype=np.int64))
             fin.create_dataset("leaves", data=np.array(leaves, dtype=h5py.string_dtype()))
@@ -165,8 +189,12 @@ def write_run_file(
             for name, values in evaluation.items():
                 _column(me, name, values)
             t = f.create_group("timing")
+            t.attrs["trainer"] = trainer
             for name, values in timing.items():
                 _column(t, name, values)
+            tw = t.create_group("workers")
+            for name, values in (worker_timing or {}).items():
+                _column(tw, name, values)
             s = f.create_group("state")
             _write_tree(s, state)
             s.attrs["sha256"] = tree_digest(state)
@@ -192,6 +220,11 @@ class RunFile:
     state: dict[str, Any]
     #: /metrics/evaluation (empty for a file written before it existed)
     evaluation: dict[str, np.ndarray] = field(default_factory=dict)
+    #: /timing/workers: per (round, worker rank) clients, train_s, busy_s (empty before it
+    #: existed)
+    worker_timing: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the local trainer the workers used ("" before it was recorded)
+    trainer: str = ""
 
 
 def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
@@ -225,22 +258,12 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
                 raise CheckpointError(
                     f"checkpoint {path} is corrupt: /state does not match its SHA-256"
                 )
-            hierarchy = []
-            for node_id, g in f["hierarchy"].items():
-                hierarchy.append(
-                    HierarchyNode(
-                        id=node_id,
-                        parent=str(g.attrs["parent"]),
-                        created_round=int(g.attrs["created_round"]),
-                        split_round=int(g.attrs["split_round"]),
-                        members=g["members"][()],
-                        datasets={k: g[k][()] for k in g if k != "members"},
-                    )
-                )
+            hierarchy = read_hierarchy(f["hierarchy"])
             metrics = {k: v[()] for k, v in f["metrics"].items() if isinstance(v, h5py.Dataset)}
             cluster_metrics = {k: v[()] for k, v in f["metrics/clusters"].items()}
             evaluation = {k: v[()] for k, v in f.get("metrics/evaluation", {}).items()}
-            timing = {k: v[()] for k, v in f["timing"].items()}
+            timing = {k: v[()] for k, v in f["timing"].items() if isinstance(v, h5py.Dataset)}
+            worker_timing = {k: v[()] for k, v in f.get("timing/workers", {}).items()}
             return RunFile(
                 config=config,
                 world_size=int(f.attrs["world_size"]),
@@ -250,6 +273,8 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
                 timing=timing,
                 state=stored,
                 evaluation=evaluation,
+                worker_timing=worker_timing,
+                trainer=str(f["timing"].attrs.get("trainer", "")),
             )
     except CheckpointError:
         raise

@@ -4,6 +4,11 @@
 Every key is checked: an unknown key, a value of the wrong type or an impossible value
 raises :class:`~distfl.errors.ConfigError` with one line naming the key and what is
 allowed. The CLI turns that into exit code 2.
+
+``[algorithm]`` holds ``name`` and the named algorithm's own keys, whose types, defaults and
+checks are the algorithm's (its ``Params`` dataclass, found through the registry): this
+module knows no algorithm. A layer (preset, file, ``--set``) that names another algorithm
+than the layers before it starts that algorithm's keys from their defaults.
 """
 
 from __future__ import annotations
@@ -12,12 +17,19 @@ import copy
 import dataclasses
 import json
 import math
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
+from distfl.algorithms.base import Params
+from distfl.algorithms.registry import algorithm_class, algorithm_names, key_owners, load_plugins
 from distfl.errors import ConfigError
+from distfl.presets import PRESETS
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 
 @dataclass(frozen=True)
@@ -47,6 +59,9 @@ class RunSection:
     threads: int = 1
     device: str = "auto"
     progress: str = "auto"
+    #: modules (names, or paths of .py files) imported on every rank before the algorithm
+    #: is built, so that algorithms defined in them register
+    plugins: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -91,36 +106,34 @@ class ServerSection:
 
 @dataclass(frozen=True)
 class AlgorithmSection:
+    """``algorithm.name`` and that algorithm's own keys (``params``, its ``Params``
+    dataclass). ``config.algorithm.epsilon`` reads the key ``epsilon`` of the params."""
+
     name: str = "none"
-    # FedGWC (defaults follow the paper)
-    beta: float = 0.5
-    epsilon: float = 1e-5
-    n_max: int = 5
-    alpha: float = 0.0
-    patience: int = 1
-    min_clients: int = 3
-    sampling: str = "priority"
-    db_threshold: float = 1.0
-    # IFCA and FeSEM: the fixed number of cluster models
-    num_clusters: int = 2
-    # FeSEM: re-assign clients to the nearest centre every this many rounds
-    reassign_every: int = 1
-    # CFL (Sattler et al.; defaults follow the paper)
-    eps1: float = 0.4
-    eps2: float = 1.6
-    warmup: int = 20
-    # EMD-CFL (defaults follow the paper where it gives them)
-    emd_epsilon: float = 0.025
-    emd_steps: int = 100
-    emd_samples: int = 512
-    emd_projection: float = 0.9
-    emd_solver: str = "exact"
-    emd_reg: float = 0.05
-    # FLCL (regret-based clustering)
-    flcl_eta: float = 0.9
-    flcl_delta: float = 3.0
-    flcl_period: int = 5
-    flcl_expel: str = "preference"
+    params: Any = None
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", algorithm_class(self.name).Params())
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key in ("name", "params"):
+            raise AttributeError(key)
+        try:
+            params = object.__getattribute__(self, "params")
+        except AttributeError:
+            raise AttributeError(key) from None
+        if key in _field_names(type(params)):
+            return getattr(params, key)
+        raise AttributeError(f"algorithm {self.name!r} has no key {key!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"name": ..., <key>: <value>, ...}``, the [algorithm] table."""
+        return {"name": self.name, **dataclasses.asdict(self.params)}
+
+
+def _field_names(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
 @dataclass(frozen=True)
@@ -160,7 +173,13 @@ class Config:
         return (GroupSpec(count=self.data.num_clients, alpha=1000.0, name="all"),)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        out = {}
+        for f in dataclasses.fields(self):
+            section = getattr(self, f.name)
+            out[f.name] = (
+                section.to_dict() if f.name == "algorithm" else dataclasses.asdict(section)
+            )
+        return out
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), sort_keys=True)
@@ -200,8 +219,9 @@ def _toml_value(value: Any) -> str:
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
-# Allowed values of the enumerated keys. Modules that add choices (datasets, models,
-# algorithms) are listed here so that the check happens before anything is built.
+# Allowed values of the enumerated keys. Modules that add choices (datasets, models) are
+# listed here so that the check happens before anything is built; algorithm.name's are the
+# registered algorithms (algorithm_names), their own keys' are in their Params.
 CHOICES: dict[str, tuple[str, ...]] = {
     "run.device": ("auto", "cpu", "cuda"),
     "run.progress": ("auto", "bar", "lines", "none"),
@@ -211,109 +231,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.trainer": ("auto", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
-    "algorithm.name": ("none", "fedgwc", "emdcfl", "cfl", "ifca", "fesem", "flcl", "oracle"),
-    "algorithm.flcl_expel": ("preference", "regret"),
-    "algorithm.emd_solver": ("exact", "sinkhorn"),
-    "algorithm.sampling": ("priority", "uniform"),
     "comm.backend": ("auto", "local", "torch", "mpi"),
-}
-
-
-def _scenario(groups: list[dict[str, Any]], **sections: dict[str, Any]) -> dict[str, Any]:
-    """A preset of the papers' scenarios: the groups, FedGWC with the settings that the
-    default job uses, and ``sections`` on top."""
-    preset: dict[str, Any] = {
-        "run": {"rounds": 300},
-        "data": {"num_clients": sum(g["count"] for g in groups), "groups": groups},
-        "server": {"clients_per_round": 10},
-        "algorithm": {"name": "fedgwc", "epsilon": 1e-4, "patience": 10, "db_threshold": 0.5},
-        "eval": {"every": 50},
-    }
-    for section, values in sections.items():
-        preset.setdefault(section, {}).update(values)
-    return preset
-
-
-# Label skew (FedGWC Table 3): Hom alpha = 1000, Het alpha = 0.05, XHet alpha = 0 (one class).
-_HOM = {"alpha": 1000.0, "name": "hom"}
-_HET = {"alpha": 0.05, "name": "het"}
-_XHET = {"alpha": 0.0, "name": "xhet"}
-# Visual domains (FedGWC Table 4): near-IID labels (alpha = 100), clean, noisy or blurred.
-_CLEAN = {"alpha": 100.0, "name": "clean"}
-_NOISE = {"alpha": 100.0, "name": "noise", "noise": 0.3}
-_BLUR = {"alpha": 100.0, "name": "blur", "blur": 3}
-
-#: The papers' scenarios, each a preset (``--preset NAME``) on any image dataset.
-SCENARIOS: dict[str, dict[str, Any]] = {
-    "table3-hom-xhet": _scenario([{"count": 10, **_HOM}, {"count": 90, **_XHET}]),
-    "table3-hom-het": _scenario([{"count": 10, **_HOM}, {"count": 90, **_HET}]),
-    "table3-mixed": _scenario(
-        [{"count": 40, **_HOM}, {"count": 30, **_HET}, {"count": 30, **_XHET}]
-    ),
-    "table4-clean-noise": _scenario([{"count": 50, **_CLEAN}, {"count": 50, **_NOISE}]),
-    "table4-clean-blur": _scenario([{"count": 50, **_CLEAN}, {"count": 50, **_BLUR}]),
-    "table4-mixed": _scenario(
-        [{"count": 40, **_CLEAN}, {"count": 30, **_NOISE}, {"count": 30, **_BLUR}]
-    ),
-    # EMD-CFL's rotated benchmark: 40 clients, 10 per rotation of 0, 90, 180, 270 degrees.
-    "rotated": _scenario(
-        [
-            {"count": 10, "alpha": 1000.0, "name": f"rot{angle}", "rotation": float(angle)}
-            for angle in (0, 90, 180, 270)
-        ]
-    ),
-    # EMD-CFL's backdoor benchmark (its CIFAR-10 form): 15 clients, 5 with the first five
-    # classes, 5 with the same classes and a class-coloured 2x2 patch in the corner (the
-    # backdoor), 5 with the last five classes.
-    "backdoor": _scenario(
-        [
-            {"count": 5, "alpha": 1000.0, "name": "clean", "classes": [0, 1, 2, 3, 4]},
-            {
-                "count": 5,
-                "alpha": 1000.0,
-                "name": "backdoor",
-                "classes": [0, 1, 2, 3, 4],
-                "patch": 2,
-            },
-            {"count": 5, "alpha": 1000.0, "name": "other", "classes": [5, 6, 7, 8, 9]},
-        ],
-        server={"clients_per_round": 5},
-    ),
-}
-
-PRESETS: dict[str, dict[str, Any]] = {
-    # The embedded default job (`distfl run` with neither --config nor --preset): FedGWC on
-    # the digits data shipped with scikit-learn, 30 clients with the true labels and 10
-    # whose labels pass through one permutation (a concept shift). FedGWC separates the
-    # two groups (Rand index 1.0, seeds 0-2) around round 170-220; ~25 s on 2 cores.
-    "default": {
-        "run": {"rounds": 300},
-        "data": {
-            "num_clients": 40,
-            "samples_per_client": 80,
-            "groups": [
-                {"count": 30, "alpha": 1000.0, "name": "clean"},
-                {"count": 10, "alpha": 1000.0, "name": "permuted", "permute_labels": True},
-            ],
-        },
-        "server": {"clients_per_round": 10},
-        "algorithm": {"name": "fedgwc", "epsilon": 1e-4, "patience": 10, "db_threshold": 0.5},
-        "eval": {"every": 50},
-    },
-    # FedAvg on a near-IID digits federation: the plain key defaults.
-    "digits": {},
-    **SCENARIOS,
-    # The mixed label-skew example of the README: 8 near-IID clients, 4 single-class.
-    "digits-mixed": {
-        "run": {"seed": 7, "rounds": 20},
-        "data": {
-            "num_clients": 12,
-            "samples_per_client": 60,
-            "groups": [{"count": 8, "alpha": 1000.0}, {"count": 4, "alpha": 0.0}],
-        },
-        "train": {"local_steps": 4, "batch_size": 16, "lr": 0.05},
-        "server": {"clients_per_round": 6},
-    },
 }
 
 
@@ -396,6 +314,9 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
             )
         if not isinstance(values, dict):
             raise ConfigError(f"[{section}] in {origin}: expected a table of keys")
+        if section == "algorithm":
+            _merge_algorithm(base.setdefault("algorithm", {}), values)
+            continue
         known = get_type_hints(sections[section])
         for key, value in values.items():
             if key not in known:
@@ -404,6 +325,16 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
                     f"allowed in [{section}]: {', '.join(sorted(known))}"
                 )
             base.setdefault(section, {})[key] = copy.deepcopy(value)
+
+
+def _merge_algorithm(base: dict[str, Any], values: dict[str, Any]) -> None:
+    """Merge one layer's [algorithm] table. Naming another algorithm than the layers
+    before drops their keys: they were that algorithm's. The keys themselves are checked
+    against the named algorithm when the config is built."""
+    if "name" in values and values["name"] != base.get("name", AlgorithmSection.name):
+        base.clear()
+    for key, value in values.items():
+        base[key] = copy.deepcopy(value)
 
 
 def toml_string(s: str) -> str:
@@ -443,18 +374,63 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
 
 
-def build(raw: dict[str, Any]) -> Config:
-    """Build and validate a :class:`Config` from a merged ``{section: {key: value}}``."""
+def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
+    """Build and validate a :class:`Config` from a merged ``{section: {key: value}}``.
+
+    ``stored``: ``raw`` is a config read back from a run file, where files written before
+    each algorithm had its own keys hold every algorithm's keys in one flat [algorithm]
+    table: keys the named algorithm does not take are dropped, and a key's former name
+    (one of its Params ``aliases``) wins over another algorithm's key of the same new
+    name."""
     sections = get_type_hints(Config)
     built = {}
     for section, cls in sections.items():
-        hints = get_type_hints(cls)
         values = raw.get(section, {})
+        if section == "algorithm":
+            continue
+        hints = get_type_hints(cls)
         kwargs = {key: _coerce(f"{section}.{key}", v, hints[key]) for key, v in values.items()}
         built[section] = cls(**kwargs)
+    load_plugins(built["run"].plugins)  # algorithms of the user's own register here
+    built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored)
     config = Config(**built)
     validate(config)
     return config
+
+
+def _algorithm(values: dict[str, Any], *, stored: bool) -> AlgorithmSection:
+    """The [algorithm] table as the named algorithm's section."""
+    values = dict(values)
+    name = _coerce("algorithm.name", values.pop("name", AlgorithmSection.name), str)
+    cls = algorithm_class(name)
+    params_cls = cls.Params
+    fields = _field_names(params_cls)
+    aliases = params_cls.aliases
+    if stored:
+        former = {aliases[k]: v for k, v in values.items() if k in aliases}
+        values = {k: v for k, v in values.items() if k in fields and k not in former} | former
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        field_name = aliases.get(key, key)
+        if field_name not in fields:
+            raise ConfigError(_unknown_algorithm_key(key, name, fields))
+        if field_name in kwargs:
+            former = key if key in aliases else next(a for a in values if aliases.get(a) == key)
+            raise ConfigError(
+                f"algorithm.{former} and algorithm.{field_name} are the same key of {name} "
+                f"({former} is its former name); give only algorithm.{field_name}"
+            )
+        kwargs[field_name] = value
+    hints = get_type_hints(params_cls)
+    kwargs = {k: _coerce(f"algorithm.{k}", v, hints[k]) for k, v in kwargs.items()}
+    return AlgorithmSection(name=name, params=params_cls(**kwargs))
+
+
+def _unknown_algorithm_key(key: str, name: str, fields: list[str]) -> str:
+    owners = [o for o in key_owners(key) if o != name]
+    mine = f"its keys: {', '.join(sorted(fields))}" if fields else "it takes no other key"
+    whose = f"; {key} is a key of {', '.join(owners)}" if owners else ""
+    return f"unknown key algorithm.{key} for algorithm.name = {name!r} ({mine}){whose}"
 
 
 def load(
@@ -475,14 +451,36 @@ def load(
         _merge(raw, PRESETS[preset], f"preset {preset!r}")
     if path is not None:
         _merge(raw, read_toml(path), str(path))
-    sections = _section_types()
-    for item in overrides:
-        section, key, value = parse_set(item)
-        if section in sections and get_type_hints(sections[section]).get(key) is str:
-            if not isinstance(value, str):
-                value = item.split("=", 1)[1].strip()
-        _merge(raw, {section: {key: value}}, "--set")
+    _merge(raw, _set_layer(overrides, raw), "--set")
     return build(raw)
+
+
+def _set_layer(items: list[str] | tuple[str, ...], below: dict[str, Any]) -> dict[str, Any]:
+    """The ``--set`` items as one layer. A string key whose value reads as another TOML type
+    (``--set run.out=1.h5``) keeps the text as given."""
+    parsed = [(parse_set(item), item) for item in items]
+    layer: dict[str, dict[str, Any]] = {}
+    for (section, key, value), _ in parsed:
+        layer.setdefault(section, {})[key] = value
+    name = layer.get("algorithm", {}).get("name", below.get("algorithm", {}).get("name"))
+    for (section, key, value), item in parsed:
+        if not isinstance(value, str) and _key_type(section, key, name) is str:
+            layer[section][key] = item.split("=", 1)[1].strip()
+    return layer
+
+
+def _key_type(section: str, key: str, algorithm: Any) -> Any:
+    """The declared type of ``section.key`` (None when unknown)."""
+    if section == "algorithm":
+        if key == "name":
+            return str
+        try:
+            params = algorithm_class(str(algorithm or AlgorithmSection.name)).Params
+        except ConfigError:
+            return None
+        return get_type_hints(params).get(params.aliases.get(key, key))
+    cls = _section_types().get(section)
+    return get_type_hints(cls).get(key) if cls is not None else None
 
 
 def from_json(text: str) -> Config:
@@ -493,7 +491,7 @@ def from_json(text: str) -> Config:
         raise ConfigError(f"the stored config is not valid JSON: {exc}") from None
     raw: dict[str, Any] = {}
     _merge(raw, stored, "the stored config")
-    return build(raw)
+    return build(raw, stored=True)
 
 
 def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:
@@ -600,56 +598,29 @@ def validate(c: Config) -> None:
             "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
             "e.g. --set train.prox_mu=0.01)"
         )
-    if c.algorithm.name in ("ifca", "fesem"):
-        _range(
-            "algorithm.num_clusters",
-            c.algorithm.num_clusters,
-            1,
-            c.data.num_clients,
-            f"between 1 and data.num_clients ({c.data.num_clients})",
-        )
-    _range("algorithm.reassign_every", c.algorithm.reassign_every, 1, None, "at least 1")
-    _range("algorithm.eps1", c.algorithm.eps1, 0.0, None, "non-negative")
-    _range("algorithm.eps2", c.algorithm.eps2, 0.0, None, "non-negative")
-    _range("algorithm.warmup", c.algorithm.warmup, 0, None, "0 or more rounds")
-    _range("algorithm.emd_steps", c.algorithm.emd_steps, 1, None, "at least 1 local step")
-    _range("algorithm.emd_samples", c.algorithm.emd_samples, 1, None, "at least 1 per side")
-    if not 0.0 < c.algorithm.emd_projection <= 1.0:
-        raise ConfigError(
-            f"algorithm.emd_projection = {c.algorithm.emd_projection!r}: must be in (0, 1] "
-            "(kept share of the embedding dimension; paper 0.9)"
-        )
-    if not 0.0 < c.algorithm.flcl_eta < 1.0:
-        raise ConfigError(
-            f"algorithm.flcl_eta = {c.algorithm.flcl_eta!r}: must be in (0, 1) (RegEXT's η)"
-        )
-    if not c.algorithm.flcl_delta > 0:
-        raise ConfigError(f"algorithm.flcl_delta = {c.algorithm.flcl_delta!r}: must be positive")
-    _range("algorithm.flcl_period", c.algorithm.flcl_period, 1, None, "at least 1 round")
-    if c.algorithm.name == "flcl" and c.train.local_steps < 2:
-        raise ConfigError(
-            "train.local_steps = 1: FLCL needs at least 2 (the first and last step's losses)"
-        )
-    if not c.algorithm.emd_reg > 0:
-        raise ConfigError(f"algorithm.emd_reg = {c.algorithm.emd_reg!r}: must be positive")
-    if not c.algorithm.beta > 0:
-        raise ConfigError(f"algorithm.beta = {c.algorithm.beta!r}: must be positive")
-    if not c.algorithm.epsilon > 0:
-        raise ConfigError(f"algorithm.epsilon = {c.algorithm.epsilon!r}: must be positive")
-    _range("algorithm.n_max", c.algorithm.n_max, 2, None, "at least 2")
-    _range(
-        "algorithm.alpha", c.algorithm.alpha, 0.0, 0.999999, "in [0, 1) (0: the participation rate)"
-    )
-    _range("algorithm.patience", c.algorithm.patience, 1, None, "at least 1")
-    if not c.algorithm.db_threshold > 0:
-        raise ConfigError(
-            f"algorithm.db_threshold = {c.algorithm.db_threshold!r}: must be positive (paper: 1)"
-        )
-    _range("algorithm.min_clients", c.algorithm.min_clients, 1, None, "at least 1")
+    _validate_algorithm(c)
     if not c.comm.timeout_s > 0:
         raise ConfigError(f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive")
     _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
     _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
+
+
+def _validate_algorithm(c: Config) -> None:
+    """The named algorithm's keys, by its own rules (:meth:`Params.check`)."""
+    cls = algorithm_class(c.algorithm.name)
+    params = c.algorithm.params
+    if type(params) is not cls.Params or not isinstance(params, Params):
+        raise ConfigError(
+            f"algorithm.name = {c.algorithm.name!r} takes {cls.Params.__name__}, "
+            f"not {type(params).__name__}"
+        )
+    for key, allowed in cls.Params.choices.items():
+        value = getattr(params, key)
+        if value not in allowed:
+            raise ConfigError(
+                f"algorithm.{key} = {value!r}: allowed values are {', '.join(allowed)}"
+            )
+    params.check(c)
 
 
 def check_world(c: Config, world_size: int) -> None:
@@ -664,11 +635,29 @@ def check_world(c: Config, world_size: int) -> None:
 
 
 def describe_keys() -> list[tuple[str, str, str]]:
-    """(key, type, default) of every config key, for the README and ``distfl run --help``."""
+    """(key, type, default) of every config key but the algorithms' own, for the README and
+    ``distfl keys`` (those are in :func:`describe_algorithm_keys`)."""
     rows = []
     for section, cls in get_type_hints(Config).items():
+        if section == "algorithm":
+            names = ", ".join(algorithm_names())
+            rows.append(("algorithm.name", f"one of {names}", json.dumps(AlgorithmSection.name)))
+            continue
         hints = get_type_hints(cls)
         for f in dataclasses.fields(cls):
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             rows.append((f"{section}.{f.name}", _describe(hints[f.name]), json.dumps(default)))
     return rows
+
+
+def describe_algorithm_keys() -> dict[str, list[tuple[str, str, str]]]:
+    """Per algorithm name: (key, type, default) of each of its own keys."""
+    out = {}
+    for name in algorithm_names():
+        params = algorithm_class(name).Params
+        hints = get_type_hints(params)
+        out[name] = [
+            (f"algorithm.{f.name}", _describe(hints[f.name]), json.dumps(f.default))
+            for f in dataclasses.fields(params)
+        ]
+    return out

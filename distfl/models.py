@@ -38,61 +38,56 @@ class MLP(nn.Module):
         return self.net(x)
 
 
-class SmallCNN(nn.Module):
-    """Two conv blocks (5x5 conv, 64 channels, ReLU, 2x2 max-pool) and three dense layers
-    (384, 192, classes): the CIFAR model of the FedGWC paper's experiments."""
+class ConvNet(nn.Module):
+    """Two conv blocks (5x5 "same" convolution, ReLU, 2x2 max-pool) and three dense layers
+    (two hidden widths, then the classes): the shape of both of the papers' CNNs."""
 
-    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
+    def __init__(
+        self,
+        input_shape: tuple[int, ...],
+        num_classes: int,
+        *,
+        channels: tuple[int, int],
+        dense: tuple[int, int],
+    ):
         super().__init__()
-        channels = input_shape[0]
+        c1, c2 = channels
         self.features = nn.Sequential(
-            nn.Conv2d(channels, 64, 5, padding=2),
+            nn.Conv2d(input_shape[0], c1, 5, padding=2),
             nn.ReLU(),
             nn.MaxPool2d(2),
-            nn.Conv2d(64, 64, 5, padding=2),
+            nn.Conv2d(c1, c2, 5, padding=2),
             nn.ReLU(),
             nn.MaxPool2d(2),
             nn.Flatten(),
         )
         width = _flat_size(self.features, input_shape)
+        d1, d2 = dense
         self.classifier = nn.Sequential(
-            nn.Linear(width, 384),
+            nn.Linear(width, d1),
             nn.ReLU(),
-            nn.Linear(384, 192),
+            nn.Linear(d1, d2),
             nn.ReLU(),
-            nn.Linear(192, num_classes),
+            nn.Linear(d2, num_classes),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))
 
 
-class LeNet5(nn.Module):
+class SmallCNN(ConvNet):
+    """64 and 64 channels, dense 384-192-classes: the CIFAR model of the FedGWC paper's
+    experiments."""
+
+    def __init__(self, input_shape: tuple[int, ...], num_classes: int):
+        super().__init__(input_shape, num_classes, channels=(64, 64), dense=(384, 192))
+
+
+class LeNet5(ConvNet):
     """LeNet-5 (6 and 16 channels, 120-84-classes), the FEMNIST model of the FedGWC paper."""
 
     def __init__(self, input_shape: tuple[int, ...], num_classes: int):
-        super().__init__()
-        channels = input_shape[0]
-        self.features = nn.Sequential(
-            nn.Conv2d(channels, 6, 5, padding=2),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Conv2d(6, 16, 5, padding=2),
-            nn.ReLU(),
-            nn.MaxPool2d(2),
-            nn.Flatten(),
-        )
-        width = _flat_size(self.features, input_shape)
-        self.classifier = nn.Sequential(
-            nn.Linear(width, 120),
-            nn.ReLU(),
-            nn.Linear(120, 84),
-            nn.ReLU(),
-            nn.Linear(84, num_classes),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.classifier(self.features(x))
+        super().__init__(input_shape, num_classes, channels=(6, 16), dense=(120, 84))
 
 
 def build_model(

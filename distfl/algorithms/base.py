@@ -1,16 +1,98 @@
-"""What a clustering algorithm sees: plans and reports as arrays, never a communicator.
+"""What a clustering algorithm is: a plug-in that plans rounds and reads their results.
 
-The runtime asks the algorithm for each round's plan (which clients train from which
-cluster model), runs it on the workers, aggregates the cluster models, and hands the
-per-client reports back. The algorithm keeps the cluster hierarchy.
+An algorithm never sees a communicator, a worker or a tensor on the server: it sees plans,
+reports and its :class:`~distfl.hierarchy.ClusterTree`, as arrays. The runtime never knows
+which algorithm runs. One round, from the server's side::
+
+    request = algorithm.plan_probe(t)            # optional: ask clients something first
+    if request is not None:
+        rows = <each client in request.clients runs the probe on its worker>
+        algorithm.update_probe(t, request, rows)
+    plan = algorithm.plan(t)                     # who trains from which cluster's model
+    reports = <the clients train; the aggregator makes each cluster's new model>
+    update = algorithm.update(t, plan, reports)  # splits, replaced models, statistics
+
+The two pairs (plan_probe → update_probe, plan → update) are the whole per-round
+interface, in the spirit of Flower's configure/aggregate pairs. The algorithm owns the
+cluster tree (``self.tree``) and changes it itself: splits (:meth:`ClusterTree.split`) and
+moves of clients (:meth:`ClusterTree.reassign`); the server reads it to evaluate each client
+on its cluster's model and to save ``/hierarchy``, and gives the children of a split their
+parent's model.
+
+Writing one (see README, "Adding an algorithm"): subclass :class:`ClusteringAlgorithm`, give
+it a ``name`` and, if it has settings, a ``Params`` dataclass (its keys under
+``[algorithm]``), and decorate it with :func:`distfl.algorithms.register`. A module in
+``distfl/algorithms/`` is found by itself; one elsewhere is named in ``run.plugins``. What
+its clients compute beyond training (a probe) is its *client half*: a
+:class:`ClientHalf` subclass, named by :attr:`ClusteringAlgorithm.client` (the class, or
+``"module:Class"`` for one in a second module, imported only on the workers).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
+
+from distfl.errors import ConfigError
+from distfl.hierarchy import ClusterTree, Split
+
+if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyway
+    import torch
+
+
+# -- parameters --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Params:
+    """An algorithm's settings: a frozen dataclass whose fields are the keys
+    ``algorithm.<field>`` (bool, int, float or str, each with a default).
+
+    ``aliases`` maps a former key of the flat ``[algorithm]`` section (``emd_epsilon``) to
+    its field (``epsilon``): it keeps working in config files and ``--set``. ``choices``
+    lists the allowed values of a string field. :meth:`check` refuses impossible values
+    with one line naming the key (exit code 2)."""
+
+    aliases: ClassVar[dict[str, str]] = {}
+    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+
+    def check(self, config: Any) -> None:
+        """Raise :class:`~distfl.errors.ConfigError` for an impossible value; ``config`` is
+        the whole run config (for relations such as ``num_clusters <= data.num_clients``)."""
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def require(ok: bool, key: str, value: Any, what: str) -> None:
+    """``ConfigError("algorithm.<key> = <value>: must be <what>")`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"algorithm.{key} = {value!r}: must be {what}")
+
+
+# -- what the runtime tells an algorithm and asks of it -------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class Federation:
+    """Facts about the federation an algorithm may use (arrays are per client)."""
+
+    num_clients: int
+    clients_per_round: int
+    seed: int
+    local_steps: int = 1
+    #: each client's ground-truth group (what the oracle clusters by)
+    groups: np.ndarray | None = None
+    #: each client's train samples
+    num_train: np.ndarray | None = None
+    #: parameters of the model
+    num_params: int = 0
+    #: width of the model's penultimate layer (the input of its last linear layer)
+    embed_dim: int = 0
 
 
 @dataclass
@@ -29,18 +111,24 @@ class RoundPlan:
 
 @dataclass
 class ProbeRequest:
-    """Something to ask of ``clients`` before a round's plan, answered as one row each.
+    """Something to ask of ``clients`` before a round's plan, answered as one row each by
+    the algorithm's client half (``op`` is one of its ``client_ops``), with the models of
+    ``clusters`` broadcast to them in that order. The runtime carries the rows without
+    reading them.
 
-    - ``kind = "loss"``: each evaluates the models of ``clusters`` (every one of them) on
-      its own train data; row = the mean loss under each (IFCA's assignment);
-    - ``kind = "emd"``: each trains the model of ``clusters[0]`` for ``steps`` local steps
-      and returns its EMD-CFL distance row d_c,· over all K clients (see
-      :mod:`distfl.algorithms.emdcfl`)."""
+    ``width`` is the row length (default: one value per model); ``args`` a few integers the
+    client half receives; ``federation_bytes`` what the probe would move in a real
+    deployment (default: each client downloads the models and uploads its row)."""
 
     clients: np.ndarray  # [n] int64, ascending
     clusters: list[str]
-    kind: str = "loss"
-    steps: int = 0
+    op: str
+    width: int | None = None
+    args: tuple[int, ...] = ()
+    federation_bytes: int | None = None
+
+    def row_width(self) -> int:
+        return len(self.clusters) if self.width is None else int(self.width)
 
 
 @dataclass
@@ -51,73 +139,154 @@ class ClientReports:
     losses: np.ndarray  # [n, S] the loss of every local step
     num_samples: np.ndarray  # [n] int64
     models: np.ndarray | None = None  # [n, P] float32, only for clients in return_models
+    #: each cluster's model after the aggregator ran (float32 [P]); read-only
+    cluster_models: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
-class Split:
-    """A cluster that became several: the children ids and their members."""
+class RoundUpdate:
+    """What :meth:`ClusteringAlgorithm.update` changed."""
 
-    parent: str
-    children: dict[str, np.ndarray]
-    info: dict[str, np.ndarray] = field(default_factory=dict)
+    #: cluster models to replace after the aggregator (FeSEM's centres, FLCL's Σ λ_i θ_i)
+    models: dict[str, np.ndarray] = field(default_factory=dict)
+    #: splits made this round (already in the tree); their children start from the parent's
+    #: model, after ``models`` were applied
+    splits: list[Split] = field(default_factory=list)
+    #: per-cluster numbers recorded this round (``mse``, ``mean_norm``, ``max_norm``, ...)
+    stats: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+# -- the server half -----------------------------------------------------------------------
 
 
 class ClusteringAlgorithm(ABC):
     """Base class of the clustering algorithms; one instance lives on the server."""
 
-    name: str = ""
+    #: the value of ``algorithm.name``
+    name: ClassVar[str] = ""
+    #: its settings under ``[algorithm]``
+    Params: ClassVar[type[Params]] = Params
+    #: the probes its client half answers (ProbeRequest.op)
+    client_ops: ClassVar[tuple[str, ...]] = ()
+    #: its client half: a ClientHalf subclass, or "module:Class" to import on the workers
+    #: (a server half loads no torch)
+    client: ClassVar[type[ClientHalf] | str | None] = None
 
-    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int):
+    def __init__(
+        self,
+        *,
+        num_clients: int,
+        clients_per_round: int,
+        seed: int,
+        roots: dict[str, Any] | None = None,
+    ):
         self.num_clients = num_clients
         self.clients_per_round = clients_per_round
         self.seed = seed
+        self.federation = Federation(num_clients, clients_per_round, seed)
+        if roots is None:
+            roots = {"0": np.arange(num_clients, dtype=np.int64)}
+        #: the one owner of cluster membership and of the hierarchy
+        self.tree = ClusterTree(roots, num_clients=num_clients)
+
+    @classmethod
+    def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:
+        """The algorithm for a run: by default ``cls(num_clients=..., clients_per_round=...,
+        seed=..., **params)``, with :attr:`federation` set to the run's facts."""
+        algorithm = cls(
+            num_clients=federation.num_clients,
+            clients_per_round=federation.clients_per_round,
+            seed=federation.seed,
+            **params.as_kwargs(),
+        )
+        algorithm.federation = federation
+        return algorithm
+
+    # -- the round ---------------------------------------------------------------------
+
+    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+        """A probe to run before :meth:`plan`; none by default."""
+        return None
+
+    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+        """The probe's answers: ``rows[i]`` is client ``request.clients[i]``'s row."""
+        return None
 
     @abstractmethod
-    def clusters(self) -> dict[str, np.ndarray]:
-        """The current leaf clusters: id -> member client ids (ascending)."""
+    def plan(self, round_index: int) -> RoundPlan:
+        """Which clients train this round, from which cluster's model."""
 
-    @abstractmethod
-    def plan_round(self, round_index: int) -> RoundPlan: ...
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """Take the round's reports (and the aggregated cluster models); return what changed."""
+        return RoundUpdate()
 
-    @abstractmethod
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
-        """Take the round's reports; return the splits it made (the runtime copies models)."""
+    # -- the rest ----------------------------------------------------------------------
 
     def initial_models(self) -> dict[str, int]:
         """Which initialisation each starting cluster's model takes: 0 is the run's model
         (the same for every cluster, the default); another integer a model initialised
         from its own seed (IFCA's and FeSEM's distinct cluster models)."""
-        return dict.fromkeys(self.clusters(), 0)
+        return dict.fromkeys(self.tree.leaf_ids(), 0)
 
-    def probe(self, round_index: int) -> ProbeRequest | None:
-        """A probe to run before :meth:`plan_round`; none by default."""
-        return None
-
-    def probe_result(self, round_index: int, request: ProbeRequest, losses: np.ndarray) -> None:
-        """The probe's answer: ``losses[i, j]`` is client ``request.clients[i]``'s mean
-        train loss under the model of ``request.clusters[j]``."""
-        return None
-
-    def adjust_models(
-        self, round_index: int, models: dict[str, np.ndarray], reports: ClientReports
-    ) -> dict[str, np.ndarray]:
-        """Models to replace after the aggregator ran (FeSEM's centres); none by default."""
-        return {}
-
-    def cluster_stats(self) -> dict[str, dict[str, float]]:
-        """Per-cluster numbers recorded each round (e.g. FedGWC's MSE); none by default."""
-        return {}
+    def clusters(self) -> dict[str, np.ndarray]:
+        """The leaf clusters: id -> member client ids (ascending), read from the tree."""
+        return self.tree.leaves()
 
     def assignment(self) -> tuple[list[str], np.ndarray]:
         """(leaf ids, index of each client's leaf)."""
-        leaves = sorted(self.clusters())
-        out = np.full(self.num_clients, -1, dtype=np.int64)
-        for i, leaf in enumerate(leaves):
-            out[self.clusters()[leaf]] = i
-        return leaves, out
+        return self.tree.assignment()
 
-    @abstractmethod
-    def state_dict(self) -> dict: ...
+    def state_dict(self) -> dict:
+        """What exact resumption needs besides the tree (arrays, numbers, nested dicts)."""
+        return {}
 
-    @abstractmethod
-    def load_state_dict(self, state: dict) -> None: ...
+    def load_state_dict(self, state: dict) -> None:
+        """Restore :meth:`state_dict`'s output; the tree is restored before this call."""
+        return None
+
+
+# -- the client half ----------------------------------------------------------------------
+
+
+class ClientContext(Protocol):
+    """What a worker offers a client half."""
+
+    #: the run's config
+    config: Any
+    #: where the worker's clients train
+    device: torch.device
+    #: a model of the run's architecture on ``device``, free to load any flat state into
+    model: torch.nn.Module
+
+    def data(self, client: int) -> Any:
+        """Client ``client``'s data (:class:`distfl.data.ClientData`), whichever worker
+        hosts it: every rank holds the dataset."""
+
+
+class ClientHalf:
+    """The part of an algorithm that runs on the workers: it answers probes. One instance
+    per worker, built the first time the algorithm probes."""
+
+    def __init__(self, params: Params, context: ClientContext):
+        self.params = params
+        self.context = context
+
+    def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]) -> np.ndarray:
+        """Client ``client``'s row for probe ``op`` (float64, the request's width);
+        ``models`` [M, P] are the broadcast models of the request's clusters."""
+        raise NotImplementedError(f"{type(self).__name__} does not answer probe {op!r}")
+
+
+__all__ = [
+    "ClientContext",
+    "ClientHalf",
+    "ClientReports",
+    "ClusteringAlgorithm",
+    "Federation",
+    "Params",
+    "ProbeRequest",
+    "RoundPlan",
+    "RoundUpdate",
+    "Split",
+    "require",
+]

@@ -24,8 +24,8 @@ Where this differs from the reference code:
 - **Global client ids.** A split's children hold global client ids at every level (the
   reference code indexes a second-level split by positions within the cluster).
 - **Round 1 is never tested.** The runtime hands the algorithm the aggregated models after
-  each round (:meth:`CFL.adjust_models`); those are the models the clusters start the
-  next round from, and CFL keeps them. The model of round 1's start (the run's initial
+  each round (``ClientReports.cluster_models``); those are the models the clusters start
+  the next round from, and CFL keeps them. The model of round 1's start (the run's initial
   model) is not given to the algorithm, so the first round has no updates to test; with
   the warm-up of 20 rounds this never matters.
 - **Children's first model.** The runtime gives the children of a split the parent's
@@ -37,9 +37,19 @@ The pure math is in module-level functions; :class:`CFL` holds the cluster state
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    Params,
+    RoundPlan,
+    RoundUpdate,
+    require,
+)
+from distfl.algorithms.registry import register
 
 ROOT = "0"
 
@@ -119,8 +129,27 @@ def bipartition(similarity: np.ndarray) -> np.ndarray:
 # -- the algorithm -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class CFLParams(Params):
+    """CFL's keys; the defaults follow the paper."""
+
+    #: split when the mean update's norm is below ε1 ...
+    eps1: float = 0.4
+    #: ... and the largest client update's norm above ε2
+    eps2: float = 1.6
+    #: rounds before a cluster is first tested
+    warmup: int = 20
+
+    def check(self, config) -> None:
+        require(self.eps1 >= 0, "eps1", self.eps1, "non-negative")
+        require(self.eps2 >= 0, "eps2", self.eps2, "non-negative")
+        require(self.warmup >= 0, "warmup", self.warmup, "0 or more rounds")
+
+
+@register
 class CFL(ClusteringAlgorithm):
     name = "cfl"
+    Params = CFLParams
 
     def __init__(
         self,
@@ -136,69 +165,35 @@ class CFL(ClusteringAlgorithm):
         self.eps1 = float(eps1)
         self.eps2 = float(eps2)
         self.warmup = int(warmup)
-        self.members: dict[str, np.ndarray] = {ROOT: np.arange(num_clients, dtype=np.int64)}
         #: the model each cluster starts its next round from (float32, flat)
         self.start: dict[str, np.ndarray] = {}
         #: per cluster: mean_norm and max_norm of the last round it was tested on
         self.stats: dict[str, dict[str, float]] = {}
         self.rounds_seen = 0
-        # this round's updates, from adjust_models to update (never across a checkpoint)
-        self._pending: dict[str, tuple[float, float, bool, np.ndarray]] = {}
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return dict(sorted(self.members.items()))
-
-    def cluster_stats(self) -> dict[str, dict[str, float]]:
-        """mean_norm and max_norm of each cluster's updates in the last round."""
-        return self.stats
-
-    def plan_round(self, round_index: int) -> RoundPlan:
-        train = {int(k): cid for cid, members in sorted(self.members.items()) for k in members}
+    def plan(self, round_index: int) -> RoundPlan:
+        train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
         return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def adjust_models(
-        self, round_index: int, models: dict[str, np.ndarray], reports: ClientReports
-    ) -> dict[str, np.ndarray]:
-        """Compute each cluster's updates against the model it started the round from, and
-        keep the aggregated models as the start of the next round. Replaces no model."""
-        self._pending = {}
-        if reports.models is not None:
-            clients = np.asarray(reports.clients, dtype=np.int64)
-            if len(reports.models) != len(clients):
-                raise ValueError(
-                    f"CFL needs every trained model: {len(reports.models)} for "
-                    f"{len(clients)} clients"
-                )
-            row_of = {int(k): i for i, k in enumerate(clients)}
-            for cid, members in sorted(self.members.items()):
-                start = self.start.get(cid)
-                rows = [row_of[int(k)] for k in members if int(k) in row_of]
-                if start is None or not rows:
-                    continue
-                U = reports.models[rows].astype(np.float64) - start.astype(np.float64)
-                w = np.asarray(reports.num_samples, dtype=np.float64)[rows]
-                mean_norm, max_norm, split = split_criterion(U, w, self.eps1, self.eps2)
-                testable = round_index > self.warmup and len(rows) == len(members) > 2
-                S = cosine_similarity(U) if split and testable else np.zeros((0, 0))
-                self._pending[cid] = (mean_norm, max_norm, split, S)
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """Each cluster's updates against the model it started the round from; the split
+        test; the aggregated models kept as the start of the next round. Replaces no model;
+        ``stats``: each tested cluster's mean_norm and max_norm."""
+        pending = self._updates(round_index, reports)
         self.start = {
-            cid: np.array(models[cid], dtype=np.float32, copy=True)
-            for cid in self.members
-            if cid in models
+            cid: np.array(reports.cluster_models[cid], dtype=np.float32, copy=True)
+            for cid in self.tree.leaf_ids()
+            if cid in reports.cluster_models
         }
-        return {}
-
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
         self.rounds_seen += 1
         self.stats = {}
-        splits: list[Split] = []
-        for cid in sorted(self.members):
-            pending = self._pending.get(cid)
-            if pending is None:
+        out = RoundUpdate(stats=self.stats)
+        for cid in self.tree.leaf_ids():
+            if cid not in pending:
                 continue
-            mean_norm, max_norm, split, S = pending
+            mean_norm, max_norm, split, S = pending[cid]
             self.stats[cid] = {"mean_norm": mean_norm, "max_norm": max_norm}
-            members = self.members[cid]
+            members = self.tree.members(cid)
             if not split or round_index <= self.warmup or len(members) <= 2:
                 continue
             if len(S) != len(members):  # a member did not report: never split on part
@@ -211,30 +206,51 @@ class CFL(ClusteringAlgorithm):
                 "mean_norm": np.array([mean_norm]),
                 "max_norm": np.array([max_norm]),
             }
-            splits.append(Split(parent=cid, children=children, info=info))
-        for split in splits:
-            del self.members[split.parent]
+            out.splits.append(self.tree.split(cid, children, round_index, info))
+        for split in out.splits:
             start = self.start.pop(split.parent, None)
-            for child, members in split.children.items():
-                self.members[child] = members
-                if start is not None:
+            if start is not None:
+                for child in split.children:
                     self.start[child] = start.copy()
-        self._pending = {}
-        return splits
+        return out
+
+    def _updates(
+        self, round_index: int, reports: ClientReports
+    ) -> dict[str, tuple[float, float, bool, np.ndarray]]:
+        """Per cluster with a start model and reports: (mean_norm, max_norm, split, S), S the
+        cosine similarities when the cluster may split, else empty."""
+        out: dict[str, tuple[float, float, bool, np.ndarray]] = {}
+        if reports.models is None:
+            return out
+        clients = np.asarray(reports.clients, dtype=np.int64)
+        if len(reports.models) != len(clients):
+            raise ValueError(
+                f"CFL needs every trained model: {len(reports.models)} for {len(clients)} clients"
+            )
+        row_of = {int(k): i for i, k in enumerate(clients)}
+        for cid, members in self.tree.leaves().items():
+            start = self.start.get(cid)
+            rows = [row_of[int(k)] for k in members if int(k) in row_of]
+            if start is None or not rows:
+                continue
+            U = reports.models[rows].astype(np.float64) - start.astype(np.float64)
+            w = np.asarray(reports.num_samples, dtype=np.float64)[rows]
+            mean_norm, max_norm, split = split_criterion(U, w, self.eps1, self.eps2)
+            testable = round_index > self.warmup and len(rows) == len(members) > 2
+            S = cosine_similarity(U) if split and testable else np.zeros((0, 0))
+            out[cid] = (mean_norm, max_norm, split, S)
+        return out
 
     def state_dict(self) -> dict:
         return {
             "rounds_seen": self.rounds_seen,
-            "members": {cid: m.copy() for cid, m in self.members.items()},
             "start": {cid: m.copy() for cid, m in self.start.items()},
             "stats": {cid: dict(s) for cid, s in self.stats.items()},
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """(Files written before the tree held the members also stored them here.)"""
         self.rounds_seen = int(state["rounds_seen"])
-        self.members = {
-            str(cid): np.asarray(m, dtype=np.int64).copy() for cid, m in state["members"].items()
-        }
         self.start = {
             str(cid): np.asarray(m, dtype=np.float32).copy()
             for cid, m in state.get("start", {}).items()
@@ -243,7 +259,6 @@ class CFL(ClusteringAlgorithm):
             str(cid): {k: float(v) for k, v in s.items()}
             for cid, s in state.get("stats", {}).items()
         }
-        self._pending = {}
 
 
-__all__ = ["CFL", "bipartition", "cosine_similarity", "split_criterion"]
+__all__ = ["CFL", "CFLParams", "bipartition", "cosine_similarity", "split_criterion"]

@@ -1,15 +1,15 @@
 """EMD-CFL (Zhang, Williams, Toni): one-shot clustering by Wasserstein distances between
 clients' data in the embedding space of each client's locally trained model.
 
-In round 1 every client trains the common initial model locally (``algorithm.emd_steps``
+In round 1 every client trains the common initial model locally (``algorithm.steps``
 SGD steps) into ω_c. For each pair (c, c') both sides embed with ω_c (the penultimate
 layer: the input of the model's last linear layer) and project with a Gaussian matrix
-R_cc' [d, ⌊ρd⌋] private to the pair (ρ = ``algorithm.emd_projection``, paper 0.9):
+R_cc' [d, ⌊ρd⌋] private to the pair (ρ = ``algorithm.projection``, paper 0.9):
 
     d_cc' = W1(Z_c|c R, Z_c'|c R) − τ_c,   τ_c = W1(Z_c|c, Z_c|c^val)   (Algorithm 1)
 
 W1 under the Euclidean ground cost, computed by POT (``ot.emd2``, exact, or
-``ot.sinkhorn2``), on at most ``algorithm.emd_samples`` samples per side (paper
+``ot.sinkhorn2``), on at most ``algorithm.samples`` samples per side (paper
 min(10%, 512)). Clients c, c' are adjacent when d_cc' < ε and d_c'c < ε (mutual);
 clients with identical neighbourhoods form a cluster. The root then splits into those
 clusters after round 1, each cluster trains its own model by FedAvg from then on, sampling
@@ -17,26 +17,31 @@ its members as the oracle does (:func:`distfl.algorithms.oracle.sample_sizes`).
 
 Where the computation runs: the worker hosting client c computes row c (every d_cc'),
 evaluating ω_c on the samples of every c' (in this emulator every rank holds the dataset,
-so the worker materialises c''s samples itself). Only the K×K distances travel to the
-server, as a gathered float64 row per client; ω_c never leaves its worker. In a real
-federation, c and c' would exchange ω_c and ω_c' and send projected embeddings to the
-server (the paper's protocol); the distances are the same.
+so the worker materialises c''s samples itself): that is the client half,
+:mod:`distfl.algorithms.emdcfl_client`, answering the probe ``"distances"``. Only the K×K
+distances travel to the server, as a float64 row per client; ω_c never leaves its worker.
+In a real federation, c and c' would exchange ω_c and ω_c' and send projected embeddings to
+the server (the paper's protocol, whose traffic :func:`protocol_bytes` counts); the
+distances are the same.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
-import torch
-from torch import nn
 
 from distfl.algorithms.base import (
     ClientReports,
     ClusteringAlgorithm,
+    Params,
     ProbeRequest,
     RoundPlan,
-    Split,
+    RoundUpdate,
+    require,
 )
-from distfl.models import last_linear
+from distfl.algorithms.oracle import sample_sizes
+from distfl.algorithms.registry import register
 
 ROOT = "0"
 
@@ -109,63 +114,45 @@ def neighbourhood_clusters(adjacency: np.ndarray) -> np.ndarray:
     return np.array([index.setdefault(r, len(index)) for r in rows], dtype=np.int64)
 
 
-# -- worker side ------------------------------------------------------------------------
-
-
-def last_linear_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The penultimate-layer embedding: the input of the model's last nn.Linear."""
-    last = last_linear(model)
-    seen: list[torch.Tensor] = []
-    handle = last.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0]))
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        handle.remove()
-    return seen[0].reshape(len(x), -1)
-
-
-def embed_sets(num_train: int, samples: int, *, seed: int, client: int) -> tuple[np.ndarray, ...]:
-    """Disjoint (embedding, validation) index sets into a client's train split, each of
-    min(samples, ⌊n/2⌋) samples (at least 1), drawn from (seed, client)."""
-    m = int(embed_size(num_train, samples))
-    perm = np.random.default_rng([seed, 0xE3D5, client]).permutation(num_train)
-    return np.sort(perm[:m]), np.sort(perm[m : 2 * m] if num_train > 1 else perm[:m])
-
-
-def emd_row(
-    model: nn.Module,
-    own: int,
-    features: dict[int, torch.Tensor],
-    validation: torch.Tensor,
-    *,
-    ratio: float,
-    seed: int,
-    solver: str,
-    reg: float,
-) -> np.ndarray:
-    """[K] the row d_own,· with ``model`` = ω_own loaded: ``features[c]`` are client c's
-    embedding samples (inputs), ``validation`` own's validation samples."""
-    model.eval()
-    z_own = last_linear_inputs(model, features[own]).double().cpu().numpy()
-    z_val = last_linear_inputs(model, validation).double().cpu().numpy()
-    tau = wasserstein1(z_own, z_val, solver=solver, reg=reg)
-    out = np.empty(len(features), dtype=np.float64)
-    for c in sorted(features):
-        if c == own:
-            out[c] = 0.0 - tau
-            continue
-        r = projection(z_own.shape[1], ratio, seed=seed, a=own, b=c)
-        z_c = last_linear_inputs(model, features[c]).double().cpu().numpy()
-        out[c] = wasserstein1(z_own @ r, z_c @ r, solver=solver, reg=reg) - tau
-    return out
-
-
 # -- the algorithm ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class EMDCFLParams(Params):
+    """EMD-CFL's keys (``emd_epsilon`` etc. in the former flat section); the defaults
+    follow the paper where it gives them."""
+
+    #: ε of the mutual adjacency d_cc' < ε and d_c'c < ε
+    epsilon: float = 0.025
+    #: local SGD steps each client trains the initial model for before the distances
+    steps: int = 100
+    #: samples per side of each W1 (at most half a client's train split)
+    samples: int = 512
+    #: kept share of the embedding dimension in a pair's random projection
+    projection: float = 0.9
+    #: "exact" (ot.emd2) or "sinkhorn" (ot.sinkhorn2)
+    solver: str = "exact"
+    #: Sinkhorn's entropic regularisation
+    reg: float = 0.05
+
+    aliases = {f"emd_{k}": k for k in ("epsilon", "steps", "samples", "projection", "solver",
+                                        "reg")}  # fmt: skip
+    choices = {"solver": ("exact", "sinkhorn")}
+
+    def check(self, config) -> None:
+        require(self.steps >= 1, "steps", self.steps, "at least 1 local step")
+        require(self.samples >= 1, "samples", self.samples, "at least 1 per side")
+        require(0.0 < self.projection <= 1.0, "projection", self.projection,
+                "in (0, 1] (kept share of the embedding dimension; paper 0.9)")  # fmt: skip
+        require(self.reg > 0, "reg", self.reg, "positive")
+
+
+@register
 class EMDCFL(ClusteringAlgorithm):
     name = "emdcfl"
+    Params = EMDCFLParams
+    client_ops = ("distances",)
+    client = "distfl.algorithms.emdcfl_client:EMDCFLClient"
 
     def __init__(
         self,
@@ -175,68 +162,91 @@ class EMDCFL(ClusteringAlgorithm):
         seed: int,
         epsilon: float = 0.025,
         steps: int = 100,
+        samples: int = 512,
+        projection: float = 0.9,
+        solver: str = "exact",
+        reg: float = 0.05,
     ):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.epsilon = epsilon
         self.steps = steps
+        self.samples = samples
+        self.projection = projection
         self.rng = np.random.default_rng([seed, 0xE3DCF1])
-        self.members: dict[str, np.ndarray] = {ROOT: np.arange(num_clients, dtype=np.int64)}
         self.distances: np.ndarray | None = None
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return dict(sorted(self.members.items()))
-
-    def probe(self, round_index: int) -> ProbeRequest | None:
+    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+        """Round 1: every client's row of distances, after ``steps`` local steps."""
         if round_index != 1:
             return None
         clients = np.arange(self.num_clients, dtype=np.int64)
-        return ProbeRequest(clients=clients, clusters=[ROOT], kind="emd", steps=self.steps)
+        fed = self.federation
+        traffic = None
+        if fed.num_train is not None and fed.num_params:
+            traffic = protocol_bytes(
+                fed.num_train[clients], num_params=fed.num_params, embed_dim=fed.embed_dim,
+                samples=self.samples, ratio=self.projection,
+            )  # fmt: skip
+        return ProbeRequest(
+            clients=clients,
+            clusters=[ROOT],
+            op="distances",
+            width=self.num_clients,
+            args=(self.steps,),
+            federation_bytes=traffic,
+        )
 
-    def probe_result(self, round_index: int, request: ProbeRequest, losses: np.ndarray) -> None:
-        self.distances = np.asarray(losses, dtype=np.float64)
+    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+        self.distances = np.asarray(rows, dtype=np.float64)
 
-    def plan_round(self, round_index: int) -> RoundPlan:
-        from distfl.algorithms.oracle import sample_sizes
-
-        ids = sorted(self.members)
+    def plan(self, round_index: int) -> RoundPlan:
+        leaves = self.tree.leaves()
+        ids = list(leaves)
         sizes = sample_sizes(
-            np.array([len(self.members[c]) for c in ids]), self.clients_per_round, self.num_clients
+            np.array([len(leaves[c]) for c in ids]), self.clients_per_round, self.num_clients
         )
         train: dict[int, str] = {}
         for cid, n in zip(ids, sizes, strict=True):
-            for k in np.sort(self.rng.choice(self.members[cid], size=int(n), replace=False)):
+            for k in np.sort(self.rng.choice(leaves[cid], size=int(n), replace=False)):
                 train[int(k)] = cid
         return RoundPlan(round=round_index, train=dict(sorted(train.items())))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """After round 1: split the root into the clusters of identical neighbourhoods."""
         if round_index != 1 or self.distances is None:
-            return []
+            return RoundUpdate()
         adjacency = mutual_adjacency(self.distances, self.epsilon)
         labels = neighbourhood_clusters(adjacency)
         if labels.max() == 0:
-            return []
+            return RoundUpdate()
         children = {
             f"{ROOT}.{i}": np.flatnonzero(labels == i).astype(np.int64)
             for i in range(int(labels.max()) + 1)
         }
-        self.members = children
         info = {"distances": self.distances, "adjacency": adjacency, "labels": labels}
-        return [Split(parent=ROOT, children=children, info=info)]
+        return RoundUpdate(splits=[self.tree.split(ROOT, children, round_index, info)])
 
     def state_dict(self) -> dict:
-        ids = sorted(self.members)
         return {
             "rng": self.rng.bit_generator.state,
-            "ids": ids,
-            "members": {str(i): self.members[c] for i, c in enumerate(ids)},
             "distances": self.distances if self.distances is not None else np.zeros((0, 0)),
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """(Files written before the tree held the members also stored them here.)"""
         self.rng.bit_generator.state = state["rng"]
-        ids = [str(i) for i in state["ids"]]
-        self.members = {
-            c: np.asarray(state["members"][str(i)], dtype=np.int64) for i, c in enumerate(ids)
-        }
         d = np.asarray(state["distances"], dtype=np.float64)
         self.distances = d if d.size else None
+
+
+__all__ = [
+    "EMDCFL",
+    "EMDCFLParams",
+    "embed_size",
+    "mutual_adjacency",
+    "neighbourhood_clusters",
+    "projected_dim",
+    "projection",
+    "protocol_bytes",
+    "wasserstein1",
+]

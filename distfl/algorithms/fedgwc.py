@@ -19,7 +19,18 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+from distfl import spectral
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    Params,
+    RoundPlan,
+    RoundUpdate,
+    require,
+)
+from distfl.algorithms.registry import register
+from distfl.hierarchy import Split
+from distfl.spectral import choose_split, row_block, square_float
 
 # -- pure functions --------------------------------------------------------------------
 
@@ -60,13 +71,6 @@ def update_interaction(
 
 #: Up to this many clients the K×K work is float64 and the spectral embedding comes from a
 #: dense eigensolver; above it the affinity is float32 (half the memory and time) and the
-#: embedding comes from ARPACK on the affinity matrix itself (O(K²) per step, no copy).
-SMALL_K = 2048
-
-#: Row blocks of the elementwise passes hold about this many float64 numbers (32 MiB).
-_BLOCK_ELEMS = 1 << 22
-
-#: Dimension of the dominant row subspace that perception_distances takes out of the Gram
 #: product (see _perception_into).
 _DEFLATE_RANK = 16
 
@@ -75,22 +79,7 @@ _GRAM_ROWS = 2048
 
 
 def _auto_dtype(K: int) -> type:
-    return np.float64 if K <= SMALL_K else np.float32
-
-
-def _block_rows(K: int, block_rows: int | None) -> int:
-    if block_rows is not None:
-        return max(1, int(block_rows))
-    return max(1, _BLOCK_ELEMS // max(K, 1))
-
-
-def _square_float(M: np.ndarray, name: str) -> np.ndarray:
-    M = np.asarray(M)
-    if M.dtype not in (np.float32, np.float64):
-        M = M.astype(np.float64)
-    if M.ndim != 2 or M.shape[0] != M.shape[1]:
-        raise ValueError(f"{name} must be square, not {M.shape}")
-    return np.ascontiguousarray(M)
+    return np.float64 if K <= spectral.SMALL_K else np.float32
 
 
 def _mirror_lower(A: np.ndarray, tile: int = 512) -> None:
@@ -129,7 +118,7 @@ def _perception_into(
     if K == 0:
         return out
     dt = out.dtype
-    rows = _block_rows(K, block_rows)
+    rows = row_block(K, block_rows)
     mu = P.mean(axis=0, dtype=np.float64)
 
     def xt_times(Y: np.ndarray) -> np.ndarray:  # (P - 1 μ)ᵀ Y, in P's dtype
@@ -202,7 +191,7 @@ def perception_distances(
     rows to bound temporaries (O(K²) memory: P, a residual copy and D, see
     :func:`_perception_into`). D is exactly symmetric, 0 on the diagonal, and in ``dtype``
     (float64 or float32)."""
-    P = _square_float(P, "P")
+    P = square_float(P, "P")
     out = np.zeros(P.shape, dtype=np.dtype(dtype))
     return _perception_into(P, out, None, block_rows)
 
@@ -214,184 +203,9 @@ def affinity(P: np.ndarray, beta: float, *, dtype: type | None = None) -> np.nda
     product then runs at twice the speed in half the memory, and W's entries stay within
     a few float32 roundings of the float64 ones (relative error at most 3e-7 on the
     benchmark's P for K = 1,000 to 10,000)."""
-    P = _square_float(P, "P")
+    P = square_float(P, "P")
     out = np.zeros(P.shape, dtype=np.dtype(dtype or _auto_dtype(P.shape[0])))
     return _perception_into(P, out, float(beta), None)
-
-
-def spectral_embedding(
-    W: np.ndarray, n_components: int, seed: int, *, tol: float | None = None
-) -> np.ndarray:
-    """The normalised-Laplacian spectral embedding of the symmetric affinity W, as
-    ``sklearn.manifold.spectral_embedding(W, n_components, norm_laplacian=True,
-    drop_first=False, random_state=seed)`` defines it (Ng, Jordan & Weiss 2001).
-
-    The diagonal of W is ignored (self-loops), d_k = Σ_{j≠k} W[k, j] (1 where 0), and the
-    embedding's columns are D^-1/2 u for the eigenvectors u of D^-1/2 W D^-1/2 with the
-    ``n_components`` largest eigenvalues (the smallest of the normalised Laplacian), in
-    decreasing order, each signed so that its largest-magnitude entry is positive.
-
-    For K <= :data:`SMALL_K` a dense float64 eigensolver finds them; above, ARPACK (eigsh)
-    on an operator that reads W in place (symv on its lower triangle: no K×K copy) with
-    relative residual ``tol`` (default 1e-5 for a float32 W, whose entries carry ~1e-7
-    rounding anyway, 1e-8 for float64), started from the vector scikit-learn starts from."""
-    from scipy.linalg import blas, eigh
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
-    from threadpoolctl import threadpool_limits
-
-    K = W.shape[0]
-    diag = np.diagonal(W).astype(np.float64)
-    if K <= SMALL_K:
-        A = W.astype(np.float64, copy=True)
-        np.fill_diagonal(A, 0.0)
-        deg = A.sum(axis=0)
-        dd = np.where(deg == 0, 1.0, np.sqrt(deg))
-        A /= dd
-        A /= dd[:, None]
-        _, vecs = eigh(A, subset_by_index=[K - n_components, K - 1])
-        del A
-        U = vecs[:, ::-1]
-    else:
-        deg = W.sum(axis=1, dtype=np.float64) - diag
-        dd = np.where(deg == 0, 1.0, np.sqrt(np.maximum(deg, 0.0)))
-        symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
-        WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
-
-        def matvec(x: np.ndarray) -> np.ndarray:
-            z = x.reshape(-1) / dd
-            y = symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
-            y -= diag * z
-            y /= dd
-            return y
-
-        op = LinearOperator((K, K), matvec=matvec, dtype=np.float64)
-        v0 = np.random.RandomState(seed).uniform(-1.0, 1.0, K)
-        if tol is None:
-            tol = 1e-5 if W.dtype == np.float32 else 1e-8
-        # symv is memory-bound: a second thread gains little and, on a busy machine, waits
-        with threadpool_limits(1, user_api="blas"):
-            try:
-                vals, vecs = eigsh(op, k=n_components, which="LA", v0=v0, tol=tol)
-            except ArpackNoConvergence:
-                ncv = min(K, max(4 * n_components + 1, 60))
-                vals, vecs = eigsh(
-                    op,
-                    k=n_components,
-                    which="LA",
-                    v0=v0,
-                    tol=max(tol, 1e-5),
-                    ncv=ncv,
-                    maxiter=50 * K,
-                )
-        U = vecs[:, np.argsort(vals)[::-1]]
-    emb = U / dd[:, None]
-    peak = np.argmax(np.abs(emb), axis=0)
-    emb *= np.sign(emb[peak, np.arange(emb.shape[1])])
-    return emb
-
-
-def davies_bouldin_rows(
-    W: np.ndarray, labelings: list[np.ndarray], *, block_rows: int | None = None
-) -> list[float]:
-    """Davies–Bouldin index of each labelling (labels 0..n-1, every one used) of the rows of
-    W, the value ``sklearn.metrics.davies_bouldin_score(W, labels)`` gives, without copying
-    any cluster's rows: two passes over W (in float64 row blocks) for all labellings.
-
-    Pass 1 gives the centroids C (Σn × K) and ||w_k||²; pass 2 the products W Cᵀ, so that
-    each row's distance to its centroid is sqrt(||w||² - 2 w·c + ||c||²), the expansion
-    scikit-learn's euclidean_distances uses too."""
-    from sklearn.metrics.pairwise import euclidean_distances
-
-    K = W.shape[0]
-    labelings = [np.asarray(lab, dtype=np.int64) for lab in labelings]
-    sizes = [np.bincount(lab) for lab in labelings]
-    offs = np.cumsum([0] + [len(s) for s in sizes])
-    M = np.zeros((K, int(offs[-1])))
-    for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
-        M[np.arange(K), offs[i] + lab] = 1.0 / size[lab]
-    if W.dtype == np.float64 and block_rows is None:
-        rows = K  # no conversion needed: BLAS on W itself
-    else:
-        rows = _block_rows(K, block_rows)
-    C = np.zeros((int(offs[-1]), K))
-    sqn = np.empty(K)
-    for lo in range(0, K, rows):
-        blk = W[lo : lo + rows].astype(np.float64, copy=False)
-        C += M[lo : lo + rows].T @ blk
-        sqn[lo : lo + rows] = np.einsum("ij,ij->i", blk, blk)
-    X = np.empty((K, int(offs[-1])))
-    for lo in range(0, K, rows):
-        X[lo : lo + rows] = W[lo : lo + rows].astype(np.float64, copy=False) @ C.T
-    csq = np.einsum("ij,ij->i", C, C)
-    out = []
-    for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
-        col = offs[i] + lab
-        d2 = -2.0 * X[np.arange(K), col]
-        d2 += sqn
-        d2 += csq[col]
-        np.maximum(d2, 0.0, out=d2)
-        intra = np.bincount(lab, weights=np.sqrt(d2), minlength=len(size)) / size
-        cdist = euclidean_distances(C[offs[i] : offs[i + 1]])
-        if np.allclose(intra, 0) or np.allclose(cdist, 0):
-            out.append(0.0)
-            continue
-        cdist[cdist == 0] = np.inf
-        combined = intra[:, None] + intra
-        out.append(float(np.mean(np.max(combined / cdist, axis=1))))
-    return out
-
-
-def choose_split(
-    W: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0
-) -> tuple[int, np.ndarray, np.ndarray]:
-    """Algorithm 1: spectral clustering of the precomputed affinity W for n = 2..n_max, the
-    Davies–Bouldin score of each labelling on the rows of W; split into argmin_n DB_n
-    clusters if that score is below 1.
-
-    Returns ``(n_clusters, labels, scores)``; ``scores[i]`` is DB for n = i + 2 (inf where
-    n is not possible: too few points, or a cluster smaller than ``min_size``). With no
-    score below ``threshold`` (the paper: 1), ``n_clusters = 1`` and all labels are 0.
-
-    The spectral embedding (Ng, Jordan & Weiss 2001, as scikit-learn computes it: see
-    :func:`spectral_embedding`) is built once with n_max components; each n runs k-means on
-    its first n components. W must be symmetric (float32 or float64: it is not copied)."""
-    from sklearn.cluster import KMeans
-    from threadpoolctl import threadpool_limits
-
-    W = _square_float(W, "W")
-    K = W.shape[0]
-    n_hi = min(n_max, K - 1)
-    scores = np.full(max(n_max - 1, 0), np.inf)
-    labels_by_n: dict[int, np.ndarray] = {}
-    if n_hi >= 2:
-        maps = spectral_embedding(W, n_hi, seed)
-        for n in range(2, n_hi + 1):
-            km = KMeans(n_clusters=n, n_init=10, random_state=seed)
-            # K×n is little work: OpenMP threads only add waiting (seconds on a busy machine)
-            # and make the order of k-means' partial sums, hence its last bits, vary
-            with threadpool_limits(1, user_api="openmp"):
-                labels = km.fit_predict(maps[:, :n])
-            sizes = np.bincount(labels, minlength=n)
-            if len(np.unique(labels)) < 2 or sizes.min() < min_size:
-                continue
-            labels_by_n[n] = _canonical(labels)
-        if labels_by_n:
-            dbs = davies_bouldin_rows(W, list(labels_by_n.values()))
-            for n, db in zip(labels_by_n, dbs, strict=True):
-                scores[n - 2] = db
-    if not np.isfinite(scores).any() or scores.min() >= threshold:
-        return 1, np.zeros(K, dtype=np.int64), scores
-    best = int(np.argmin(scores)) + 2
-    return best, labels_by_n[best], scores
-
-
-def _canonical(labels: np.ndarray) -> np.ndarray:
-    """Relabel so that cluster ids appear in order of their first member (0, 1, ...)."""
-    labels = np.asarray(labels)
-    values, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
-    rank = np.empty(len(values), dtype=np.int64)
-    rank[np.argsort(first)] = np.arange(len(values))
-    return rank[inverse.reshape(-1)]
 
 
 def participants(size: int, rate: float, min_clients: int) -> int:
@@ -411,17 +225,54 @@ def priority_sample(counts: np.ndarray, n: int, rng: np.random.Generator) -> np.
 # -- the algorithm -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FedGWCParams(Params):
+    """FedGWC's keys; the defaults follow the paper."""
+
+    #: β of the RBF affinity (paper grid {0.1, 0.5, 1, 2, 4})
+    beta: float = 0.5
+    #: a cluster is tested when the MSE between consecutive interaction matrices is below ε
+    epsilon: float = 1e-5
+    #: spectral clustering is tried for n = 2..n_max clusters
+    n_max: int = 5
+    #: α of the Gaussian weights and interaction matrix; 0: the participation rate
+    alpha: float = 0.0
+    #: consecutive rounds below ε before a test
+    patience: int = 1
+    #: clients sampled per cluster and round at least; the smallest cluster a split makes
+    min_clients: int = 3
+    #: per-cluster sampling: "priority" favours rarely sampled clients
+    sampling: str = "priority"
+    #: split only when the best Davies–Bouldin score is below this (the paper: 1)
+    db_threshold: float = 1.0
+
+    choices = {"sampling": ("priority", "uniform")}
+
+    def check(self, config) -> None:
+        require(self.beta > 0, "beta", self.beta, "positive")
+        require(self.epsilon > 0, "epsilon", self.epsilon, "positive")
+        require(self.n_max >= 2, "n_max", self.n_max, "at least 2")
+        require(0.0 <= self.alpha <= 0.999999, "alpha", self.alpha,
+                "in [0, 1) (0: the participation rate)")  # fmt: skip
+        require(self.patience >= 1, "patience", self.patience, "at least 1")
+        require(self.db_threshold > 0, "db_threshold", self.db_threshold, "positive (paper: 1)")
+        require(self.min_clients >= 1, "min_clients", self.min_clients, "at least 1")
+
+
 @dataclass
 class ClusterState:
-    members: np.ndarray  # global client ids, ascending
-    P: np.ndarray  # [|C|, |C|] interaction sub-block
+    """FedGWC's own state of one cluster (its members are the tree's)."""
+
+    P: np.ndarray  # [|C|, |C|] interaction sub-block, rows in the order of the members
     mse: float = 1.0
     quiet: int = 0  # consecutive rounds with mse < ε
     last_sampled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
 
+@register
 class FedGWC(ClusteringAlgorithm):
     name = "fedgwc"
+    Params = FedGWCParams
 
     def __init__(
         self,
@@ -451,43 +302,33 @@ class FedGWC(ClusteringAlgorithm):
         self.rng = np.random.default_rng([seed, 0xF6C])
         self.gamma = np.zeros(num_clients)  # Gaussian weights, eq. 2
         self.times_sampled = np.zeros(num_clients, dtype=np.int64)
-        self.state: dict[str, ClusterState] = {
-            "0": ClusterState(
-                members=np.arange(num_clients, dtype=np.int64),
-                P=np.zeros((num_clients, num_clients)),
-            )
-        }
+        self.state: dict[str, ClusterState] = {"0": ClusterState(P=np.zeros((num_clients,) * 2))}
         self.split_tests = 0
-        self._round_stats: dict[str, dict[str, float]] = {}
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return {cid: st.members for cid, st in sorted(self.state.items())}
-
-    def cluster_stats(self) -> dict[str, dict[str, float]]:
-        """MSE of each cluster that trained in the last round (split parents included)."""
-        return self._round_stats
-
-    def plan_round(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> RoundPlan:
         train: dict[int, str] = {}
         for cid, st in sorted(self.state.items()):
-            n = participants(len(st.members), self.rate, self.min_clients)
+            members = self.tree.members(cid)
+            n = participants(len(members), self.rate, self.min_clients)
             if self.sampling == "priority":
-                pos = priority_sample(self.times_sampled[st.members], n, self.rng)
+                pos = priority_sample(self.times_sampled[members], n, self.rng)
             else:
-                pos = np.sort(self.rng.choice(len(st.members), size=n, replace=False))
+                pos = np.sort(self.rng.choice(len(members), size=n, replace=False))
             st.last_sampled = pos
-            for k in st.members[pos]:
+            for k in members[pos]:
                 train[int(k)] = cid
         return RoundPlan(round=round_index, train=train)
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """Eq. 1-3 on each cluster's sampled clients; the split test where P has converged.
+        ``stats``: the MSE of each cluster that trained (split parents included)."""
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
-        splits: list[Split] = []
-        self._round_stats = {}
+        out = RoundUpdate()
         for cid in sorted(self.state):
             st = self.state[cid]
             pos = st.last_sampled
-            ids = st.members[pos]
+            members = self.tree.members(cid)
+            ids = members[pos]
             if len(ids) == 0:
                 continue
             losses = reports.losses[[row_of[int(k)] for k in ids]]
@@ -497,17 +338,17 @@ class FedGWC(ClusteringAlgorithm):
             P_new = update_interaction(st.P, pos, omega, self.alpha)
             st.mse = float(np.mean((P_new - st.P) ** 2))
             st.P = P_new
-            self._round_stats[cid] = {"mse": st.mse}
+            out.stats[cid] = {"mse": st.mse}
             st.quiet = st.quiet + 1 if st.mse < self.epsilon else 0
-            if st.quiet >= self.patience and len(st.members) >= 2 * self.min_clients:
+            if st.quiet >= self.patience and len(members) >= 2 * self.min_clients:
                 split = self._try_split(cid, st, round_index)
                 if split is not None:
-                    splits.append(split)
+                    out.splits.append(split)
                 else:
                     st.quiet = 0  # wait another `patience` quiet rounds before retesting
-        for split in splits:
+        for split in out.splits:
             del self.state[split.parent]
-        return splits
+        return out
 
     def _try_split(self, cid: str, st: ClusterState, round_index: int) -> Split | None:
         self.split_tests += 1
@@ -521,16 +362,14 @@ class FedGWC(ClusteringAlgorithm):
         )
         if n == 1:
             return None
+        members = self.tree.members(cid)
         children = {}
         for c in range(n):
             pos = np.flatnonzero(labels == c)
-            child_id = f"{cid}.{c}"
-            children[child_id] = st.members[pos]
-            self.state[child_id] = ClusterState(
-                members=st.members[pos], P=st.P[np.ix_(pos, pos)].copy()
-            )
+            children[f"{cid}.{c}"] = members[pos]
+            self.state[f"{cid}.{c}"] = ClusterState(P=st.P[np.ix_(pos, pos)].copy())
         info = {"db_scores": scores, "interaction": st.P, "affinity": W, "labels": labels}
-        return Split(parent=cid, children=children, info=info)
+        return self.tree.split(cid, children, round_index, info)
 
     def state_dict(self) -> dict:
         return {
@@ -539,22 +378,19 @@ class FedGWC(ClusteringAlgorithm):
             "times_sampled": self.times_sampled.copy(),
             "split_tests": self.split_tests,
             "clusters": {
-                cid: {"members": st.members, "P": st.P, "mse": st.mse, "quiet": st.quiet}
-                for cid, st in self.state.items()
+                cid: {"P": st.P, "mse": st.mse, "quiet": st.quiet} for cid, st in self.state.items()
             },
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """(Files written before the tree held the members also stored them here.)"""
         self.rng.bit_generator.state = state["rng"]
         self.gamma = np.asarray(state["gamma"], dtype=np.float64).copy()
         self.times_sampled = np.asarray(state["times_sampled"], dtype=np.int64).copy()
         self.split_tests = int(state["split_tests"])
         self.state = {
             cid: ClusterState(
-                members=np.asarray(c["members"], dtype=np.int64),
-                P=np.asarray(c["P"], dtype=np.float64),
-                mse=float(c["mse"]),
-                quiet=int(c["quiet"]),
+                P=np.asarray(c["P"], dtype=np.float64), mse=float(c["mse"]), quiet=int(c["quiet"])
             )
             for cid, c in state["clusters"].items()
         }
@@ -562,13 +398,11 @@ class FedGWC(ClusteringAlgorithm):
 
 __all__ = [
     "FedGWC",
+    "FedGWCParams",
     "affinity",
-    "choose_split",
-    "davies_bouldin_rows",
     "gaussian_rewards",
     "participants",
     "perception_distances",
     "priority_sample",
-    "spectral_embedding",
     "update_interaction",
 ]

@@ -25,9 +25,19 @@ The pure math is in module-level functions; :class:`FeSEM` holds the assignment.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
-from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    Params,
+    RoundPlan,
+    RoundUpdate,
+    require,
+)
+from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
 
@@ -81,8 +91,24 @@ def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Gener
 # -- the algorithm -----------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FeSEMParams(Params):
+    #: the fixed number of centres (cluster models)
+    num_clusters: int = 2
+    #: re-assign the round's clients to the nearest centre every this many rounds
+    reassign_every: int = 1
+
+    def check(self, config) -> None:
+        K = config.data.num_clients
+        require(1 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
+                f"between 1 and data.num_clients ({K})")  # fmt: skip
+        require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
+
+
+@register
 class FeSEM(ClusteringAlgorithm):
     name = "fesem"
+    Params = FeSEMParams
 
     def __init__(
         self,
@@ -93,67 +119,79 @@ class FeSEM(ClusteringAlgorithm):
         num_clusters: int = 2,
         reassign_every: int = 1,
     ):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         if num_clusters < 1 or reassign_every < 1:
             raise ValueError("num_clusters and reassign_every must be at least 1")
+        rng = np.random.default_rng([seed, 0xFE5E])
+        labels = initial_assignment(num_clients, int(num_clusters), rng)
+        ids = [str(m) for m in range(int(num_clusters))]
+        super().__init__(
+            num_clients=num_clients,
+            clients_per_round=clients_per_round,
+            seed=seed,
+            roots={cid: np.flatnonzero(labels == m) for m, cid in enumerate(ids)},
+        )
         self.num_clusters = int(num_clusters)
         self.reassign_every = int(reassign_every)
-        self.ids = [str(m) for m in range(self.num_clusters)]
-        self.rng = np.random.default_rng([seed, 0xFE5E])
-        self.labels = initial_assignment(num_clients, self.num_clusters, self.rng)
+        self.ids = ids
+        self.rng = rng
         self.reassignments = 0  # clients that changed centre, summed over the run
 
     def initial_models(self) -> dict[str, int]:
         """Centre m starts from its own random initialisation (offset m + 1)."""
         return {cid: m + 1 for m, cid in enumerate(self.ids)}
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return {cid: np.flatnonzero(self.labels == m) for m, cid in enumerate(self.ids)}
+    @property
+    def labels(self) -> np.ndarray:
+        """Each client's centre index (read from the tree)."""
+        return self.tree.index_in(self.ids)
 
-    def plan_round(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> RoundPlan:
         n = min(self.clients_per_round, self.num_clients)
         chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
-        train = {int(k): self.ids[int(self.labels[k])] for k in chosen}
+        leaves, assign = self.tree.assignment()
+        train = {int(k): leaves[int(assign[k])] for k in chosen}
         return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def adjust_models(
-        self, round_index: int, models: dict[str, np.ndarray], reports: ClientReports
-    ) -> dict[str, np.ndarray]:
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
         """The E-step and M-step on this round's returned models, every ``reassign_every``
-        rounds; returns the centres it moved."""
+        rounds; ``models``: the centres it moved."""
         if reports.models is None or len(reports.models) == 0:
-            return {}
+            return RoundUpdate()
         if round_index % self.reassign_every != 0:
-            return {}
+            return RoundUpdate()
         clients = np.asarray(reports.clients, dtype=np.int64)
         if len(reports.models) != len(clients):
             raise ValueError(
                 f"FeSEM needs every trained model: {len(reports.models)} for {len(clients)}"
             )
         X = np.asarray(reports.models, dtype=np.float64)
+        models = reports.cluster_models
         centres = np.stack([np.asarray(models[cid], dtype=np.float64) for cid in self.ids])
         labels = assign_nearest(l2_distances(X, centres))
-        self.reassignments += int(np.count_nonzero(self.labels[clients] != labels))
-        self.labels[clients] = labels
+        self.reassignments += self.tree.reassign(clients, [self.ids[m] for m in labels])
         new = weighted_centres(X, reports.num_samples, labels, centres)
-        return {
-            cid: new[m].astype(np.float32) for m, cid in enumerate(self.ids) if (labels == m).any()
-        }
-
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
-        return []
+        return RoundUpdate(
+            models={
+                cid: new[m].astype(np.float32)
+                for m, cid in enumerate(self.ids)
+                if (labels == m).any()
+            }
+        )
 
     def state_dict(self) -> dict:
-        return {
-            "rng": self.rng.bit_generator.state,
-            "labels": self.labels.copy(),
-            "reassignments": self.reassignments,
-        }
+        return {"rng": self.rng.bit_generator.state, "reassignments": self.reassignments}
 
     def load_state_dict(self, state: dict) -> None:
+        """(Files written before the tree held the assignment also stored it here.)"""
         self.rng.bit_generator.state = state["rng"]
-        self.labels = np.asarray(state["labels"], dtype=np.int64).copy()
         self.reassignments = int(state["reassignments"])
 
 
-__all__ = ["FeSEM", "assign_nearest", "initial_assignment", "l2_distances", "weighted_centres"]
+__all__ = [
+    "FeSEM",
+    "FeSEMParams",
+    "assign_nearest",
+    "initial_assignment",
+    "l2_distances",
+    "weighted_centres",
+]

@@ -87,7 +87,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    Params,
+    RoundPlan,
+    RoundUpdate,
+    require,
+)
+from distfl.algorithms.registry import register
+from distfl.errors import ConfigError
+from distfl.hierarchy import Split
 
 #: The smallest multiplicative factor 1 − η l̂ applied to a weight in one round.
 FACTOR_FLOOR = 1e-3
@@ -226,9 +236,37 @@ def combination(Lambda: np.ndarray, active: np.ndarray) -> np.ndarray:
 # -- the algorithm -------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class FLCLParams(Params):
+    """FLCL's keys (``flcl_eta`` etc. in the former flat section)."""
+
+    #: η of the multiplicative weights (Algorithm 1)
+    eta: float = 0.9
+    #: δ of the regret bound δ/√(rounds so far)
+    delta: float = 3.0
+    #: rounds per clustering step (the K of Algorithm 2)
+    period: int = 5
+    #: which client DecompCL expels: "preference" or "regret"
+    expel: str = "preference"
+
+    aliases = {"flcl_eta": "eta", "flcl_delta": "delta", "flcl_period": "period",
+               "flcl_expel": "expel"}  # fmt: skip
+    choices = {"expel": EXPEL_RULES}
+
+    def check(self, config) -> None:
+        require(0.0 < self.eta < 1.0, "eta", self.eta, "in (0, 1) (RegEXT's η)")
+        require(self.delta > 0, "delta", self.delta, "positive")
+        require(self.period >= 1, "period", self.period, "at least 1 round")
+        if config.train.local_steps < 2:
+            raise ConfigError(
+                "train.local_steps = 1: FLCL needs at least 2 (the first and last step's losses)"
+            )
+
+
 @dataclass
 class ClusterState:
-    members: np.ndarray  # global client ids, ascending
+    """FLCL's own state of one cluster (its members are the tree's)."""
+
     Lambda: np.ndarray  # [n, n] row-stochastic preferences
     regret: np.ndarray  # [n] external regret of each member summed since the last check
     expelled_at: np.ndarray  # [n] round a member was expelled into E (λ = 0); -1: remains
@@ -237,8 +275,10 @@ class ClusterState:
     prev: np.ndarray | None = None  # [P] float32: the model the members start from
 
 
+@register
 class FLCL(ClusteringAlgorithm):
     name = "flcl"
+    Params = FLCLParams
 
     def __init__(
         self,
@@ -264,25 +304,23 @@ class FLCL(ClusteringAlgorithm):
         self.delta = delta
         self.period = period
         self.expel = expel
-        self.state: dict[str, ClusterState] = {"0": _new_cluster(np.arange(num_clients))}
+        self.state: dict[str, ClusterState] = {"0": _new_cluster(num_clients)}
         self.decompositions = 0
-        self._round_stats: dict[str, dict[str, float]] = {}
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return {cid: st.members for cid, st in sorted(self.state.items())}
-
-    def cluster_stats(self) -> dict[str, dict[str, float]]:
-        """The mean regret and the bound of each cluster checked in the last round."""
-        return self._round_stats
-
-    def plan_round(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> RoundPlan:
         """Every member of every cluster trains and returns its model."""
-        train = {int(k): cid for cid, st in sorted(self.state.items()) for k in st.members}
+        train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
         return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def adjust_models(
-        self, round_index: int, models: dict[str, np.ndarray], reports: ClientReports
-    ) -> dict[str, np.ndarray]:
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """RegEXT and the combination (:meth:`_combine`, the new cluster models), then the
+        regret check (:meth:`_check`, the decompositions); ``stats``: the mean regret and
+        the bound of each cluster checked this round."""
+        models = self._combine(reports)
+        splits, stats = self._check(round_index, reports)
+        return RoundUpdate(models=models, splits=splits, stats=stats)
+
+    def _combine(self, reports: ClientReports) -> dict[str, np.ndarray]:
         """RegEXT on each cluster's reports (Algorithm 1), then θ_a = Σ λ_i θ_i with λ the
         stationary distribution of the updated Λ over the members not expelled."""
         if reports.losses.shape[1] < 2:
@@ -295,7 +333,7 @@ class FLCL(ClusteringAlgorithm):
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
         out: dict[str, np.ndarray] = {}
         for cid, st in sorted(self.state.items()):
-            rows = np.array([row_of[int(k)] for k in st.members], dtype=np.int64)
+            rows = np.array([row_of[int(k)] for k in self.tree.members(cid)], dtype=np.int64)
             thetas = reports.models[rows]
             if st.prev is not None:
                 cross = estimated_cross_losses(
@@ -309,18 +347,20 @@ class FLCL(ClusteringAlgorithm):
             out[cid] = st.prev
         return out
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
+    def _check(
+        self, round_index: int, reports: ClientReports
+    ) -> tuple[list[Split], dict[str, dict[str, float]]]:
         """Add the round's external regrets; at the end of each period after a cluster's
         first, compare the remaining members' mean regret per round with δ/√(rounds so
         far): at or above it DecompCL expels one more client into E, below it a cluster
         with a non-empty E splits into (remaining, E)."""
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
         splits: list[Split] = []
-        self._round_stats = {}
+        stats: dict[str, dict[str, float]] = {}
         bound = regret_bound(self.delta, round_index)
         for cid in sorted(self.state):
             st = self.state[cid]
-            rows = np.array([row_of[int(k)] for k in st.members], dtype=np.int64)
+            rows = np.array([row_of[int(k)] for k in self.tree.members(cid)], dtype=np.int64)
             st.regret = st.regret + external_regret(
                 reports.losses[rows, 0], reports.losses[rows, -1]
             )
@@ -333,7 +373,7 @@ class FLCL(ClusteringAlgorithm):
                 continue
             active = np.flatnonzero(st.expelled_at < 0)
             mean = float(st.regret[active].mean() / st.age)
-            self._round_stats[cid] = {"regret": mean, "bound": bound}
+            stats[cid] = {"regret": mean, "bound": bound}
             if mean >= bound and len(active) > 1:
                 if self.expel == "preference":
                     w = least_preferred(row_normalise(st.Lambda[np.ix_(active, active)]))
@@ -349,19 +389,19 @@ class FLCL(ClusteringAlgorithm):
                 _restart_period(st)
         for split in splits:
             del self.state[split.parent]
-        return splits
+        return splits, stats
 
     def _split(self, cid: str, st: ClusterState, round_index: int, mean: float, bound: float):
         """Children ``<cid>.0`` (the clients that remain) and ``<cid>.1`` (the expelled set
         E), each with its sub-block of Λ and the model the parent's members start from."""
         self.decompositions += 1
         expelled = st.expelled_at >= 0
+        members = self.tree.members(cid)
         children = {}
         for c, pos in enumerate((np.flatnonzero(~expelled), np.flatnonzero(expelled))):
-            child_id = f"{cid}.{c}"
-            children[child_id] = st.members[pos]
-            self.state[child_id] = _new_cluster(
-                st.members[pos], st.Lambda[np.ix_(pos, pos)], prev=st.prev
+            children[f"{cid}.{c}"] = members[pos]
+            self.state[f"{cid}.{c}"] = _new_cluster(
+                len(pos), st.Lambda[np.ix_(pos, pos)], prev=st.prev
             )
         info = {
             "labels": expelled.astype(np.int64),
@@ -372,14 +412,13 @@ class FLCL(ClusteringAlgorithm):
             "mean_regret": np.array([mean]),
             "regret_bound": np.array([bound]),
         }
-        return Split(parent=cid, children=children, info=info)
+        return self.tree.split(cid, children, round_index, info)
 
     def state_dict(self) -> dict:
         return {
             "decompositions": self.decompositions,
             "clusters": {
                 cid: {
-                    "members": st.members,
                     "Lambda": st.Lambda,
                     "regret": st.regret,
                     "expelled_at": st.expelled_at,
@@ -393,10 +432,10 @@ class FLCL(ClusteringAlgorithm):
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """(Files written before the tree held the members also stored them here.)"""
         self.decompositions = int(state["decompositions"])
         self.state = {
             cid: ClusterState(
-                members=np.array(c["members"], dtype=np.int64),
                 Lambda=np.array(c["Lambda"], dtype=np.float64),
                 regret=np.array(c["regret"], dtype=np.float64),
                 expelled_at=np.array(c["expelled_at"], dtype=np.int64),
@@ -409,14 +448,12 @@ class FLCL(ClusteringAlgorithm):
 
 
 def _new_cluster(
-    members: np.ndarray, Lambda: np.ndarray | None = None, prev: np.ndarray | None = None
+    n: int, Lambda: np.ndarray | None = None, prev: np.ndarray | None = None
 ) -> ClusterState:
-    """A cluster with uniform preferences, or the given ones row-normalised."""
-    n = len(members)
+    """A cluster of n members with uniform preferences, or the given ones row-normalised."""
     if Lambda is None:
         Lambda = np.full((n, n), 1.0 / n)
     return ClusterState(
-        members=np.asarray(members, dtype=np.int64),
         Lambda=row_normalise(Lambda, LAMBDA_FLOOR),
         regret=np.zeros(n),
         expelled_at=np.full(n, -1, dtype=np.int64),
@@ -425,7 +462,7 @@ def _new_cluster(
 
 
 def _restart_period(st: ClusterState) -> None:
-    st.regret = np.zeros(len(st.members))
+    st.regret = np.zeros(len(st.regret))
     st.age = 0
 
 
@@ -433,6 +470,7 @@ __all__ = [
     "EXPEL_RULES",
     "FACTOR_FLOOR",
     "FLCL",
+    "FLCLParams",
     "LAMBDA_FLOOR",
     "combination",
     "estimated_cross_losses",

@@ -19,15 +19,20 @@ their last assignment.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from distfl.algorithms.base import (
     ClientReports,
     ClusteringAlgorithm,
+    Params,
     ProbeRequest,
     RoundPlan,
-    Split,
+    RoundUpdate,
+    require,
 )
+from distfl.algorithms.registry import register
 
 
 def assign_by_loss(losses: np.ndarray) -> np.ndarray:
@@ -40,56 +45,72 @@ def assign_by_loss(losses: np.ndarray) -> np.ndarray:
     return np.argmin(clean, axis=1).astype(np.int64)
 
 
+@dataclass(frozen=True)
+class IFCAParams(Params):
+    #: the fixed number of cluster models
+    num_clusters: int = 2
+
+    def check(self, config) -> None:
+        K = config.data.num_clients
+        require(1 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
+                f"between 1 and data.num_clients ({K})")  # fmt: skip
+
+
+@register
 class IFCA(ClusteringAlgorithm):
     name = "ifca"
+    Params = IFCAParams
+    client_ops = ("losses",)
+    client = "distfl.algorithms.losses_client:LossesClient"
 
     def __init__(self, *, num_clients: int, clients_per_round: int, seed: int, num_clusters: int):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         if num_clusters < 1:
             raise ValueError(f"num_clusters must be at least 1, got {num_clusters}")
         if not 1 <= clients_per_round <= num_clients:
             raise ValueError(
                 f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
             )
-        self.num_clusters = num_clusters
         self.ids = [str(j) for j in range(num_clusters)]
+        # every cluster is a leaf from the start, without members until the first probe
+        super().__init__(
+            num_clients=num_clients,
+            clients_per_round=clients_per_round,
+            seed=seed,
+            roots={cid: () for cid in self.ids},
+        )
+        self.num_clusters = num_clusters
         self.rng = np.random.default_rng([seed, 0x1FCA])
-        #: each client's cluster index; -1 until its first probe
-        self.assign = np.full(num_clients, -1, dtype=np.int64)
-        #: the clients sampled by :meth:`probe` for round ``_sampled_round``
+        #: the clients sampled by :meth:`plan_probe` for round ``_sampled_round``
         self._sampled = np.zeros(0, dtype=np.int64)
         self._sampled_round = 0
-
-    # -- the clusters ----------------------------------------------------------------
-
-    def clusters(self) -> dict[str, np.ndarray]:
-        """Every cluster id, even one without members (its model stays)."""
-        return {cid: np.flatnonzero(self.assign == j) for j, cid in enumerate(self.ids)}
 
     def initial_models(self) -> dict[str, int]:
         return {cid: j + 1 for j, cid in enumerate(self.ids)}
 
-    def cluster_stats(self) -> dict[str, dict[str, float]]:
-        counts = np.bincount(self.assign[self.assign >= 0], minlength=self.num_clusters)
-        return {cid: {"size": float(counts[j])} for j, cid in enumerate(self.ids)}
+    @property
+    def assign(self) -> np.ndarray:
+        """Each client's cluster index, -1 until its first probe (read from the tree)."""
+        return self.tree.index_in(self.ids)
 
     # -- a round ---------------------------------------------------------------------
 
-    def probe(self, round_index: int) -> ProbeRequest:
+    def plan_probe(self, round_index: int) -> ProbeRequest:
         """Sample the round's clients; ask them (every client while some have no cluster
         yet, i.e. in round 1) for their train loss under every cluster model."""
         chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
         self._sampled = np.sort(chosen).astype(np.int64)
         self._sampled_round = round_index
-        if (self.assign < 0).any():
+        _, assign = self.tree.assignment()
+        if (assign < 0).any():
             clients = np.arange(self.num_clients, dtype=np.int64)
         else:
             clients = self._sampled.copy()
-        return ProbeRequest(clients=clients, clusters=list(self.ids))
+        return ProbeRequest(clients=clients, clusters=list(self.ids), op="losses")
 
-    def probe_result(self, round_index: int, request: ProbeRequest, losses: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+        """Each probed client joins the cluster of least loss."""
         clients = np.asarray(request.clients, dtype=np.int64)
-        losses = np.asarray(losses, dtype=np.float64)
+        losses = np.asarray(rows, dtype=np.float64)
         if losses.shape != (len(clients), self.num_clusters):
             raise ValueError(
                 f"round {round_index}: probe losses of shape {losses.shape}, expected "
@@ -97,43 +118,42 @@ class IFCA(ClusteringAlgorithm):
             )
         if list(request.clusters) != self.ids:
             raise ValueError(f"round {round_index}: probe over clusters {request.clusters}")
-        self.assign[clients] = assign_by_loss(losses)
+        self.tree.reassign(clients, [self.ids[j] for j in assign_by_loss(losses)])
 
-    def plan_round(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> RoundPlan:
         if self._sampled_round != round_index:
             raise RuntimeError(
                 f"IFCA: round {round_index} planned without its probe "
                 f"(last probe for round {self._sampled_round})"
             )
-        unassigned = self._sampled[self.assign[self._sampled] < 0]
+        leaves, assign = self.tree.assignment()
+        unassigned = self._sampled[assign[self._sampled] < 0]
         if unassigned.size:
             raise RuntimeError(f"IFCA: round {round_index}: clients {unassigned} have no cluster")
         return RoundPlan(
             round=round_index,
-            train={int(k): self.ids[int(self.assign[k])] for k in self._sampled},
+            train={int(k): leaves[int(assign[k])] for k in self._sampled},
         )
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
-        return []
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """No split; ``stats``: each cluster's size."""
+        sizes = {cid: float(len(m)) for cid, m in self.tree.leaves().items()}
+        return RoundUpdate(stats={cid: {"size": sizes[cid]} for cid in self.ids})
 
     # -- checkpoints -----------------------------------------------------------------
 
     def state_dict(self) -> dict:
         return {
             "rng": self.rng.bit_generator.state,
-            "assign": self.assign.copy(),
             "sampled": self._sampled.copy(),
             "sampled_round": self._sampled_round,
         }
 
     def load_state_dict(self, state: dict) -> None:
+        """(Files written before the tree held the assignment also stored it here.)"""
         self.rng.bit_generator.state = state["rng"]
-        assign = np.asarray(state["assign"], dtype=np.int64)
-        if assign.shape != (self.num_clients,):
-            raise ValueError(f"IFCA state: assign of shape {assign.shape}")
-        self.assign = assign.copy()
         self._sampled = np.asarray(state["sampled"], dtype=np.int64).reshape(-1).copy()
         self._sampled_round = int(state["sampled_round"])
 
 
-__all__ = ["IFCA", "assign_by_loss"]
+__all__ = ["IFCA", "IFCAParams", "assign_by_loss"]

@@ -7,28 +7,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+from distfl.algorithms.base import ClusteringAlgorithm, RoundPlan
+from distfl.algorithms.registry import register
 
 ROOT = "0"
 
 
+@register
 class NoClustering(ClusteringAlgorithm):
     name = "none"
 
     def __init__(self, *, num_clients: int, clients_per_round: int, seed: int):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.rng = np.random.default_rng([seed, 0x5E4FE4])
-        self._members = np.arange(num_clients, dtype=np.int64)
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return {ROOT: self._members}
-
-    def plan_round(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> RoundPlan:
         chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
         return RoundPlan(round=round_index, train={int(k): ROOT for k in np.sort(chosen)})
-
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
-        return []
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.base import ClientReports, ClusteringAlgorithm, RoundPlan, Split
+from distfl.algorithms.base import ClusteringAlgorithm, Federation, Params, RoundPlan
+from distfl.algorithms.registry import register
 
 
 def sample_sizes(sizes: np.ndarray, clients_per_round: int, num_clients: int) -> np.ndarray:
@@ -26,38 +27,46 @@ def sample_sizes(sizes: np.ndarray, clients_per_round: int, num_clients: int) ->
     return np.minimum(sizes, np.maximum(want, 1))
 
 
+@register
 class Oracle(ClusteringAlgorithm):
     name = "oracle"
 
     def __init__(self, *, num_clients: int, clients_per_round: int, seed: int, groups: np.ndarray):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         groups = np.asarray(groups, dtype=np.int64)
         if groups.shape != (num_clients,):
             raise ValueError(f"groups must have shape ({num_clients},), got {groups.shape}")
         if (groups < 0).any():
             raise ValueError("groups must be non-negative group indices")
+        roots = {str(g): np.flatnonzero(groups == g) for g in np.unique(groups)}
+        super().__init__(
+            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed, roots=roots
+        )
         self.groups = groups.copy()
         self.rng = np.random.default_rng([seed, 0x0AC1E])
-        self._clusters = {
-            str(g): np.flatnonzero(groups == g).astype(np.int64) for g in np.unique(groups)
-        }
-        self._ids = sorted(self._clusters, key=int)
+        self._ids = sorted(roots, key=int)
         self._sizes = sample_sizes(
-            np.array([len(self._clusters[c]) for c in self._ids]), clients_per_round, num_clients
+            np.array([len(roots[c]) for c in self._ids]), clients_per_round, num_clients
         )
 
-    def clusters(self) -> dict[str, np.ndarray]:
-        return dict(self._clusters)
+    @classmethod
+    def from_config(cls, federation: Federation, params: Params) -> Oracle:
+        if federation.groups is None:
+            raise ValueError("the oracle needs the clients' ground-truth groups")
+        oracle = cls(
+            num_clients=federation.num_clients,
+            clients_per_round=federation.clients_per_round,
+            seed=federation.seed,
+            groups=federation.groups,
+        )
+        oracle.federation = federation
+        return oracle
 
-    def plan_round(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> RoundPlan:
         train: dict[int, str] = {}
         for cid, n in zip(self._ids, self._sizes, strict=True):
-            chosen = self.rng.choice(self._clusters[cid], size=int(n), replace=False)
+            chosen = self.rng.choice(self.tree.members(cid), size=int(n), replace=False)
             train.update({int(k): cid for k in chosen})
         return RoundPlan(round=round_index, train=dict(sorted(train.items())))
-
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> list[Split]:
-        return []
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}

@@ -23,10 +23,6 @@ class Communicator(ABC):
     bytes_moved: int
     name: str
 
-    @property
-    def is_server(self) -> bool:
-        return self.rank == 0
-
     @abstractmethod
     def broadcast(self, t: torch.Tensor, src: int = 0) -> torch.Tensor:
         """Fill ``t`` on every rank with ``src``'s ``t``; returns ``t``."""

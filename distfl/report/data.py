@@ -12,9 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from distfl.checkpoint import HierarchyNode, RunFile, node_order, read_run_file
+from distfl.checkpoint import RunFile, read_run_file
 from distfl.config import Config
 from distfl.errors import CheckpointError
+from distfl.hierarchy import HierarchyNode, node_order
 
 #: square per-member matrices an algorithm stores at a split, with their titles
 SPLIT_MATRICES = (
@@ -27,7 +28,7 @@ SPLIT_MATRICES = (
 
 
 @dataclass
-class Split:
+class SplitRecord:
     """One split of the hierarchy: the parent's members, the child each went to, and what
     the algorithm stored."""
 
@@ -66,7 +67,7 @@ class RunData:
     def group_names(self) -> list[str]:
         return [g.name or f"group {i}" for i, g in enumerate(self.config.groups)]
 
-    def splits(self) -> list[Split]:
+    def splits(self) -> list[SplitRecord]:
         out = []
         for node in sorted(self.hierarchy, key=lambda n: node_order(n.id)):
             if node.split_round < 0:
@@ -84,7 +85,7 @@ class RunData:
             }
             scores = node.datasets.get("db_scores")
             out.append(
-                Split(
+                SplitRecord(
                     id=node.id,
                     round=node.split_round,
                     members=members,
@@ -165,7 +166,7 @@ def embedding_2d(W: np.ndarray, seed: int) -> np.ndarray:
     non-trivial components (scikit-learn's ``SpectralEmbedding(n_components=2)`` on a
     precomputed affinity, i.e. FedGWC's embedding without its constant first column).
     With fewer than 3 members the second coordinate is 0."""
-    from distfl.algorithms.fedgwc import spectral_embedding
+    from distfl.spectral import spectral_embedding
 
     n = W.shape[0]
     if n < 2:

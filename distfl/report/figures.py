@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from distfl.checkpoint import node_order
+from distfl.hierarchy import node_order
 from distfl.report.data import (
     SPLIT_MATRICES,
     RunData,
-    Split,
+    SplitRecord,
     boundaries,
     class_fractions,
     embedding_2d,
@@ -202,7 +202,7 @@ def norms(data: RunData, palette: Palette) -> Drawn | None:
     )
 
 
-def split_matrices(data: RunData, split: Split, palette: Palette) -> Drawn | None:
+def split_matrices(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | None:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch
 
@@ -261,7 +261,7 @@ def split_matrices(data: RunData, split: Split, palette: Palette) -> Drawn | Non
     )
 
 
-def split_embedding(data: RunData, split: Split, palette: Palette) -> Drawn | None:
+def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | None:
     from matplotlib.lines import Line2D
 
     W = split.matrices.get("affinity")
@@ -310,7 +310,7 @@ def split_embedding(data: RunData, split: Split, palette: Palette) -> Drawn | No
     )
 
 
-def split_db(data: RunData, split: Split, palette: Palette) -> Drawn | None:
+def split_db(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | None:
     scores = split.db_scores
     if scores is None or not len(scores):
         return None

@@ -1,4 +1,7 @@
-"""The server (rank 0): plans rounds, aggregates cluster models, evaluates, writes HDF5."""
+"""The server (rank 0): asks the algorithm for each round's plan, runs it over the world,
+aggregates cluster models, evaluates, writes HDF5. It knows algorithms only through
+:class:`~distfl.algorithms.ClusteringAlgorithm` and reads the cluster tree the algorithm
+owns."""
 
 from __future__ import annotations
 
@@ -11,27 +14,35 @@ import numpy as np
 import torch
 
 from distfl.aggregators import build_aggregator
-from distfl.algorithms import ClientReports, ProbeRequest, RoundPlan, Split, build_algorithm
-from distfl.algorithms.emdcfl import protocol_bytes
-from distfl.checkpoint import HierarchyNode, RunFile, node_order, write_run_file
+from distfl.algorithms import (
+    ClientReports,
+    Federation,
+    ProbeRequest,
+    RoundPlan,
+    Split,
+    build_algorithm,
+)
+from distfl.checkpoint import RunFile, storable, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition
 from distfl.exact import NUM_LIMBS, from_limbs
+from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, last_linear
 from distfl.progress import Progress
 from distfl.runtime.protocol import (
     EVAL,
     PROBE,
-    PROBE_EMD,
     RETURN_MODEL,
     STEP,
     TRAIN,
     Plan,
+    ProbeShape,
     run_step,
 )
 from distfl.runtime.worker import Worker
+from distfl.train import trainer_kind
 
 METRIC_COLUMNS = (
     "round",
@@ -47,10 +58,13 @@ METRIC_COLUMNS = (
 )
 INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits", "federation_bytes"}
 CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", "mse", "mean_norm", "max_norm")
-#: per-cluster numbers an algorithm may report (cluster_stats), NaN where it does not
+#: per-cluster numbers an algorithm may report (RoundUpdate.stats), NaN where it does not
 STAT_COLUMNS = ("mse", "mean_norm", "max_norm")
 #: one row per (evaluation round, cluster): its clients' mean test metrics
 EVAL_COLUMNS = ("round", "cluster", "clients", "accuracy", "accuracy_plain", "test_loss")
+#: one row per (round, worker rank): clients it trained, seconds in local training and in
+#: all its steps of the round (training, exact sums, probes, evaluation)
+WORKER_COLUMNS = ("round", "rank", "clients", "train_s", "busy_s")
 
 
 class Server:
@@ -75,8 +89,7 @@ class Server:
         self.stream = stream or sys.stdout
         self.K = config.data.num_clients
         self.S = config.train.local_steps
-        self.algorithm = build_algorithm(config, groups=partition.group)
-        self.aggregate = build_aggregator(config.server)
+        self.num_train = partition.num_train()
 
         def initial(offset: int) -> torch.nn.Module:
             if offset == 0:
@@ -88,23 +101,37 @@ class Server:
                 config.model.name, input_shape, num_classes, hidden=config.model.hidden
             )
 
+        model = initial(0)
+        self.trainer = trainer_kind(config.train.trainer, model)
+        self.algorithm = build_algorithm(
+            config,
+            Federation(
+                num_clients=self.K,
+                clients_per_round=config.server.clients_per_round,
+                seed=config.run.seed,
+                local_steps=self.S,
+                groups=np.asarray(partition.group, dtype=np.int64),
+                num_train=self.num_train,
+                num_params=sum(p.numel() for p in model.parameters()),
+                embed_dim=last_linear(model).in_features,
+            ),
+        )
+        #: the cluster tree, owned by the algorithm: read here, never copied
+        self.tree = self.algorithm.tree
+        self.aggregate = build_aggregator(config.server)
         offsets = self.algorithm.initial_models()
         built = {o: initial(o) for o in sorted(set(offsets.values()) | {0})}
         inits = {o: flat_params(m) for o, m in built.items()}
-        self.embed_dim = last_linear(built[0]).in_features  # EMD-CFL's traffic count
         self.P = int(inits[0].numel())
         self.models: dict[str, torch.Tensor] = {
-            cid: inits[offsets[cid]].clone() for cid in self.algorithm.clusters()
+            cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
-        self.hierarchy = {
-            cid: HierarchyNode(id=cid, parent="", created_round=0, members=members)
-            for cid, members in self.algorithm.clusters().items()
-        }
-        self.num_train = partition.num_train()
         self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
         self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
         self.evaluation: dict[str, list] = {k: [] for k in EVAL_COLUMNS}
         self.timing: dict[str, list] = {"round": [], "elapsed_s": [], "bytes": []}
+        self.worker_timing: dict[str, list] = {k: [] for k in WORKER_COLUMNS}
+        self._round_workers: dict[int, np.ndarray] = {}
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
         self.elapsed_before = 0.0
@@ -123,10 +150,10 @@ class Server:
         self.models = {
             cid: torch.from_numpy(np.array(st["models"][i])) for i, cid in enumerate(ids)
         }
+        self.tree.restore(saved.hierarchy)
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
         self.aggregate.load_state_dict(st.get("aggregator", {}))
-        self.hierarchy = {node.id: node for node in sorted(saved.hierarchy, key=_node_order)}
         self.metrics = {k: list(saved.metrics.get(k, [])) for k in METRIC_COLUMNS}
         rows = len(saved.cluster_metrics["round"])
         self.cluster_metrics = {
@@ -137,6 +164,7 @@ class Server:
         self.evaluation["cluster"] = [_str(c) for c in self.evaluation["cluster"]]
         self.timing = {k: list(v) for k, v in saved.timing.items()}
         self.timing.setdefault("bytes", [0] * len(self.timing["round"]))
+        self.worker_timing = {k: list(saved.worker_timing.get(k, [])) for k in WORKER_COLUMNS}
         if self.timing["elapsed_s"]:
             self.elapsed_before = float(self.timing["elapsed_s"][-1])
 
@@ -147,8 +175,8 @@ class Server:
             "model_ids": ids,
             "models": torch.stack([self.models[c] for c in ids]).numpy(),
             "client_accuracy": self.client_accuracy.copy(),
-            "algorithm": _to_tree(self.algorithm.state_dict()),
-            "aggregator": _to_tree(self.aggregate.state_dict()),
+            "algorithm": storable(self.algorithm.state_dict()),
+            "aggregator": storable(self.aggregate.state_dict()),
         }
 
     # -- one step over the world -------------------------------------------------------
@@ -159,7 +187,8 @@ class Server:
         tasks: dict[int, int],
         round_index: int,
         models: list[str] | None = None,
-        flags: int = 0,
+        probe_op: int = 0,
+        probe: ProbeShape | None = None,
     ):
         clusters = models if models is not None else sorted(set(model_of.values()))
         index = {cid: i for i, cid in enumerate(clusters)}
@@ -168,37 +197,43 @@ class Server:
         for k, cid in model_of.items():
             mo[k] = index[cid]
             tk[k] = tasks[k]
-        plan = Plan(STEP, round_index, len(clusters), mo, tk, flags)
+        plan = Plan(STEP, round_index, len(clusters), mo, tk, probe_op)
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         _, out = run_step(
             self.comm, plan.encode(), models,
             num_clients=self.K, num_params=self.P, num_steps=self.S,
             execute=self.worker.execute if self.worker is not None else None,
+            probe=probe,
         )  # fmt: skip
+        for rank, clients, train_s, busy_s in out.timing_rows.cpu().numpy():
+            row = self._round_workers.setdefault(int(rank), np.zeros(3))
+            row += (clients, train_s, busy_s)
         return clusters, out
 
     def _count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
 
     def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray:
-        """The probe's rows without the client id: [n, M] mean train losses under each
-        requested model, or for an EMD probe [n, K] EMD-CFL distances."""
-        n, M = len(request.clients), len(request.clusters)
-        if request.kind == "emd":
-            a = self.config.algorithm
-            self._count(
-                protocol_bytes(
-                    self.num_train[request.clients], num_params=self.P,
-                    embed_dim=self.embed_dim, samples=a.emd_samples, ratio=a.emd_projection,
-                )
-            )  # fmt: skip
-        else:
-            self._count(n * (M * 4 * self.P + M * 8))
+        """The probe's rows without the client id, [n, width], as the algorithm's client
+        half answered them."""
+        n, M, width = len(request.clients), len(request.clusters), request.row_width()
+        ops = type(self.algorithm).client_ops
+        if request.op not in ops:
+            raise RuntimeError(
+                f"{self.algorithm.name} asked for probe {request.op!r}; its client_ops are {ops}"
+            )
+        if request.federation_bytes is not None:
+            self._count(request.federation_bytes)
+        else:  # each client downloads the models and uploads its row
+            self._count(n * (M * 4 * self.P + width * 8))
         clusters = list(request.clusters)
         model_of = {int(k): clusters[0] for k in request.clients}
-        bit = PROBE_EMD if request.kind == "emd" else PROBE
-        tasks = {int(k): bit for k in request.clients}
-        _, out = self._step(model_of, tasks, round_index, models=clusters, flags=request.steps)
+        tasks = {int(k): PROBE for k in request.clients}
+        _, out = self._step(
+            model_of, tasks, round_index, models=clusters,
+            probe_op=ops.index(request.op) + 1,
+            probe=ProbeShape(width, tuple(int(a) for a in request.args)),
+        )  # fmt: skip
         rows = out.probe_rows.cpu().numpy()
         expected = np.asarray(request.clients, dtype=np.int64)
         if not np.array_equal(rows[:, 0].astype(np.int64), expected):
@@ -206,6 +241,7 @@ class Server:
         return rows[:, 1:]
 
     def train_round(self, plan: RoundPlan) -> ClientReports:
+        """Train the plan's clients; the aggregator makes each planned cluster's new model."""
         tasks = {k: TRAIN | (RETURN_MODEL if k in plan.return_models else 0) for k in plan.train}
         # each participant downloads its model, uploads its update and its S losses
         self._count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
@@ -227,13 +263,17 @@ class Server:
             if len(models) != len(plan.return_models):
                 raise RuntimeError(f"round {plan.round}: {len(models)} client models returned")
         return ClientReports(
-            clients=clients, losses=rows[:, 1:], num_samples=self.num_train[clients], models=models
+            clients=clients,
+            losses=rows[:, 1:],
+            num_samples=self.num_train[clients],
+            models=models,
+            cluster_models={c: m.numpy() for c, m in self.models.items()},
         )
 
     def evaluate(self, round_index: int) -> tuple[float, float, float]:
         """Every client evaluates its cluster's model on its local test split."""
         model_of = {}
-        for cid, members in self.algorithm.clusters().items():
+        for cid, members in self.tree.leaves().items():
             for k in members:
                 model_of[int(k)] = cid
         _, out = self._step(model_of, {k: EVAL for k in model_of}, round_index)
@@ -259,16 +299,11 @@ class Server:
             federation_mean(rows[:, 3], weights),
         )
 
-    def apply_splits(self, splits: list[Split], round_index: int) -> None:
-        """Children start from the parent's (just aggregated) model."""
+    def apply_splits(self, splits: list[Split]) -> None:
+        """Children start from the parent's (just aggregated) model; the algorithm has put
+        them in the tree already."""
         for split in splits:
-            parent = self.hierarchy[split.parent]
-            parent.split_round = round_index
-            parent.datasets.update(split.info)
-            for child_id, members in split.children.items():
-                self.hierarchy[child_id] = HierarchyNode(
-                    id=child_id, parent=split.parent, created_round=round_index, members=members
-                )
+            for child_id in split.children:
                 self.models[child_id] = self.models[split.parent].clone()
             del self.models[split.parent]
             self.aggregate.split(split.parent, list(split.children))
@@ -290,23 +325,22 @@ class Server:
         for t in range(first, cfg.run.rounds + 1):
             bytes_before = self.comm.bytes_moved
             self.round_bytes = 0
-            request = self.algorithm.probe(t)
+            self._round_workers = {}
+            request = self.algorithm.plan_probe(t)
             if request is not None:
-                self.algorithm.probe_result(t, request, self.probe(request, t))
-            plan = self.algorithm.plan_round(t)
-            sampled = {cid: 0 for cid in self.algorithm.clusters()}
+                self.algorithm.update_probe(t, request, self.probe(request, t))
+            plan = self.algorithm.plan(t)
+            trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
+            sampled = dict.fromkeys(trained, 0)
             for cid in plan.train.values():
                 sampled[cid] += 1
             reports = self.train_round(plan)
-            replaced = self.algorithm.adjust_models(
-                t, {c: m.numpy() for c, m in self.models.items()}, reports
-            )
-            for cid, flat in replaced.items():
+            update = self.algorithm.update(t, plan, reports)
+            for cid, flat in update.models.items():
                 self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
-            splits = self.algorithm.update(t, plan, reports)
-            stats = self.algorithm.cluster_stats()
-            self._record_clusters(t, sampled, stats, splits)
-            self.apply_splits(splits, t)
+            self._record_clusters(t, sampled, update.stats, trained)
+            self.apply_splits(update.splits)
+            splits = update.splits
             acc = acc_plain = test_loss = math.nan
             if t % cfg.eval.every == 0 or t == cfg.run.rounds:
                 acc, acc_plain, test_loss = self.evaluate(t)
@@ -315,6 +349,7 @@ class Server:
             elapsed = self.elapsed_before + time.perf_counter() - t_start
             self._record(t, reports, len(splits), acc, acc_plain, test_loss, elapsed)
             self.timing["bytes"].append(self.comm.bytes_moved - bytes_before)
+            self._record_workers(t)
             rate = (t - first + 1) / max(time.perf_counter() - t_start, 1e-9)
             progress.update(t, clusters=len(self.models), accuracy=acc, rounds_per_s=rate)
             if self.stop is not None and self.stop.name and t < cfg.run.rounds:
@@ -341,24 +376,27 @@ class Server:
         self._print_summary(summary)
         return summary
 
-    def _record_clusters(self, t, sampled, stats, splits) -> None:
+    def _record_clusters(self, t, sampled, stats, trained: list[str]) -> None:
+        """One row per cluster that trained this round (a split parent with the members it
+        split), its size as the algorithm left it."""
         m = self.cluster_metrics
-        for cid, members in self._trained_clusters(splits).items():
+        for cid in trained:
             m["round"].append(t)
             m["cluster"].append(cid)
-            m["size"].append(len(members))
+            m["size"].append(len(self.tree.members(cid)))
             m["sampled"].append(sampled.get(cid, 0))
             for column in STAT_COLUMNS:
                 m[column].append(float(stats.get(cid, {}).get(column, math.nan)))
 
-    def _trained_clusters(self, splits: list[Split]) -> dict[str, np.ndarray]:
-        """The clusters that trained this round: the split parents instead of their children."""
-        out = dict(self.algorithm.clusters())
-        for split in splits:
-            for child in split.children:
-                out.pop(child, None)
-            out[split.parent] = self.hierarchy[split.parent].members
-        return dict(sorted(out.items()))
+    def _record_workers(self, t: int) -> None:
+        w = self.worker_timing
+        for rank in sorted(self._round_workers):
+            clients, train_s, busy_s = self._round_workers[rank]
+            w["round"].append(t)
+            w["rank"].append(rank)
+            w["clients"].append(int(clients))
+            w["train_s"].append(float(train_s))
+            w["busy_s"].append(float(busy_s))
 
     def _record(self, t, reports, num_splits, acc, acc_plain, test_loss, elapsed) -> None:
         m = self.metrics
@@ -376,11 +414,7 @@ class Server:
         self.timing["elapsed_s"].append(elapsed)
 
     def write(self) -> None:
-        leaves, assignment = self.algorithm.assignment()
-        for cid, members in self.algorithm.clusters().items():
-            # a leaf's members as they are now (IFCA and FeSEM move clients between clusters)
-            if cid in self.hierarchy:
-                self.hierarchy[cid].members = np.asarray(members, dtype=np.int64)
+        leaves, assignment = self.tree.assignment()
         cm = self.cluster_metrics
         write_run_file(
             self.config.run.out,
@@ -394,7 +428,7 @@ class Server:
                 "accuracy": self.client_accuracy,
                 **({} if self.partition.owners is None else {"owner": self.partition.owners}),
             },
-            hierarchy=sorted(self.hierarchy.values(), key=_node_order),
+            hierarchy=self.tree.to_nodes(),
             leaves=leaves,
             assignment=assignment,
             leaf_models=torch.stack([self.models[c] for c in leaves]).numpy(),
@@ -423,6 +457,11 @@ class Server:
                 "elapsed_s": np.array(self.timing["elapsed_s"], dtype=np.float64),
                 "bytes": np.array(self.timing["bytes"], dtype=np.int64),
             },
+            worker_timing={
+                k: np.array(v, dtype=np.float64 if k.endswith("_s") else np.int64)
+                for k, v in self.worker_timing.items()
+            },
+            trainer=self.trainer,
             state=self.state(),
         )
 
@@ -456,10 +495,6 @@ class Server:
         self.stream.flush()
 
 
-def _node_order(node: HierarchyNode) -> tuple[int, ...]:
-    return node_order(node.id)
-
-
 def _str(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
@@ -469,21 +504,6 @@ def _last_finite(values: list[float]) -> float:
         if not math.isnan(v):
             return float(v)
     return math.nan
-
-
-def _to_tree(state: dict) -> dict:
-    """Make an algorithm's state_dict storable: numbers and lists as JSON, arrays as arrays."""
-    out = {}
-    for key, value in state.items():
-        if isinstance(value, dict):
-            out[key] = _to_tree(value)
-        elif isinstance(value, np.ndarray):
-            out[key] = value
-        elif isinstance(value, np.generic):
-            out[key] = value.item()
-        else:
-            out[key] = value
-    return out
 
 
 def _bytes(n: float) -> str:

@@ -1,4 +1,9 @@
-"""A worker: hosts a contiguous shard of the clients and runs their tasks each step."""
+"""A worker: hosts a contiguous shard of the clients and runs their tasks each step.
+
+Training, evaluation and the exact sums are the runtime's; a probe is answered by the
+algorithm's client half (:class:`distfl.algorithms.ClientHalf`), built on the first probe,
+to which the worker offers itself as the :class:`~distfl.algorithms.ClientContext`.
+"""
 
 from __future__ import annotations
 
@@ -8,28 +13,25 @@ import numpy as np
 import torch
 
 from distfl.aggregators import AGGREGATORS
+from distfl.algorithms import ClientHalf, algorithm_class, client_half
+from distfl.comm.base import Communicator
 from distfl.config import Config
-from distfl.data import Dataset, Partition, load_clients
+from distfl.data import ClientData, Dataset, Partition, load_clients
 from distfl.exact import NUM_LIMBS, to_limbs
 from distfl.models import build_model, num_params
 from distfl.runtime.protocol import (
     EVAL,
     EVAL_WIDTH,
+    HEADER,
     PROBE,
-    PROBE_EMD,
     RETURN_MODEL,
+    STOP,
     TRAIN,
     Plan,
     StepOutput,
+    run_step,
 )
-from distfl.train import (
-    SequentialTrainer,
-    VectorisedTrainer,
-    client_seed,
-    evaluate,
-    supports,
-    train_losses,
-)
+from distfl.train import SequentialTrainer, VectorisedTrainer, client_seed, evaluate, trainer_kind
 
 
 class Worker:
@@ -51,18 +53,17 @@ class Worker:
             config.model.name, dataset.input_shape, dataset.num_classes, hidden=config.model.hidden
         ).to(device)
         self.num_params = num_params(self.model)
-        self.vectorised = config.train.trainer == "vectorised" or (
-            config.train.trainer == "auto" and supports(self.model)
-        )
+        self.vectorised = trainer_kind(config.train.trainer, self.model) == "vectorised"
         if self.vectorised:
             self.trainer = VectorisedTrainer(self.model, config.train, device)
         else:
             self.trainer = SequentialTrainer(self.model, config.train, device)
-        self.data = load_clients(
+        #: this worker's own clients' data
+        self.data_of = load_clients(
             dataset, partition, clients, device, groups=config.groups, seed=config.run.seed
         )
         self.dataset, self.partition = dataset, partition
-        self._emd_samples: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+        self._client_half: ClientHalf | None = None
         # the aggregator's client weights: sample counts, or 1 each (FairAvg)
         self.uniform = AGGREGATORS[config.server.aggregator].uniform
         self.train_seconds = 0.0
@@ -74,30 +75,26 @@ class Worker:
         P = self.num_params
         own = [k for k in self.clients if plan.tasks[k]]
         loss_rows, eval_rows, model_rows, probe_rows = [], [], [], []
+        train_before = self.train_seconds
         sums = None
         if plan.any(TRAIN):
             sums = torch.zeros((plan.num_models, NUM_LIMBS, P), dtype=torch.int64)
             weights = torch.zeros(plan.num_models, dtype=torch.int64)
         for k in own:
             if plan.tasks[k] & PROBE:  # before training: the models as broadcast
-                losses = train_losses(
-                    self.model, models.to(self.device), self.data[k], loss=self.config.train.loss
-                )
-                probe_rows.append(np.concatenate([[k], losses]))
-            if plan.tasks[k] & PROBE_EMD:
-                row = self._emd_row(k, models[0].to(self.device), plan)
-                probe_rows.append(np.concatenate([[k], row]))
+                probe_rows.append(np.concatenate([[k], self._probe(plan, k, models)]))
             if plan.tasks[k] & EVAL:
-                data = self.data[k]
+                data = self.data_of[k]
                 bal, acc, loss = evaluate(
                     self.model, models[int(plan.model_of[k])], data, loss=self.config.train.loss
                 )
                 eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
-        by_model = self._train([k for k in own if plan.tasks[k] & TRAIN], plan, models)
+        trained = [k for k in own if plan.tasks[k] & TRAIN]
+        by_model = self._train(trained, plan, models)
         for m, (ks, new, losses) in by_model.items():
             start = models[m].to(self.device, torch.float64)
             counts = torch.tensor(
-                [1 if self.uniform else self.data[k].num_train for k in ks], dtype=torch.float64
+                [1 if self.uniform else self.data_of[k].num_train for k in ks], dtype=torch.float64
             )
             # exact sums of n_k (θ_k - θ), many clients per call (chunks bound the temporaries)
             step = max(1, (1 << 22) // max(P, 1))
@@ -128,48 +125,41 @@ class Worker:
             probe_rows=torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
                 -1, 1 + plan.probe_width()
             ),
+            trained=len(trained),
+            train_s=self.train_seconds - train_before,
         )
 
-    def _emd_samples_of_all(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        """(embedding, validation) samples of every client, from its train split. Every rank
-        holds the dataset, so the worker materialises other clients' samples itself."""
-        if self._emd_samples is None:
-            from distfl.algorithms.emdcfl import embed_sets
+    # -- the ClientContext a client half sees ---------------------------------------------
 
-            cfg = self.config
-            out = {}
-            for k in range(cfg.data.num_clients):
-                data = self.data.get(k) or load_clients(
-                    self.dataset, self.partition, range(k, k + 1), self.device,
-                    groups=cfg.groups, seed=cfg.run.seed,
-                )[k]  # fmt: skip
-                emb, val = embed_sets(
-                    data.num_train, cfg.algorithm.emd_samples, seed=cfg.run.seed, client=k
-                )
-                out[k] = (data.x_train[emb], data.x_train[val])
-            self._emd_samples = out
-        return self._emd_samples
-
-    def _emd_row(self, k: int, start: torch.Tensor, plan: Plan) -> np.ndarray:
-        """Train client k for ``plan.flags`` steps from ``start`` into ω_k, then its row of
-        EMD-CFL distances over every client."""
-        import dataclasses
-
-        from distfl.algorithms.emdcfl import emd_row
-        from distfl.models import load_flat
-
+    def data(self, client: int) -> ClientData:
+        """Client ``client``'s data: this worker's own from memory, any other's
+        materialised from the dataset every rank holds (not kept)."""
+        own = self.data_of.get(client)
+        if own is not None:
+            return own
         cfg = self.config
-        local = SequentialTrainer(
-            self.model, dataclasses.replace(cfg.train, local_steps=plan.flags), self.device
-        )
-        omega, _ = local.train(start, self.data[k], seed=client_seed(cfg.run.seed, 0, k))
-        load_flat(self.model, omega)
-        samples = self._emd_samples_of_all()
-        a = cfg.algorithm
-        return emd_row(
-            self.model, k, {c: s[0] for c, s in samples.items()}, samples[k][1],
-            ratio=a.emd_projection, seed=cfg.run.seed, solver=a.emd_solver, reg=a.emd_reg,
-        )  # fmt: skip
+        return load_clients(
+            self.dataset, self.partition, range(client, client + 1), self.device,
+            groups=cfg.groups, seed=cfg.run.seed,
+        )[client]  # fmt: skip
+
+    def _probe(self, plan: Plan, client: int, models: torch.Tensor) -> np.ndarray:
+        """The client half's row for ``client``."""
+        cls = algorithm_class(self.config.algorithm.name)
+        if not 1 <= plan.probe_op <= len(cls.client_ops):
+            raise RuntimeError(f"{cls.name} has no probe number {plan.probe_op}")
+        if self._client_half is None:
+            self._client_half = client_half(cls)(self.config.algorithm.params, self)
+        op = cls.client_ops[plan.probe_op - 1]
+        row = np.asarray(
+            self._client_half.run(op, client, models, plan.probe.args), dtype=np.float64
+        ).reshape(-1)
+        if row.shape != (plan.probe.width,):
+            raise RuntimeError(
+                f"{cls.name}'s probe {op!r} answered {row.shape[0]} values for client "
+                f"{client}, not {plan.probe.width}"
+            )
+        return row
 
     def _train(
         self, clients: list[int], plan: Plan, models: torch.Tensor
@@ -187,10 +177,10 @@ class Worker:
             start = models[m].to(self.device)
             seeds = [client_seed(seed, plan.round, k) for k in ks]
             if self.vectorised:
-                new, losses = self.trainer.train_many(start, [self.data[k] for k in ks], seeds)
+                new, losses = self.trainer.train_many(start, [self.data_of[k] for k in ks], seeds)
             else:
                 runs = [
-                    self.trainer.train(start, self.data[k], seed=s)
+                    self.trainer.train(start, self.data_of[k], seed=s)
                     for k, s in zip(ks, seeds, strict=True)
                 ]
                 new = torch.stack([r[0] for r in runs])
@@ -199,3 +189,20 @@ class Worker:
         self.train_seconds += time.perf_counter() - t0
         self.client_steps += len(clients) * self.config.train.local_steps
         return out
+
+
+def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
+    """A worker rank: take part in every step until the server's stop."""
+    plan_buffer = torch.zeros(HEADER + 2 * config.data.num_clients, dtype=torch.int64)
+    while True:
+        plan, _ = run_step(
+            comm,
+            plan_buffer,
+            None,
+            num_clients=config.data.num_clients,
+            num_params=worker.num_params,
+            num_steps=config.train.local_steps,
+            execute=worker.execute,
+        )
+        if plan.kind == STOP:
+            return

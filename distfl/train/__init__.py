@@ -1,7 +1,7 @@
 """Local training of simulated clients."""
 
 from distfl.train.sequential import SequentialTrainer, client_seed, evaluate, train_losses
-from distfl.train.vectorised import VectorisedTrainer, supports
+from distfl.train.vectorised import VectorisedTrainer, supports, trainer_kind
 
 __all__ = [
     "SequentialTrainer",
@@ -9,5 +9,6 @@ __all__ = [
     "client_seed",
     "evaluate",
     "supports",
+    "trainer_kind",
     "train_losses",
 ]

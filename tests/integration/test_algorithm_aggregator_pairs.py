@@ -14,11 +14,12 @@ import pytest
 from runfile import assert_same_run
 
 from distfl import config as cfg
+from distfl.algorithms import algorithm_names, key_owners
 from distfl.runtime import run
 
 pytestmark = pytest.mark.integration
 
-ALGORITHMS = cfg.CHOICES["algorithm.name"]
+ALGORITHMS = algorithm_names()
 AGGREGATORS = cfg.CHOICES["server.aggregator"]
 
 
@@ -35,11 +36,12 @@ def build(algorithm: str, aggregator: str, out: Path, rounds: int = 4, **more):
         "server.clients_per_round=6",
         "data.groups=[{count = 6, alpha = 1000.0}, {count = 6, alpha = 1000.0, rotation = 180.0}]",
         "data.quantity_skew=0.5",  # unequal sizes: FairAvg's weights differ from FedAvg's
-        "algorithm.warmup=1",
-        "algorithm.emd_steps=4",
-        "algorithm.emd_samples=8",
-        "algorithm.min_clients=2",
     ]
+    # each algorithm's own keys, given to the algorithm that takes them
+    for item in ("algorithm.warmup=1", "algorithm.emd_steps=4", "algorithm.emd_samples=8",
+                 "algorithm.min_clients=2"):  # fmt: skip
+        if algorithm in key_owners(item.split("=")[0].split(".")[1]):
+            items.append(item)
     if aggregator == "fedprox":
         items.append("train.prox_mu=0.01")
     items += [f"{k}={v}" for k, v in more.items()]

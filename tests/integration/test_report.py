@@ -12,9 +12,13 @@ import signal
 import subprocess
 import sys
 import time
-import tomllib
 from html.parser import HTMLParser
 from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 import h5py
 import numpy as np

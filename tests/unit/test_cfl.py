@@ -5,12 +5,11 @@ children start from the parent's aggregated model)."""
 
 from __future__ import annotations
 
-import io
 import math
 
-import h5py
 import numpy as np
 import pytest
+from algostate import restore_from
 from sklearn.cluster import AgglomerativeClustering
 from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
@@ -18,7 +17,6 @@ from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
 from distfl.algorithms import build_algorithm
 from distfl.algorithms.base import ClientReports
 from distfl.algorithms.cfl import CFL, bipartition, cosine_similarity, split_criterion
-from distfl.checkpoint import _read_tree, _write_tree
 from distfl.config import load as load_config
 
 # ------------------------------------------------------------------ split_criterion
@@ -160,7 +158,7 @@ class Federation:
         """One round; ``updates[k]`` is client k's ΔW. Returns (plan, reports, splits)."""
         self.round += 1
         t = self.round
-        plan = self.alg.plan_round(t)
+        plan = self.alg.plan(t)
         clients = np.array(sorted(plan.train), dtype=np.int64)
         assert plan.return_models == frozenset(clients.tolist())
         trained = np.stack(
@@ -176,10 +174,11 @@ class Federation:
             losses=np.zeros((len(clients), 2)),
             num_samples=self.num_samples[clients],
             models=trained,
+            cluster_models=dict(self.models),
         )
-        replaced = self.alg.adjust_models(t, dict(self.models), reports)
-        assert replaced == {}
-        splits = self.alg.update(t, plan, reports)
+        update = self.alg.update(t, plan, reports)
+        assert update.models == {}
+        splits = update.splits
         for split in splits:
             for child in split.children:
                 self.models[child] = self.models[split.parent].copy()
@@ -201,7 +200,7 @@ def opposite_updates(groups: list[list[int]], K: int, scale: float = 2.0) -> np.
 
 def test_plan_is_full_participation_with_every_model_returned():
     alg = CFL(num_clients=5, clients_per_round=2, seed=0)
-    plan = alg.plan_round(1)
+    plan = alg.plan(1)
     assert plan.train == dict.fromkeys(range(5), "0")
     assert plan.return_models == frozenset(range(5))
     assert list(alg.clusters()) == ["0"] and alg.clusters()["0"].tolist() == [0, 1, 2, 3, 4]
@@ -229,8 +228,8 @@ def test_splits_into_the_two_groups_with_global_ids_after_warmup():
     U = opposite_updates([A, B], 6)
     for _ in range(3):  # rounds 1..3: within the warm-up
         assert fed.step(U)[2] == []
-    assert alg.cluster_stats()["0"]["mean_norm"] == pytest.approx(0.0, abs=1e-6)
-    assert alg.cluster_stats()["0"]["max_norm"] == pytest.approx(2.0, rel=1e-6)
+    assert alg.stats["0"]["mean_norm"] == pytest.approx(0.0, abs=1e-6)
+    assert alg.stats["0"]["max_norm"] == pytest.approx(2.0, rel=1e-6)
     _, _, splits = fed.step(U)  # round 4 > warm-up
     assert len(splits) == 1
     split = splits[0]
@@ -240,7 +239,7 @@ def test_splits_into_the_two_groups_with_global_ids_after_warmup():
     assert split.info["similarity"].shape == (6, 6)
     assert split.info["max_norm"][0] == pytest.approx(2.0, rel=1e-6)
     assert {c: m.tolist() for c, m in alg.clusters().items()} == {"0.0": A, "0.1": B}
-    plan = alg.plan_round(5)
+    plan = alg.plan(5)
     assert plan.train == {0: "0.0", 2: "0.0", 5: "0.0", 1: "0.1", 3: "0.1", 4: "0.1"}
     # the children start the next round from the parent's aggregated model
     for child in ("0.0", "0.1"):
@@ -254,8 +253,8 @@ def test_no_split_when_the_mean_update_is_large():
     U = opposite_updates([A, B], 5, scale=3.0)
     for _ in range(4):
         assert fed.step(U)[2] == []
-    assert alg.cluster_stats()["0"]["mean_norm"] == pytest.approx(0.6, rel=1e-5)
-    assert alg.cluster_stats()["0"]["max_norm"] == pytest.approx(3.0, rel=1e-5)
+    assert alg.stats["0"]["mean_norm"] == pytest.approx(0.6, rel=1e-5)
+    assert alg.stats["0"]["max_norm"] == pytest.approx(3.0, rel=1e-5)
     # weighted by sample counts the same updates average to 0 (3·2 = 2·3) and split
     alg = CFL(num_clients=5, clients_per_round=5, seed=0, eps1=0.4, eps2=1.6, warmup=0)
     fed = Federation(alg, np.array([2, 2, 2, 3, 3]))
@@ -278,7 +277,7 @@ def test_first_round_is_not_tested_and_small_clusters_never_split():
     alg = CFL(num_clients=4, clients_per_round=4, seed=0, warmup=0)
     fed = Federation(alg, np.ones(4))
     U = opposite_updates([[0, 1], [2, 3]], 4)
-    assert fed.step(U)[2] == [] and alg.cluster_stats() == {}  # no start model yet
+    assert fed.step(U)[2] == [] and alg.stats == {}  # no start model yet
     assert len(fed.step(U)[2]) == 1
     # children of 2 members each: the criterion holds inside them too, but they stay
     V = np.zeros((4, P))
@@ -286,7 +285,7 @@ def test_first_round_is_not_tested_and_small_clusters_never_split():
     V[[1, 3], 1] = -5.0
     for _ in range(3):
         assert fed.step(V)[2] == []
-    assert alg.cluster_stats()["0.0"]["max_norm"] == pytest.approx(5.0, rel=1e-6)
+    assert alg.stats["0.0"]["max_norm"] == pytest.approx(5.0, rel=1e-6)
     assert sorted(alg.clusters()) == ["0.0", "0.1"]
 
 
@@ -301,8 +300,8 @@ def test_updates_are_measured_against_the_round_start_model():
         U = rng.normal(size=(4, P))
         fed.step(U)
         mean_norm, max_norm, _ = split_criterion(U, [1, 2, 3, 4], 0.0, 0.0)
-        assert alg.cluster_stats()["0"]["mean_norm"] == pytest.approx(mean_norm, rel=1e-5)
-        assert alg.cluster_stats()["0"]["max_norm"] == pytest.approx(max_norm, rel=1e-5)
+        assert alg.stats["0"]["mean_norm"] == pytest.approx(mean_norm, rel=1e-5)
+        assert alg.stats["0"]["max_norm"] == pytest.approx(max_norm, rel=1e-5)
 
 
 def test_second_level_split_keeps_global_client_ids():
@@ -333,17 +332,6 @@ def test_second_level_split_keeps_global_client_ids():
     assert assignment.tolist() == [0, 2, 2, 1, 2, 1, 0, 2]
 
 
-def _through_hdf5(state: dict) -> dict:
-    """What a checkpoint stores and reads back (the run file's /state tree)."""
-    from distfl.runtime.server import _to_tree
-
-    buf = io.BytesIO()
-    with h5py.File(buf, "w") as f:
-        _write_tree(f.create_group("state"), _to_tree(state))
-    with h5py.File(buf, "r") as f:
-        return _read_tree(f["state"])
-
-
 def test_state_round_trip_continues_identically():
     K = 8
     rng = np.random.default_rng(5)
@@ -363,9 +351,8 @@ def test_state_round_trip_continues_identically():
     for t in range(1, 5):
         fed.step(updates(t))
     assert sorted(alg.clusters()) == ["0.0", "0.1"]  # split at round 4
-    state = _through_hdf5(alg.state_dict())
     restored = CFL(num_clients=K, clients_per_round=K, seed=0, warmup=3)
-    restored.load_state_dict(state)
+    restore_from(restored, alg)
     twin = Federation(restored, fed.num_samples)
     twin.models = {c: m.copy() for c, m in fed.models.items()}
     twin.round = fed.round
@@ -376,7 +363,7 @@ def test_state_round_trip_continues_identically():
         assert [(s.parent, {c: m.tolist() for c, m in s.children.items()}) for s in s1] == [
             (s.parent, {c: m.tolist() for c, m in s.children.items()}) for s in s2
         ]
-        assert alg.cluster_stats() == restored.cluster_stats()
+        assert alg.stats == restored.stats
     for cid in alg.start:
         assert np.array_equal(alg.start[cid], restored.start[cid])
     assert alg.rounds_seen == restored.rounds_seen == 11

@@ -10,10 +10,7 @@ from scipy.stats import wasserstein_distance
 from distfl.algorithms.base import ClientReports, RoundPlan
 from distfl.algorithms.emdcfl import (
     EMDCFL,
-    embed_sets,
     embed_size,
-    emd_row,
-    last_linear_inputs,
     mutual_adjacency,
     neighbourhood_clusters,
     projected_dim,
@@ -21,6 +18,7 @@ from distfl.algorithms.emdcfl import (
     protocol_bytes,
     wasserstein1,
 )
+from distfl.algorithms.emdcfl_client import embed_sets, emd_row, last_linear_inputs
 from distfl.models import MLP
 
 
@@ -112,22 +110,22 @@ def reports(clients):
 
 def test_class_splits_the_root_once_from_the_probe_and_samples_per_cluster():
     algo = EMDCFL(num_clients=6, clients_per_round=3, seed=0, epsilon=0.1)
-    req = algo.probe(1)
-    assert req.kind == "emd" and req.clients.tolist() == list(range(6))
-    assert algo.probe(2) is None
+    req = algo.plan_probe(1)
+    assert req.op == "distances" and req.clients.tolist() == list(range(6))
+    assert algo.plan_probe(2) is None
     g = np.array([0, 0, 1, 1, 1, 0])
     d = np.where(g[:, None] == g[None, :], -0.05, 0.4)
-    algo.probe_result(1, req, d)
-    plan = algo.plan_round(1)
+    algo.update_probe(1, req, d)
+    plan = algo.plan(1)
     assert set(plan.train.values()) == {"0"} and len(plan.train) == 3
-    (split,) = algo.update(1, plan, reports(sorted(plan.train)))
+    (split,) = algo.update(1, plan, reports(sorted(plan.train))).splits
     assert split.parent == "0"
     assert {k: v.tolist() for k, v in split.children.items()} == {
         "0.0": [0, 1, 5],
         "0.1": [2, 3, 4],
     }
-    assert algo.update(2, plan, reports([])) == []
-    plan2 = algo.plan_round(2)
+    assert algo.update(2, plan, reports([])).splits == []
+    plan2 = algo.plan(2)
     for k, cid in plan2.train.items():
         assert k in split.children[cid]
     assert sorted(plan2.train.values()).count("0.0") == 2  # round(0.5 · 3)
@@ -135,11 +133,12 @@ def test_class_splits_the_root_once_from_the_probe_and_samples_per_cluster():
 
 def test_one_neighbourhood_means_no_split_and_state_round_trip():
     algo = EMDCFL(num_clients=4, clients_per_round=2, seed=5, epsilon=1.0)
-    algo.probe_result(1, algo.probe(1), np.zeros((4, 4)))
-    assert algo.update(1, RoundPlan(1, {0: "0"}), reports([0])) == []
+    algo.update_probe(1, algo.plan_probe(1), np.zeros((4, 4)))
+    assert algo.update(1, RoundPlan(1, {0: "0"}), reports([0])).splits == []
     other = EMDCFL(num_clients=4, clients_per_round=2, seed=5, epsilon=1.0)
+    other.tree.restore(algo.tree.to_nodes())
     other.load_state_dict(algo.state_dict())
-    assert other.plan_round(2).train == algo.plan_round(2).train
+    assert other.plan(2).train == algo.plan(2).train
 
 
 def test_protocol_bytes_hand_computed():

@@ -10,22 +10,22 @@ import math
 
 import numpy as np
 import pytest
+from algostate import restore, snapshot
 from sklearn.metrics import adjusted_rand_score, davies_bouldin_score
 
+from distfl import spectral
 from distfl.algorithms import fedgwc
 from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import (
     FedGWC,
     affinity,
-    choose_split,
-    davies_bouldin_rows,
     gaussian_rewards,
     participants,
     perception_distances,
     priority_sample,
-    spectral_embedding,
     update_interaction,
 )
+from distfl.spectral import choose_split, davies_bouldin_rows, spectral_embedding
 
 # ------------------------------------------------------------------ brute-force references
 
@@ -414,7 +414,7 @@ def test_choose_split_scores_inf_for_n_at_least_k():
 
 
 # ------------------------------------------------------------------ large-K machinery
-# Above fedgwc.SMALL_K clients the affinity is float32, the Gram product runs in row strips
+# Above spectral.SMALL_K clients the affinity is float32, the Gram product runs in row strips
 # and the embedding comes from ARPACK; these tests force those paths at small K.
 
 
@@ -458,7 +458,7 @@ def test_affinity_float32_matches_float64():
 def test_affinity_dtype_follows_small_k(monkeypatch):
     P = _grouped_P(30, 3)
     assert affinity(P, 0.5).dtype == np.float64
-    monkeypatch.setattr(fedgwc, "SMALL_K", 29)
+    monkeypatch.setattr(spectral, "SMALL_K", 29)
     W = affinity(P, 0.5)
     assert W.dtype == np.float32
     np.testing.assert_allclose(W, _affinity_loop(P, 0.5), rtol=1e-6, atol=1e-7)
@@ -524,7 +524,7 @@ def test_spectral_embedding_matches_sklearn(monkeypatch, arpack):
     from sklearn.manifold import spectral_embedding as sk_embedding
 
     if arpack:
-        monkeypatch.setattr(fedgwc, "SMALL_K", 0)
+        monkeypatch.setattr(spectral, "SMALL_K", 0)
     for W in (_noise_affinity(60, 7), _block_affinity([9, 14, 22], 8, shuffle=True)[0]):
         ref = sk_embedding(W, n_components=4, drop_first=False, random_state=3)
         got = spectral_embedding(W, 4, 3, tol=1e-12)
@@ -536,7 +536,7 @@ def test_spectral_embedding_matches_sklearn(monkeypatch, arpack):
 def test_choose_split_large_k_path(monkeypatch, dtype):
     W, truth = _block_affinity([30, 45, 25], 9, shuffle=True)
     n_ref, labels_ref, scores_ref = choose_split(W, 5, 0, min_size=3)
-    monkeypatch.setattr(fedgwc, "SMALL_K", 0)  # ARPACK embedding
+    monkeypatch.setattr(spectral, "SMALL_K", 0)  # ARPACK embedding
     n, labels, scores = choose_split(W.astype(dtype), 5, 0, min_size=3)
     assert n == n_ref == 3
     assert _partition(labels) == _partition(truth)
@@ -645,12 +645,12 @@ def test_fedgwc_plans_and_hierarchical_splits(seed):
     rng = np.random.default_rng(100 + seed)
     splits = []
     for r in range(4):
-        plan = alg.plan_round(r)
+        plan = alg.plan(r)
         _check_plan(alg, plan)
         if r == 0:
             assert len(plan.train) == 4  # max(3, round(12 / 3))
         parents = alg.clusters()
-        for split in alg.update(r, plan, _reports(plan, rng)):
+        for split in alg.update(r, plan, _reports(plan, rng)).splits:
             splits.append(split)
             assert split.parent in parents
             n = len(split.children)
@@ -679,27 +679,27 @@ def test_fedgwc_state_dict_round_trip():
     alg = _make(0)
     rng = np.random.default_rng(7)
     for r in range(2):
-        plan = alg.plan_round(r)
+        plan = alg.plan(r)
         alg.update(r, plan, _reports(plan, rng))
-    state = alg.state_dict()
+    state = snapshot(alg)
     snapshot_clusters = {k: v.copy() for k, v in alg.clusters().items()}
 
     # the original plans and trains further: the snapshot must not follow it
-    plan_orig = alg.plan_round(2)
+    plan_orig = alg.plan(2)
     reports = _reports(plan_orig, rng)
-    splits_orig = alg.update(2, plan_orig, reports)
-    plan_orig_3 = alg.plan_round(3)
+    splits_orig = alg.update(2, plan_orig, reports).splits
+    plan_orig_3 = alg.plan(3)
 
     copy = _make(0)
-    copy.load_state_dict(state)
+    restore(copy, state)
     assert set(copy.clusters()) == set(snapshot_clusters)
     for cid, mem in snapshot_clusters.items():
         np.testing.assert_array_equal(copy.clusters()[cid], mem)
-    plan_copy = copy.plan_round(2)
+    plan_copy = copy.plan(2)
     assert plan_copy.train == plan_orig.train
-    splits_copy = copy.update(2, plan_copy, reports)
+    splits_copy = copy.update(2, plan_copy, reports).splits
     assert [s.parent for s in splits_copy] == [s.parent for s in splits_orig]
-    assert copy.plan_round(3).train == plan_orig_3.train
+    assert copy.plan(3).train == plan_orig_3.train
     assert set(copy.clusters()) == set(alg.clusters())
     np.testing.assert_array_equal(copy.gamma, alg.gamma)
     np.testing.assert_array_equal(copy.times_sampled, alg.times_sampled)
@@ -709,11 +709,12 @@ def test_fedgwc_state_dict_round_trip():
 
 def test_fedgwc_first_update_tracks_rewards():
     alg = FedGWC(num_clients=12, clients_per_round=4, seed=0)  # default ε: no split
-    plan = alg.plan_round(0)
+    plan = alg.plan(0)
     ids = np.array(sorted(plan.train), dtype=np.int64)
     losses = np.array([[0.0], [1.0], [2.0], [3.0]])
     reports = ClientReports(clients=ids, losses=losses, num_samples=np.ones(4, dtype=np.int64))
-    assert alg.update(0, plan, reports) == []
+    update = alg.update(0, plan, reports)
+    assert update.splits == []
     omega = np.array(_rewards_loop(losses.tolist()))
     alpha = 4 / 12  # α defaults to the participation rate
     np.testing.assert_allclose(alg.gamma[ids], alpha * omega, rtol=1e-12)
@@ -726,4 +727,4 @@ def test_fedgwc_first_update_tracks_rewards():
             assert P[k, j] == pytest.approx(alpha * omega[a], rel=1e-12)
     assert P[np.ix_(others, others)].sum() == 0.0
     expected_mse = sum(4 * (alpha * w) ** 2 for w in omega) / 144
-    assert alg.cluster_stats()["0"]["mse"] == pytest.approx(expected_mse, rel=1e-12)
+    assert update.stats["0"]["mse"] == pytest.approx(expected_mse, rel=1e-12)

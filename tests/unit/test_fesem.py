@@ -3,15 +3,13 @@ and scipy, and the FeSEM class driven with synthetic client models."""
 
 from __future__ import annotations
 
-import io
-
-import h5py
 import numpy as np
 import pytest
+from algostate import restore_from
 from scipy.spatial.distance import cdist
 
 from distfl.algorithms import build_algorithm
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.base import ClientReports, RoundPlan
 from distfl.algorithms.fesem import (
     FeSEM,
     assign_nearest,
@@ -19,7 +17,6 @@ from distfl.algorithms.fesem import (
     l2_distances,
     weighted_centres,
 )
-from distfl.checkpoint import _read_tree, _write_tree
 from distfl.config import load as load_config
 
 # ------------------------------------------------------------------ pure functions
@@ -98,6 +95,17 @@ def reports_for(clients, models, num_samples) -> ClientReports:
     )
 
 
+def adjust(alg: FeSEM, t: int, centres: dict, reports: ClientReports) -> dict:
+    """Round t's update with the round's aggregated centres: the centres it replaced."""
+    reports.cluster_models = centres
+    return alg.update(t, RoundPlan(t, {}), reports).models
+
+
+def set_labels(alg: FeSEM, labels) -> None:
+    """Put client k in centre labels[k] (the tree owns the assignment)."""
+    alg.tree.reassign(np.arange(len(labels)), [str(m) for m in labels])
+
+
 def test_distinct_initial_models_and_balanced_clusters():
     alg = FeSEM(num_clients=10, clients_per_round=4, seed=0, num_clusters=3)
     inits = alg.initial_models()
@@ -126,7 +134,7 @@ def test_plan_samples_uniformly_and_returns_every_trained_model():
     alg = FeSEM(num_clients=10, clients_per_round=4, seed=0)
     seen = np.zeros(10)
     for t in range(1, 201):
-        plan = alg.plan_round(t)
+        plan = alg.plan(t)
         assert len(plan.train) == 4
         assert plan.return_models == frozenset(plan.train)
         for k, cid in plan.train.items():
@@ -153,8 +161,8 @@ def test_e_step_assigns_the_nearest_centre_and_m_step_averages():
             [10.0, 0.0, 3.0, 0.0],  # client 4
         ]
     )
-    alg.labels[:] = [2, 2, 1, 0, 0, 2]
-    out = alg.adjust_models(1, centres, reports_for([0, 1, 2, 3, 4], X, [1, 2, 2, 1, 2]))
+    set_labels(alg, [2, 2, 1, 0, 0, 2])
+    out = adjust(alg, 1, centres, reports_for([0, 1, 2, 3, 4], X, [1, 2, 2, 1, 2]))
     assert alg.labels.tolist() == [1, 0, 0, 1, 1, 2]  # 5 kept its centre
     assert sorted(out) == ["0", "1"]  # centre 2 won nobody: not replaced
     assert out["0"].dtype == np.float32
@@ -171,13 +179,13 @@ def test_e_step_assigns_the_nearest_centre_and_m_step_averages():
 
 def test_reassignment_only_every_n_rounds():
     alg = FeSEM(num_clients=2, clients_per_round=2, seed=0, reassign_every=3)
-    alg.labels[:] = [0, 0]
+    set_labels(alg, [0, 0])
     centres = {"0": np.zeros(P, dtype=np.float32), "1": np.ones(P, dtype=np.float32)}
     X = np.array([[0.0] * P, [0.9] * P])
     for t in (1, 2, 4, 5):
-        assert alg.adjust_models(t, centres, reports_for([0, 1], X, [1, 1])) == {}
+        assert adjust(alg, t, centres, reports_for([0, 1], X, [1, 1])) == {}
         assert alg.labels.tolist() == [0, 0]
-    out = alg.adjust_models(6, centres, reports_for([0, 1], X, [1, 1]))
+    out = adjust(alg, 6, centres, reports_for([0, 1], X, [1, 1]))
     assert alg.labels.tolist() == [0, 1]
     assert np.allclose(out["1"], 0.9)
 
@@ -186,24 +194,14 @@ def test_empty_clusters_are_fine_for_the_assignment():
     alg = FeSEM(num_clients=3, clients_per_round=3, seed=0, num_clusters=3)
     centres = {str(m): np.full(P, 10.0 * m, dtype=np.float32) for m in range(3)}
     X = np.full((3, P), 0.5)
-    alg.adjust_models(1, centres, reports_for([0, 1, 2], X, [1, 1, 1]))
+    adjust(alg, 1, centres, reports_for([0, 1, 2], X, [1, 1, 1]))
     clusters = alg.clusters()
     assert clusters["0"].tolist() == [0, 1, 2]
     assert len(clusters["1"]) == 0 and len(clusters["2"]) == 0
     leaves, assignment = alg.assignment()
     assert leaves == ["0", "1", "2"] and assignment.tolist() == [0, 0, 0]
-    plan = alg.plan_round(2)
+    plan = alg.plan(2)
     assert plan.clusters() == ["0"]
-
-
-def _through_hdf5(state: dict) -> dict:
-    from distfl.runtime.server import _to_tree
-
-    buf = io.BytesIO()
-    with h5py.File(buf, "w") as f:
-        _write_tree(f.create_group("state"), _to_tree(state))
-    with h5py.File(buf, "r") as f:
-        return _read_tree(f["state"])
 
 
 def _simulate(alg: FeSEM, centres: dict, rounds, num_samples) -> list:
@@ -213,10 +211,10 @@ def _simulate(alg: FeSEM, centres: dict, rounds, num_samples) -> list:
     optimum = np.where(np.arange(K)[:, None] % 2 == 0, 1.0, -1.0) * np.ones((K, P))
     out = []
     for t in rounds:
-        plan = alg.plan_round(t)
+        plan = alg.plan(t)
         clients = np.array(sorted(plan.train))
         X = np.stack([0.5 * centres[plan.train[k]] + 0.5 * optimum[k] for k in clients])
-        replaced = alg.adjust_models(t, centres, reports_for(clients, X, num_samples[clients]))
+        replaced = adjust(alg, t, centres, reports_for(clients, X, num_samples[clients]))
         centres = {**centres, **replaced}
         out.append((plan.train, {c: m.copy() for c, m in centres.items()}))
     return out, centres
@@ -230,7 +228,7 @@ def test_state_round_trip_continues_identically():
     centres = {str(m): rng.normal(size=P).astype(np.float32) for m in range(3)}
     _, centres = _simulate(alg, centres, range(1, 6), num_samples)
     restored = FeSEM(num_clients=K, clients_per_round=5, seed=99, num_clusters=3)
-    restored.load_state_dict(_through_hdf5(alg.state_dict()))
+    restore_from(restored, alg)
     a, _ = _simulate(alg, centres, range(6, 16), num_samples)
     b, _ = _simulate(restored, centres, range(6, 16), num_samples)
     for (plan_a, c_a), (plan_b, c_b) in zip(a, b, strict=True):

@@ -198,15 +198,16 @@ OWN = np.array([0.2, 0.2, 0.2, 0.5])
 
 
 def step(algo, t, models, agg=AGG, own=OWN):
-    plan = algo.plan_round(t)
+    """One round: (the new cluster models, the splits, the whole RoundUpdate)."""
+    plan = algo.plan(t)
     rep = reports(models, agg, own, clients=sorted(plan.train))
-    out = algo.adjust_models(t, {}, rep)
-    return out, algo.update(t, plan, rep), rep
+    update = algo.update(t, plan, rep)
+    return update.models, update.splits, update
 
 
 def test_every_member_trains_and_returns_its_model():
     algo = FLCL(num_clients=4, clients_per_round=1, seed=0)
-    plan = algo.plan_round(1)
+    plan = algo.plan(1)
     assert plan.train == {0: "0", 1: "0", 2: "0", 3: "0"}
     assert plan.return_models == frozenset({0, 1, 2, 3})
 
@@ -302,11 +303,11 @@ def test_a_homogeneous_cluster_does_not_decompose():
     prev = np.zeros(2, np.float32)
     same = np.tile([1.0, 0.0], (4, 1)).astype(np.float32)
     for t in range(1, 9):
-        out, splits, _ = step(algo, t, prev + same, agg=0.3, own=0.2)
+        out, splits, update = step(algo, t, prev + same, agg=0.3, own=0.2)
         prev = out["0"]
         assert not splits
         if t % 2 == 0 and t > 2:
-            assert algo.cluster_stats()["0"]["regret"] == pytest.approx(0.1)
+            assert update.stats["0"]["regret"] == pytest.approx(0.1)
     assert (algo.state["0"].expelled_at < 0).all()
     # uniform cross losses keep Λ uniform and θ_a the plain mean
     assert np.allclose(algo.state["0"].Lambda, 0.25)
@@ -333,12 +334,13 @@ def test_bad_settings_and_reports():
         clients=np.arange(2), losses=np.ones((2, 1)), num_samples=np.ones(2, np.int64),
         models=np.zeros((2, 3), np.float32),
     )  # fmt: skip
+    plan = algo.plan(1)
     with pytest.raises(ValueError, match="local_steps"):
-        algo.adjust_models(1, {}, one_step)
+        algo.update(1, plan, one_step)
     no_models = reports(np.zeros((2, 3)), 1.0, 0.5)
     no_models.models = None
     with pytest.raises(ValueError, match="return_models"):
-        algo.adjust_models(1, {}, no_models)
+        algo.update(1, plan, no_models)
 
 
 def test_state_round_trip_through_the_run_file_tree(tmp_path):

@@ -3,16 +3,14 @@ synthetic probe results. Expected values are written out by hand."""
 
 from __future__ import annotations
 
-import h5py
 import numpy as np
 import pytest
+from algostate import restore_from
 
 from distfl.algorithms import build_algorithm
 from distfl.algorithms.base import ClientReports, ProbeRequest
 from distfl.algorithms.ifca import IFCA, assign_by_loss
-from distfl.checkpoint import _read_tree, _write_tree
 from distfl.config import load
-from distfl.runtime.server import _to_tree
 
 # ----------------------------------------------------------------------- assign_by_loss
 
@@ -75,11 +73,10 @@ def _reports(plan) -> ClientReports:
 
 
 def _round(alg: IFCA, t: int, best: np.ndarray = BEST):
-    request = alg.probe(t)
-    alg.probe_result(t, request, _losses(request.clients, best))
-    plan = alg.plan_round(t)
-    alg.update(t, plan, _reports(plan))
-    return request, plan
+    request = alg.plan_probe(t)
+    alg.update_probe(t, request, _losses(request.clients, best))
+    plan = alg.plan(t)
+    return request, plan, alg.update(t, plan, _reports(plan))
 
 
 def test_cluster_ids_and_initial_models():
@@ -93,7 +90,7 @@ def test_cluster_ids_and_initial_models():
 
 def test_round_one_probes_every_client_over_every_model():
     alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
-    request = alg.probe(1)
+    request = alg.plan_probe(1)
     assert isinstance(request, ProbeRequest)
     assert request.clients.dtype == np.int64
     assert request.clients.tolist() == list(range(K))
@@ -102,7 +99,7 @@ def test_round_one_probes_every_client_over_every_model():
 
 def test_clients_join_their_least_loss_cluster_and_train_from_it():
     alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
-    _, plan = _round(alg, 1)
+    _, plan, update = _round(alg, 1)
     # every client has its cluster after round 1, not only the trained ones
     assert alg.assign.tolist() == BEST.tolist()
     clusters = alg.clusters()
@@ -115,7 +112,7 @@ def test_clients_join_their_least_loss_cluster_and_train_from_it():
     assert len(plan.train) == CPR
     assert all(cid == str(BEST[k]) for k, cid in plan.train.items())
     assert plan.return_models == frozenset()
-    assert alg.cluster_stats() == {"0": {"size": 3.0}, "1": {"size": 4.0}, "2": {"size": 3.0}}
+    assert update.stats == {"0": {"size": 3.0}, "1": {"size": 4.0}, "2": {"size": 3.0}}
 
 
 def test_later_rounds_probe_exactly_the_sampled_clients():
@@ -123,7 +120,7 @@ def test_later_rounds_probe_exactly_the_sampled_clients():
     _round(alg, 1)
     seen = set()
     for t in range(2, 12):
-        request, plan = _round(alg, t)
+        request, plan, _ = _round(alg, t)
         clients = request.clients.tolist()
         assert len(clients) == CPR and len(set(clients)) == CPR
         assert clients == sorted(clients)
@@ -138,7 +135,7 @@ def test_unsampled_clients_keep_their_assignment():
     _round(alg, 1)
     # every client now prefers model (BEST + 1) mod M; only the probed ones move
     moved = (BEST + 1) % M
-    request, plan = _round(alg, 2, best=moved)
+    request, plan, _ = _round(alg, 2, best=moved)
     probed = request.clients
     others = np.setdiff1d(np.arange(K), probed)
     assert alg.assign[probed].tolist() == moved[probed].tolist()
@@ -149,7 +146,7 @@ def test_unsampled_clients_keep_their_assignment():
 def test_empty_clusters_stay_listed():
     alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
     everyone_in_2 = np.full(K, 2)
-    _, plan = _round(alg, 1, best=everyone_in_2)
+    _, plan, update = _round(alg, 1, best=everyone_in_2)
     clusters = alg.clusters()
     assert sorted(clusters) == ["0", "1", "2"]
     assert clusters["0"].size == 0 and clusters["1"].size == 0
@@ -157,16 +154,16 @@ def test_empty_clusters_stay_listed():
     assert set(plan.train.values()) == {"2"}
     leaves, index = alg.assignment()
     assert leaves == ["0", "1", "2"] and (index == 2).all()
-    assert alg.cluster_stats()["0"] == {"size": 0.0}
+    assert update.stats["0"] == {"size": 0.0}
 
 
 def test_plan_needs_the_rounds_probe():
     alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
     with pytest.raises(RuntimeError):
-        alg.plan_round(1)
-    request = alg.probe(1)
+        alg.plan(1)
+    request = alg.plan_probe(1)
     with pytest.raises(ValueError):
-        alg.probe_result(1, request, np.zeros((K, M + 1)))
+        alg.update_probe(1, request, np.zeros((K, M + 1)))
 
 
 def test_sampling_is_seeded():
@@ -183,20 +180,21 @@ def test_state_round_trip_continues_identically():
     for t in range(1, 4):
         _round(a, t)
     state = a.state_dict()
-    assert isinstance(state["assign"], np.ndarray)
+    assert "assign" not in state  # the assignment is the tree's, saved in /hierarchy
     b = IFCA(num_clients=K, clients_per_round=CPR, seed=99, num_clusters=M)
-    b.load_state_dict(state)
+    restore_from(b, a)
     assert b.assign.tolist() == a.assign.tolist()
     moved = (BEST + 2) % M
     for t in range(4, 9):
-        ra, pa = _round(a, t, best=moved)
-        rb, pb = _round(b, t, best=moved)
+        ra, pa, _ = _round(a, t, best=moved)
+        rb, pb, _ = _round(b, t, best=moved)
         assert ra.clients.tolist() == rb.clients.tolist()
         assert pa.train == pb.train
     assert a.assign.tolist() == b.assign.tolist()
     # the state does not alias the live arrays
-    a.state_dict()["assign"][:] = -5
-    assert (a.assign >= 0).all()
+    sampled = a._sampled.copy()
+    a.state_dict()["sampled"][:] = -5
+    assert a._sampled.tolist() == sampled.tolist()
 
 
 def test_rejects_impossible_settings():
@@ -210,12 +208,8 @@ def test_state_survives_the_run_files_storage(tmp_path):
     a = IFCA(num_clients=K, clients_per_round=CPR, seed=11, num_clusters=M)
     for t in range(1, 3):
         _round(a, t)
-    with h5py.File(tmp_path / "state.h5", "w") as f:
-        _write_tree(f.create_group("state"), _to_tree(a.state_dict()))
-    with h5py.File(tmp_path / "state.h5", "r") as f:
-        stored = _read_tree(f["state"])
     b = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
-    b.load_state_dict(stored)
+    restore_from(b, a)
     for t in range(3, 7):
         assert _round(a, t)[1].train == _round(b, t)[1].train
     assert a.assign.tolist() == b.assign.tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from algostate import restore_from
 
 from distfl.algorithms import build_algorithm
 from distfl.algorithms.base import ClientReports
@@ -46,7 +47,7 @@ def test_sample_sizes_by_hand():
 def test_each_cluster_samples_its_share_of_its_own_members():
     alg = _oracle(cpr=7)  # sizes [2, 4, 1] as above
     for t in range(1, 20):
-        plan = alg.plan_round(t)
+        plan = alg.plan(t)
         assert plan.round == t
         assert list(plan.train) == sorted(plan.train)
         per_cluster = {c: [k for k, cid in plan.train.items() if cid == c] for c in "012"}
@@ -59,9 +60,9 @@ def test_each_cluster_samples_its_share_of_its_own_members():
 
 def test_sampling_is_seeded_and_varies_over_rounds():
     a, b, c = _oracle(seed=4), _oracle(seed=4), _oracle(seed=5)
-    pa = [sorted(a.plan_round(t).train) for t in range(1, 10)]
-    pb = [sorted(b.plan_round(t).train) for t in range(1, 10)]
-    pc = [sorted(c.plan_round(t).train) for t in range(1, 10)]
+    pa = [sorted(a.plan(t).train) for t in range(1, 10)]
+    pb = [sorted(b.plan(t).train) for t in range(1, 10)]
+    pc = [sorted(c.plan(t).train) for t in range(1, 10)]
     assert pa == pb
     assert pa != pc
     assert len({tuple(p) for p in pa}) > 1
@@ -70,18 +71,18 @@ def test_sampling_is_seeded_and_varies_over_rounds():
 def test_state_round_trip_continues_identically():
     a = _oracle(cpr=4, seed=2)
     for t in range(1, 4):
-        a.plan_round(t)
+        a.plan(t)
     b = _oracle(cpr=4, seed=77)
-    b.load_state_dict(a.state_dict())
+    restore_from(b, a)
     for t in range(4, 10):
-        assert a.plan_round(t).train == b.plan_round(t).train
+        assert a.plan(t).train == b.plan(t).train
 
 
 def test_group_ids_need_not_be_contiguous_or_ordered():
     groups = np.array([3, 0, 3, 0])
     alg = _oracle(cpr=2, groups=groups)
     assert {c: m.tolist() for c, m in alg.clusters().items()} == {"0": [1, 3], "3": [0, 2]}
-    plan = alg.plan_round(1)
+    plan = alg.plan(1)
     assert sorted(plan.train.values()) == ["0", "3"]
 
 

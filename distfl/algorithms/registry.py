@@ -1,0 +1,183 @@
+"""Algorithms by name: each registers itself with :func:`register`.
+
+The modules of ``distfl/algorithms/`` are found and imported the first time a name is looked
+up (modules ending in ``_client`` are left to the workers, which import them through
+:meth:`ClusteringAlgorithm.client`); an algorithm defined elsewhere registers when its
+module is imported, e.g. through ``run.plugins`` (:func:`load_plugins`), which every rank
+reads from the config before the algorithm is built.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import pkgutil
+import re
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+from distfl.algorithms.base import ClientHalf, ClusteringAlgorithm, Params
+from distfl.errors import ConfigError
+
+_REGISTRY: dict[str, type[ClusteringAlgorithm]] = {}
+_DISCOVERED = False
+_PLUGINS: dict[str, str] = {}  # spec -> module name
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+#: modules of this package that hold no algorithm
+_INTERFACE = {"base", "registry"}
+
+
+def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
+    """Class decorator: make ``cls`` available as ``algorithm.name = cls.name``."""
+    if not (isinstance(cls, type) and issubclass(cls, ClusteringAlgorithm)):
+        raise TypeError(f"{cls!r} is not a ClusteringAlgorithm subclass")
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"{cls.__name__}.name = {name!r}: an algorithm needs a lower-case name "
+            "(letters, digits, _)"
+        )
+    if not (isinstance(cls.Params, type) and issubclass(cls.Params, Params)):
+        raise TypeError(f"{cls.__name__}.Params must subclass distfl.algorithms.Params")
+    if cls.client_ops and cls.client is None:
+        raise TypeError(f"{cls.__name__} has client_ops but no client half (its client)")
+    fields = {f.name for f in _fields(cls.Params)}
+    for old, new in cls.Params.aliases.items():
+        if new not in fields or old in fields:
+            raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")
+    previous = _REGISTRY.get(name)
+    if previous is not None and _origin(previous) != _origin(cls):
+        raise ValueError(
+            f"algorithm name {name!r} is taken by {_qualname(previous)}; "
+            f"{_qualname(cls)} needs another name"
+        )
+    _REGISTRY[name] = cls  # the same class re-imported (a reloaded module) replaces itself
+    return cls
+
+
+def _qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _origin(cls: type) -> tuple[str, str]:
+    """(the file defining ``cls``, or its module's name; its qualified name): one file
+    imported twice under two module names (a test file, also named in run.plugins)
+    defines the same algorithm."""
+    module = sys.modules.get(cls.__module__)
+    where = getattr(module, "__file__", None)
+    return (str(Path(where).resolve()) if where else cls.__module__, cls.__qualname__)
+
+
+def _fields(params: type[Params]):
+    import dataclasses
+
+    return dataclasses.fields(params)
+
+
+def _discover() -> None:
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    package = importlib.import_module("distfl.algorithms")
+    for info in pkgutil.iter_modules(package.__path__):
+        name = info.name
+        if name in _INTERFACE or name.startswith("_") or name.endswith("_client"):
+            continue
+        importlib.import_module(f"distfl.algorithms.{name}")
+
+
+def algorithm_names() -> list[str]:
+    """Every registered name, sorted."""
+    _discover()
+    return sorted(_REGISTRY)
+
+
+def algorithm_class(name: str) -> type[ClusteringAlgorithm]:
+    """The class registered as ``name``; ConfigError naming the allowed ones otherwise."""
+    _discover()
+    cls = _REGISTRY.get(name)
+    if cls is None:
+        raise ConfigError(
+            f"algorithm.name = {name!r}: allowed values are {', '.join(algorithm_names())} "
+            "(an algorithm of your own registers when its module is imported: run.plugins)"
+        )
+    return cls
+
+
+def client_half(cls: type[ClusteringAlgorithm]) -> type[ClientHalf]:
+    """The client half of ``cls`` (its ``client``: the class, or "module:Class" imported
+    now); on the workers only."""
+    half = cls.client
+    if isinstance(half, str):
+        module, _, attr = half.partition(":")
+        half = getattr(importlib.import_module(module), attr)
+    if not (isinstance(half, type) and issubclass(half, ClientHalf)):
+        raise TypeError(f"{cls.__name__}.client is not a ClientHalf subclass: {cls.client!r}")
+    return half
+
+
+def key_owners(key: str) -> list[str]:
+    """The algorithms that take ``key`` under ``[algorithm]`` (as a field or an alias)."""
+    _discover()
+    return [
+        name
+        for name, cls in sorted(_REGISTRY.items())
+        if key in cls.Params.aliases or key in {f.name for f in _fields(cls.Params)}
+    ]
+
+
+def load_plugins(specs: Iterable[str]) -> None:
+    """Import each module of ``specs`` (a module name, or the path of a ``.py`` file) once,
+    so that the algorithms it defines register. A spec that cannot be imported is a
+    ConfigError naming ``run.plugins`` and the reason."""
+    for spec in specs:
+        if spec in _PLUGINS:
+            continue
+        try:
+            if spec.endswith(".py") or "/" in spec or "\\" in spec:
+                module = _import_file(Path(spec))
+            else:
+                module = importlib.import_module(spec).__name__
+        except ConfigError:
+            raise
+        except Exception as exc:  # an import error of the user's module: one line
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise ConfigError(
+                f"run.plugins: {spec!r} cannot be imported ({type(exc).__name__}: {first})"
+            ) from None
+        _PLUGINS[spec] = module
+
+
+def _import_file(path: Path) -> str:
+    path = path.expanduser()
+    if not path.is_file():
+        raise ConfigError(f"run.plugins: {path} does not exist; expected a Python file")
+    resolved = path.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    name = f"distfl_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', resolved.stem)}_{digest}"
+    if name in sys.modules:
+        return name
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"run.plugins: {path} is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return name
+
+
+__all__ = [
+    "algorithm_class",
+    "algorithm_names",
+    "client_half",
+    "key_owners",
+    "load_plugins",
+    "register",
+]

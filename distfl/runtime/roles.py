@@ -1,0 +1,130 @@
+"""Running a federation in this process's role: rank 0 the server, ranks 1..W-1 workers;
+W=1 runs both in one process."""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from typing import TextIO
+
+import torch
+
+from distfl.checkpoint import check_resumable, read_run_file
+from distfl.comm import detect, make_communicator, resolve_backend
+from distfl.comm.base import Communicator
+from distfl.comm.env import LaunchInfo
+from distfl.config import Config, check_world
+from distfl.data import load_dataset, make_partition, shard_clients
+from distfl.runtime.server import Server
+from distfl.runtime.worker import Worker, worker_loop
+
+
+def _train_device(config: Config, comm: Communicator) -> torch.device:
+    if comm.device.type == "cuda":
+        return comm.device
+    if config.run.device == "cuda" or (config.run.device == "auto" and torch.cuda.is_available()):
+        if not torch.cuda.is_available():
+            from distfl.errors import ConfigError
+
+            raise ConfigError("run.device = 'cuda' but torch sees no CUDA device; use auto or cpu")
+        return torch.device(f"cuda:{comm.local_rank % torch.cuda.device_count()}")
+    return torch.device("cpu")
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class StopFlag:
+    """Set by SIGTERM/SIGUSR1. The server checkpoints after the current round and stops the
+    workers; a worker ignores it and waits for the server's stop message."""
+
+    name: str | None = None
+
+    def __call__(self, signum: int, _frame) -> None:
+        self.name = signal.Signals(signum).name
+
+
+@contextlib.contextmanager
+def _stop_signals(flag: StopFlag):
+    previous = {}
+    try:
+        for sig in STOP_SIGNALS:
+            previous[sig] = signal.signal(sig, flag)
+    except ValueError:  # not the main thread: leave signals alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def run(
+    config: Config,
+    *,
+    info: LaunchInfo | None = None,
+    stream: TextIO | None = None,
+    resume: str | None = None,
+) -> dict | None:
+    """Run one federation in this process's role. Returns the summary on rank 0.
+
+    With ``resume``, continue from that run file's /state (every rank checks the file, so
+    a bad checkpoint stops all of them with the same message before any collective)."""
+    info = detect(backend=config.comm.backend) if info is None else info
+    check_world(config, info.world_size)
+    saved = None
+    if resume is not None:
+        saved = read_run_file(resume)
+        check_resumable(saved.config, config, resume)
+    resolve_backend(config.comm.backend, info)  # a wrong backend is a config error, not a hang
+    torch.set_num_threads(config.run.threads)
+    use_cuda = config.run.device != "cpu" and torch.cuda.is_available()
+    comm = make_communicator(
+        config.comm.backend, timeout_s=config.comm.timeout_s, use_cuda=use_cuda, info=info
+    )
+    stop = StopFlag()
+    finished = False
+    try:
+        with _stop_signals(stop):
+            result = _run_role(config, comm, saved, stop, stream or sys.stdout)
+        finished = True
+        return result
+    finally:
+        comm.close(graceful=finished)
+
+
+def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> dict | None:
+    device = _train_device(config, comm)
+    dataset = load_dataset(config)
+    partition = make_partition(config, dataset)
+    num_workers = max(comm.world_size - 1, 1)
+    shards = shard_clients(partition.num_train(), num_workers)
+    if comm.rank == 0:
+        worker = None
+        if comm.world_size == 1:
+            worker = Worker(
+                config, dataset, partition, shards[0], device=device, comm_device=comm.device
+            )
+        server = Server(
+            config,
+            comm,
+            labels=dataset.y,
+            input_shape=dataset.input_shape,
+            num_classes=dataset.num_classes,
+            partition=partition,
+            local_worker=worker,
+            stream=stream,
+            stop=stop,
+        )
+        if saved is not None:
+            server.restore(saved)
+        return server.run()
+    worker = Worker(
+        config, dataset, partition, shards[comm.rank - 1], device=device, comm_device=comm.device
+    )
+    worker_loop(config, comm, worker)
+    return None
+
+
+__all__ = ["STOP_SIGNALS", "StopFlag", "run"]

@@ -1,0 +1,222 @@
+"""Spectral clustering of a precomputed affinity, with the number of clusters chosen by the
+Davies–Bouldin score: shared by FedGWC's split test and ``distfl report``'s embeddings.
+
+:func:`spectral_embedding` is scikit-learn's normalised-Laplacian embedding (Ng, Jordan &
+Weiss 2001), computed without copying a large affinity; :func:`davies_bouldin_rows` is
+scikit-learn's Davies–Bouldin index of labellings of the affinity's rows, for all candidate
+labellings in two passes over it; :func:`choose_split` runs both for n = 2..n_max.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Up to this many points the work is float64 and the spectral embedding comes from a dense
+#: eigensolver; above it ARPACK works on the affinity matrix itself (O(K²) per step, no
+#: copy), and FedGWC's affinity is float32 (half the memory and time).
+SMALL_K = 2048
+
+#: Row blocks of the elementwise passes hold about this many float64 numbers (32 MiB).
+BLOCK_ELEMS = 1 << 22
+
+
+def row_block(K: int, rows: int | None = None) -> int:
+    """Rows per block of an elementwise pass over a K×K matrix (``rows`` if given)."""
+    if rows is not None:
+        return max(1, int(rows))
+    return max(1, BLOCK_ELEMS // max(K, 1))
+
+
+def square_float(M: np.ndarray, name: str) -> np.ndarray:
+    """``M`` as a C-ordered float32 or float64 square matrix (no copy when it is one)."""
+    M = np.asarray(M)
+    if M.dtype not in (np.float32, np.float64):
+        M = M.astype(np.float64)
+    if M.ndim != 2 or M.shape[0] != M.shape[1]:
+        raise ValueError(f"{name} must be square, not {M.shape}")
+    return np.ascontiguousarray(M)
+
+
+def spectral_embedding(
+    W: np.ndarray, n_components: int, seed: int, *, tol: float | None = None
+) -> np.ndarray:
+    """The normalised-Laplacian spectral embedding of the symmetric affinity W, as
+    ``sklearn.manifold.spectral_embedding(W, n_components, norm_laplacian=True,
+    drop_first=False, random_state=seed)`` defines it (Ng, Jordan & Weiss 2001).
+
+    The diagonal of W is ignored (self-loops), d_k = Σ_{j≠k} W[k, j] (1 where 0), and the
+    embedding's columns are D^-1/2 u for the eigenvectors u of D^-1/2 W D^-1/2 with the
+    ``n_components`` largest eigenvalues (the smallest of the normalised Laplacian), in
+    decreasing order, each signed so that its largest-magnitude entry is positive.
+
+    For K <= :data:`SMALL_K` a dense float64 eigensolver finds them; above, ARPACK (eigsh)
+    on an operator that reads W in place (symv on its lower triangle: no K×K copy) with
+    relative residual ``tol`` (default 1e-5 for a float32 W, whose entries carry ~1e-7
+    rounding anyway, 1e-8 for float64), started from the vector scikit-learn starts from."""
+    from scipy.linalg import blas, eigh
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+    from threadpoolctl import threadpool_limits
+
+    K = W.shape[0]
+    diag = np.diagonal(W).astype(np.float64)
+    if K <= SMALL_K:
+        A = W.astype(np.float64, copy=True)
+        np.fill_diagonal(A, 0.0)
+        deg = A.sum(axis=0)
+        dd = np.where(deg == 0, 1.0, np.sqrt(deg))
+        A /= dd
+        A /= dd[:, None]
+        _, vecs = eigh(A, subset_by_index=[K - n_components, K - 1])
+        del A
+        U = vecs[:, ::-1]
+    else:
+        deg = W.sum(axis=1, dtype=np.float64) - diag
+        dd = np.where(deg == 0, 1.0, np.sqrt(np.maximum(deg, 0.0)))
+        symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
+        WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
+
+        def matvec(x: np.ndarray) -> np.ndarray:
+            z = x.reshape(-1) / dd
+            y = symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
+            y -= diag * z
+            y /= dd
+            return y
+
+        op = LinearOperator((K, K), matvec=matvec, dtype=np.float64)
+        v0 = np.random.RandomState(seed).uniform(-1.0, 1.0, K)
+        if tol is None:
+            tol = 1e-5 if W.dtype == np.float32 else 1e-8
+        # symv is memory-bound: a second thread gains little and, on a busy machine, waits
+        with threadpool_limits(1, user_api="blas"):
+            try:
+                vals, vecs = eigsh(op, k=n_components, which="LA", v0=v0, tol=tol)
+            except ArpackNoConvergence:
+                ncv = min(K, max(4 * n_components + 1, 60))
+                vals, vecs = eigsh(
+                    op,
+                    k=n_components,
+                    which="LA",
+                    v0=v0,
+                    tol=max(tol, 1e-5),
+                    ncv=ncv,
+                    maxiter=50 * K,
+                )
+        U = vecs[:, np.argsort(vals)[::-1]]
+    emb = U / dd[:, None]
+    peak = np.argmax(np.abs(emb), axis=0)
+    emb *= np.sign(emb[peak, np.arange(emb.shape[1])])
+    return emb
+
+
+def davies_bouldin_rows(
+    W: np.ndarray, labelings: list[np.ndarray], *, block_rows: int | None = None
+) -> list[float]:
+    """Davies–Bouldin index of each labelling (labels 0..n-1, every one used) of the rows of
+    W, the value ``sklearn.metrics.davies_bouldin_score(W, labels)`` gives, without copying
+    any cluster's rows: two passes over W (in float64 row blocks) for all labellings.
+
+    Pass 1 gives the centroids C (Σn × K) and ||w_k||²; pass 2 the products W Cᵀ, so that
+    each row's distance to its centroid is sqrt(||w||² - 2 w·c + ||c||²), the expansion
+    scikit-learn's euclidean_distances uses too."""
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    K = W.shape[0]
+    labelings = [np.asarray(lab, dtype=np.int64) for lab in labelings]
+    sizes = [np.bincount(lab) for lab in labelings]
+    offs = np.cumsum([0] + [len(s) for s in sizes])
+    M = np.zeros((K, int(offs[-1])))
+    for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
+        M[np.arange(K), offs[i] + lab] = 1.0 / size[lab]
+    if W.dtype == np.float64 and block_rows is None:
+        rows = K  # no conversion needed: BLAS on W itself
+    else:
+        rows = row_block(K, block_rows)
+    C = np.zeros((int(offs[-1]), K))
+    sqn = np.empty(K)
+    for lo in range(0, K, rows):
+        blk = W[lo : lo + rows].astype(np.float64, copy=False)
+        C += M[lo : lo + rows].T @ blk
+        sqn[lo : lo + rows] = np.einsum("ij,ij->i", blk, blk)
+    X = np.empty((K, int(offs[-1])))
+    for lo in range(0, K, rows):
+        X[lo : lo + rows] = W[lo : lo + rows].astype(np.float64, copy=False) @ C.T
+    csq = np.einsum("ij,ij->i", C, C)
+    out = []
+    for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
+        col = offs[i] + lab
+        d2 = -2.0 * X[np.arange(K), col]
+        d2 += sqn
+        d2 += csq[col]
+        np.maximum(d2, 0.0, out=d2)
+        intra = np.bincount(lab, weights=np.sqrt(d2), minlength=len(size)) / size
+        cdist = euclidean_distances(C[offs[i] : offs[i + 1]])
+        if np.allclose(intra, 0) or np.allclose(cdist, 0):
+            out.append(0.0)
+            continue
+        cdist[cdist == 0] = np.inf
+        combined = intra[:, None] + intra
+        out.append(float(np.mean(np.max(combined / cdist, axis=1))))
+    return out
+
+
+def choose_split(
+    W: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Algorithm 1: spectral clustering of the precomputed affinity W for n = 2..n_max, the
+    Davies–Bouldin score of each labelling on the rows of W; split into argmin_n DB_n
+    clusters if that score is below 1.
+
+    Returns ``(n_clusters, labels, scores)``; ``scores[i]`` is DB for n = i + 2 (inf where
+    n is not possible: too few points, or a cluster smaller than ``min_size``). With no
+    score below ``threshold`` (the paper: 1), ``n_clusters = 1`` and all labels are 0.
+
+    The spectral embedding (Ng, Jordan & Weiss 2001, as scikit-learn computes it: see
+    :func:`spectral_embedding`) is built once with n_max components; each n runs k-means on
+    its first n components. W must be symmetric (float32 or float64: it is not copied)."""
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
+
+    W = square_float(W, "W")
+    K = W.shape[0]
+    n_hi = min(n_max, K - 1)
+    scores = np.full(max(n_max - 1, 0), np.inf)
+    labels_by_n: dict[int, np.ndarray] = {}
+    if n_hi >= 2:
+        maps = spectral_embedding(W, n_hi, seed)
+        for n in range(2, n_hi + 1):
+            km = KMeans(n_clusters=n, n_init=10, random_state=seed)
+            # K×n is little work: OpenMP threads only add waiting (seconds on a busy machine)
+            # and make the order of k-means' partial sums, hence its last bits, vary
+            with threadpool_limits(1, user_api="openmp"):
+                labels = km.fit_predict(maps[:, :n])
+            sizes = np.bincount(labels, minlength=n)
+            if len(np.unique(labels)) < 2 or sizes.min() < min_size:
+                continue
+            labels_by_n[n] = _canonical(labels)
+        if labels_by_n:
+            dbs = davies_bouldin_rows(W, list(labels_by_n.values()))
+            for n, db in zip(labels_by_n, dbs, strict=True):
+                scores[n - 2] = db
+    if not np.isfinite(scores).any() or scores.min() >= threshold:
+        return 1, np.zeros(K, dtype=np.int64), scores
+    best = int(np.argmin(scores)) + 2
+    return best, labels_by_n[best], scores
+
+
+def _canonical(labels: np.ndarray) -> np.ndarray:
+    """Relabel so that cluster ids appear in order of their first member (0, 1, ...)."""
+    labels = np.asarray(labels)
+    values, first, inverse = np.unique(labels, return_index=True, return_inverse=True)
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[np.argsort(first)] = np.arange(len(values))
+    return rank[inverse.reshape(-1)]
+
+
+__all__ = [
+    "SMALL_K",
+    "choose_split",
+    "davies_bouldin_rows",
+    "row_block",
+    "spectral_embedding",
+    "square_float",
+]

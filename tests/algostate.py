@@ -1,0 +1,37 @@
+"""An algorithm's checkpoint as a run file holds it: the cluster tree in /hierarchy and the
+algorithm's own state in /state/algorithm, written to HDF5 and read back."""
+
+from __future__ import annotations
+
+import io
+
+import h5py
+
+from distfl.checkpoint import (
+    _read_tree,
+    _write_tree,
+    read_hierarchy,
+    storable,
+    write_hierarchy,
+)
+
+
+def snapshot(algorithm) -> bytes:
+    """What a run file stores of ``algorithm`` (its tree and its state), as HDF5 bytes."""
+    buf = io.BytesIO()
+    with h5py.File(buf, "w") as f:
+        write_hierarchy(f.create_group("hierarchy"), algorithm.tree.to_nodes())
+        _write_tree(f.create_group("state"), storable(algorithm.state_dict()))
+    return buf.getvalue()
+
+
+def restore(target, image: bytes) -> None:
+    """Give ``target`` the tree, then the state, of a :func:`snapshot`."""
+    with h5py.File(io.BytesIO(image), "r") as f:
+        target.tree.restore(read_hierarchy(f["hierarchy"]))
+        target.load_state_dict(_read_tree(f["state"]))
+
+
+def restore_from(target, source) -> None:
+    """Give ``target`` what a run file holds of ``source`` now."""
+    restore(target, snapshot(source))

@@ -1,0 +1,123 @@
+"""Run files written by distfl 0.1.0 before each algorithm had its own keys and before the
+cluster tree had one owner (tests/data/runfiles-v0.1.0/: a flat [algorithm] section with
+every algorithm's keys, cluster members also stored in /state/algorithm) still load:
+inspect, gather and report read them, and each resumes to the same bits as a run of its
+stored config from the start with today's code.
+
+The files were written by that version's ``distfl run`` on small federations (one per
+algorithm, each finishing on an evaluation round, so that extending ``run.rounds`` adds no
+evaluation a fresh run would not have)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import h5py
+import pytest
+from runfile import assert_same_run
+
+from distfl.checkpoint import read_run_file
+
+pytestmark = pytest.mark.integration
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "runfiles-v0.1.0"
+FILES = sorted(DATA.glob("*.h5"))
+MORE = 4  # rounds added on resume
+
+
+def distfl(helpers, cwd, *args, timeout=180):
+    return subprocess.run(
+        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+
+
+def stored(path: Path) -> dict:
+    with h5py.File(path, "r") as f:
+        return json.loads(f.attrs["config"])
+
+
+def test_the_files_are_of_the_old_layout():
+    assert [p.stem for p in FILES] == [
+        "cfl", "emdcfl", "fedgwc", "fesem", "flcl", "ifca", "none", "oracle",
+    ]  # fmt: skip
+    for path in FILES:
+        algorithm = stored(path)["algorithm"]
+        assert {"emd_epsilon", "flcl_eta", "beta", "eps1", "num_clusters"} <= set(algorithm)
+    with h5py.File(DATA / "fedgwc.h5", "r") as f:
+        assert "members" in f["state/algorithm/clusters/0.0"]
+    with h5py.File(DATA / "ifca.h5", "r") as f:
+        assert "assign" in f["state/algorithm"]
+
+
+def test_the_stored_configs_keep_each_algorithms_own_values():
+    emd = read_run_file(DATA / "emdcfl.h5", state=False).config.algorithm
+    old = stored(DATA / "emdcfl.h5")["algorithm"]
+    # EMD-CFL's ε was emd_epsilon; the flat table's epsilon was FedGWC's
+    assert (emd.name, emd.epsilon, emd.steps, emd.samples) == (
+        "emdcfl", old["emd_epsilon"], old["emd_steps"], old["emd_samples"],
+    )  # fmt: skip
+    assert emd.epsilon != old["epsilon"]
+    flcl = read_run_file(DATA / "flcl.h5", state=False).config.algorithm
+    assert (flcl.period, flcl.eta) == (3, 0.9)
+    fedgwc = read_run_file(DATA / "fedgwc.h5", state=False).config.algorithm
+    assert (fedgwc.epsilon, fedgwc.patience) == (0.001, 2)
+    none = read_run_file(DATA / "none.h5", state=False).config
+    assert none.to_dict()["algorithm"] == {"name": "none"}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_inspect_and_gather_read_them(helpers, tmp_path, path):
+    assert read_run_file(path).state["round"] > 0  # the SHA-256 of /state checks out
+    shown = distfl(helpers, tmp_path, "inspect", str(path))
+    assert shown.returncode == 0, shown.stderr
+    assert "hierarchy" in shown.stdout and "Traceback" not in shown.stderr
+    table = distfl(helpers, tmp_path, "gather", str(path), "--csv", str(tmp_path / "t.csv"))
+    assert table.returncode == 0, table.stderr
+    assert stored(path)["algorithm"]["name"] in table.stdout
+
+
+@pytest.mark.parametrize("name", ["fedgwc", "emdcfl", "cfl"])
+def test_report_reads_them(helpers, tmp_path, name):
+    proc = distfl(helpers, tmp_path, "report", str(DATA / f"{name}.h5"), "--out",
+                  str(tmp_path / "rep"))  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "rep" / "index.html").exists()
+    assert list((tmp_path / "rep").glob("split-*-matrices.png"))
+
+
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory, helpers):
+    """Each old file resumed for MORE rounds, and its stored config run from the start for
+    as many rounds, both by today's code."""
+    tmp = tmp_path_factory.mktemp("old-runfiles")
+
+    def one(path: Path):
+        rounds = stored(path)["run"]["rounds"] + MORE
+        copy = tmp / f"{path.stem}-resumed.h5"
+        shutil.copy(path, copy)
+        toml = tmp / f"{path.stem}.toml"
+        toml.write_text(read_run_file(path, state=False).config.to_toml())
+        fresh = tmp / f"{path.stem}-fresh.h5"
+        a = distfl(helpers, tmp, "run", "--resume", str(copy), "--set", f"run.rounds={rounds}")
+        b = distfl(helpers, tmp, "run", "--config", str(toml), "--out", str(fresh),
+                   "--set", f"run.rounds={rounds}")  # fmt: skip
+        return path.stem, (a, copy), (b, fresh)
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return {name: (a, b) for name, a, b in pool.map(one, FILES)}
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_resume_equals_a_run_from_the_start(resumed, path):
+    (a, resumed_file), (b, fresh_file) = resumed[path.stem]
+    assert a.returncode == 0, a.stderr
+    assert b.returncode == 0, b.stderr
+    with h5py.File(resumed_file, "r") as f:
+        assert int(f["state"].attrs["round"]) == stored(path)["run"]["rounds"] + MORE
+    assert_same_run(resumed_file, fresh_file)

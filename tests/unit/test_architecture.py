@@ -1,0 +1,212 @@
+"""The package's import graph keeps its layers: no circle, nothing imports a higher layer,
+the runtime, the communicators and the config know no algorithm, and an algorithm knows
+neither the communicators nor the runtime.
+
+The graph is read from the source (every ``import`` statement, at module level or inside a
+function), module by module; importing ``distfl.a.b`` counts as importing ``distfl.a.b``
+(and ``from distfl.a import b`` as importing ``distfl.a.b`` when b is a module)."""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "distfl"
+
+#: lower layers first; a module may import its own layer or lower ones only
+LAYERS: list[tuple[str, ...]] = [
+    ("distfl", "distfl.errors", "distfl.exact", "distfl.progress", "distfl.metrics",
+     "distfl.spectral", "distfl.hierarchy", "distfl.presets"),
+    ("distfl.algorithms.base", "distfl.algorithms.registry"),
+    ("distfl.config",),
+    ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
+    ("distfl.data", "distfl.models", "distfl.aggregators", "distfl.checkpoint"),
+    ("distfl.train",),
+    ("distfl.algorithms.client",),  # the plug-ins' client halves (*_client)
+    ("distfl.comm",),
+    ("distfl.runtime",),
+    ("distfl.report", "distfl.tools"),
+    ("distfl.cli", "distfl.__main__"),
+]  # fmt: skip
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def runtime_nodes(tree: ast.AST):
+    """Every node but those under ``if TYPE_CHECKING:`` (imports for annotations only,
+    never executed)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        yield node
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and getattr(child.test, "id", "") == "TYPE_CHECKING":
+                stack.extend(child.orelse)
+                continue
+            stack.append(child)
+
+
+def imports_of(name: str) -> set[str]:
+    """The distfl modules ``name`` imports (resolved to modules, relative imports too)."""
+    path = MODULES[name]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out: set[str] = set()
+    for node in runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - node.level + 1]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base
+                       for a in node.names]  # fmt: skip
+        else:
+            continue
+        for target in targets:
+            while target and target not in MODULES:  # distfl.x.attr -> distfl.x
+                target = target.rpartition(".")[0]
+            if target.startswith("distfl") and target != name:
+                out.add(target)
+    return out
+
+
+GRAPH = {name: imports_of(name) for name in MODULES}
+
+
+def is_client_half(name: str) -> bool:
+    return name.startswith("distfl.algorithms.") and name.endswith("_client")
+
+
+def is_plugin(name: str) -> bool:
+    """A module of an algorithm (its server or client half), not the interface."""
+    return name.startswith("distfl.algorithms.") and name not in (
+        "distfl.algorithms.base",
+        "distfl.algorithms.registry",
+    )
+
+
+def layer_of(name: str) -> int:
+    if is_client_half(name):
+        name = "distfl.algorithms.client"
+    best, index = "", None
+    for i, members in enumerate(LAYERS):
+        for prefix in members:
+            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > len(best):
+                best, index = prefix, i
+    assert index is not None, f"{name} is in no layer: add it to LAYERS"
+    return index
+
+
+def test_the_graph_is_read():
+    # a sanity check of the reader on edges that must be there
+    assert "distfl.algorithms.base" in GRAPH["distfl.algorithms.fedgwc"]
+    assert "distfl.runtime.protocol" in GRAPH["distfl.runtime.worker"]
+    assert "distfl.spectral" in GRAPH["distfl.algorithms.fedgwc"]
+    assert len(MODULES) > 40
+
+
+def test_no_circle():
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for dep in sorted(GRAPH[name]):
+            if state.get(dep) == 1:
+                cycle = path[path.index(dep) :] + [dep]
+                pytest.fail("import circle: " + " -> ".join(cycle))
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(GRAPH):
+        if name not in state:
+            visit(name)
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_imports_only_its_own_layer_or_lower(name):
+    mine = layer_of(name)
+    higher = sorted(dep for dep in GRAPH[name] if layer_of(dep) > mine)
+    assert not higher, f"{name} (layer {mine}) imports a higher layer: {higher}"
+
+
+def test_runtime_comm_and_config_import_no_algorithm():
+    for name, deps in GRAPH.items():
+        if name.startswith(("distfl.runtime", "distfl.comm")) or name == "distfl.config":
+            plugins = sorted(d for d in deps if is_plugin(d))
+            assert not plugins, f"{name} imports the algorithm module(s) {plugins}"
+
+
+def test_algorithms_import_neither_comm_nor_runtime():
+    banned = ("distfl.comm", "distfl.runtime", "distfl.tools", "distfl.cli", "distfl.report")
+    for name, deps in GRAPH.items():
+        if name.startswith("distfl.algorithms"):
+            bad = sorted(d for d in deps if d.startswith(banned))
+            assert not bad, f"{name} imports {bad}"
+
+
+def test_server_halves_see_arrays_only():
+    """An algorithm's server half works on arrays: no torch, no trainer, no model, no data
+    (so that building a config, or ``distfl keys``, loads no torch)."""
+    for name in MODULES:
+        if not name.startswith("distfl.algorithms") or is_client_half(name):
+            continue
+        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+        for node in runtime_nodes(tree):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                mods = [node.module]
+            for mod in mods:
+                top = mod.split(".")[0]
+                assert top != "torch", f"{name} imports {mod}"
+                assert not mod.startswith(("distfl.train", "distfl.models", "distfl.data")), (
+                    f"{name} imports {mod}"
+                )
+
+
+ALGORITHM_WORDS = re.compile(r"emdcfl|fedgwc|ifca|fesem|flcl|cfl", re.IGNORECASE)
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        [
+            *(PACKAGE / "runtime").rglob("*.py"),
+            *(PACKAGE / "comm").rglob("*.py"),
+            PACKAGE / "config.py",
+        ],
+    ),  # fmt: skip
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_no_algorithm_named_outside_comments(path):
+    """The runtime, the communicators and the config name no algorithm, not even in a
+    string: what a line says about one can only be a comment."""
+    text = path.read_text(encoding="utf-8")
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT:
+            continue
+        assert not ALGORITHM_WORDS.search(token.string), (
+            f"{path.relative_to(ROOT)}:{token.start[0]} names an algorithm: {token.string!r}"
+        )
