@@ -3,8 +3,9 @@
     python benchmarks/fedgwc_server_math.py 1000 10000
     python benchmarks/fedgwc_server_math.py 30000
 
-The measurement of ``distfl bench --server-math`` (:func:`distfl.bench.server_math`),
-printed as a table: each K runs in a fresh process, so that the peak resident memory
+The measurement of ``distfl bench --server-math``
+(:func:`distfl.tools.bench.server_math.server_math`), printed as a table: each K runs in a
+fresh process, so that the peak resident memory
 (ru_maxrss, P included) is its own. P is a synthetic converged interaction matrix with
 three groups of clients (rows near 0.8, 0.5 and 0.2) plus noise of std 1/sqrt(2K), so
 that two clients of one group stay at a squared UPV distance near 1 whatever K (with a
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import sys
 
-from distfl.bench import server_math_rows
+from distfl.tools.bench.server_math import server_math_rows
 
 
 def main() -> None:

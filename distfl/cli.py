@@ -181,10 +181,16 @@ def _config_from_args(args: argparse.Namespace):
 
 
 def _cmd_keys() -> int:
-    from distfl.config import PRESETS, describe_keys
+    from distfl.config import describe_algorithm_keys, describe_keys
+    from distfl.presets import PRESETS
 
     for key, kind, default in describe_keys():
         print(f"{key:28s} {kind:44s} default {default}")
+    for name, rows in describe_algorithm_keys().items():
+        if rows:
+            print(f"with algorithm.name = {name!r}:")
+        for key, kind, default in rows:
+            print(f"  {key:26s} {kind:44s} default {default}")
     print("presets: " + ", ".join(PRESETS))
     return 0
 
@@ -206,8 +212,17 @@ def entry() -> int:
     exit, a finished rank aborted about once per hundred launches ("terminate called
     without an active exception", SIGABRT, with no Python frame on the stack: a C++ thread
     still joinable when the runtime's objects are torn down at exit). Everything the run
-    writes is written and closed before this point."""
-    code = main()
+    writes is written and closed before this point.
+
+    Output to a reader that stopped reading (``distfl inspect RUN.h5 | head -3``) ends the
+    command quietly with exit code 141, as a process ended by SIGPIPE: no traceback, and
+    nothing more written to the closed pipe."""
+    try:
+        code = main()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        code = 141
     torch_dist = sys.modules.get("distfl.comm.torch_dist")
     if torch_dist is not None and torch_dist.TorchCommunicator.group_destroyed:
         import os
@@ -218,27 +233,40 @@ def entry() -> int:
     return code
 
 
+def _stdout_to_devnull() -> None:
+    """Point file descriptor 1 at /dev/null, so that what stdout still buffers (flushed at
+    exit) goes nowhere instead of raising BrokenPipeError again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "keys":
             return _cmd_keys()
         if args.command == "inspect":
-            from distfl.inspect import inspect_run
+            from distfl.tools.inspection import inspect_run
 
             inspect_run(args.path, sys.stdout)
             return 0
         if args.command == "status":
-            from distfl.sweep import run_status
+            from distfl.tools.gather import run_status
 
             return run_status(args.path, sys.stdout)
         if args.command == "gather":
-            from distfl.sweep import gather
+            from distfl.tools.gather import gather
 
             gather(args.paths, sys.stdout, csv_path=args.csv, keys=args.keys)
             return 0
         if args.command == "suite":
-            from distfl.suite import suite_main
+            from distfl.tools.suite import suite_main
 
             return suite_main(args)
         if args.command == "report":
@@ -246,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
 
             return report_main(args)
         if args.command == "bench":
-            from distfl.bench import bench_main
+            from distfl.tools.bench import bench_main
 
             return bench_main(args)
         if args.command == "run":

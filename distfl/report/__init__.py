@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
-from distfl.sweep import write_text_atomic
+from distfl.tools.gather import write_text_atomic
 
 #: marks a page written by ``distfl report``; an output directory without it is not cleared
 GENERATOR = "distfl report"
@@ -84,7 +84,7 @@ def write_run_report(
     ``up``: a link back (a suite's page); ``pdf``: each figure also as a PDF."""
     from distfl.report import figures
     from distfl.report.data import load_run
-    from distfl.sweep import gather_rows
+    from distfl.tools.gather import gather_rows
 
     path, out = Path(path), Path(out)
     data = load_run(path)
@@ -128,8 +128,8 @@ def _status(data) -> str:
 
 
 def _run_page(data, summary: dict[str, Any], shown, up: str | None, pdf: bool) -> str:
-    from distfl.inspect import inspect_run
-    from distfl.sweep import cell_text
+    from distfl.tools.gather import cell_text
+    from distfl.tools.inspection import inspect_run
 
     cfg = data.config
     title = f"{cfg.algorithm.name} on {cfg.data.dataset}: {Path(data.path).name}"
@@ -164,11 +164,11 @@ def _run_page(data, summary: dict[str, Any], shown, up: str | None, pdf: bool) -
 
 
 def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per readable run file in ``directory`` (suite.py's columns, its file and
+    """One row per readable run file in ``directory`` (the suite's columns, its file and
     whether it finished), and one line per file that could not be read."""
     from distfl.checkpoint import read_run_file
-    from distfl.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
-    from distfl.sweep import find_run_files, gather_rows
+    from distfl.tools.gather import find_run_files, gather_rows
+    from distfl.tools.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
 
     rows, problems = [], []
     for path in find_run_files([directory]):
@@ -199,8 +199,8 @@ def write_suite_report(
     directory: str | Path, out: str | Path, *, stream: TextIO, pdf: bool = False
 ) -> Path:
     from distfl.report import figures
-    from distfl.suite import COLUMNS
-    from distfl.sweep import cell_text
+    from distfl.tools.gather import cell_text
+    from distfl.tools.suite import COLUMNS
 
     directory, out = Path(directory), Path(out)
     rows, problems = suite_rows(directory)

@@ -97,7 +97,7 @@ def test_targets_are_reported(report):
 
 
 def test_table_prints_every_row_and_target(report):
-    from distfl.bench import print_report
+    from distfl.tools.bench.report import print_report
 
     out = io.StringIO()
     print_report(report, out)

@@ -1,12 +1,14 @@
 """``distfl status`` and ``distfl gather`` on real run files: status exits 0 on a finished
 run, 1 on a run stopped by SIGTERM, 2 (one line) on a missing, garbage or truncated file;
 gather tabulates a sweep, and its CSV matches values recomputed here from the HDF5 file
-with scikit-learn."""
+with scikit-learn. ``inspect``, ``status`` and ``gather`` printing to a reader that stopped
+reading (``| head -3``) end quietly."""
 
 from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -25,7 +27,7 @@ from sklearn.metrics import (
     silhouette_score,
 )
 
-from distfl.sweep import COLUMNS, gather_rows
+from distfl.tools.gather import COLUMNS, gather_rows
 
 pytestmark = pytest.mark.integration
 
@@ -98,7 +100,7 @@ def expected(path: Path) -> dict[str, object]:
     return {
         "algorithm": config["algorithm"]["name"],
         "seed": config["run"]["seed"],
-        "beta": config["algorithm"]["beta"],
+        "beta": config["algorithm"].get("beta"),  # FedGWC's key: absent for FedAvg
         "rounds_done": done,
         "rounds": config["run"]["rounds"],
         "clusters": int(len(np.unique(assignment))),
@@ -118,7 +120,10 @@ def check_csv_row(row: dict[str, str], path: Path) -> None:
     assert row["algorithm"] == want["algorithm"]
     for col in ("seed", "rounds_done", "rounds", "clusters"):
         assert int(row[col]) == want[col], col
-    assert float(row["beta"]) == want["beta"]
+    if want["beta"] is None:
+        assert row["beta"] == ""
+    else:
+        assert float(row["beta"]) == want["beta"]
     assert float(row["accuracy"]) == want["accuracy"]  # full precision: exact
     assert float(row["wall_s"]) == want["wall_s"]
     for col in ("rand", "ari", "was", "wadb"):
@@ -226,7 +231,7 @@ def test_gather_rows_is_a_pure_function(runs):
     _, _, fedavg, fedgwc = runs
     rows = gather_rows([fedgwc, *fedavg], keys=["algorithm.epsilon"])
     assert [list(r) for r in rows] == [[*COLUMNS, "algorithm.epsilon"]] * 4
-    assert rows[0]["algorithm.epsilon"] == 0.001 and rows[1]["algorithm.epsilon"] == 1e-5
+    assert rows[0]["algorithm.epsilon"] == 0.001 and rows[1]["algorithm.epsilon"] is None
     assert rows[0]["first_split"] == 19 and rows[1]["first_split"] is None
     assert rows[1]["was"] is None and isinstance(rows[0]["was"], float)
     assert all(type(r["seed"]) is int and type(r["accuracy"]) is float for r in rows)
@@ -257,10 +262,10 @@ def test_gather_key_adds_a_column(helpers, runs, tmp_path):
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     assert lines[0].split() == [*COLUMNS, "train.lr", "algorithm.epsilon"]
-    assert [line.split()[-2:] for line in lines[1:]] == [["0.1", "1e-05"]] * 3 + [["0.1", "0.001"]]
+    assert [line.split()[-2:] for line in lines[1:]] == [["0.1", "-"]] * 3 + [["0.1", "0.001"]]
     header, rows = read_csv(out)
     assert header == [*COLUMNS, "train.lr", "algorithm.epsilon"]
-    assert [(r["train.lr"], r["algorithm.epsilon"]) for r in rows] == [("0.1", "1e-05")] * 3 + [
+    assert [(r["train.lr"], r["algorithm.epsilon"]) for r in rows] == [("0.1", "")] * 3 + [
         ("0.1", "0.001")
     ]
 
@@ -288,3 +293,34 @@ def test_gather_nothing_found_exits_2(helpers, tmp_path):
     empty = tmp_path / "empty"
     empty.mkdir()
     one_line_error(distfl(helpers, tmp_path, "gather", str(empty)), str(empty))
+
+
+@pytest.mark.parametrize("command", ["inspect", "status", "gather"])
+@pytest.mark.parametrize("reader", ["closed", "one-line"])
+def test_printing_to_a_closed_pipe_is_quiet(helpers, runs, tmp_path, command, reader):
+    """As ``distfl inspect RUN.h5 | head -3``: the reader closes its end early (before the
+    command writes anything, or after the first line), and the command ends without a
+    traceback: exit 141 (as a process ended by SIGPIPE) when a write failed, else as usual."""
+    _, _, _, fedgwc = runs
+    r, w = os.pipe()
+    if reader == "closed":
+        os.close(r)
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "distfl", command, str(fedgwc)], cwd=tmp_path,
+            env=helpers.clean_env(), stdin=subprocess.DEVNULL, stdout=w, stderr=subprocess.PIPE,
+        )  # fmt: skip
+    finally:
+        os.close(w)
+    if reader == "one-line":
+        first = {"inspect": "run file ", "status": str(fedgwc), "gather": "file "}[command]
+        with os.fdopen(r, "rb") as pipe:
+            assert pipe.readline().decode().startswith(first)
+    _, err = proc.communicate(timeout=60)
+    err = err.decode()
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
+    assert err == ""
+    if reader == "closed":
+        assert proc.returncode == 141
+    else:
+        assert proc.returncode in (0, 141)

@@ -2,8 +2,9 @@
 suite.json agree with each other and with ``distfl gather``; every suite run equals a plain
 ``distfl run`` bit for bit; running the suite again keeps finished runs (``--force`` reruns
 them) and resumes the runs of a suite stopped by SIGTERM; a run file of another config, and
-bad input, exit 2 with one line before anything runs; a run that fails leaves its row empty
-and the exit code 1 while the other runs complete.
+bad input (an ``algorithm.KEY`` that none of the listed algorithms takes among it), exit 2
+with one line before anything runs; a run that fails leaves its row empty and the exit code
+1 while the other runs complete.
 
 Every suite here runs with a relative ``--out out`` from its own directory, so that the run
 files of two directories hold the same ``run.out`` and can be compared config and all.
@@ -28,7 +29,7 @@ import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run
 
-from distfl.suite import COLUMNS
+from distfl.tools.suite import COLUMNS
 
 pytestmark = pytest.mark.integration
 
@@ -441,6 +442,16 @@ def test_bad_input_exits_2_before_anything_runs(helpers, tmp_path, args, needle)
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
     proc = distfl(helpers, tmp_path, "suite", *args, "--out", "out", timeout=60)
     assert_one_line_error(proc, needle)
+    assert proc.stdout == ""
+    assert not (tmp_path / "out").exists()
+
+
+def test_algorithm_key_of_no_listed_algorithm_exits_2(helpers, tmp_path):
+    """``--set algorithm.KEY=V`` goes only to the listed algorithms that take KEY; when none
+    does, the suite refuses it before anything runs, naming the key and who takes it."""
+    proc = distfl(helpers, tmp_path, "suite", "digits-mixed", "--algorithms", "none", "--set",
+                  "algorithm.eps1=0.3", "--out", "out", timeout=60)  # fmt: skip
+    assert_one_line_error(proc, "algorithm.eps1", "cfl")
     assert proc.stdout == ""
     assert not (tmp_path / "out").exists()
 

@@ -8,7 +8,8 @@ from typing import TextIO
 
 import numpy as np
 
-from distfl.checkpoint import HierarchyNode, RunFile, node_order, read_run_file
+from distfl.checkpoint import RunFile, read_run_file
+from distfl.hierarchy import HierarchyNode, node_order
 from distfl.metrics import adjusted_rand_index, federation_mean, rand_index, wadb, was
 
 

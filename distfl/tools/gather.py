@@ -3,7 +3,9 @@
 ``status`` says whether a run file's run reached its last round (exit 0) or stopped early
 and can be resumed (exit 1), so that a batch script can test it. ``gather`` tabulates many
 run files (a sweep): one row per file with its config, final accuracy and clustering scores,
-as an aligned table and, on request, as CSV. A file that cannot be read is a
+as an aligned table and, on request, as CSV; a value the run has not (``beta`` or a
+``--key algorithm.X`` of a run whose algorithm takes no such key) is ``-`` in the table and
+an empty cell in the CSV. A file that cannot be read is a
 :class:`~distfl.errors.CheckpointError` (exit code 2, one line naming it).
 """
 
@@ -76,17 +78,34 @@ def find_run_files(args: Iterable[str | Path]) -> list[str]:
 
 
 def check_keys(keys: Iterable[str]) -> list[str]:
-    """The ``--key`` names without repeats; an unknown one is a UserError naming it."""
+    """The ``--key`` names without repeats; an unknown one is a UserError naming it. A key
+    of ``[algorithm]`` is known when some algorithm takes it (a run of another algorithm
+    has no value for it: None)."""
+    from distfl.algorithms import key_owners
     from distfl.config import describe_keys
 
     known = {key for key, _, _ in describe_keys()}
     out: list[str] = []
     for key in keys:
-        if key not in known:
+        section, _, name = key.partition(".")
+        if key not in known and not (section == "algorithm" and name and key_owners(name)):
             raise UserError(f"unknown config key {key!r} for --key (see distfl keys)")
         if key not in out:
             out.append(key)
     return out
+
+
+def config_value(config, key: str) -> Any:
+    """The value of ``section.key`` in ``config``; None for a key of ``[algorithm]`` that the
+    run's algorithm does not take (a key of another algorithm). A former name of a key
+    (``algorithm.emd_epsilon``) reads the key it became."""
+    section, name = key.split(".", 1)
+    table = config.to_dict()[section]
+    if section == "algorithm" and name not in table:
+        from distfl.algorithms import algorithm_class
+
+        name = algorithm_class(config.algorithm.name).Params.aliases.get(name, name)
+    return table.get(name)
 
 
 def gather_rows(
@@ -94,9 +113,10 @@ def gather_rows(
 ) -> list[dict[str, Any]]:
     """One dict per run file, with the :data:`COLUMNS` (then one per config key in ``keys``,
     e.g. ``"algorithm.epsilon"``) in order. Scores that are undefined (WAS/WADB of a single
-    cluster, no finite accuracy, no split) are None. Raises CheckpointError on a file that
-    cannot be read and UserError on an unknown key. ``runs``: the files' RunFile objects
-    when the caller has read them already."""
+    cluster, no finite accuracy, no split) are None, and so is a key of ``[algorithm]`` that
+    the run's algorithm does not take (``beta`` of a FedAvg run). Raises CheckpointError on
+    a file that cannot be read and UserError on an unknown key. ``runs``: the files'
+    RunFile objects when the caller has read them already."""
     import h5py
     import numpy as np
 
@@ -116,7 +136,7 @@ def gather_rows(
                 "file": str(path),
                 "algorithm": run.config.algorithm.name,
                 "seed": run.config.run.seed,
-                "beta": float(run.config.algorithm.beta),
+                "beta": _float_or_none(config_value(run.config, "algorithm.beta")),
                 "rounds_done": int(run.state["round"]),
                 "rounds": run.config.run.rounds,
                 "clusters": int(len(np.unique(assignment))),  # non-empty leaves
@@ -133,10 +153,8 @@ def gather_rows(
         except (OSError, KeyError, ValueError, TypeError) as exc:
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise CheckpointError(f"run file {path} cannot be read: {first}") from None
-        config = run.config.to_dict()
         for key in keys:
-            section, name = key.split(".", 1)
-            row[key] = config[section][name]
+            row[key] = config_value(run.config, key)
         rows.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()})
     return rows
 
@@ -146,6 +164,10 @@ def _last_finite(values) -> float | None:
         return None
     finite = [float(v) for v in values if math.isfinite(float(v))]
     return finite[-1] if finite else None
+
+
+def _float_or_none(value) -> float | None:
+    return None if value is None else float(value)
 
 
 def _last(values) -> float | None:

@@ -3,10 +3,14 @@ and one table of how well each clustering matched the scenario's ground truth.
 
 Every run is a separate ``python -m distfl run`` process (``--workers`` of them at a time),
 writing ``OUT/<scenario>--<algorithm>--s<seed>.h5`` and its output to the ``.log`` beside.
-Every config is built and checked before the first run starts, so a bad key or value exits
-with code 2 and nothing has run. Run again with the same arguments and finished runs are
-kept, unfinished ones (a preempted suite) resumed from their ``/state``; a run file holding
-another config is refused unless ``--force``.
+Each job is its scenario with the user's ``--set`` items and then ``algorithm.name`` of the
+job; an item ``algorithm.KEY=V`` goes only to the jobs whose algorithm takes KEY (and is
+refused when none of the listed algorithms does), and a scenario's own algorithm keys fall
+away by themselves in the jobs of another algorithm. Every config is built and checked
+before the first run starts, so a bad key or value exits with code 2 and nothing has run.
+Run again with the same arguments and finished runs are kept, unfinished ones (a preempted
+suite) resumed from their ``/state``; a run file holding another config is refused unless
+``--force``.
 
 The table (also ``OUT/suite.csv`` and ``OUT/suite.json``) has one row per run: scenario,
 algorithm (``fedavg`` for ``none``: one global model), seed, true groups, clusters found,
@@ -53,7 +57,7 @@ class Job:
     algorithm: str
     seed: int
     out: Path
-    overrides: tuple[str, ...]  # the user's --set items, then the suite's own
+    overrides: tuple[str, ...]  # the user's --set items (for this algorithm), the suite's own
     config: Any  # the checked distfl.config.Config
 
     @property
@@ -62,7 +66,7 @@ class Job:
 
 
 #: a run file's name without ``.h5``: ``<scenario>--<algorithm>--s<seed>`` (run_file_stem)
-RUN_FILE_STEM = re.compile(r"^(?P<scenario>.+)--(?P<algorithm>[a-z]+)--s(?P<seed>-?\d+)$")
+RUN_FILE_STEM = re.compile(r"^(?P<scenario>.+)--(?P<algorithm>[a-z][a-z0-9_]*)--s(?P<seed>-?\d+)$")
 
 
 def run_file_stem(scenario: str, algorithm: str, seed: int) -> str:
@@ -77,13 +81,13 @@ def algorithm_label(config) -> str:
 
 def default_scenarios() -> list[str]:
     """The default job's scenario and the papers' scenarios, in the order of the presets."""
-    from distfl.config import SCENARIOS
+    from distfl.presets import SCENARIOS
 
     return ["default", *SCENARIOS]
 
 
 def _source(scenario: str) -> tuple[str, tuple[str, ...]]:
-    from distfl.config import PRESETS
+    from distfl.presets import PRESETS
 
     if scenario.endswith(".toml") or os.sep in scenario:
         if not os.path.isfile(scenario):
@@ -97,6 +101,60 @@ def _source(scenario: str) -> tuple[str, tuple[str, ...]]:
     return scenario, ("--preset", scenario)
 
 
+def algorithm_overrides(
+    overrides: list[str] | tuple[str, ...], algorithms: list[str]
+) -> dict[str, tuple[str, ...]]:
+    """The ``--set`` items of each algorithm's jobs: every item, except that an item
+    ``algorithm.KEY=V`` goes only to the algorithms that take KEY (:func:`key_owners`). An
+    ``algorithm.KEY`` that none of ``algorithms`` takes is a ConfigError naming the key and
+    the algorithms that do take it."""
+    from distfl import config as cfg
+    from distfl.algorithms import key_owners
+
+    out: dict[str, list[str]] = {a: [] for a in algorithms}
+    for item in overrides:
+        section, key, _ = cfg.parse_set(item)
+        if section != "algorithm" or key == "name":
+            for items in out.values():
+                items.append(item)
+            continue
+        owners = key_owners(key)
+        takers = [a for a in algorithms if a in owners]
+        if not takers:
+            whose = (
+                f"it is a key of {', '.join(owners)} only"
+                if owners
+                else "no algorithm takes it (see distfl keys)"
+            )
+            raise ConfigError(
+                f"--set algorithm.{key}: none of the listed algorithms "
+                f"({', '.join(algorithms)}) takes {key}; {whose}"
+            )
+        for a in takers:
+            out[a].append(item)
+    return {a: tuple(items) for a, items in out.items()}
+
+
+def _load_plugins(scenarios: list[str], overrides: list[str]) -> None:
+    """Import the ``run.plugins`` the scenarios' files and the ``--set`` items name, so that
+    the algorithms they define are known before the jobs are planned."""
+    from distfl import config as cfg
+    from distfl.algorithms import load_plugins
+
+    specs: list = []
+    for scenario in scenarios:
+        kind, value = _source(scenario)[1]
+        if kind == "--config":
+            run = cfg.read_toml(value).get("run", {})
+            if isinstance(run, dict) and isinstance(run.get("plugins"), list):
+                specs += run["plugins"]
+    for item in overrides:
+        section, key, value = cfg.parse_set(item)
+        if (section, key) == ("run", "plugins"):
+            specs += value if isinstance(value, list) else [value]
+    load_plugins([str(s) for s in specs])
+
+
 def plan_jobs(
     scenarios: list[str],
     algorithms: list[str],
@@ -104,12 +162,15 @@ def plan_jobs(
     out_dir: str | Path,
     overrides: list[str],
 ) -> list[Job]:
-    """Every (scenario, algorithm, seed) with its config built and checked (ConfigError)."""
+    """Every (scenario, algorithm, seed) with its config built and checked (ConfigError).
+    ``overrides``: the user's ``--set`` items, as :func:`algorithm_overrides` shares them."""
     from distfl import config as cfg
+    from distfl.algorithms import algorithm_names
 
     if not scenarios or not algorithms or not seeds:
         raise UserError("distfl suite needs at least one scenario, algorithm and seed")
-    allowed = cfg.CHOICES["algorithm.name"]
+    _load_plugins(scenarios, overrides)
+    allowed = algorithm_names()
     for a in algorithms:
         if a not in allowed:
             raise ConfigError(f"--algorithms {a!r}: allowed values are {', '.join(allowed)}")
@@ -117,6 +178,7 @@ def plan_jobs(
         twice = [v for i, v in enumerate(values) if v in values[:i]]
         if twice:  # two jobs would write the same run file at once
             raise UserError(f"{option}: {twice[0]!r} is listed twice")
+    shared = algorithm_overrides(overrides, algorithms)
     jobs, names = [], set()
     for scenario in scenarios:
         name, source = _source(scenario)
@@ -132,7 +194,7 @@ def plan_jobs(
                     f"run.out={cfg.toml_string(str(out))}",
                     'run.progress="none"',
                 )
-                items = (*overrides, *own)
+                items = (*shared[algorithm], *own)
                 kind, value = source
                 config = cfg.load(
                     path=value if kind == "--config" else None,
@@ -198,7 +260,7 @@ def _execute(job: Job, action: str) -> Outcome:
 
 
 def _row(outcome: Outcome) -> dict[str, Any]:
-    from distfl.sweep import gather_rows
+    from distfl.tools.gather import gather_rows
 
     job = outcome.job
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
@@ -256,7 +318,7 @@ def run_suite(
 
 def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
     """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and renamed)."""
-    from distfl.sweep import write_csv, write_text_atomic
+    from distfl.tools.gather import write_csv, write_text_atomic
 
     out_dir = Path(out_dir)
     write_csv(rows, out_dir / "suite.csv")
@@ -266,7 +328,7 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
 
 def suite_main(args, stream: TextIO = sys.stdout) -> int:
     """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
-    from distfl.sweep import format_table
+    from distfl.tools.gather import format_table
 
     scenarios = args.scenarios or default_scenarios()
     algorithms = [a for a in args.algorithms.split(",") if a]
