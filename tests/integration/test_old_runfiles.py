@@ -10,6 +10,7 @@ evaluation a fresh run would not have)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ import pytest
 from runfile import assert_same_run
 
 from distfl.checkpoint import read_run_file
+from distfl.tools.gather import gather_rows
+from distfl.tools.inspection import inspect_run
 
 pytestmark = pytest.mark.integration
 
@@ -72,14 +75,23 @@ def test_the_stored_configs_keep_each_algorithms_own_values():
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
-def test_inspect_and_gather_read_them(helpers, tmp_path, path):
+def test_inspect_reads_them(path):
     assert read_run_file(path).state["round"] > 0  # the SHA-256 of /state checks out
-    shown = distfl(helpers, tmp_path, "inspect", str(path))
-    assert shown.returncode == 0, shown.stderr
-    assert "hierarchy" in shown.stdout and "Traceback" not in shown.stderr
-    table = distfl(helpers, tmp_path, "gather", str(path), "--csv", str(tmp_path / "t.csv"))
+    shown = io.StringIO()
+    inspect_run(path, shown)
+    assert "hierarchy" in shown.getvalue()
+    assert f"run        {stored(path)['algorithm']['name']} on " in shown.getvalue()
+
+
+def test_gather_reads_them(helpers, tmp_path):
+    table = distfl(helpers, tmp_path, "gather", str(DATA), "--key", "algorithm.epsilon",
+                   "--csv", str(tmp_path / "t.csv"))  # fmt: skip
     assert table.returncode == 0, table.stderr
-    assert stored(path)["algorithm"]["name"] in table.stdout
+    rows = {r["file"]: r for r in gather_rows(FILES, keys=["algorithm.epsilon"])}
+    assert rows[str(DATA / "emdcfl.h5")]["algorithm.epsilon"] == 0.02  # emd_epsilon's value
+    assert rows[str(DATA / "fedgwc.h5")]["algorithm.epsilon"] == 0.001
+    assert rows[str(DATA / "cfl.h5")]["algorithm.epsilon"] is None
+    assert len(table.stdout.strip().splitlines()) == len(FILES) + 1
 
 
 @pytest.mark.parametrize("name", ["fedgwc", "emdcfl", "cfl"])
