@@ -123,17 +123,13 @@ class AlgorithmSection:
             params = object.__getattribute__(self, "params")
         except AttributeError:
             raise AttributeError(key) from None
-        if key in _field_names(type(params)):
+        if isinstance(params, Params) and key in params.keys():
             return getattr(params, key)
         raise AttributeError(f"algorithm {self.name!r} has no key {key!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name": ..., <key>: <value>, ...}``, the [algorithm] table."""
         return {"name": self.name, **dataclasses.asdict(self.params)}
-
-
-def _field_names(cls: type) -> list[str]:
-    return [f.name for f in dataclasses.fields(cls)] if dataclasses.is_dataclass(cls) else []
 
 
 @dataclass(frozen=True)
@@ -404,29 +400,31 @@ def _algorithm(values: dict[str, Any], *, stored: bool) -> AlgorithmSection:
     name = _coerce("algorithm.name", values.pop("name", AlgorithmSection.name), str)
     cls = algorithm_class(name)
     params_cls = cls.Params
-    fields = _field_names(params_cls)
+    fields = params_cls.keys()
     aliases = params_cls.aliases
     if stored:
         former = {aliases[k]: v for k, v in values.items() if k in aliases}
         values = {k: v for k, v in values.items() if k in fields and k not in former} | former
     kwargs: dict[str, Any] = {}
+    given: dict[str, str] = {}  # key -> the name it was given by
     for key, value in values.items():
         field_name = aliases.get(key, key)
         if field_name not in fields:
             raise ConfigError(_unknown_algorithm_key(key, name, fields))
-        if field_name in kwargs:
-            former = key if key in aliases else next(a for a in values if aliases.get(a) == key)
+        if field_name in given:
+            former = key if key in aliases else given[field_name]
             raise ConfigError(
                 f"algorithm.{former} and algorithm.{field_name} are the same key of {name} "
                 f"({former} is its former name); give only algorithm.{field_name}"
             )
         kwargs[field_name] = value
+        given[field_name] = key
     hints = get_type_hints(params_cls)
     kwargs = {k: _coerce(f"algorithm.{k}", v, hints[k]) for k, v in kwargs.items()}
     return AlgorithmSection(name=name, params=params_cls(**kwargs))
 
 
-def _unknown_algorithm_key(key: str, name: str, fields: list[str]) -> str:
+def _unknown_algorithm_key(key: str, name: str, fields: tuple[str, ...]) -> str:
     owners = [o for o in key_owners(key) if o != name]
     mine = f"its keys: {', '.join(sorted(fields))}" if fields else "it takes no other key"
     whose = f"; {key} is a key of {', '.join(owners)}" if owners else ""

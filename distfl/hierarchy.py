@@ -92,10 +92,7 @@ class ClusterTree:
     def assignment(self) -> tuple[list[str], np.ndarray]:
         """(leaf ids, index of each client's leaf in them; -1 for a client in no leaf)."""
         leaves = self.leaf_ids()
-        out = np.full(self.num_clients, -1, dtype=np.int64)
-        for i, leaf in enumerate(leaves):
-            out[self.nodes[leaf].members] = i
-        return leaves, out
+        return leaves, self.index_in(leaves)
 
     def index_in(self, ids: Sequence[str]) -> np.ndarray:
         """[K] each client's leaf as a position in ``ids`` (-1 for a client in no leaf, or in

@@ -64,8 +64,13 @@ class Params:
         """Raise :class:`~distfl.errors.ConfigError` for an impossible value; ``config`` is
         the whole run config (for relations such as ``num_clusters <= data.num_clients``)."""
 
+    @classmethod
+    def keys(cls) -> tuple[str, ...]:
+        """The key names, in declaration order."""
+        return tuple(f.name for f in dataclasses.fields(cls))
+
     def as_kwargs(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return {key: getattr(self, key) for key in self.keys()}
 
 
 def require(ok: bool, key: str, value: Any, what: str) -> None:

@@ -43,7 +43,7 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
         raise TypeError(f"{cls.__name__}.Params must subclass distfl.algorithms.Params")
     if cls.client_ops and cls.client is None:
         raise TypeError(f"{cls.__name__} has client_ops but no client half (its client)")
-    fields = {f.name for f in _fields(cls.Params)}
+    fields = cls.Params.keys()
     for old, new in cls.Params.aliases.items():
         if new not in fields or old in fields:
             raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")
@@ -68,12 +68,6 @@ def _origin(cls: type) -> tuple[str, str]:
     module = sys.modules.get(cls.__module__)
     where = getattr(module, "__file__", None)
     return (str(Path(where).resolve()) if where else cls.__module__, cls.__qualname__)
-
-
-def _fields(params: type[Params]):
-    import dataclasses
-
-    return dataclasses.fields(params)
 
 
 def _discover() -> None:
@@ -125,7 +119,7 @@ def key_owners(key: str) -> list[str]:
     return [
         name
         for name, cls in sorted(_REGISTRY.items())
-        if key in cls.Params.aliases or key in {f.name for f in _fields(cls.Params)}
+        if key in cls.Params.aliases or key in cls.Params.keys()
     ]
 
 

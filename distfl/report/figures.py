@@ -147,18 +147,25 @@ def accuracy(data: RunData, palette: Palette) -> Drawn | None:
     )
 
 
+def _setting(data: RunData, key: str) -> Any:
+    """The run's ``algorithm.<key>``, or None when its algorithm has no such key (an
+    algorithm of one's own may record the same statistics without the same settings)."""
+    return getattr(data.config.algorithm.params, key, None)
+
+
 def mse(data: RunData, palette: Palette) -> Drawn | None:
     per_cluster = series(data.cluster_metrics, "mse")
     per_cluster = {c: (r, v) for c, (r, v) in per_cluster.items() if (v > 0).any()}
     if not per_cluster:
         return None
-    eps = data.config.algorithm.epsilon
+    eps, patience = _setting(data, "epsilon"), _setting(data, "patience")
     fig = _figure(8, 4.5)
     ax = fig.add_subplot()
     for cid, (r, v) in per_cluster.items():
         keep = v > 0
         ax.plot(r[keep], v[keep], color=palette.of(cid), lw=1.2, label=cid)
-    ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"ε = {eps:g}")
+    if eps is not None:
+        ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"ε = {eps:g}")
     _split_markers(ax, data)
     ax.set_yscale("log")
     ax.set_xlabel("round")
@@ -167,11 +174,13 @@ def mse(data: RunData, palette: Palette) -> Drawn | None:
     if len(per_cluster) <= 16:
         ax.legend(fontsize=7, loc="upper right", ncols=2)
     ax.set_title("Convergence of each cluster's interaction matrix")
-    return fig, (
-        "MSE between consecutive interaction matrices P of each cluster (log scale); a "
-        f"cluster is tested for a split once it stays below ε = {eps:g} for "
-        f"{data.config.algorithm.patience} round(s)."
-    )
+    caption = "MSE between consecutive interaction matrices P of each cluster (log scale)"
+    if eps is not None and patience is not None:
+        caption += (
+            f"; a cluster is tested for a split once it stays below ε = {eps:g} for "
+            f"{patience} round(s)"
+        )
+    return fig, caption + "."
 
 
 def norms(data: RunData, palette: Palette) -> Drawn | None:
@@ -179,16 +188,17 @@ def norms(data: RunData, palette: Palette) -> Drawn | None:
     peak = series(data.cluster_metrics, "max_norm")
     if not mean and not peak:
         return None
-    a = data.config.algorithm
+    eps1, eps2 = _setting(data, "eps1"), _setting(data, "eps2")
     fig = _figure(8, 6)
     top, bottom = fig.subplots(2, 1, sharex=True)
     for ax, table, eps, what in (
-        (top, mean, a.eps1, "‖mean update‖ (ε₁)"),
-        (bottom, peak, a.eps2, "max ‖update‖ (ε₂)"),
+        (top, mean, eps1, "‖mean update‖ (ε₁)"),
+        (bottom, peak, eps2, "max ‖update‖ (ε₂)"),
     ):
         for cid, (r, v) in table.items():
             ax.plot(r, v, color=palette.of(cid), lw=1.2, label=cid)
-        ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"{eps:g}")
+        if eps is not None:
+            ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"{eps:g}")
         _split_markers(ax, data)
         ax.set_ylabel(what)
         ax.grid(alpha=0.3)
@@ -196,9 +206,11 @@ def norms(data: RunData, palette: Palette) -> Drawn | None:
             ax.legend(fontsize=7, loc="upper right", ncols=2)
     bottom.set_xlabel("round")
     top.set_title("CFL's split criterion: mean update norm below ε₁ and max above ε₂")
+    if eps1 is None or eps2 is None:
+        return fig, "Update norms per cluster: the norm of its mean update and its largest."
     return fig, (
         "CFL's update norms per cluster: a cluster splits when the norm of its mean update "
-        f"is below ε₁ = {a.eps1:g} and its largest client update above ε₂ = {a.eps2:g}."
+        f"is below ε₁ = {eps1:g} and its largest client update above ε₂ = {eps2:g}."
     )
 
 
@@ -325,8 +337,9 @@ def split_db(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | Non
     for n, ok in zip(ns, finite, strict=True):
         if not ok:
             ax.text(n, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.4")
-    threshold = data.config.algorithm.db_threshold
-    ax.axhline(threshold, color="crimson", ls="--", lw=1.2, label=f"threshold {threshold:g}")
+    threshold = _setting(data, "db_threshold")
+    if threshold is not None:
+        ax.axhline(threshold, color="crimson", ls="--", lw=1.2, label=f"threshold {threshold:g}")
     ax.set_xticks(ns)
     ax.set_xlabel("number of clusters n")
     ax.set_ylabel("Davies–Bouldin score (lower is better)")

@@ -29,7 +29,7 @@ from distfl.data import Partition
 from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean
-from distfl.models import build_model, flat_params, last_linear
+from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import Progress
 from distfl.runtime.protocol import (
     EVAL,
@@ -112,7 +112,7 @@ class Server:
                 local_steps=self.S,
                 groups=np.asarray(partition.group, dtype=np.int64),
                 num_train=self.num_train,
-                num_params=sum(p.numel() for p in model.parameters()),
+                num_params=num_params(model),
                 embed_dim=last_linear(model).in_features,
             ),
         )
@@ -120,7 +120,7 @@ class Server:
         self.tree = self.algorithm.tree
         self.aggregate = build_aggregator(config.server)
         offsets = self.algorithm.initial_models()
-        built = {o: initial(o) for o in sorted(set(offsets.values()) | {0})}
+        built = {0: model, **{o: initial(o) for o in sorted(set(offsets.values()) - {0})}}
         inits = {o: flat_params(m) for o, m in built.items()}
         self.P = int(inits[0].numel())
         self.models: dict[str, torch.Tensor] = {

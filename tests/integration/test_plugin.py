@@ -245,3 +245,15 @@ def test_a_suite_of_an_algorithm_of_ones_own(tmp_path, helpers):
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "suite" / "report" / "index.html").read_text()
     assert "median_split" in page
+
+
+def test_a_report_of_the_toy_run(runs, helpers, tmp_path):
+    """The toy records per-cluster "mse" like FedGWC but has none of FedGWC's settings: the
+    figure is drawn without the ε line."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "report", str(runs["w1"]), "--out", str(tmp_path / "r")],
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "r" / "mse.png").exists()
+    assert "once it stays below" not in (tmp_path / "r" / "index.html").read_text()
