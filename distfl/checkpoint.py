@@ -11,7 +11,7 @@ Layout (DESIGN.md):
                       /metrics/clusters/ the same per (round, cluster);
                       /metrics/evaluation/ per (evaluation round, evaluated cluster)
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics);
-                      attrs trainer; /timing/workers/ per (round, worker rank)
+                      attrs trainer, loop_started; /timing/workers/ per (round, worker rank)
     /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
 """
 
@@ -46,13 +46,26 @@ RESUMABLE_CHANGES = (
 )
 
 
+#: arrays larger than this are written chunked and compressed (lossless LZF, which h5py
+#: always has): FedGWC's K×K interaction matrices, EMD-CFL's distances, big client arrays
+COMPRESS_ABOVE = 1 << 20
+
+
+def _dataset(group: h5py.Group, name: str, values) -> h5py.Dataset:
+    """``group[name] = values``, chunked and LZF-compressed above COMPRESS_ABOVE bytes."""
+    values = np.asarray(values)
+    if values.nbytes > COMPRESS_ABOVE and values.dtype.kind in "biuf" and values.ndim:
+        return group.create_dataset(name, data=values, chunks=True, compression="lzf")
+    return group.create_dataset(name, data=values)
+
+
 def _write_tree(group: h5py.Group, tree: dict[str, Any]) -> None:
     """dict -> group, ndarray -> dataset, anything else -> a JSON attribute."""
     for key, value in tree.items():
         if isinstance(value, dict):
             _write_tree(group.create_group(key), value)
         elif isinstance(value, np.ndarray):
-            group.create_dataset(key, data=value)
+            _dataset(group, key, value)
         else:
             group.attrs[key] = json.dumps(value)
 
@@ -86,9 +99,9 @@ def write_hierarchy(group: h5py.Group, nodes: list[HierarchyNode]) -> None:
         n.attrs["parent"] = node.parent
         n.attrs["created_round"] = node.created_round
         n.attrs["split_round"] = node.split_round
-        n.create_dataset("members", data=np.asarray(node.members, dtype=np.int64))
+        _dataset(n, "members", np.asarray(node.members, dtype=np.int64))
         for name, values in node.datasets.items():
-            n.create_dataset(name, data=values)
+            _dataset(n, name, values)
 
 
 def read_hierarchy(group: h5py.Group) -> list[HierarchyNode]:
@@ -156,6 +169,7 @@ def write_run_file(
     evaluation: dict[str, np.ndarray],
     worker_timing: dict[str, np.ndarray] | None = None,
     trainer: str = "",
+    loop_started: float = 0.0,
 ) -> None:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
     path = Path(path)
@@ -173,10 +187,10 @@ def write_run_file(
             )
             g = f.create_group("clients")
             for name, values in clients.items():
-                g.create_dataset(name, data=values)
+                _dataset(g, name, values)
             write_hierarchy(f.create_group("hierarchy"), hierarchy)
             fin = f.create_group("final")
-            fin.create_dataset("assignment", data=np.asarray(assignment, dtype=np.int64))
+            _dataset(fin, "assignment", np.asarray(assignment, dtype=np.int64))
             fin.create_dataset("leaves", data=np.array(leaves, dtype=h5py.string_dtype()))
             fin.create_dataset("models", data=np.asarray(leaf_models, dtype=np.float32))
             m = f.create_group("metrics")
@@ -190,6 +204,9 @@ def write_run_file(
                 _column(me, name, values)
             t = f.create_group("timing")
             t.attrs["trainer"] = trainer
+            # when the writing process's rounds loop began (Unix seconds): launch to this
+            # instant is the start-up (imports, data, partition, process group)
+            t.attrs["loop_started"] = loop_started
             for name, values in timing.items():
                 _column(t, name, values)
             tw = t.create_group("workers")

@@ -69,6 +69,13 @@ class DataSection:
     dataset: str = "digits"
     root: str = ""
     partition: str = "dirichlet"
+    #: how a Dirichlet partition draws: "per_client" (each client from (seed, client),
+    #: materialised when used) or "sequential" (distfl 0.1.0's: one generator walked
+    #: client by client, every client's indices held on every rank)
+    draw: str = "per_client"
+    #: MiB of materialised clients a worker keeps between steps (least recently used first
+    #: out)
+    cache_mb: int = 256
     num_clients: int = 20
     samples_per_client: int = 80
     test_fraction: float = 0.25
@@ -102,6 +109,9 @@ class ServerSection:
     aggregator: str = "fedavg"
     lr: float = 1.0
     momentum: float = 0.9
+    #: which worker runs each task of a step: "balanced" (by predicted cost, a client's
+    #: home worker first) or "static" (always its home worker: contiguous shards)
+    placement: str = "balanced"
 
 
 @dataclass(frozen=True)
@@ -142,6 +152,8 @@ class CommSection:
 class EvalSection:
     every: int = 10
     weighted: bool = False
+    #: clients evaluated per evaluation: 0 all, N a sample of N drawn from (seed, round)
+    clients: int = 0
 
 
 @dataclass(frozen=True)
@@ -223,6 +235,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "run.progress": ("auto", "bar", "lines", "none"),
     "data.dataset": ("digits", "mnist", "cifar10", "cifar100", "femnist", "gaussian"),
     "data.partition": ("dirichlet", "natural"),
+    "data.draw": ("per_client", "sequential"),
+    "server.placement": ("balanced", "static"),
     "model.name": ("mlp", "cnn", "lenet5"),
     "train.trainer": ("auto", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
@@ -377,13 +391,16 @@ def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
     each algorithm had its own keys hold every algorithm's keys in one flat [algorithm]
     table: keys the named algorithm does not take are dropped, and a key's former name
     (one of its Params ``aliases``) wins over another algorithm's key of the same new
-    name."""
+    name. A stored config without ``data.draw`` was written before the per-client draw: it
+    keeps drawing as it did (``sequential``)."""
     sections = get_type_hints(Config)
     built = {}
     for section, cls in sections.items():
         values = raw.get(section, {})
         if section == "algorithm":
             continue
+        if stored and section == "data" and "draw" not in values:
+            values = {**values, "draw": "sequential"}  # written before the per-client draw
         hints = get_type_hints(cls)
         kwargs = {key: _coerce(f"{section}.{key}", v, hints[key]) for key, v in values.items()}
         built[section] = cls(**kwargs)
@@ -521,6 +538,7 @@ def validate(c: Config) -> None:
             f"data.test_fraction = {c.data.test_fraction!r}: leaves no train or no test sample "
             f"out of data.samples_per_client = {c.data.samples_per_client}"
         )
+    _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
     _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
     _range("data.dim", c.data.dim, 2, None, "at least 2 (features of the gaussian dataset)")
     if c.data.dataset not in ("digits", "gaussian") and not c.data.root:
@@ -600,6 +618,13 @@ def validate(c: Config) -> None:
     if not c.comm.timeout_s > 0:
         raise ConfigError(f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive")
     _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
+    _range(
+        "eval.clients",
+        c.eval.clients,
+        0,
+        c.data.num_clients,
+        f"0 (all) or a sample size up to data.num_clients ({c.data.num_clients})",
+    )
     _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
 
 

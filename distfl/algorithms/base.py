@@ -176,6 +176,9 @@ class ClusteringAlgorithm(ABC):
     #: its client half: a ClientHalf subclass, or "module:Class" to import on the workers
     #: (a server half loads no torch)
     client: ClassVar[type[ClientHalf] | str | None] = None
+    #: bytes it keeps per pair of clients (K×K matrices), 0 when it keeps none: the
+    #: runtime refuses, before anything is allocated, a population whose pairs cannot fit
+    pair_bytes: ClassVar[int] = 0
 
     def __init__(
         self,

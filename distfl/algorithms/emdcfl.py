@@ -152,6 +152,8 @@ class EMDCFL(ClusteringAlgorithm):
     name = "emdcfl"
     Params = EMDCFLParams
     client_ops = ("distances",)
+    #: the gathered float64 rows and the distance matrix the server keeps
+    pair_bytes = 16
     client = "distfl.algorithms.emdcfl_client:EMDCFLClient"
 
     def __init__(

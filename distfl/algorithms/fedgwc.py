@@ -69,6 +69,23 @@ def update_interaction(
     return out
 
 
+#: Up to this many entries of P the MSE of eq. 3's change is the mean over a K×K array of
+#: the change (the bits every run of this size has had); above, the block's squared change
+#: over |C|², with no K×K temporaries each round (the same value up to rounding).
+FULL_MSE_MAX = 2048 * 2048
+
+
+def interaction_mse(change: np.ndarray, block, shape: tuple[int, int]) -> float:
+    """Mean over all of P of the squared change of eq. 3, where only ``block`` (np.ix_
+    positions) changed, by ``change``."""
+    size = shape[0] * shape[1]
+    if size <= FULL_MSE_MAX:
+        diff = np.zeros(shape, dtype=np.float64)
+        diff[block] = change
+        return float(np.mean(np.square(diff, out=diff)))
+    return float(np.sum(np.square(change)) / size)
+
+
 #: Up to this many clients the K×K work is float64 and the spectral embedding comes from a
 #: dense eigensolver; above it the affinity is float32 (half the memory and time) and the
 #: product (see _perception_into).
@@ -273,6 +290,8 @@ class ClusterState:
 class FedGWC(ClusteringAlgorithm):
     name = "fedgwc"
     Params = FedGWCParams
+    #: P (float64), the affinity and the Gram product (float32) of a split test
+    pair_bytes = 16
 
     def __init__(
         self,
@@ -335,9 +354,12 @@ class FedGWC(ClusteringAlgorithm):
             omega = gaussian_rewards(losses)
             self.gamma[ids] = (1.0 - self.alpha) * self.gamma[ids] + self.alpha * omega
             self.times_sampled[ids] += 1
-            P_new = update_interaction(st.P, pos, omega, self.alpha)
-            st.mse = float(np.mean((P_new - st.P) ** 2))
-            st.P = P_new
+            # eq. 3 in place: only the sampled block changes
+            block = np.ix_(pos, pos)
+            old = st.P[block]
+            new = (1.0 - self.alpha) * old + self.alpha * omega[:, None]
+            st.mse = interaction_mse(new - old, block, st.P.shape)
+            st.P[block] = new
             out.stats[cid] = {"mse": st.mse}
             st.quiet = st.quiet + 1 if st.mse < self.epsilon else 0
             if st.quiet >= self.patience and len(members) >= 2 * self.min_clients:
@@ -368,7 +390,9 @@ class FedGWC(ClusteringAlgorithm):
             pos = np.flatnonzero(labels == c)
             children[f"{cid}.{c}"] = members[pos]
             self.state[f"{cid}.{c}"] = ClusterState(P=st.P[np.ix_(pos, pos)].copy())
-        info = {"db_scores": scores, "interaction": st.P, "affinity": W, "labels": labels}
+        # above SMALL_K clients the run file keeps the matrices in float32 (W already is)
+        P_out = st.P if len(members) <= spectral.SMALL_K else st.P.astype(np.float32)
+        info = {"db_scores": scores, "interaction": P_out, "affinity": W, "labels": labels}
         return self.tree.split(cid, children, round_index, info)
 
     def state_dict(self) -> dict:
@@ -401,6 +425,7 @@ __all__ = [
     "FedGWCParams",
     "affinity",
     "gaussian_rewards",
+    "interaction_mse",
     "participants",
     "perception_distances",
     "priority_sample",

@@ -6,6 +6,8 @@ MNIST, CIFAR-10/100 and FEMNIST are read from files under ``data.root`` (never d
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,8 +17,10 @@ from distfl.config import Config, GroupSpec
 from distfl.data.dataset import Dataset, as_float
 from distfl.data.partition import (
     Partition,
+    Population,
     dirichlet_partition,
     natural_partition,
+    per_client_population,
     sample_counts,
     shard_clients,
 )
@@ -55,9 +59,11 @@ def load_dataset(config: Config) -> Dataset:
     return load_files(name, config.data.root)
 
 
-def make_partition(config: Config, dataset: Dataset) -> Partition:
-    """Which samples each client holds: a Dirichlet draw per group from the pooled samples,
-    or, with ``data.partition = "natural"`` (always for gaussian), one client per owner."""
+def make_partition(config: Config, dataset: Dataset) -> Partition | Population:
+    """Which samples each client holds: a Dirichlet draw per group from the pooled samples
+    (``data.draw``: a :class:`Population` drawn per client, or 0.1.0's sequential
+    :class:`Partition`), or, with ``data.partition = "natural"`` (always for gaussian), one
+    client per owner."""
     check_transforms(config.groups, dataset)
     try:
         if config.data.partition == "natural" or dataset.name == "gaussian":
@@ -73,7 +79,8 @@ def make_partition(config: Config, dataset: Dataset) -> Partition:
                 seed=config.run.seed,
                 num_classes=dataset.num_classes,
             )
-        return dirichlet_partition(
+        draw = per_client_population if config.data.draw == "per_client" else dirichlet_partition
+        return draw(
             dataset.y,
             config.groups,
             samples_per_client=config.data.samples_per_client,
@@ -122,39 +129,97 @@ class ClientData:
     def num_train(self) -> int:
         return int(self.y_train.shape[0])
 
+    @property
+    def nbytes(self) -> int:
+        return sum(
+            t.numel() * t.element_size()
+            for t in (self.x_train, self.y_train, self.x_test, self.y_test)
+        )
+
+
+def load_client(
+    dataset: Dataset,
+    partition: Partition | Population,
+    k: int,
+    device: torch.device,
+    *,
+    groups: tuple[GroupSpec, ...],
+    seed: int,
+) -> ClientData:
+    """Materialise client k: its samples, with the transforms of its group applied to its
+    train and test splits alike. A pure function of (dataset, partition, seed, k)."""
+    g = int(partition.group[k])
+    train, test = partition.indices(k)
+    idx = np.concatenate([train, test])
+    # make_partition's check_transforms has refused what apply_group cannot do
+    x, y = apply_group(
+        as_float(dataset.x[idx]), dataset.y[idx], groups[g],
+        num_classes=dataset.num_classes, seed=seed, group=g, client=k,
+    )  # fmt: skip
+    n = len(train)
+    return ClientData(
+        x_train=torch.from_numpy(x[:n]).to(device),
+        y_train=torch.from_numpy(y[:n]).to(device),
+        x_test=torch.from_numpy(x[n:]).to(device),
+        y_test=torch.from_numpy(y[n:]).to(device),
+    )
+
 
 def load_clients(
     dataset: Dataset,
-    partition: Partition,
-    clients: range,
+    partition: Partition | Population,
+    clients: Iterable[int],
     device: torch.device,
     *,
     groups: tuple[GroupSpec, ...],
     seed: int,
 ) -> dict[int, ClientData]:
-    """Materialise the samples of ``clients`` only (a worker's shard), with the transforms
-    of each client's group applied to its train and test splits alike."""
-    out = {}
-    for k in clients:
-        g = int(partition.group[k])
-        idx = np.concatenate([partition.train[k], partition.test[k]])
-        # make_partition's check_transforms has refused what apply_group cannot do
-        x, y = apply_group(
-            as_float(dataset.x[idx]), dataset.y[idx], groups[g],
-            num_classes=dataset.num_classes, seed=seed, group=g, client=k,
-        )  # fmt: skip
-        n = len(partition.train[k])
-        out[k] = ClientData(
-            x_train=torch.from_numpy(x[:n]).to(device),
-            y_train=torch.from_numpy(y[:n]).to(device),
-            x_test=torch.from_numpy(x[n:]).to(device),
-            y_test=torch.from_numpy(y[n:]).to(device),
-        )
-    return out
+    """:func:`load_client` of each of ``clients``."""
+    return {
+        k: load_client(dataset, partition, k, device, groups=groups, seed=seed) for k in clients
+    }
+
+
+class ClientCache:
+    """Materialised clients, least recently used first out, holding at most
+    ``limit_bytes`` of tensors between uses (a client larger than the limit is not kept).
+    ``loaded`` counts materialisations (cache misses)."""
+
+    def __init__(self, load, limit_bytes: int):
+        self._load = load
+        self.limit = int(limit_bytes)
+        self._items: OrderedDict[int, ClientData] = OrderedDict()
+        self.nbytes = 0
+        self.loaded = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, k: int) -> bool:
+        return k in self._items
+
+    def get(self, k: int) -> ClientData:
+        data = self._items.get(k)
+        if data is not None:
+            self._items.move_to_end(k)
+            return data
+        data = self._load(k)
+        self.loaded += 1
+        size = data.nbytes
+        if size <= self.limit:
+            while self.nbytes + size > self.limit:
+                _, old = self._items.popitem(last=False)
+                self.nbytes -= old.nbytes
+            self._items[k] = data
+            self.nbytes += size
+        return data
 
 
 __all__ = [
+    "ClientCache",
     "ClientData",
+    "Population",
+    "load_client",
     "check_transforms",
     "Dataset",
     "Partition",

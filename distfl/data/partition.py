@@ -1,7 +1,12 @@
 """Client partitions: label skew by Dirichlet(alpha) per group, train/test splits, shards.
 
 Everything here is a pure function of (labels, config, seed), so every rank computes the
-same partition and then loads only the samples of its own clients.
+same partition and then materialises only the samples of the clients it runs.
+
+Two kinds: :class:`Partition` holds every client's index arrays (natural partitions and
+the ``sequential`` draw of distfl 0.1.0); :class:`Population` (the ``per_client`` draw)
+holds a few numbers per client and draws a client's indices when the client is used, so
+that a population of 100,000 clients costs megabytes, not the samples of every client.
 """
 
 from __future__ import annotations
@@ -44,6 +49,68 @@ class Partition:
             out[k] = np.bincount(labels[idx], minlength=self.num_classes)
         return out
 
+    def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Client k's (train, test) sample indices into the dataset, each sorted."""
+        return self.train[k], self.test[k]
+
+    def eager(self) -> Partition:
+        return self
+
+
+@dataclass(frozen=True)
+class Population:
+    """The ``per_client`` draw: client k holds ``quota[k, c]`` samples of class c, taken
+    from class c's shuffled pool starting at ``start[k, c]`` (wrapping around the pool),
+    and splits them into train and test with its own generator, (seed, k). Nothing of a
+    client's samples is held until :meth:`indices` draws them; the arrays here are
+    [K] (int64) and [K, C] (int32): 8·C + 16 bytes per client."""
+
+    group: np.ndarray  # [K] int64
+    quota: np.ndarray  # [K, C] int32
+    start: np.ndarray  # [K, C] int32, positions in the class pools
+    n_test: np.ndarray  # [K] int64
+    pools: tuple[np.ndarray, ...]  # per class: the dataset indices of that class, shuffled
+    seed: int
+    num_classes: int
+    owners: np.ndarray | None = None
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.group)
+
+    def num_train(self) -> np.ndarray:
+        return self.quota.sum(axis=1, dtype=np.int64) - self.n_test
+
+    def num_test(self) -> np.ndarray:
+        return self.n_test.copy()
+
+    def class_counts(self, labels: np.ndarray | None = None) -> np.ndarray:
+        """[K, C] counts of each class over each client's train and test samples: the
+        quotas themselves (a pool holds one class)."""
+        return self.quota.astype(np.int64)
+
+    def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Client k's (train, test) sample indices, drawn from (seed, k) alone."""
+        q, s = self.quota[k], self.start[k]
+        parts = []
+        for c in np.flatnonzero(q):
+            pool = self.pools[c]
+            parts.append(pool[(int(s[c]) + np.arange(int(q[c]))) % len(pool)])
+        idx = np.random.default_rng([self.seed, 0x5EED, 4, k]).permutation(np.concatenate(parts))
+        n_test = int(self.n_test[k])
+        return np.sort(idx[n_test:]), np.sort(idx[:n_test])
+
+    def eager(self) -> Partition:
+        """Every client's indices drawn (small populations, tests)."""
+        both = [self.indices(k) for k in range(self.num_clients)]
+        return Partition(
+            train=tuple(b[0] for b in both),
+            test=tuple(b[1] for b in both),
+            group=self.group,
+            num_classes=self.num_classes,
+            owners=self.owners,
+        )
+
 
 def dirichlet_proportions(alpha: float, num_classes: int, rng: np.random.Generator) -> np.ndarray:
     """Class proportions ~ Dir(alpha·1); alpha = 0 is one class, drawn uniformly."""
@@ -64,13 +131,46 @@ def dirichlet_proportions(alpha: float, num_classes: int, rng: np.random.Generat
 
 def class_quota(p: np.ndarray, n: int) -> np.ndarray:
     """Split n samples by proportions p: floor, then the largest remainders (ties by index)."""
-    raw = p * n
+    return class_quota_rows(np.asarray(p, dtype=np.float64)[None, :], np.array([n]))[0]
+
+
+def dirichlet_rows(
+    alpha: float, count: int, num_classes: int, rng: np.random.Generator
+) -> np.ndarray:
+    """[count, num_classes] class proportions, each row ~ Dir(alpha·1), drawn at once;
+    alpha = 0 (or a row whose gamma draws all underflow) is one class, drawn uniformly."""
+    if not (np.isfinite(alpha) and alpha >= 0.0):
+        raise ValueError(f"alpha must be finite and non-negative, not {alpha!r}")
+    one = rng.integers(num_classes, size=count)
+    if alpha == 0.0:
+        g = np.zeros((count, num_classes))
+    else:
+        g = rng.gamma(alpha, size=(count, num_classes))
+    total = g.sum(axis=1)
+    empty = total <= 0.0
+    g[empty, one[empty]] = 1.0
+    total[empty] = 1.0
+    return g / total[:, None]
+
+
+def class_quota_rows(p: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Split n[i] samples by the proportions p[i], for each row i: floor, then the largest
+    remainders (ties by index)."""
+    raw = p * np.asarray(n, dtype=np.float64)[:, None]
     counts = np.floor(raw).astype(np.int64)
-    short = n - int(counts.sum())
-    if short > 0:
-        order = np.argsort(-(raw - counts), kind="stable")
-        counts[order[:short]] += 1
+    short = np.asarray(n, dtype=np.int64) - counts.sum(axis=1)
+    order = np.argsort(-(raw - counts), axis=1, kind="stable")
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(p.shape[1])[None, :], axis=1)
+    counts += rank < short[:, None]
     return counts
+
+
+def split_counts(n: np.ndarray, fraction: np.ndarray) -> np.ndarray:
+    """Test samples out of each client's n: round(n·fraction) (halves to even), leaving at
+    least one of each."""
+    n = np.asarray(n, dtype=np.int64)
+    return np.minimum(np.maximum(np.rint(n * fraction).astype(np.int64), 1), n - 1)
 
 
 def sample_counts(
@@ -91,7 +191,7 @@ def sample_counts(
 
 def test_count(n: int, fraction: float) -> int:
     """Test samples out of a client's n: round(n·fraction), leaving at least one of each."""
-    return int(min(max(round(n * fraction), 1), n - 1))
+    return int(split_counts(np.array([n]), fraction)[0])
 
 
 def dirichlet_partition(
@@ -109,28 +209,14 @@ def dirichlet_partition(
     once. A pool is reused from its start once exhausted, so a federation larger than the
     dataset shares samples across clients (never within a client unless one client asks for
     more than a class holds)."""
-    labels = np.asarray(labels)
-    if num_classes is None:
-        num_classes = int(labels.max()) + 1
-    rng = np.random.default_rng([seed, 0x5EED, 1])
-    pools = [rng.permutation(np.flatnonzero(labels == c)) for c in range(num_classes)]
-    present = np.array([c for c in range(num_classes) if len(pools[c])], dtype=np.int64)
+    rng, pools, present, num_classes = _class_pools(labels, seed, num_classes)
     cursor = np.zeros(num_classes, dtype=np.int64)
     sizes = sample_counts(
         groups, samples_per_client=samples_per_client, quantity_skew=quantity_skew, seed=seed
     )
     train, test, group = [], [], []
     for g_index, g in enumerate(groups):
-        allowed = present
-        if g.classes:
-            bad = [c for c in g.classes if c >= num_classes]
-            if bad:
-                raise ValueError(
-                    f"class {bad[0]} of group {g_index} does not exist ({num_classes} classes)"
-                )
-            allowed = np.intersect1d(present, np.asarray(g.classes, dtype=np.int64))
-            if not len(allowed):
-                raise ValueError(f"no sample of the classes of group {g_index} exists")
+        allowed = _allowed(g, g_index, present, num_classes)
         fraction = g.test_fraction or test_fraction
         for _ in range(g.count):
             n = int(sizes[len(group)])
@@ -152,6 +238,85 @@ def dirichlet_partition(
         train=tuple(train),
         test=tuple(test),
         group=np.array(group, dtype=np.int64),
+        num_classes=num_classes,
+    )
+
+
+def _class_pools(
+    labels: np.ndarray, seed: int, num_classes: int | None
+) -> tuple[np.random.Generator, list[np.ndarray], np.ndarray, int]:
+    """The generator (seed, 1) both Dirichlet draws start from, after it has shuffled each
+    class's samples into a pool; the classes that have samples; the number of classes."""
+    labels = np.asarray(labels)
+    if num_classes is None:
+        num_classes = int(labels.max()) + 1
+    rng = np.random.default_rng([seed, 0x5EED, 1])
+    pools = [rng.permutation(np.flatnonzero(labels == c)) for c in range(num_classes)]
+    present = np.array([c for c in range(num_classes) if len(pools[c])], dtype=np.int64)
+    return rng, pools, present, num_classes
+
+
+def _allowed(g: GroupSpec, index: int, present: np.ndarray, num_classes: int) -> np.ndarray:
+    """The classes group ``index`` draws from: its ``classes`` that have samples, or all
+    present classes."""
+    if not g.classes:
+        return present
+    bad = [c for c in g.classes if c >= num_classes]
+    if bad:
+        raise ValueError(f"class {bad[0]} of group {index} does not exist ({num_classes} classes)")
+    allowed = np.intersect1d(present, np.asarray(g.classes, dtype=np.int64))
+    if not len(allowed):
+        raise ValueError(f"no sample of the classes of group {index} exists")
+    return allowed
+
+
+def per_client_population(
+    labels: np.ndarray,
+    groups: tuple[GroupSpec, ...],
+    *,
+    samples_per_client: int,
+    test_fraction: float,
+    seed: int,
+    quantity_skew: float = 0.0,
+    num_classes: int | None = None,
+) -> Population:
+    """The ``per_client`` draw, vectorised over clients (no per-client Python work).
+
+    Per group, one generator (seed, group) draws every client's class proportions from
+    the group's Dirichlet(alpha) over its ``classes`` (all when empty) and splits the
+    client's sample count by them (floor, then largest remainders). The class pools are
+    the dataset's samples of each class, shuffled once; clients take consecutive runs of
+    each pool in client order, wrapping around, so a population larger than the dataset
+    reuses samples evenly (a client repeats a sample only if it asks for more than its
+    class holds). A client's train/test split is drawn from (seed, client) when its
+    indices are."""
+    _, pools, present, num_classes = _class_pools(labels, seed, num_classes)
+    sizes = sample_counts(
+        groups, samples_per_client=samples_per_client, quantity_skew=quantity_skew, seed=seed
+    )
+    K = len(sizes)
+    quota = np.zeros((K, num_classes), dtype=np.int32)
+    n_test = np.empty(K, dtype=np.int64)
+    lo = 0
+    for g_index, g in enumerate(groups):
+        allowed = _allowed(g, g_index, present, num_classes)
+        hi = lo + g.count
+        rng_g = np.random.default_rng([seed, 0x5EED, 3, g_index])
+        p = dirichlet_rows(g.alpha, g.count, len(allowed), rng_g)
+        quota[lo:hi, allowed] = class_quota_rows(p, sizes[lo:hi])
+        n_test[lo:hi] = split_counts(sizes[lo:hi], g.test_fraction or test_fraction)
+        lo = hi
+    lengths = np.array([max(len(pool), 1) for pool in pools], dtype=np.int64)
+    start = np.cumsum(quota, axis=0, dtype=np.int64)
+    start -= quota
+    start %= lengths
+    return Population(
+        group=np.repeat(np.arange(len(groups), dtype=np.int64), [g.count for g in groups]),
+        quota=quota,
+        start=start.astype(np.int32),
+        n_test=n_test,
+        pools=tuple(pools),
+        seed=seed,
         num_classes=num_classes,
     )
 

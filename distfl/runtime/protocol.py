@@ -2,14 +2,17 @@
 
 One step:
 
-1. broadcast of the plan: an int64 tensor of fixed length ``HEADER + 2K`` —
-   header ``[kind, round, num_models, probe_op]``, then for each client the index of the
-   model it uses (or -1) and its task bits;
-2. if anyone probes: broadcast of the probe's shape ``[width, num_args, args...]`` (int64,
-   ``PROBE_SHAPE`` long); ``probe_op`` (1-based) names the probe among the algorithm's
-   ``client_ops``;
+1. broadcast of the plan's header: an int64 tensor of fixed length ``HEADER`` —
+   ``[kind, round, num_models, probe_op, num_tasks]`` and the probe's shape
+   ``[width, num_args, args...]`` (``PROBE_SHAPE`` long; ``probe_op``, 1-based, names the
+   probe among the algorithm's ``client_ops``, 0: none);
+2. if there are tasks: broadcast of the tasks, ``[num_tasks, 4]`` int64 rows
+   ``[client, model index, task bits, worker]``, in ascending client order. The worker
+   (0..W-2, rank = worker + 1; the in-process worker 0 at W=1) is the server's placement
+   of the task (:mod:`distfl.runtime.placement`): the plan is as long as the step's
+   tasks, not the population;
 3. broadcast of the models the plan needs, stacked as one float32 buffer ``[M, P]``;
-4. workers run the tasks of their own clients;
+4. each worker runs its tasks;
 5. if anyone probes: gather of ``[client, row...]`` rows (float64, ``width`` values each),
    what the algorithm's client half answered (before any training; the runtime does not
    read them);
@@ -17,7 +20,9 @@ One step:
    reduce of the exact fixed-point sums ``[M, 3P + 1]`` (int64: Σ n_k Δθ_k as limbs, Σ n_k);
    if anyone evaluates: gather of ``[client, balanced acc, acc, loss, n_test]`` rows;
    if the plan asks for models: gather of the clients' updated models ``[n, P]``;
-6. gather of one timing row per worker ``[rank, clients trained, train s, busy s]``.
+   rows arrive in rank order, each worker's in client order: the server sorts them;
+6. gather of one timing row per worker ``[rank, clients trained, train s, busy s,
+   clients materialised, cache MiB, peak RSS MiB]``.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
 ranks agree. With W=1 the server passes its own in-process worker.
@@ -25,6 +30,7 @@ ranks agree. With W=1 the server passes its own in-process worker.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 
@@ -34,7 +40,6 @@ import torch
 from distfl.comm.base import Communicator
 from distfl.exact import NUM_LIMBS
 
-HEADER = 4
 # step kinds
 STOP = 0
 STEP = 1
@@ -44,10 +49,14 @@ EVAL = 2
 RETURN_MODEL = 4
 PROBE = 8
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
-TIMING_WIDTH = 4  # rank, clients trained, seconds in local training, seconds in the step
+#: rank, clients trained, seconds in local training, seconds in the step, clients
+#: materialised, MiB of clients cached, peak resident MiB of the process
+TIMING_WIDTH = 7
 #: the probe's shape: width, number of arguments, up to MAX_PROBE_ARGS arguments
 MAX_PROBE_ARGS = 8
 PROBE_SHAPE = 2 + MAX_PROBE_ARGS
+HEADER = 5 + PROBE_SHAPE
+TASK_WIDTH = 4  # client, model index, task bits, worker
 
 
 @dataclass
@@ -73,13 +82,21 @@ class ProbeShape:
 
 @dataclass
 class Plan:
+    """A step: its tasks in ascending client order, one entry per client that has one."""
+
     kind: int
     round: int
     num_models: int
-    model_of: np.ndarray  # [K] int64, -1 = none
-    tasks: np.ndarray  # [K] int64 task bits
+    clients: np.ndarray  # [n] int64, ascending
+    model: np.ndarray  # [n] int64 index into the step's models
+    tasks: np.ndarray  # [n] int64 task bits
+    worker: np.ndarray  # [n] int64 the worker that runs the task
     probe_op: int = 0  # 1-based index of the probe in the algorithm's client_ops; 0: none
     probe: ProbeShape = field(default_factory=lambda: ProbeShape(0))
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.clients)
 
     def probe_width(self) -> int:
         """Columns of a probe row after the client id."""
@@ -88,26 +105,41 @@ class Plan:
     def any(self, bit: int) -> bool:
         return bool(np.any(self.tasks & bit))
 
-    def encode(self) -> torch.Tensor:
-        header = np.array([self.kind, self.round, self.num_models, self.probe_op], dtype=np.int64)
-        return torch.from_numpy(np.concatenate([header, self.model_of, self.tasks]))
+    def of_worker(self, worker: int) -> np.ndarray:
+        """Positions of ``worker``'s tasks (ascending client order)."""
+        return np.flatnonzero(self.worker == worker)
+
+    def encode_header(self) -> torch.Tensor:
+        head = np.array(
+            [self.kind, self.round, self.num_models, self.probe_op, self.num_tasks],
+            dtype=np.int64,
+        )
+        return torch.cat([torch.from_numpy(head), self.probe.encode()])
+
+    def encode_tasks(self) -> torch.Tensor:
+        rows = np.stack([self.clients, self.model, self.tasks, self.worker], axis=1)
+        return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
 
     @staticmethod
-    def decode(t: torch.Tensor, num_clients: int) -> Plan:
-        a = t.cpu().numpy()
+    def decode(header: torch.Tensor, tasks: torch.Tensor | None) -> Plan:
+        h = header.cpu().numpy()
+        rows = np.zeros((0, TASK_WIDTH), dtype=np.int64) if tasks is None else tasks.cpu().numpy()
         return Plan(
-            kind=int(a[0]),
-            round=int(a[1]),
-            num_models=int(a[2]),
-            model_of=a[HEADER : HEADER + num_clients].copy(),
-            tasks=a[HEADER + num_clients : HEADER + 2 * num_clients].copy(),
-            probe_op=int(a[3]),
+            kind=int(h[0]),
+            round=int(h[1]),
+            num_models=int(h[2]),
+            clients=rows[:, 0].copy(),
+            model=rows[:, 1].copy(),
+            tasks=rows[:, 2].copy(),
+            worker=rows[:, 3].copy(),
+            probe_op=int(h[3]),
+            probe=ProbeShape.decode(header[5:]),
         )
 
     @staticmethod
-    def stop(num_clients: int) -> Plan:
-        none = np.full(num_clients, -1, dtype=np.int64)
-        return Plan(STOP, 0, 0, none, np.zeros(num_clients, dtype=np.int64))
+    def stop() -> Plan:
+        none = np.zeros(0, dtype=np.int64)
+        return Plan(STOP, 0, 0, none, none, none, none)
 
 
 @dataclass
@@ -119,9 +151,12 @@ class StepOutput:
     eval_rows: torch.Tensor  # [n, EVAL_WIDTH] float64
     model_rows: torch.Tensor  # [n, P] float32
     probe_rows: torch.Tensor | None = None  # [n, 1+width] float64
-    #: a worker's clients trained and seconds in local training in this step
+    #: a worker's clients trained and seconds in local training in this step, clients it
+    #: materialised and the MiB of clients it keeps
     trained: int = 0
     train_s: float = 0.0
+    loaded: int = 0
+    cache_mb: float = 0.0
     #: [workers, TIMING_WIDTH] float64, gathered on the server
     timing_rows: torch.Tensor | None = None
 
@@ -144,29 +179,31 @@ def empty_output(
 
 def run_step(
     comm: Communicator,
-    plan_t: torch.Tensor,
+    plan: Plan | None,
     models: torch.Tensor | None,
     *,
-    num_clients: int,
     num_params: int,
     num_steps: int,
     execute,
-    probe: ProbeShape | None = None,
 ) -> tuple[Plan, StepOutput | None]:
-    """One step, on any rank. ``plan_t``/``models``/``probe`` are given on the server and
-    received elsewhere. ``execute(plan, models) -> StepOutput`` runs this rank's tasks, or
-    is None on a rank that hosts no clients. Returns the plan and, on the server, the
-    step's gathered output (None on workers)."""
-    comm.broadcast(plan_t, src=0)
-    plan = Plan.decode(plan_t, num_clients)
+    """One step, on any rank. ``plan``/``models`` are given on the server and received
+    elsewhere. ``execute(plan, models) -> StepOutput`` runs this rank's tasks, or is None
+    on a rank that hosts no clients. Returns the plan and, on the server, the step's
+    gathered output (None on workers)."""
+    header = plan.encode_header() if plan is not None else torch.zeros(HEADER, dtype=torch.int64)
+    comm.broadcast(header, src=0)
+    n = int(header[4])
+    tasks = None
+    if n:
+        tasks = (
+            plan.encode_tasks()
+            if plan is not None
+            else torch.zeros((n, TASK_WIDTH), dtype=torch.int64)
+        )
+        comm.broadcast(tasks, src=0)
+    plan = Plan.decode(header, tasks)
     if plan.kind == STOP:
         return plan, None
-    if plan.any(PROBE):
-        shape_t = (
-            probe.encode() if probe is not None else torch.zeros(PROBE_SHAPE, dtype=torch.int64)
-        )
-        comm.broadcast(shape_t, src=0)
-        plan.probe = ProbeShape.decode(shape_t)
     if models is None:
         models = torch.empty((plan.num_models, num_params), dtype=torch.float32, device=comm.device)
     comm.broadcast(models, src=0)
@@ -189,6 +226,17 @@ def run_step(
         result.model_rows = comm.gather_rows(out.model_rows.to(comm.device), dst=0)
     timing = torch.zeros((0, TIMING_WIDTH), dtype=torch.float64)
     if execute is not None:
-        timing = torch.tensor([[comm.rank, out.trained, out.train_s, busy]], dtype=torch.float64)
+        row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb()]
+        timing = torch.tensor([row], dtype=torch.float64)
     result.timing_rows = comm.gather_rows(timing, dst=0)
     return plan, (result if comm.rank == 0 else None)
+
+
+def peak_rss_mb() -> float:
+    """This process's peak resident memory so far, in MiB (0 where not known)."""
+    try:
+        import resource
+    except ImportError:  # not POSIX
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 1024.0 if sys.platform != "darwin" else peak / 2**20

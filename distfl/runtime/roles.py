@@ -15,7 +15,8 @@ from distfl.comm import detect, make_communicator, resolve_backend
 from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
 from distfl.config import Config, check_world
-from distfl.data import load_dataset, make_partition, shard_clients
+from distfl.data import load_dataset, make_partition
+from distfl.runtime.capacity import available_bytes, check_population
 from distfl.runtime.server import Server
 from distfl.runtime.worker import Worker, worker_loop
 
@@ -94,18 +95,24 @@ def run(
         comm.close(graceful=finished)
 
 
+def _agree_on_capacity(config: Config, comm: Communicator) -> None:
+    """Refuse a population that cannot fit before any rank allocates it: rank 0 reads the
+    memory available and every rank decides on that number, so that all refuse alike."""
+    avail = torch.tensor([available_bytes() or -1 if comm.rank == 0 else 0], dtype=torch.int64)
+    if comm.world_size > 1:
+        comm.broadcast(avail, src=0)
+    check_population(config, int(avail[0]) if int(avail[0]) > 0 else None)
+
+
 def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> dict | None:
+    _agree_on_capacity(config, comm)
     device = _train_device(config, comm)
     dataset = load_dataset(config)
     partition = make_partition(config, dataset)
-    num_workers = max(comm.world_size - 1, 1)
-    shards = shard_clients(partition.num_train(), num_workers)
     if comm.rank == 0:
         worker = None
         if comm.world_size == 1:
-            worker = Worker(
-                config, dataset, partition, shards[0], device=device, comm_device=comm.device
-            )
+            worker = Worker(config, dataset, partition, 0, device=device, comm_device=comm.device)
         server = Server(
             config,
             comm,
@@ -121,7 +128,7 @@ def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> di
             server.restore(saved)
         return server.run()
     worker = Worker(
-        config, dataset, partition, shards[comm.rank - 1], device=device, comm_device=comm.device
+        config, dataset, partition, comm.rank - 1, device=device, comm_device=comm.device
     )
     worker_loop(config, comm, worker)
     return None

@@ -25,12 +25,13 @@ from distfl.algorithms import (
 from distfl.checkpoint import RunFile, storable, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
-from distfl.data import Partition
+from distfl.data import Partition, Population
 from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import Progress
+from distfl.runtime.placement import home_workers, place
 from distfl.runtime.protocol import (
     EVAL,
     PROBE,
@@ -39,6 +40,7 @@ from distfl.runtime.protocol import (
     TRAIN,
     Plan,
     ProbeShape,
+    peak_rss_mb,
     run_step,
 )
 from distfl.runtime.worker import Worker
@@ -63,8 +65,13 @@ STAT_COLUMNS = ("mse", "mean_norm", "max_norm")
 #: one row per (evaluation round, cluster): its clients' mean test metrics
 EVAL_COLUMNS = ("round", "cluster", "clients", "accuracy", "accuracy_plain", "test_loss")
 #: one row per (round, worker rank): clients it trained, seconds in local training and in
-#: all its steps of the round (training, exact sums, probes, evaluation)
-WORKER_COLUMNS = ("round", "rank", "clients", "train_s", "busy_s")
+#: all its steps of the round (training, exact sums, probes, evaluation), clients it
+#: materialised, MiB of clients cached at the round's end, its peak resident MiB so far
+WORKER_COLUMNS = (
+    "round", "rank", "clients", "train_s", "busy_s", "loaded", "cache_mb", "rss_mb",
+)  # fmt: skip
+#: per round: wall-clock seconds since the start, bytes rank 0 moved, rank 0's peak MiB
+TIMING_COLUMNS = ("round", "elapsed_s", "bytes", "rss_mb")
 
 
 class Server:
@@ -76,7 +83,7 @@ class Server:
         labels: np.ndarray,
         input_shape: tuple[int, ...],
         num_classes: int,
-        partition: Partition,
+        partition: Partition | Population,
         local_worker: Worker | None,
         stream: TextIO | None = None,
         stop=None,
@@ -90,6 +97,13 @@ class Server:
         self.K = config.data.num_clients
         self.S = config.train.local_steps
         self.num_train = partition.num_train()
+        self.num_test = partition.num_test()
+        self.num_workers = max(comm.world_size - 1, 1)
+        #: predicted cost of a client's local training: S steps of min(B, n_k) samples
+        self.train_cost = np.minimum(self.num_train, config.train.batch_size) * self.S
+        #: each client's home worker; placement balances each step's tasks from there
+        self.home = home_workers(self.num_train, self.num_workers)
+        self.balanced = config.server.placement == "balanced"
 
         def initial(offset: int) -> torch.nn.Module:
             if offset == 0:
@@ -129,11 +143,12 @@ class Server:
         self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
         self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
         self.evaluation: dict[str, list] = {k: [] for k in EVAL_COLUMNS}
-        self.timing: dict[str, list] = {"round": [], "elapsed_s": [], "bytes": []}
+        self.timing: dict[str, list] = {k: [] for k in TIMING_COLUMNS}
         self.worker_timing: dict[str, list] = {k: [] for k in WORKER_COLUMNS}
         self._round_workers: dict[int, np.ndarray] = {}
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
+        self.loop_started = 0.0
         self.elapsed_before = 0.0
         self.client_steps = 0
         self.round_bytes = 0
@@ -162,9 +177,12 @@ class Server:
         self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
         self.evaluation = {k: list(saved.evaluation.get(k, [])) for k in EVAL_COLUMNS}
         self.evaluation["cluster"] = [_str(c) for c in self.evaluation["cluster"]]
-        self.timing = {k: list(v) for k, v in saved.timing.items()}
-        self.timing.setdefault("bytes", [0] * len(self.timing["round"]))
-        self.worker_timing = {k: list(saved.worker_timing.get(k, [])) for k in WORKER_COLUMNS}
+        done = len(saved.timing["round"])
+        self.timing = {k: list(saved.timing.get(k, [0] * done)) for k in TIMING_COLUMNS}
+        rows = len(saved.worker_timing.get("round", []))
+        self.worker_timing = {
+            k: list(saved.worker_timing.get(k, [0] * rows)) for k in WORKER_COLUMNS
+        }
         if self.timing["elapsed_s"]:
             self.elapsed_before = float(self.timing["elapsed_s"][-1])
 
@@ -189,25 +207,44 @@ class Server:
         models: list[str] | None = None,
         probe_op: int = 0,
         probe: ProbeShape | None = None,
+        cost: np.ndarray | None = None,
     ):
+        """Run one step of ``tasks`` over the world, placed on the workers by predicted
+        ``cost`` ([K], samples each client works through; default its local training's).
+        The gathered rows come back sorted by client."""
         clusters = models if models is not None else sorted(set(model_of.values()))
         index = {cid: i for i, cid in enumerate(clusters)}
-        mo = np.full(self.K, -1, dtype=np.int64)
-        tk = np.zeros(self.K, dtype=np.int64)
-        for k, cid in model_of.items():
-            mo[k] = index[cid]
-            tk[k] = tasks[k]
-        plan = Plan(STEP, round_index, len(clusters), mo, tk, probe_op)
+        clients = np.array(sorted(model_of), dtype=np.int64)
+        cost = self.train_cost if cost is None else cost
+        worker = place(clients, cost[clients], self.home, self.num_workers, balanced=self.balanced)
+        plan = Plan(
+            STEP, round_index, len(clusters), clients,
+            np.array([index[model_of[int(k)]] for k in clients], dtype=np.int64),
+            np.array([tasks[int(k)] for k in clients], dtype=np.int64),
+            worker, probe_op, probe if probe is not None else ProbeShape(0),
+        )  # fmt: skip
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         _, out = run_step(
-            self.comm, plan.encode(), models,
-            num_clients=self.K, num_params=self.P, num_steps=self.S,
+            self.comm, plan, models, num_params=self.P, num_steps=self.S,
             execute=self.worker.execute if self.worker is not None else None,
-            probe=probe,
         )  # fmt: skip
-        for rank, clients, train_s, busy_s in out.timing_rows.cpu().numpy():
-            row = self._round_workers.setdefault(int(rank), np.zeros(3))
-            row += (clients, train_s, busy_s)
+        for row in out.timing_rows.cpu().numpy():
+            rank = int(row[0])
+            acc = self._round_workers.setdefault(rank, np.zeros(6))
+            acc[:3] += row[1:4]  # clients, train s, busy s
+            acc[3] += row[4]  # clients materialised
+            acc[4:] = row[5:7]  # cache MiB and peak RSS at the step's end
+        out.loss_rows = _by_client(out.loss_rows)
+        out.eval_rows = _by_client(out.eval_rows)
+        if out.probe_rows is not None:
+            out.probe_rows = _by_client(out.probe_rows)
+        if plan.any(RETURN_MODEL) and len(out.model_rows):
+            # rows arrive worker by worker (rank order), each worker's in client order
+            back = (plan.tasks & RETURN_MODEL) != 0
+            arrived = np.lexsort((plan.clients[back], plan.worker[back]))
+            order = np.empty_like(arrived)
+            order[arrived] = np.arange(len(arrived))
+            out.model_rows = out.model_rows[torch.from_numpy(order)]
         return clusters, out
 
     def _count(self, nbytes: int) -> None:
@@ -230,7 +267,7 @@ class Server:
         model_of = {int(k): clusters[0] for k in request.clients}
         tasks = {int(k): PROBE for k in request.clients}
         _, out = self._step(
-            model_of, tasks, round_index, models=clusters,
+            model_of, tasks, round_index, models=clusters, cost=self.num_train,
             probe_op=ops.index(request.op) + 1,
             probe=ProbeShape(width, tuple(int(a) for a in request.args)),
         )  # fmt: skip
@@ -270,13 +307,28 @@ class Server:
             cluster_models={c: m.numpy() for c, m in self.models.items()},
         )
 
+    def eval_clients(self, round_index: int) -> np.ndarray | None:
+        """The clients evaluated in ``round_index``: all (None), or with ``eval.clients`` =
+        N a sample of N drawn from (seed, round), the same at any W and on resume."""
+        n = self.config.eval.clients
+        if n == 0 or n >= self.K:
+            return None
+        rng = np.random.default_rng([self.config.run.seed, 0xE7A1, round_index])
+        return np.sort(rng.choice(self.K, size=n, replace=False))
+
     def evaluate(self, round_index: int) -> tuple[float, float, float]:
-        """Every client evaluates its cluster's model on its local test split."""
+        """Every client (or ``eval.clients`` of them) evaluates its cluster's model on its
+        local test split."""
         model_of = {}
         for cid, members in self.tree.leaves().items():
-            for k in members:
-                model_of[int(k)] = cid
-        _, out = self._step(model_of, {k: EVAL for k in model_of}, round_index)
+            for k in members.tolist():
+                model_of[k] = cid
+        chosen = self.eval_clients(round_index)
+        if chosen is not None:
+            model_of = {int(k): model_of[int(k)] for k in chosen if int(k) in model_of}
+        _, out = self._step(
+            model_of, dict.fromkeys(model_of, EVAL), round_index, cost=self.num_test
+        )
         self._count(len(model_of) * (4 * self.P + 8 * 5))
         rows = out.eval_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
@@ -309,16 +361,14 @@ class Server:
             self.aggregate.split(split.parent, list(split.children))
 
     def stop_workers(self) -> None:
-        run_step(
-            self.comm, Plan.stop(self.K).encode(), None,
-            num_clients=self.K, num_params=self.P, num_steps=self.S, execute=None,
-        )  # fmt: skip
+        run_step(self.comm, Plan.stop(), None, num_params=self.P, num_steps=self.S, execute=None)
 
     # -- the run ---------------------------------------------------------------------
 
     def run(self) -> dict:
         cfg = self.config
         progress = Progress(cfg.run.rounds, cfg.run.progress, self.stream)
+        self.loop_started = time.time()
         t_start = time.perf_counter()
         first = self.rounds_done + 1
         accuracy = _last_finite(self.metrics["accuracy"])
@@ -391,12 +441,15 @@ class Server:
     def _record_workers(self, t: int) -> None:
         w = self.worker_timing
         for rank in sorted(self._round_workers):
-            clients, train_s, busy_s = self._round_workers[rank]
+            clients, train_s, busy_s, loaded, cache_mb, rss_mb = self._round_workers[rank]
             w["round"].append(t)
             w["rank"].append(rank)
             w["clients"].append(int(clients))
             w["train_s"].append(float(train_s))
             w["busy_s"].append(float(busy_s))
+            w["loaded"].append(int(loaded))
+            w["cache_mb"].append(float(cache_mb))
+            w["rss_mb"].append(float(rss_mb))
 
     def _record(self, t, reports, num_splits, acc, acc_plain, test_loss, elapsed) -> None:
         m = self.metrics
@@ -412,6 +465,7 @@ class Server:
         m["federation_bytes"].append(self.round_bytes)
         self.timing["round"].append(t)
         self.timing["elapsed_s"].append(elapsed)
+        self.timing["rss_mb"].append(peak_rss_mb())
 
     def write(self) -> None:
         leaves, assignment = self.tree.assignment()
@@ -452,16 +506,10 @@ class Server:
                     for c in ("accuracy", "accuracy_plain", "test_loss")
                 },
             },
-            timing={
-                "round": np.array(self.timing["round"], dtype=np.int64),
-                "elapsed_s": np.array(self.timing["elapsed_s"], dtype=np.float64),
-                "bytes": np.array(self.timing["bytes"], dtype=np.int64),
-            },
-            worker_timing={
-                k: np.array(v, dtype=np.float64 if k.endswith("_s") else np.int64)
-                for k, v in self.worker_timing.items()
-            },
+            timing=_timing_arrays(self.timing),
+            worker_timing=_timing_arrays(self.worker_timing),
             trainer=self.trainer,
+            loop_started=self.loop_started,
             state=self.state(),
         )
 
@@ -483,7 +531,8 @@ class Server:
             )
         lines = [
             head,
-            f"  final balanced accuracy  {s['accuracy']:.4f} (mean over {self.K} clients)",
+            f"  final balanced accuracy  {s['accuracy']:.4f} (mean over "
+            f"{self.config.eval.clients or self.K} clients)",
             f"  clusters                 {s['num_clusters']}",
             f"  client-steps/s           {s['client_steps_per_s']:.1f}",
             f"  bytes moved per round    {moved}",
@@ -493,6 +542,22 @@ class Server:
         ]
         self.stream.write("\n".join(lines) + "\n")
         self.stream.flush()
+
+
+def _timing_arrays(columns: dict[str, list]) -> dict[str, np.ndarray]:
+    """Timing columns as arrays: seconds and MiB as float64, counts as int64."""
+    return {
+        k: np.array(v, dtype=np.float64 if k.endswith(("_s", "_mb")) else np.int64)
+        for k, v in columns.items()
+    }
+
+
+def _by_client(rows: torch.Tensor) -> torch.Tensor:
+    """Rows ``[client, ...]`` in ascending client order (they arrive worker by worker)."""
+    if len(rows) < 2:
+        return rows
+    order = torch.argsort(rows[:, 0].cpu(), stable=True)
+    return rows[order.to(rows.device)]
 
 
 def _str(value) -> str:

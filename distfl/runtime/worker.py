@@ -1,4 +1,5 @@
-"""A worker: hosts a contiguous shard of the clients and runs their tasks each step.
+"""A worker: runs the tasks the server placed on it each step, materialising its clients'
+data from the dataset every rank holds (a bounded cache keeps the recently used ones).
 
 Training, evaluation and the exact sums are the runtime's; a probe is answered by the
 algorithm's client half (:class:`distfl.algorithms.ClientHalf`), built on the first probe,
@@ -16,13 +17,12 @@ from distfl.aggregators import AGGREGATORS
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
 from distfl.comm.base import Communicator
 from distfl.config import Config
-from distfl.data import ClientData, Dataset, Partition, load_clients
+from distfl.data import ClientCache, ClientData, Dataset, Partition, Population, load_client
 from distfl.exact import NUM_LIMBS, to_limbs
 from distfl.models import build_model, num_params
 from distfl.runtime.protocol import (
     EVAL,
     EVAL_WIDTH,
-    HEADER,
     PROBE,
     RETURN_MODEL,
     STOP,
@@ -39,14 +39,15 @@ class Worker:
         self,
         config: Config,
         dataset: Dataset,
-        partition: Partition,
-        clients: range,
+        partition: Partition | Population,
+        index: int,
         *,
         device: torch.device,
         comm_device: torch.device,
     ):
         self.config = config
-        self.clients = clients
+        #: this worker's index among the workers (its rank - 1; 0 for the in-process one)
+        self.index = index
         self.device = device
         self.comm_device = comm_device
         self.model = build_model(
@@ -58,43 +59,45 @@ class Worker:
             self.trainer = VectorisedTrainer(self.model, config.train, device)
         else:
             self.trainer = SequentialTrainer(self.model, config.train, device)
-        #: this worker's own clients' data
-        self.data_of = load_clients(
-            dataset, partition, clients, device, groups=config.groups, seed=config.run.seed
-        )
         self.dataset, self.partition = dataset, partition
+        self.cache = ClientCache(self._load, config.data.cache_mb * 2**20)
         self._client_half: ClientHalf | None = None
         # the aggregator's client weights: sample counts, or 1 each (FairAvg)
         self.uniform = AGGREGATORS[config.server.aggregator].uniform
+        self.num_train = partition.num_train()
         self.train_seconds = 0.0
         self.client_steps = 0
 
     def execute(self, plan: Plan, models: torch.Tensor) -> StepOutput:
-        """Run the tasks of this worker's clients, in ascending client order."""
+        """Run the tasks placed on this worker, in ascending client order."""
         S = self.config.train.local_steps
         P = self.num_params
-        own = [k for k in self.clients if plan.tasks[k]]
+        mine = plan.of_worker(self.index)
+        own = [int(k) for k in plan.clients[mine]]
+        model_of = dict(zip(own, (int(m) for m in plan.model[mine]), strict=True))
+        bits = dict(zip(own, (int(b) for b in plan.tasks[mine]), strict=True))
         loss_rows, eval_rows, model_rows, probe_rows = [], [], [], []
         train_before = self.train_seconds
+        loaded_before = self.cache.loaded
         sums = None
         if plan.any(TRAIN):
             sums = torch.zeros((plan.num_models, NUM_LIMBS, P), dtype=torch.int64)
             weights = torch.zeros(plan.num_models, dtype=torch.int64)
         for k in own:
-            if plan.tasks[k] & PROBE:  # before training: the models as broadcast
+            if bits[k] & PROBE:  # before training: the models as broadcast
                 probe_rows.append(np.concatenate([[k], self._probe(plan, k, models)]))
-            if plan.tasks[k] & EVAL:
-                data = self.data_of[k]
+            if bits[k] & EVAL:
+                data = self.data(k)
                 bal, acc, loss = evaluate(
-                    self.model, models[int(plan.model_of[k])], data, loss=self.config.train.loss
+                    self.model, models[model_of[k]], data, loss=self.config.train.loss
                 )
                 eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
-        trained = [k for k in own if plan.tasks[k] & TRAIN]
-        by_model = self._train(trained, plan, models)
+        trained = [k for k in own if bits[k] & TRAIN]
+        by_model = self._train(trained, model_of, plan.round, models)
         for m, (ks, new, losses) in by_model.items():
             start = models[m].to(self.device, torch.float64)
             counts = torch.tensor(
-                [1 if self.uniform else self.data_of[k].num_train for k in ks], dtype=torch.float64
+                [1 if self.uniform else int(self.num_train[k]) for k in ks], dtype=torch.float64
             )
             # exact sums of n_k (θ_k - θ), many clients per call (chunks bound the temporaries)
             step = max(1, (1 << 22) // max(P, 1))
@@ -107,7 +110,7 @@ class Worker:
             weights[m] += int(counts.sum())
             for i, k in enumerate(ks):
                 loss_rows.append(np.concatenate([[k], losses[i]]))
-                if plan.tasks[k] & RETURN_MODEL:
+                if bits[k] & RETURN_MODEL:
                     model_rows.append((k, new[i].cpu()))
         loss_rows.sort(key=lambda row: row[0])
         model_rows = [row for _, row in sorted(model_rows, key=lambda kr: kr[0])]
@@ -127,21 +130,23 @@ class Worker:
             ),
             trained=len(trained),
             train_s=self.train_seconds - train_before,
+            loaded=self.cache.loaded - loaded_before,
+            cache_mb=self.cache.nbytes / 2**20,
         )
 
     # -- the ClientContext a client half sees ---------------------------------------------
 
     def data(self, client: int) -> ClientData:
-        """Client ``client``'s data: this worker's own from memory, any other's
-        materialised from the dataset every rank holds (not kept)."""
-        own = self.data_of.get(client)
-        if own is not None:
-            return own
+        """Client ``client``'s data: from the cache, or materialised from the dataset every
+        rank holds (and cached)."""
+        return self.cache.get(client)
+
+    def _load(self, client: int) -> ClientData:
         cfg = self.config
-        return load_clients(
-            self.dataset, self.partition, range(client, client + 1), self.device,
+        return load_client(
+            self.dataset, self.partition, client, self.device,
             groups=cfg.groups, seed=cfg.run.seed,
-        )[client]  # fmt: skip
+        )  # fmt: skip
 
     def _probe(self, plan: Plan, client: int, models: torch.Tensor) -> np.ndarray:
         """The client half's row for ``client``."""
@@ -162,7 +167,7 @@ class Worker:
         return row
 
     def _train(
-        self, clients: list[int], plan: Plan, models: torch.Tensor
+        self, clients: list[int], model_of: dict[int, int], round_index: int, models: torch.Tensor
     ) -> dict[int, tuple[list[int], torch.Tensor, np.ndarray]]:
         """Train ``clients`` from their cluster models. Per model index: (clients, new flat
         models [n, P], losses [n, S]). The vectorised trainer takes each model's clients
@@ -171,16 +176,16 @@ class Worker:
         seed = self.config.run.seed
         by_model: dict[int, list[int]] = {}
         for k in clients:
-            by_model.setdefault(int(plan.model_of[k]), []).append(k)
+            by_model.setdefault(model_of[k], []).append(k)
         out = {}
         for m, ks in by_model.items():
             start = models[m].to(self.device)
-            seeds = [client_seed(seed, plan.round, k) for k in ks]
+            seeds = [client_seed(seed, round_index, k) for k in ks]
             if self.vectorised:
-                new, losses = self.trainer.train_many(start, [self.data_of[k] for k in ks], seeds)
+                new, losses = self.trainer.train_many(start, [self.data(k) for k in ks], seeds)
             else:
                 runs = [
-                    self.trainer.train(start, self.data_of[k], seed=s)
+                    self.trainer.train(start, self.data(k), seed=s)
                     for k, s in zip(ks, seeds, strict=True)
                 ]
                 new = torch.stack([r[0] for r in runs])
@@ -193,13 +198,11 @@ class Worker:
 
 def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
     """A worker rank: take part in every step until the server's stop."""
-    plan_buffer = torch.zeros(HEADER + 2 * config.data.num_clients, dtype=torch.int64)
     while True:
         plan, _ = run_step(
             comm,
-            plan_buffer,
             None,
-            num_clients=config.data.num_clients,
+            None,
             num_params=worker.num_params,
             num_steps=config.train.local_steps,
             execute=worker.execute,

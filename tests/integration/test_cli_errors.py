@@ -233,3 +233,60 @@ def test_more_workers_than_clients_under_torchrun(helpers, tmp_path):
     assert f'File "{DISTFL_DIR}' not in output, output
     assert "distfl.errors" not in output and "ConfigError" not in output, output
     assert not (tmp_path / "run.h5").exists()
+
+
+BILLION = "data.num_clients=1000000000"
+
+
+def test_a_population_that_cannot_fit_is_refused_before_anything_is_allocated(helpers, tmp_path):
+    """10^9 clients: exit 2 and one line saying why and how many fit, from a process whose
+    peak memory is that of a bare start (its only child is measured by a wrapper)."""
+    wrapper = (
+        "import resource, subprocess, sys\n"
+        "p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
+        "sys.stderr.write(p.stderr)\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "sys.exit(p.returncode)\n"
+    )
+    cmd = [sys.executable, "-c", wrapper, sys.executable, "-m", "distfl", "run"]
+    proc = subprocess.run(
+        [*cmd, "--preset", "digits", "--set", BILLION, "--out", str(tmp_path / "run.h5")],
+        cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        capture_output=True, text=True, timeout=CLI_TIMEOUT,
+    )  # fmt: skip
+    line = assert_one_line_error(
+        proc, "data.num_clients = 1000000000", "bytes per client", "available", "clients fit"
+    )
+    fits = int(line.rsplit("at most about ", 1)[1].split()[0].replace(",", ""))
+    assert 1_000_000 < fits < 1_000_000_000, line
+    assert int(proc.stdout) < 1024 * 1024, (
+        f"peak {proc.stdout.strip()} KiB: something was allocated"
+    )
+    assert not (tmp_path / "run.h5").exists()
+
+
+def test_a_population_that_cannot_fit_is_refused_by_every_rank_under_torchrun(helpers, tmp_path):
+    torchrun = helpers.venv_tool("torchrun")
+    launcher = (
+        [torchrun] if os.path.exists(torchrun) else [sys.executable, "-m", "torch.distributed.run"]
+    )
+    cmd = [
+        *launcher, "--nproc-per-node", "3", "--master-addr", "127.0.0.1",
+        "--master-port", str(helpers.free_port()), "-m", "distfl", "run", "--comm", "torch",
+        "--preset", "digits", "--set", BILLION, "--set", "comm.timeout_s=20",
+        "--out", str(tmp_path / "run.h5"),
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert proc.returncode != 0, output
+    # only rank 0 prints; every rank exits 2 (torchrun names the first failure's code)
+    assert output.count("distfl: error: data.num_clients = 1000000000") == 1, output
+    assert "exitcode: 2" in output and "exitcode: 1" not in output, output
+    assert f'File "{DISTFL_DIR}' not in output and "ConfigError" not in output, output
+    assert not (tmp_path / "run.h5").exists()

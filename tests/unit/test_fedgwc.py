@@ -20,6 +20,7 @@ from distfl.algorithms.fedgwc import (
     FedGWC,
     affinity,
     gaussian_rewards,
+    interaction_mse,
     participants,
     perception_distances,
     priority_sample,
@@ -220,6 +221,29 @@ def test_update_interaction_uses_row_reward():
 def test_update_interaction_alpha_zero_is_identity():
     P = np.random.default_rng(5).uniform(size=(4, 4))
     np.testing.assert_array_equal(update_interaction(P, [0, 1, 3], [0.1, 0.2, 0.3], 0.0), P)
+
+
+def test_interaction_mse_is_the_mean_over_p_of_the_squared_change():
+    rng = np.random.default_rng(6)
+    P = rng.uniform(size=(9, 9))
+    sampled = np.array([7, 2, 3])
+    rewards = np.array([0.1, 0.6, 0.3])
+    new = update_interaction(P, sampled, rewards, 0.4)
+    block = np.ix_(sampled, sampled)
+    got = interaction_mse(new[block] - P[block], block, P.shape)
+    # up to FULL_MSE_MAX entries: the bits of the mean over the K×K change
+    assert got == float(np.mean((new - P) ** 2))
+    by_hand = sum((new[i, j] - P[i, j]) ** 2 for i in range(9) for j in range(9)) / 81
+    assert got == pytest.approx(by_hand, rel=1e-14)
+
+
+def test_interaction_mse_of_a_large_p_allocates_no_p():
+    K = 4096  # above FULL_MSE_MAX entries: the block's sum over K², no K×K array
+    assert K * K > fedgwc.FULL_MSE_MAX
+    sampled = np.array([5, 4000, 17])
+    change = np.array([[0.5, -0.25, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, -2.0]])
+    got = interaction_mse(change, np.ix_(sampled, sampled), (K, K))
+    assert got == (0.25 + 0.0625 + 1.0 + 4.0) / K**2
 
 
 # ------------------------------------------------------------------ affinity

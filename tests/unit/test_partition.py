@@ -13,6 +13,7 @@ from distfl.data.partition import (
     class_quota,
     dirichlet_partition,
     natural_partition,
+    per_client_population,
     sample_counts,
     shard_clients,
 )
@@ -29,14 +30,31 @@ def labels() -> np.ndarray:
     return np.arange(NUM_CLASSES * PER_CLASS) % NUM_CLASSES
 
 
+#: the two Dirichlet draws; the tests of the draw's properties run on both
+DRAWS = {"sequential": dirichlet_partition, "per_client": per_client_population}
+_DRAW = {"fn": dirichlet_partition}
+
+
+@pytest.fixture(autouse=True, params=sorted(DRAWS))
+def draw(request):
+    _DRAW["fn"] = DRAWS[request.param]
+    yield request.param
+    _DRAW["fn"] = dirichlet_partition
+
+
+def draw_partition(*args, **kwargs):
+    """The draw under test, every client's indices drawn."""
+    return _DRAW["fn"](*args, **kwargs).eager()
+
+
 def partition(labels, groups, *, spc=40, tf=0.25, seed=0):
-    return dirichlet_partition(
+    return draw_partition(
         labels, tuple(groups), samples_per_client=spc, test_fraction=tf, seed=seed
     )
 
 
 def client_labels(p, labels, k) -> np.ndarray:
-    return labels[np.concatenate([p.train[k], p.test[k]])]
+    return labels[np.concatenate(p.indices(k))]
 
 
 # --------------------------------------------------------------------------- dirichlet_partition
@@ -145,7 +163,7 @@ def test_small_alpha_is_skewed(labels):
 
 def test_federation_larger_than_dataset_reuses_samples():
     labels = np.array([0, 1] * 10)  # 10 samples per class
-    p = dirichlet_partition(
+    p = draw_partition(
         labels, (GroupSpec(count=6, alpha=0.0),), samples_per_client=8, test_fraction=0.25, seed=1
     )
     for k in range(6):
@@ -160,7 +178,7 @@ def test_federation_larger_than_dataset_reuses_samples():
 
 def test_num_classes_from_labels():
     labels = np.array([0, 1, 2, 0, 2, 1, 0, 2])
-    p = dirichlet_partition(
+    p = draw_partition(
         labels, (GroupSpec(count=2, alpha=0.0),), samples_per_client=4, test_fraction=0.25, seed=0
     )
     assert p.num_classes == 3
@@ -170,7 +188,7 @@ def test_num_classes_from_labels():
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
 def test_absent_class_id_does_not_crash():
     labels = np.array([0, 2, 2, 0, 2, 0, 0, 2])  # class 1 absent: still 3 class ids
-    p = dirichlet_partition(
+    p = draw_partition(
         labels, (GroupSpec(count=2, alpha=1.0),), samples_per_client=4, test_fraction=0.25, seed=0
     )
     assert p.num_classes == 3
@@ -357,7 +375,7 @@ def test_test_count_hand_computed(n, fraction, expected):
 def test_no_skew_is_the_partition_of_the_plain_arguments(labels):
     groups = (GroupSpec(count=6, alpha=0.3), GroupSpec(count=3, alpha=0.0))
     plain = partition(labels, groups, spc=30, seed=2)
-    explicit = dirichlet_partition(
+    explicit = draw_partition(
         labels,
         groups,
         samples_per_client=30,
@@ -367,7 +385,7 @@ def test_no_skew_is_the_partition_of_the_plain_arguments(labels):
         num_classes=NUM_CLASSES,
     )
     # a group's samples_per_client and test_fraction equal to the federation's change nothing
-    overridden = dirichlet_partition(
+    overridden = draw_partition(
         labels,
         tuple(
             GroupSpec(g.count, g.alpha, samples_per_client=30, test_fraction=0.25) for g in groups
@@ -399,7 +417,7 @@ def test_no_skew_partition_is_pinned():
 
 def test_quantity_skew_sizes_are_sample_counts(labels):
     groups = (GroupSpec(count=12, alpha=1.0), GroupSpec(count=8, alpha=0.0))
-    p = dirichlet_partition(
+    p = draw_partition(
         labels, groups, samples_per_client=40, test_fraction=0.25, seed=6, quantity_skew=0.8
     )
     sizes = sample_counts(groups, samples_per_client=40, quantity_skew=0.8, seed=6)
@@ -460,7 +478,7 @@ def test_group_class_beyond_num_classes_raises(labels):
 
 def test_num_classes_beyond_the_labels_keeps_the_width(labels):
     groups = (GroupSpec(count=5, alpha=1.0),)
-    wide = dirichlet_partition(
+    wide = draw_partition(
         labels, groups, samples_per_client=40, test_fraction=0.25, seed=1, num_classes=12
     )
     assert wide.num_classes == 12
@@ -472,7 +490,7 @@ def test_num_classes_beyond_the_labels_keeps_the_width(labels):
     assert all(np.array_equal(a, b) for a, b in zip(plain.train, wide.train, strict=True))
     # a group that lists only an absent class has nothing to draw from
     with pytest.raises(ValueError, match="no sample of the classes of group 0"):
-        dirichlet_partition(
+        draw_partition(
             labels,
             (GroupSpec(count=1, alpha=1.0, classes=(11,)),),
             samples_per_client=40,

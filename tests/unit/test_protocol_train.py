@@ -20,8 +20,10 @@ from distfl.runtime.protocol import (
     RETURN_MODEL,
     STEP,
     STOP,
+    TASK_WIDTH,
     TRAIN,
     Plan,
+    ProbeShape,
     empty_output,
 )
 from distfl.train import SequentialTrainer, client_seed, evaluate
@@ -37,52 +39,70 @@ def make_plan() -> Plan:
         kind=STEP,
         round=7,
         num_models=2,
-        model_of=np.array([0, -1, 1, 0, -1], dtype=np.int64),
-        tasks=np.array([TRAIN | EVAL, 0, TRAIN, RETURN_MODEL | EVAL, EVAL], dtype=np.int64),
+        clients=np.array([0, 2, 3, 4], dtype=np.int64),
+        model=np.array([0, 1, 0, 1], dtype=np.int64),
+        tasks=np.array([TRAIN | EVAL, TRAIN, RETURN_MODEL | EVAL, EVAL], dtype=np.int64),
+        worker=np.array([1, 0, 0, 1], dtype=np.int64),
+        probe_op=2,
+        probe=ProbeShape(6, (3, 9)),
     )
 
 
 def test_plan_encode_layout():
-    t = make_plan().encode()
-    assert t.dtype == torch.int64
-    assert t.shape == (HEADER + 2 * 5,)
-    assert t.tolist() == [STEP, 7, 2, 0, 0, -1, 1, 0, -1, 3, 0, 1, 6, 2]
+    plan = make_plan()
+    head, tasks = plan.encode_header(), plan.encode_tasks()
+    assert head.dtype == tasks.dtype == torch.int64
+    assert head.shape == (HEADER,) and tasks.shape == (4, TASK_WIDTH)
+    # kind, round, models, probe op, tasks; the probe's width, argument count, arguments
+    assert head.tolist() == [STEP, 7, 2, 2, 4, 6, 2, 3, 9] + [0] * 6
+    assert tasks.tolist() == [[0, 0, 3, 1], [2, 1, 1, 0], [3, 0, 6, 0], [4, 1, 2, 1]]
 
 
 def test_plan_round_trip():
     plan = make_plan()
-    back = Plan.decode(plan.encode(), 5)
-    assert (back.kind, back.round, back.num_models) == (STEP, 7, 2)
-    assert back.model_of.tolist() == plan.model_of.tolist()
-    assert back.tasks.tolist() == plan.tasks.tolist()
-    assert back.model_of.dtype == np.int64
+    back = Plan.decode(plan.encode_header(), plan.encode_tasks())
+    assert (back.kind, back.round, back.num_models, back.probe_op) == (STEP, 7, 2, 2)
+    assert (back.probe.width, back.probe.args) == (6, (3, 9))
+    for name in ("clients", "model", "tasks", "worker"):
+        assert getattr(back, name).tolist() == getattr(plan, name).tolist(), name
+        assert getattr(back, name).dtype == np.int64
+    assert back.of_worker(0).tolist() == [1, 2] and back.of_worker(1).tolist() == [0, 3]
 
 
 def test_plan_decode_copies():
-    t = make_plan().encode()
-    back = Plan.decode(t, 5)
-    t.fill_(0)  # a reused receive buffer must not change a decoded plan
-    assert back.model_of.tolist() == [0, -1, 1, 0, -1]
+    plan = make_plan()
+    head, tasks = plan.encode_header(), plan.encode_tasks()
+    back = Plan.decode(head, tasks)
+    tasks.fill_(0)  # a reused receive buffer must not change a decoded plan
+    assert back.clients.tolist() == [0, 2, 3, 4]
 
 
 def test_plan_round_trip_large_values():
-    k = 3
-    plan = Plan(STEP, 2**40, 1, np.array([0, 0, -1]), np.array([1, 1, 0]))
-    back = Plan.decode(plan.encode(), k)
-    assert back.round == 2**40
+    one = np.array([123_456_789_012], dtype=np.int64)
+    plan = Plan(STEP, 2**40, 1, one, np.zeros(1, np.int64), np.ones(1, np.int64), one * 0)
+    back = Plan.decode(plan.encode_header(), plan.encode_tasks())
+    assert back.round == 2**40 and back.clients.tolist() == [123_456_789_012]
+
+
+def test_plan_is_as_long_as_its_tasks_not_the_population():
+    # a step of 3 tasks among a population of a million: the header and 3 rows
+    clients = np.array([5, 70_000, 999_999], dtype=np.int64)
+    z = np.zeros(3, dtype=np.int64)
+    plan = Plan(STEP, 1, 1, clients, z, z + TRAIN, z)
+    assert plan.encode_tasks().numel() == 3 * TASK_WIDTH
 
 
 def test_plan_any_and_stop():
     plan = make_plan()
     assert plan.any(TRAIN) and plan.any(EVAL) and plan.any(RETURN_MODEL)
-    only_eval = Plan(STEP, 1, 1, np.array([0, 0]), np.array([EVAL, 0]))
+    one = np.array([0], dtype=np.int64)
+    only_eval = Plan(STEP, 1, 1, one, one, one * 0 + EVAL, one)
     assert not only_eval.any(TRAIN) and only_eval.any(EVAL) and not only_eval.any(RETURN_MODEL)
-    stop = Plan.stop(4)
-    assert stop.kind == STOP
+    stop = Plan.stop()
+    assert stop.kind == STOP and stop.num_tasks == 0
     assert not stop.any(TRAIN | EVAL | RETURN_MODEL)
-    back = Plan.decode(stop.encode(), 4)
-    assert back.kind == STOP
-    assert back.model_of.tolist() == [-1] * 4
+    back = Plan.decode(stop.encode_header(), None)
+    assert back.kind == STOP and back.num_tasks == 0
 
 
 def test_empty_output_shapes():
@@ -92,7 +112,8 @@ def test_empty_output_shapes():
     assert out.sums.dtype == torch.int64 and int(out.sums.abs().sum()) == 0
     assert out.eval_rows.shape == (0, EVAL_WIDTH)
     assert out.model_rows.shape == (0, 10)
-    no_train = Plan(STEP, 1, 1, np.array([0]), np.array([EVAL]))
+    one = np.array([0], dtype=np.int64)
+    no_train = Plan(STEP, 1, 1, one, one, one * 0 + EVAL, one)
     assert empty_output(no_train, num_steps=3, num_params=10, device=CPU).sums is None
 
 
