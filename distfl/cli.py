@@ -140,7 +140,8 @@ def _parser() -> argparse.ArgumentParser:
         help="measure distfl against a plain PyTorch loop and Flower on one workload",
         description="Rounds/s, client-steps/s, overhead beyond local training and bytes per "
         "round of a plain PyTorch loop, distfl at W=1 (default and sequential trainer), distfl "
-        "under torchrun with 3 ranks and Flower's simulation, on the same FedAvg workload.",
+        "under torchrun with 3 ranks and Flower's simulation, on the same FedAvg workload. "
+        "With --scale: what a population costs instead (real runs from K = 1,000 to 100,000).",
     )
     be.add_argument("--clients", type=int, default=100, metavar="K", help="clients (100)")
     be.add_argument(
@@ -156,6 +157,26 @@ def _parser() -> argparse.ArgumentParser:
         "--server-math",
         action="store_true",
         help="also time FedGWC's affinity + split choice for K = 1,000, 10,000 and 30,000",
+    )
+    be.add_argument(
+        "--scale",
+        action="store_true",
+        help="instead: the population-scale bench, real `distfl run`s of FedAvg, IFCA and "
+        "FedGWC from K = 1,000 to 100,000 at W=1 and W=3 (start-up, s/round, peak memory, "
+        "run-file size, worker imbalance); the workload flags above are ignored",
+    )
+    be.add_argument(
+        "--scale-quick",
+        action="store_true",
+        help="--scale on a few tiny rows (K = 200 and 400, 3 rounds), for tests",
+    )
+    be.add_argument(
+        "--scale-only",
+        metavar="KEY",
+        action="append",
+        default=[],
+        help="--scale: only the rows whose key matches this glob, e.g. "
+        "'fedavg-K100000-*-W1-*' (keys: ALGORITHM-K<K>-N<cohort>-W<W>-PLACEMENT); repeatable",
     )
     return p
 

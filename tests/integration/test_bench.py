@@ -4,12 +4,9 @@ and its ratio is its rate over the plain loop's. No timing assertions (a shared 
 from __future__ import annotations
 
 import io
-import json
 import math
-import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -23,20 +20,7 @@ ROWS = ("plain", "distfl_w1", "distfl_w1_sequential", "distfl_w3")
 def report(tmp_path_factory, helpers):
     cwd = tmp_path_factory.mktemp("bench")
     args = ["--clients", str(K), "--per-round", str(N), "--rounds", str(R), "--steps", str(S)]
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "bench", *args, "--json", "--skip-flower"],
-        env=helpers.clean_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=cwd,
-    )
-    elapsed = time.monotonic() - t0
-    assert proc.returncode == 0, f"distfl bench failed:\n{proc.stdout}\n{proc.stderr}"
-    assert elapsed < 60, f"distfl bench took {elapsed:.0f} s on the tiny workload"
-    assert os.listdir(cwd) == [], "the bench leaves nothing behind in its working directory"
-    return json.loads(proc.stdout)  # stdout is one JSON object and nothing else
+    return helpers.bench_json(cwd, *args, "--skip-flower", timeout=120)
 
 
 def test_workload_is_the_one_asked_for(report):

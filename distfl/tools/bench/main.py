@@ -87,8 +87,14 @@ def run_bench(
 
 
 def bench_main(args, stream: TextIO | None = None) -> int:
-    """``distfl bench``: exit 0 when every distfl row and the plain loop ran, else 1."""
+    """``distfl bench``: exit 0 when every distfl row and the plain loop ran, else 1.
+    With ``--scale`` (or ``--scale-quick``) the population-scale bench runs instead
+    (:mod:`~distfl.tools.bench.scale`)."""
     stream = stream or sys.stdout
+    if getattr(args, "scale", False) or getattr(args, "scale_quick", False):
+        from distfl.tools.bench.scale import scale_main
+
+        return scale_main(args, stream)
     w = Workload(
         clients=args.clients,
         per_round=args.per_round,

@@ -1,0 +1,453 @@
+"""``distfl bench --scale``: what a population of clients costs, run by run, from K = 1,000 to
+K = 100,000: start-up, steady seconds per round, peak memory, run-file size and how evenly the
+workers share the training.
+
+Every row is a real ``distfl run`` subprocess on its own TOML config (digits, 80 samples per
+client, no groups, the mlp, 8 local steps of batch 16, 6 rounds, evaluation only after the
+last round on at most 1,000 clients, one torch thread per process, on the CPU), at W=1
+(``python -m distfl run --config X --out Y``) and under ``torchrun --standalone
+--nproc-per-node 3 ... --comm torch`` (server + 2 workers, gloo):
+
+- FedAvg (``algorithm.name = "none"``) and IFCA (4 clusters) for K = 1,000, 10,000 and
+  100,000 with a cohort of 1,000 clients per round;
+- FedGWC for K = 1,000, 5,000 and 10,000 with 10% participation, with ``algorithm.epsilon =
+  1.0`` and ``algorithm.patience = 1``: every MSE of P is below ε, so the split test (the
+  K×K affinity and spectral step) runs within the first rounds, and again in every round
+  on every cluster, and its cost is in the rounds measured (P, K×K, is in the run file).
+  The clusters multiply round by round (the last column), and as each cluster samples its
+  own share of clients a round trains somewhat more than K/10 of them;
+- the imbalance pairs: FedAvg for K = 200 and 1,000 at 10% participation, W=3, 20 rounds,
+  with ``server.placement = "balanced"`` and ``"static"``, on the paper's CNN
+  (``model.name = "cnn"``): the MLP's vectorised training of 10 to 50 clients takes 10 to
+  20 ms a round, under this machine's noise, and batches them so well that its time
+  hardly follows the number of clients; the CNN's time is proportional to it.
+
+``--scale-quick`` runs a few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the
+tests. Each number comes from the run file each run writes (read with h5py) and the clock
+of this process:
+
+- start-up: ``/timing`` attribute ``loop_started`` (when rank 0's rounds loop began, Unix
+  seconds) less the time just before the launch: process start, imports, data, partition
+  and (W=3) the process group;
+- seconds per round: the median of ``np.diff(/timing/elapsed_s)``, the rounds after the first
+  (round 1 pays torch's one-time lazy imports in every process); the slowest of them too;
+- rank 0's peak resident MiB (``/timing/rss_mb``, its peak so far at each round) and the
+  largest worker's (``/timing/workers/rss_mb``; at W=1 the one worker is rank 0 itself);
+- worker imbalance: in each round after the first, the slowest worker's ``train_s`` over
+  the workers' mean, averaged over those rounds and at its worst round (1.0 is even;
+  always 1.0 at W=1), with the mean ``train_s`` per worker and round and the clients each
+  worker trains per round;
+- the run file's size in MiB, and the clusters at the end (``/metrics/num_clusters``).
+
+A row that fails (non-zero exit, no run file, over :data:`SCALE_TIMEOUT_S`) reports its
+status and the tail of its stderr; the others still run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import fnmatch
+import json
+import os
+import platform
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any, TextIO
+
+from distfl import __version__
+from distfl.config import toml_string
+from distfl.errors import ConfigError
+from distfl.tools.bench.common import clean_env, log, tail
+from distfl.tools.bench.distfl_rows import _torchrun
+from distfl.tools.bench.report import json_safe
+
+#: wall-clock limit of each row's ``distfl run`` (its process group is killed after it)
+SCALE_TIMEOUT_S = 900
+#: world size of the torchrun rows (server + 2 workers)
+SCALE_W = 3
+#: ``algorithm`` table of each algorithm the bench names
+ALGORITHMS: dict[str, dict[str, Any]] = {
+    "fedavg": {"name": "none"},
+    "ifca": {"name": "ifca", "num_clusters": 4},
+    "fedgwc": {"name": "fedgwc", "epsilon": 1.0, "patience": 1},
+}
+SAMPLES_PER_CLIENT = 80
+LOCAL_STEPS = 8
+BATCH = 16
+EVAL_CLIENTS = 1000
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row: an algorithm on K clients, ``cohort`` of them per round, at world size W."""
+
+    algorithm: str
+    clients: int
+    cohort: int
+    world_size: int
+    placement: str = "balanced"
+    rounds: int = 6
+    model: str = "mlp"
+
+    @property
+    def key(self) -> str:
+        model = "" if self.model == "mlp" else f"-{self.model}"
+        return (
+            f"{self.algorithm}-K{self.clients}-N{self.cohort}-W{self.world_size}-{self.placement}"
+            f"{model}"
+        )
+
+    @property
+    def label(self) -> str:
+        return (
+            f"{self.algorithm} K={self.clients:,} cohort {self.cohort:,} W={self.world_size} "
+            f"({self.placement}, {self.model})"
+        )
+
+    def config(self) -> dict[str, dict[str, Any]]:
+        """The run's config, ``{section: {key: value}}`` over the key defaults."""
+        return {
+            "run": {"rounds": self.rounds, "progress": "none", "threads": 1, "device": "cpu"},
+            "data": {
+                "dataset": "digits",
+                "num_clients": self.clients,
+                "samples_per_client": SAMPLES_PER_CLIENT,
+            },
+            "model": {"name": self.model},
+            "train": {"local_steps": LOCAL_STEPS, "batch_size": BATCH},
+            "server": {"clients_per_round": self.cohort, "placement": self.placement},
+            "algorithm": dict(ALGORITHMS[self.algorithm]),
+            # only the last round evaluates (it always does), on at most 1,000 clients
+            "eval": {"every": 1000, "clients": min(EVAL_CLIENTS, self.clients)},
+        }
+
+
+def scale_cases(quick: bool = False) -> list[Case]:
+    """The rows of the full grid, or (``quick``) a few rows of tiny sizes for the tests."""
+    if quick:
+        return [
+            Case("fedavg", 400, 50, 1, rounds=3),
+            Case("ifca", 200, 50, 1, rounds=3),
+            Case("fedgwc", 200, 20, SCALE_W, rounds=3),
+        ]
+    cases = []
+    for k in (1000, 10000, 100000):
+        for algorithm in ("fedavg", "ifca"):
+            cases += [Case(algorithm, k, 1000, w) for w in (1, SCALE_W)]
+    for k in (1000, 5000, 10000):
+        cases += [Case("fedgwc", k, k // 10, w) for w in (1, SCALE_W)]
+    for k in (200, 1000):
+        for placement in ("balanced", "static"):
+            cases.append(Case("fedavg", k, k // 10, SCALE_W, placement, 20, "cnn"))
+    return cases
+
+
+def config_toml(config: dict[str, dict[str, Any]]) -> str:
+    """``config`` as a TOML file (strings, numbers and booleans only)."""
+
+    def value(v: Any) -> str:
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return toml_string(v)
+        return repr(v)
+
+    out = []
+    for section, values in config.items():
+        out.append(f"[{section}]")
+        out.extend(f"{key} = {value(v)}" for key, v in values.items())
+        out.append("")
+    return "\n".join(out)
+
+
+def scale_row(case: Case, status: str = "ok", **fields: Any) -> dict:
+    """A row of the table; ``status`` is "ok" or why the row has no numbers."""
+    out = {
+        "key": case.key,
+        "label": case.label,
+        "status": status,
+        **asdict(case),
+        "rounds_run": None,
+        "startup_s": None,
+        "round_s": None,
+        "round_s_max": None,
+        "rank0_peak_mib": None,
+        "worker_peak_mib": None,
+        "run_file_mib": None,
+        "imbalance": None,
+        "imbalance_max": None,
+        "train_s_per_round": None,
+        "clients_per_worker": None,
+        "clusters": None,
+        "process_wall_s": None,
+        "command": "",
+        "stderr_tail": "",
+    }
+    out.update(fields)
+    return out
+
+
+def run_file_numbers(path: Path, launched: float) -> dict:
+    """What a row reads of its run file (see the module's docstring); ``launched`` is
+    ``time.time()`` just before the launch."""
+    import h5py
+    import numpy as np
+
+    with h5py.File(path, "r") as f:
+        timing = f["timing"]
+        loop_started = float(timing.attrs["loop_started"])
+        elapsed = np.asarray(timing["elapsed_s"][()], dtype=np.float64)
+        rss = np.asarray(timing["rss_mb"][()], dtype=np.float64)
+        w = {name: np.asarray(col[()]) for name, col in timing["workers"].items()}
+        clusters = f["metrics/num_clusters"][()]
+    steady = np.diff(elapsed)  # rounds 2..R: round 1 pays torch's lazy imports
+    later = w["round"] > 1
+    ratios, train, clients = [], [], []
+    for t in np.unique(w["round"][later]):
+        this = w["round"] == t
+        mean = float(w["train_s"][this].mean())
+        train.append(mean)
+        clients.append(float(w["clients"][this].mean()))
+        if mean > 0:
+            ratios.append(float(w["train_s"][this].max()) / mean)
+    return {
+        "rounds_run": int(elapsed.size),
+        "startup_s": loop_started - launched,
+        "round_s": float(np.median(steady)) if steady.size else None,
+        "round_s_max": float(steady.max()) if steady.size else None,
+        "rank0_peak_mib": float(rss.max()) if rss.size else None,
+        "worker_peak_mib": float(w["rss_mb"].max()) if w["rss_mb"].size else None,
+        "run_file_mib": os.path.getsize(path) / 2**20,
+        "imbalance": float(np.mean(ratios)) if ratios else None,
+        "imbalance_max": float(np.max(ratios)) if ratios else None,
+        "train_s_per_round": float(np.mean(train)) if train else None,
+        "clients_per_worker": float(np.mean(clients)) if clients else None,
+        "clusters": int(clusters[-1]) if len(clusters) else None,
+    }
+
+
+def _command(case: Case, config: Path, out: Path) -> list[str]:
+    args = ["run", "--config", str(config), "--out", str(out)]
+    if case.world_size == 1:
+        return [sys.executable, "-m", "distfl", *args]
+    return [
+        *_torchrun(),
+        "--standalone",
+        "--nproc-per-node",
+        str(case.world_size),
+        "-m",
+        "distfl",
+        *args,
+        "--comm",
+        "torch",
+    ]
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    """SIGKILL the row's process group (the launcher and every rank it started)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_case(case: Case, tmp: Path, timeout_s: float = SCALE_TIMEOUT_S) -> dict:
+    """One row: write its config, run it as a subprocess in its own process group (all of
+    it killed on timeout), read its run file, remove the file."""
+    config = tmp / f"{case.key}.toml"
+    out = tmp / f"{case.key}.h5"
+    config.write_text(config_toml(case.config()))
+    cmd = _command(case, config, out)
+    launched = time.time()
+    proc = subprocess.Popen(
+        cmd,
+        env=clean_env(OMP_NUM_THREADS="1"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=tmp,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        stdout, stderr = proc.communicate()
+        return scale_row(
+            case,
+            f"failed: timed out after {timeout_s:g} s",
+            command=shlex.join(cmd),
+            stderr_tail=tail(stderr or stdout),
+        )
+    except BaseException:  # interrupted: its own session would not see the Ctrl-C
+        _kill_group(proc)
+        proc.wait()
+        raise
+    wall = time.time() - launched
+    common = {"process_wall_s": wall, "command": shlex.join(cmd)}
+    if proc.returncode != 0 or not out.exists():
+        return scale_row(
+            case,
+            f"failed: exit {proc.returncode}",
+            stderr_tail=tail(stderr or stdout),
+            **common,
+        )
+    try:
+        got = run_file_numbers(out, launched)
+    finally:
+        out.unlink()
+    status = "ok" if got["rounds_run"] == case.rounds else f"ran {got['rounds_run']} rounds"
+    return scale_row(case, status, **got, **common)
+
+
+def _select(cases: list[Case], only: list[str]) -> list[Case]:
+    if not only:
+        return cases
+    picked = [c for c in cases if any(fnmatch.fnmatchcase(c.key, p) for p in only)]
+    if not picked:
+        keys = ", ".join(c.key for c in cases)
+        raise ConfigError(f"bench --scale-only {' '.join(only)}: no row matches; rows: {keys}")
+    return picked
+
+
+def run_scale(
+    *, quick: bool = False, only: list[str] | None = None, command: str = "", quiet: bool = False
+) -> dict:
+    """Every row of the grid (or those whose key matches a glob of ``only``), one after
+    another in a temporary directory removed afterwards; returns the report (what
+    ``--json`` prints)."""
+    cases = _select(scale_cases(quick), list(only or []))
+    try:
+        torch_version = metadata.version("torch").split("+")[0]
+    except metadata.PackageNotFoundError:
+        torch_version = "not installed"
+    report = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": command,
+        "distfl_version": __version__,
+        "torch_version": torch_version,
+        "python_version": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "quick": quick,
+        "timeout_s": SCALE_TIMEOUT_S,
+        "configs": {c.key: c.config() for c in cases},
+        "rows": [],
+    }
+    with tempfile.TemporaryDirectory(prefix="distfl-bench-scale-") as tmp_name:
+        for i, case in enumerate(cases, 1):
+            log(quiet, f"[{i}/{len(cases)}] {case.label} ...")
+            t0 = time.perf_counter()
+            try:
+                r = run_case(case, Path(tmp_name))
+            except Exception as exc:  # a failed row is reported, the others still run
+                r = scale_row(case, f"failed: {type(exc).__name__}: {exc}")
+            report["rows"].append(r)
+            log(quiet, f"  {r['status']} ({time.perf_counter() - t0:.1f} s)")
+    return report
+
+
+COLUMNS = (
+    ("algorithm", "algorithm", "{}"),
+    ("K", "clients", "{:,}"),
+    ("cohort", "cohort", "{:,}"),
+    ("W", "world_size", "{}"),
+    ("placement", "placement", "{}"),
+    ("start-up s", "startup_s", "{:.1f}"),
+    ("s/round", "round_s", "{:.2f}"),
+    ("rank-0 peak MiB", "rank0_peak_mib", "{:.0f}"),
+    ("largest worker peak MiB", "worker_peak_mib", "{:.0f}"),
+    ("run file MiB", "run_file_mib", "{:.1f}"),
+    ("worker max/mean train", "imbalance", "{:.2f}"),
+    ("worst round", "imbalance_max", "{:.2f}"),
+    ("train s/round", "train_s_per_round", "{:.2f}"),
+    ("clients/worker", "clients_per_worker", "{:.0f}"),
+    ("clusters", "clusters", "{}"),
+)
+#: columns a failed row still has (its status follows them)
+KEY_COLUMNS = 5
+
+
+def print_scale_report(report: dict, stream: TextIO) -> None:
+    """The report as the table ``distfl bench --scale`` prints, with its header and notes."""
+    out = stream.write
+    out(
+        f"distfl bench --scale ({report['date']}; distfl {report['distfl_version']}, torch "
+        f"{report['torch_version']}, Python {report['python_version']}, {report['cpus']} CPUs)\n"
+        f"command: {report['command']}\n"
+        f"digits, {SAMPLES_PER_CLIENT} samples per client, mlp (cnn where the key says), "
+        f"{LOCAL_STEPS} local steps of "
+        f"batch {BATCH}, evaluation after the last round only; CPU, 1 torch thread per "
+        f"process; W={SCALE_W}: torchrun, server + {SCALE_W - 1} workers (gloo)\n\n"
+    )
+
+    def cell(r: dict, field: str, fmt: str) -> str:
+        return "n/a" if r[field] is None else fmt.format(r[field])
+
+    head = [name for name, _, _ in COLUMNS]
+    lines = []
+    for r in report["rows"]:
+        cells = [cell(r, f, fmt) for _, f, fmt in COLUMNS]
+        lines.append(cells if r["status"] == "ok" else [*cells[:KEY_COLUMNS], r["status"]])
+    widths = [len(h) for h in head]
+    for cells in lines:
+        if len(cells) == len(head):
+            widths = [max(w, len(c)) for w, c in zip(widths, cells, strict=True)]
+
+    def fmt_line(cells: list[str]) -> str:
+        """Text columns (algorithm, placement) to the left, numbers to the right."""
+        return "  ".join(
+            c.ljust(w) if i in (0, 4) else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=False))
+        )
+
+    out(fmt_line(head).rstrip() + "\n")
+    for cells in lines:
+        if len(cells) == len(head):
+            out(fmt_line(cells) + "\n")
+        else:
+            out(fmt_line(cells[:KEY_COLUMNS]) + "  " + cells[-1] + "\n")
+    out(
+        "\nstart-up: launch to the start of rank 0's rounds loop; s/round: median over the "
+        "rounds after the first (the last one evaluates); peaks: resident memory, from the "
+        "run file; worker max/mean train: the slowest worker's training time over the "
+        "workers' mean, per round after the first, averaged and at the worst round "
+        "(train s/round and clients/worker: per worker and round)\n"
+    )
+    for r in report["rows"]:
+        if r["status"] != "ok" and r["stderr_tail"]:
+            out(f"  {r['label']}: {r['stderr_tail']}\n")
+    stream.flush()
+
+
+def _command_line(args) -> str:
+    parts = ["distfl", "bench", "--scale"]
+    if getattr(args, "scale_quick", False):
+        parts.append("--scale-quick")
+    for pattern in getattr(args, "scale_only", None) or []:
+        parts += ["--scale-only", pattern]
+    if getattr(args, "json", False):
+        parts.append("--json")
+    return shlex.join(parts)
+
+
+def scale_main(args, stream: TextIO | None = None) -> int:
+    """``distfl bench --scale``: exit 0 when every row ran, else 1."""
+    stream = stream or sys.stdout
+    report = run_scale(
+        quick=bool(getattr(args, "scale_quick", False)),
+        only=getattr(args, "scale_only", None),
+        command=_command_line(args),
+    )
+    if getattr(args, "json", False):
+        stream.write(json.dumps(json_safe(report), indent=1) + "\n")
+        stream.flush()
+    else:
+        print_scale_report(report, stream)
+    return 0 if all(r["status"] == "ok" for r in report["rows"]) else 1
