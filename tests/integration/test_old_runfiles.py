@@ -6,7 +6,9 @@ stored config from the start with today's code.
 
 The files were written by that version's ``distfl run`` on small federations (one per
 algorithm, each finishing on an evaluation round, so that extending ``run.rounds`` adds no
-evaluation a fresh run would not have)."""
+evaluation a fresh run would not have). Bits are those of a CPU's float kernels:
+``kernels.sha256`` holds the fingerprint (tests/runfile.py) of the machine that wrote them,
+and the bit-for-bit comparison runs where this machine's fingerprint is the same."""
 
 from __future__ import annotations
 
@@ -20,7 +22,7 @@ from pathlib import Path
 
 import h5py
 import pytest
-from runfile import assert_same_run
+from runfile import assert_same_run, kernel_fingerprint
 
 from distfl.checkpoint import read_run_file
 from distfl.tools.gather import gather_rows
@@ -72,6 +74,9 @@ def test_the_stored_configs_keep_each_algorithms_own_values():
     assert (fedgwc.epsilon, fedgwc.patience) == (0.001, 2)
     none = read_run_file(DATA / "none.h5", state=False).config
     assert none.to_dict()["algorithm"] == {"name": "none"}
+    # written before the per-client draw: they keep drawing their clients as 0.1.0 did
+    assert "draw" not in stored(DATA / "none.h5")["data"]
+    assert none.data.draw == "sequential"
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
@@ -126,10 +131,34 @@ def resumed(tmp_path_factory, helpers):
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
-def test_resume_equals_a_run_from_the_start(resumed, path):
+def test_they_resume(resumed, path):
     (a, resumed_file), (b, fresh_file) = resumed[path.stem]
     assert a.returncode == 0, a.stderr
     assert b.returncode == 0, b.stderr
-    with h5py.File(resumed_file, "r") as f:
-        assert int(f["state"].attrs["round"]) == stored(path)["run"]["rounds"] + MORE
+    rounds = stored(path)["run"]["rounds"]
+    with h5py.File(resumed_file, "r") as f, h5py.File(path, "r") as old:
+        assert int(f["state"].attrs["round"]) == rounds + MORE
+        assert len(f["metrics/round"]) == rounds + MORE
+        # the stored rounds are kept as they were
+        column = "metrics/train_loss_last"
+        assert f[column][:rounds].tobytes() == old[column][()].tobytes()
+
+
+#: the float kernels of the machine that wrote the files (tests/runfile.py)
+KERNELS = (DATA / "kernels.sha256").read_text().strip()
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
+def test_resume_equals_a_run_from_the_start(resumed, path):
+    """The file's own rounds, written by 0.1.0, are those today's code computes from the
+    start, and its resumed rounds those of the uninterrupted run: bit for bit, which only
+    a machine with the same float kernels as the one that wrote the files can show."""
+    (a, resumed_file), (b, fresh_file) = resumed[path.stem]
+    assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
+    here = kernel_fingerprint()
+    if here != KERNELS:
+        pytest.skip(
+            f"this CPU's float32 kernels (fingerprint {here[:12]}) differ from those of the "
+            f"machine that wrote the files ({KERNELS[:12]}): its bits cannot be theirs"
+        )
     assert_same_run(resumed_file, fresh_file)
