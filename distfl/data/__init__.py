@@ -6,6 +6,7 @@ MNIST, CIFAR-10/100 and FEMNIST are read from files under ``data.root`` (never d
 
 from __future__ import annotations
 
+import sys
 from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -180,10 +181,38 @@ def load_clients(
     }
 
 
+def _malloc_trim():
+    """glibc's ``malloc_trim``, or None elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
+def release_free_heap() -> None:
+    """Give the free pages inside the C heap back to the system (glibc's malloc_trim).
+
+    A cached client's small objects (tensor headers, arrays) stay between the freed
+    temporaries of the steps that used it, and the heap returns memory only from its top:
+    without this, a worker materialising IFCA's probes of 100,000 clients through a 256 MiB
+    cache held about 1.7 GiB, with it about 1.3 GiB (with no cache: 0.74 GiB). Giving each
+    client's data a memory map of its own saved a little more but cost 20% of the time."""
+    if _TRIM is not None:
+        _TRIM(0)
+
+
 class ClientCache:
     """Materialised clients, least recently used first out, holding at most
     ``limit_bytes`` of tensors between uses (a client larger than the limit is not kept).
-    ``loaded`` counts materialisations (cache misses)."""
+    ``loaded`` counts materialisations (cache misses). Every eighth of the limit evicted,
+    the C heap's free pages go back to the system (:func:`release_free_heap`)."""
 
     def __init__(self, load, limit_bytes: int):
         self._load = load
@@ -191,6 +220,7 @@ class ClientCache:
         self._items: OrderedDict[int, ClientData] = OrderedDict()
         self.nbytes = 0
         self.loaded = 0
+        self._evicted = 0
 
     def __len__(self) -> int:
         return len(self._items)
@@ -210,6 +240,10 @@ class ClientCache:
             while self.nbytes + size > self.limit:
                 _, old = self._items.popitem(last=False)
                 self.nbytes -= old.nbytes
+                self._evicted += old.nbytes
+            if self._evicted >= max(self.limit // 8, 1 << 20):
+                release_free_heap()
+                self._evicted = 0
             self._items[k] = data
             self.nbytes += size
         return data

@@ -180,52 +180,37 @@ def test_more_workers_than_clients_fails_before_network(helpers, tmp_path, rank)
         assert proc.stderr.strip() == "", f"rank {rank} must stay silent:\n{proc.stderr}"
 
 
-def test_more_workers_than_clients_under_torchrun(helpers, tmp_path):
-    """2 workers for 1 client under a real torchrun: every rank exits 2, only rank 0 prints."""
+def torchrun_world_of_3(helpers, tmp_path: Path, *run_args: str) -> tuple[int, str]:
+    """``distfl run RUN_ARGS`` under a real torchrun with 3 ranks in ``tmp_path``: its exit
+    code and its output (stdout and stderr together)."""
     torchrun = helpers.venv_tool("torchrun")
-    if os.path.exists(torchrun):
-        launcher = [torchrun]
-    else:
-        launcher = [sys.executable, "-m", "torch.distributed.run"]
-    cmd = [
-        *launcher,
-        "--nproc-per-node",
-        "3",
-        "--master-addr",
-        "127.0.0.1",
-        "--master-port",
-        str(helpers.free_port()),
-        "-m",
-        "distfl",
-        "run",
-        "--preset",
-        "digits",
-        "--set",
-        "data.num_clients=1",
-        "--set",
-        "server.clients_per_round=1",
-        "--set",
-        "comm.timeout_s=10",
-        "--out",
-        str(tmp_path / "run.h5"),
-    ]
-    proc = subprocess.Popen(
-        cmd,
-        cwd=tmp_path,
-        env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        encoding="utf-8",
-        errors="replace",
-        start_new_session=True,
+    launcher = (
+        [torchrun] if os.path.exists(torchrun) else [sys.executable, "-m", "torch.distributed.run"]
     )
+    cmd = [
+        *launcher, "--nproc-per-node", "3", "--master-addr", "127.0.0.1",
+        "--master-port", str(helpers.free_port()), "-m", "distfl", "run", *run_args,
+    ]  # fmt: skip
+    proc = subprocess.Popen(
+        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, encoding="utf-8",
+        errors="replace", start_new_session=True,
+    )  # fmt: skip
     try:
         output, _ = proc.communicate(timeout=50)
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
-    assert proc.returncode != 0, output
+    return proc.returncode, output
+
+
+def test_more_workers_than_clients_under_torchrun(helpers, tmp_path):
+    """2 workers for 1 client under a real torchrun: every rank exits 2, only rank 0 prints."""
+    code, output = torchrun_world_of_3(
+        helpers, tmp_path, "--preset", "digits", "--set", "data.num_clients=1",
+        "--set", "server.clients_per_round=1", "--set", "comm.timeout_s=10",
+        "--out", str(tmp_path / "run.h5"),
+    )  # fmt: skip
+    assert code != 0, output
     assert output.count("distfl: error: data.num_clients") == 1, output
     line = next(ln for ln in output.splitlines() if "distfl: error: data.num_clients" in ln)
     assert "2 worker" in line and "world of 3" in line, line
@@ -266,25 +251,11 @@ def test_a_population_that_cannot_fit_is_refused_before_anything_is_allocated(he
 
 
 def test_a_population_that_cannot_fit_is_refused_by_every_rank_under_torchrun(helpers, tmp_path):
-    torchrun = helpers.venv_tool("torchrun")
-    launcher = (
-        [torchrun] if os.path.exists(torchrun) else [sys.executable, "-m", "torch.distributed.run"]
-    )
-    cmd = [
-        *launcher, "--nproc-per-node", "3", "--master-addr", "127.0.0.1",
-        "--master-port", str(helpers.free_port()), "-m", "distfl", "run", "--comm", "torch",
-        "--preset", "digits", "--set", BILLION, "--set", "comm.timeout_s=20",
-        "--out", str(tmp_path / "run.h5"),
-    ]  # fmt: skip
-    proc = subprocess.Popen(
-        cmd, cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    code, output = torchrun_world_of_3(
+        helpers, tmp_path, "--comm", "torch", "--preset", "digits", "--set", BILLION,
+        "--set", "comm.timeout_s=20", "--out", str(tmp_path / "run.h5"),
     )  # fmt: skip
-    try:
-        output, _ = proc.communicate(timeout=60)
-    finally:
-        helpers.kill_tree([proc], marker=str(tmp_path))
-    assert proc.returncode != 0, output
+    assert code != 0, output
     # only rank 0 prints; every rank exits 2 (torchrun names the first failure's code)
     assert output.count("distfl: error: data.num_clients = 1000000000") == 1, output
     assert "exitcode: 2" in output and "exitcode: 1" not in output, output

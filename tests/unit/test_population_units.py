@@ -136,6 +136,23 @@ def test_cache_of_zero_keeps_nothing_and_a_huge_client_passes_through():
     assert len(cache) == 0 and cache.nbytes == 0 and cache.loaded == 2
 
 
+def test_cache_gives_the_heap_back_every_eighth_of_its_bound_evicted(monkeypatch):
+    import distfl.data as data
+
+    calls = []
+    monkeypatch.setattr(data, "_TRIM", lambda pad: calls.append(pad))
+    # 2 MiB bound: a trim once 1 MiB (the floor) has been evicted since the last one;
+    # clients of 405,528 bytes: 5 fit, and every third eviction trims
+    cache = ClientCache(lambda k: fake_client(k, 16 * 1024 + 512), limit_bytes=2 << 20)
+    assert fake_client(0, 16 * 1024 + 512).nbytes == 405_528
+    for k in range(40):
+        cache.get(k)
+    assert len(cache) == 5
+    assert calls == [0] * (35 // 3)  # malloc_trim(0): keep no padding at the heap's top
+    data.release_free_heap()
+    assert len(calls) == 35 // 3 + 1
+
+
 # --------------------------------------------------------------------------- placement
 
 
