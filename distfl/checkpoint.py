@@ -43,6 +43,8 @@ RESUMABLE_CHANGES = (
     "comm.backend",
     "comm.timeout_s",
     "checkpoint.every",
+    "data.cache_mb",
+    "server.placement",
 )
 
 

@@ -85,12 +85,14 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     ]:
         out[name] = launch(helpers, script, tmp / f"{name}.h5", config, *args)
     # the first four rounds (ending on an evaluation round) at W=1, the rest resumed under
-    # torchrun W=3
+    # torchrun W=3 with static shards and another cache
     half = launch(helpers, "local.sh", tmp / "resumed.h5", config, "--set", "run.rounds=4")
     env = helpers.clean_env(NPROC="3")
     proc = subprocess.run(
         ["torchrun", "--standalone", "--nproc-per-node", "3", "-m", "distfl", "run",
-         "--resume", str(half), "--comm", "torch", "--set", f"run.rounds={ROUNDS}"],
+         "--resume", str(half), "--comm", "torch", "--set", f"run.rounds={ROUNDS}",
+         # where tasks run and what a worker keeps may change on resume: never a bit
+         "--set", 'server.placement="static"', "--set", "data.cache_mb=2"],
         env=env, capture_output=True, text=True, timeout=300, cwd=tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
