@@ -199,11 +199,11 @@ class Config:
         for section, values in self.to_dict().items():
             groups = values.pop("groups", [])
             out.append(f"[{section}]")
-            out.extend(f"{key} = {_toml_value(value)}" for key, value in values.items())
+            out.extend(f"{key} = {toml_value(value)}" for key, value in values.items())
             for group in groups:  # each as a table, the keys that differ from the default
                 out.append(f"[[{section}.groups]]")
                 out.extend(
-                    f"{key} = {_toml_value(value)}"
+                    f"{key} = {toml_value(value)}"
                     for key, value in group.items()
                     if key in ("count", "alpha") or value != default_group[key]
                 )
@@ -211,7 +211,8 @@ class Config:
         return "\n".join(out)
 
 
-def _toml_value(value: Any) -> str:
+def toml_value(value: Any) -> str:
+    """``value`` (a config value: bool, string, number, table or list) as TOML."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -221,9 +222,9 @@ def _toml_value(value: Any) -> str:
     if isinstance(value, float):  # always finite: validate() refuses inf and nan
         return repr(value)
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {_toml_value(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
     if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 

@@ -17,13 +17,13 @@ import heapq
 
 import numpy as np
 
+from distfl.data import shard_clients
+
 PLACEMENTS = ("balanced", "static")
 
 
 def home_workers(weights: np.ndarray, num_workers: int) -> np.ndarray:
     """[K] the home worker of each client: contiguous shards of near-equal total weight."""
-    from distfl.data import shard_clients
-
     home = np.zeros(len(weights), dtype=np.int64)
     if num_workers <= 1:
         return home

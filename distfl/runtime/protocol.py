@@ -55,7 +55,9 @@ TIMING_WIDTH = 7
 #: the probe's shape: width, number of arguments, up to MAX_PROBE_ARGS arguments
 MAX_PROBE_ARGS = 8
 PROBE_SHAPE = 2 + MAX_PROBE_ARGS
-HEADER = 5 + PROBE_SHAPE
+#: kind, round, num_models, probe_op, num_tasks; then the probe's shape
+STEP_FIELDS = 5
+HEADER = STEP_FIELDS + PROBE_SHAPE
 TASK_WIDTH = 4  # client, model index, task bits, worker
 
 
@@ -133,7 +135,7 @@ class Plan:
             tasks=rows[:, 2].copy(),
             worker=rows[:, 3].copy(),
             probe_op=int(h[3]),
-            probe=ProbeShape.decode(header[5:]),
+            probe=ProbeShape.decode(header[STEP_FIELDS:]),
         )
 
     @staticmethod

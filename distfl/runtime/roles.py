@@ -98,7 +98,8 @@ def run(
 def _agree_on_capacity(config: Config, comm: Communicator) -> None:
     """Refuse a population that cannot fit before any rank allocates it: rank 0 reads the
     memory available and every rank decides on that number, so that all refuse alike."""
-    avail = torch.tensor([available_bytes() or -1 if comm.rank == 0 else 0], dtype=torch.int64)
+    mine = (available_bytes() or -1) if comm.rank == 0 else 0  # -1: not known
+    avail = torch.tensor([mine], dtype=torch.int64)
     if comm.world_size > 1:
         comm.broadcast(avail, src=0)
     check_population(config, int(avail[0]) if int(avail[0]) > 0 else None)

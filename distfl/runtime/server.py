@@ -319,13 +319,11 @@ class Server:
     def evaluate(self, round_index: int) -> tuple[float, float, float]:
         """Every client (or ``eval.clients`` of them) evaluates its cluster's model on its
         local test split."""
-        model_of = {}
-        for cid, members in self.tree.leaves().items():
-            for k in members.tolist():
-                model_of[k] = cid
+        leaves, assign = self.tree.assignment()
         chosen = self.eval_clients(round_index)
-        if chosen is not None:
-            model_of = {int(k): model_of[int(k)] for k in chosen if int(k) in model_of}
+        clients = np.arange(self.K) if chosen is None else chosen
+        clients = clients[assign[clients] >= 0]  # a client in no leaf has no model yet
+        model_of = {int(k): leaves[int(assign[k])] for k in clients}
         _, out = self._step(
             model_of, dict.fromkeys(model_of, EVAL), round_index, cost=self.num_test
         )

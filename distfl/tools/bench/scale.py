@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl import __version__
-from distfl.config import toml_string
+from distfl.config import toml_value
 from distfl.errors import ConfigError
 from distfl.tools.bench.common import clean_env, log, tail
 from distfl.tools.bench.distfl_rows import _torchrun
@@ -150,19 +150,11 @@ def scale_cases(quick: bool = False) -> list[Case]:
 
 
 def config_toml(config: dict[str, dict[str, Any]]) -> str:
-    """``config`` as a TOML file (strings, numbers and booleans only)."""
-
-    def value(v: Any) -> str:
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return toml_string(v)
-        return repr(v)
-
+    """``config`` as a TOML file."""
     out = []
     for section, values in config.items():
         out.append(f"[{section}]")
-        out.extend(f"{key} = {value(v)}" for key, v in values.items())
+        out.extend(f"{key} = {toml_value(v)}" for key, v in values.items())
         out.append("")
     return "\n".join(out)
 
