@@ -146,6 +146,9 @@ class AlgorithmSection:
 class CommSection:
     backend: str = "auto"
     timeout_s: float = 300.0
+    #: the exact sums' format: "scaled" (one int64 per value on a grid agreed each round)
+    #: or "limbs" (distfl 0.1.0's three int64 limbs per value on a fixed 2^-64 grid)
+    sums: str = "scaled"
 
 
 @dataclass(frozen=True)
@@ -239,10 +242,11 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.draw": ("per_client", "sequential"),
     "server.placement": ("balanced", "static"),
     "model.name": ("mlp", "cnn", "lenet5"),
-    "train.trainer": ("auto", "vectorised", "sequential"),
+    "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
     "comm.backend": ("auto", "local", "torch", "mpi"),
+    "comm.sums": ("scaled", "limbs"),
 }
 
 
@@ -393,7 +397,9 @@ def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
     table: keys the named algorithm does not take are dropped, and a key's former name
     (one of its Params ``aliases``) wins over another algorithm's key of the same new
     name. A stored config without ``data.draw`` was written before the per-client draw: it
-    keeps drawing as it did (``sequential``)."""
+    keeps drawing as it did (``sequential``); one without ``comm.sums`` was written before
+    the one-int64 sums and the batched trainer: it keeps the three limbs (``limbs``), and
+    its ``train.trainer = "auto"`` keeps meaning ``vectorised``."""
     sections = get_type_hints(Config)
     built = {}
     for section, cls in sections.items():
@@ -402,6 +408,11 @@ def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
             continue
         if stored and section == "data" and "draw" not in values:
             values = {**values, "draw": "sequential"}  # written before the per-client draw
+        if stored and section == "comm" and "sums" not in values:
+            values = {**values, "sums": "limbs"}  # written before the one-int64 sums
+        if stored and section == "train" and "sums" not in raw.get("comm", {}):
+            if values.get("trainer", "auto") == "auto":  # auto meant vectorised then
+                values = {**values, "trainer": "vectorised"}
         hints = get_type_hints(cls)
         kwargs = {key: _coerce(f"{section}.{key}", v, hints[key]) for key, v in values.items()}
         built[section] = cls(**kwargs)

@@ -2,20 +2,27 @@
 
 A float sum depends on the order of its terms, and the order of a reduction depends on
 the world size and on the collective's algorithm (ring, tree, MPI's choice). To make
-W=1, torchrun and mpiexec give the same bits, every weighted client update is put on a
-fixed-point grid of 2^-64 and held as three signed 64-bit limbs of 32 bits each
-(value = l2·2^32 + l1 + l0·2^-32, in units of 2^-32·2^-32). Integer sums are associative,
-so any reduction order gives the same integers; the float64 value is rebuilt from them
-once, on the server.
+W=1, torchrun and mpiexec give the same bits, every weighted client update n_k (θ_k - θ)
+is put on a fixed-point grid and held as integers; integer sums are associative, so any
+reduction order gives the same integers, and the float64 value is rebuilt from them once,
+on the server. Two formats (``comm.sums``):
 
-Range: |value| < 2^31 per term; up to 2^31 terms before a limb could overflow. Terms
-finer than 2^-64 are rounded to the grid (round half to even), which is far below
-float32 resolution for any realistic parameter.
+``scaled`` (the default): one int64 per value. Each round, every model's parameter tensor
+gets its own grid 2^e, agreed by all ranks through a max all-reduce of a bound on its
+terms' magnitudes (:func:`segment_bounds`, :func:`grid_exponents`): with N terms, each is
+below 2^62/N on its grid, so no order of summing them can overflow. The grid is
+N·2^-61 of the largest term or finer; each term is rounded to it once (half to even).
+
+``limbs`` (distfl 0.1.0's): a fixed grid of 2^-64 and three signed 64-bit limbs of 32 bits
+each (value = l2·2^32 + l1 + l0·2^-32, in units of 2^-32·2^-32). Range: |value| < 2^31 per
+term; up to 2^31 terms before a limb could overflow. Kept so that run files written with
+it resume to the same bits.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 
@@ -77,3 +84,105 @@ def _normalise(top: torch.Tensor, mid: torch.Tensor, low: torch.Tensor):
     carry = torch.div(mid, 2**_SHIFT, rounding_mode="floor")
     mid = mid - carry * 2**_SHIFT
     return top + carry, mid, low
+
+
+# --------------------------------------------------------------------------- one int64 per value
+
+#: the formats of ``comm.sums``
+FORMATS = ("scaled", "limbs")
+#: no grid is finer than 2^MIN_EXPONENT (all-zero segments use it)
+MIN_EXPONENT = -1000
+#: a weighted client update of at least 2^MAX_BOUND_EXPONENT in magnitude is refused
+MAX_BOUND_EXPONENT = 900
+#: each term is at most 2^TERM_BITS / N in magnitude on its grid, so N terms sum below 2^63
+TERM_BITS = 62
+
+
+@dataclass(frozen=True)
+class SumLayout:
+    """How the step's exact sums travel: ``kind`` (one of :data:`FORMATS`) and the model's
+    parameter tensors' sizes (``segments``), each of which gets its own grid."""
+
+    kind: str
+    segments: tuple[int, ...]
+
+    @property
+    def num_params(self) -> int:
+        return sum(self.segments)
+
+    @property
+    def width(self) -> int:
+        """int64 values per model in the reduce: the sums, then Σ n_k."""
+        per_value = 1 if self.kind == "scaled" else NUM_LIMBS
+        return per_value * self.num_params + 1
+
+    def decode(self, row: torch.Tensor, exponents: torch.Tensor | None) -> torch.Tensor:
+        """One model's reduced row (without its Σ n_k) -> the float64 sum [P]."""
+        if self.kind == "limbs":
+            return from_limbs(row.reshape(NUM_LIMBS, self.num_params))
+        return from_scaled(row, exponents, self.segments)
+
+
+def segment_bounds(
+    new: torch.Tensor, start: torch.Tensor, counts: torch.Tensor, segments: tuple[int, ...]
+) -> torch.Tensor:
+    """A bound on |n_k (θ_k - θ)| per parameter tensor over this rank's clients: float64
+    [L], at least half the largest exact magnitude (the float32 difference is within one
+    ulp of the exact one, and the grid allows a factor of 2: see :func:`grid_exponents`).
+    NaN and Inf give +Inf, so that every rank learns of them from the max all-reduce."""
+    diff = (new - start.to(new.dtype)).abs_()
+    per_client = torch.stack([part.amax(dim=1) for part in diff.split(segments, dim=1)], dim=1)
+    scaled = per_client.to(torch.float64) * counts.to(per_client.device, torch.float64)[:, None]
+    bound = scaled.amax(dim=0) if scaled.shape[0] else scaled.new_zeros(len(segments))
+    return torch.nan_to_num(bound, nan=math.inf, posinf=math.inf).cpu()
+
+
+def grid_exponents(bounds: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
+    """The grid 2^e of each model and parameter tensor, from the all-reduced bounds [M, L]
+    and the number of terms of each model [M]: with b < 2^E (b the bound, so every term is
+    below 2^(E+1)) and N ≤ 2^c terms, e = E + 1 + c - 62 puts every term below 2^62/N
+    on its grid, so that N of them sum below 2^63 whatever the order. Raises
+    FloatingPointError for NaN/Inf and OverflowError for bounds of 2^900 or more, the same
+    on every rank."""
+    b = bounds.to(torch.float64)
+    if not bool(torch.isfinite(b).all()):
+        raise FloatingPointError("a client update holds NaN or Inf (diverged training?)")
+    if bool((b >= 2.0**MAX_BOUND_EXPONENT).any()):
+        raise OverflowError(f"a weighted client update reaches 2^{MAX_BOUND_EXPONENT} in magnitude")
+    _, big_e = torch.frexp(b)  # b = f 2^E, 0.5 <= f < 1 (E = 0 for b = 0)
+    n = terms.to(torch.int64).clamp(min=1)
+    c = torch.tensor([(int(v) - 1).bit_length() for v in n.tolist()], dtype=torch.int64)
+    e = big_e.to(torch.int64) + 1 + c[:, None] - TERM_BITS
+    return torch.where(b > 0, e, torch.full_like(e, MIN_EXPONENT)).clamp(min=MIN_EXPONENT)
+
+
+def element_scales(exponents: torch.Tensor, segments: tuple[int, ...]) -> torch.Tensor:
+    """[L] grid exponents -> [P] float64 factors 2^-e, one per parameter."""
+    return _powers_of_two([-int(e) for e in exponents.tolist()], segments)
+
+
+def quantise_sum(
+    new: torch.Tensor, start: torch.Tensor, counts: torch.Tensor, scales: torch.Tensor
+) -> torch.Tensor:
+    """Σ_k round(n_k (θ_k - θ) 2^-e) over the rows of ``new`` [n, P]: int64 [P], on
+    ``new``'s device. Each term is computed alone (the float64 difference of two float32
+    values is exact; scaling by 2^-e is exact; n_k multiplies last; rounding is half to
+    even), so it does not depend on which other terms share the call."""
+    t = new.to(torch.float64) - start.to(new.device, torch.float64)
+    t.mul_(scales.to(new.device)).mul_(counts.to(new.device, torch.float64)[:, None]).round_()
+    return t.to(torch.int64).sum(dim=0)
+
+
+def from_scaled(
+    sums: torch.Tensor, exponents: torch.Tensor, segments: tuple[int, ...]
+) -> torch.Tensor:
+    """int64 sums [P] on the grids ``exponents`` [L] -> float64 [P] (the integer rounded to
+    float64 once, then scaled by 2^e exactly)."""
+    factors = _powers_of_two([int(e) for e in exponents.tolist()], segments)
+    return sums.to(torch.float64) * factors.to(sums.device)
+
+
+def _powers_of_two(exponents: list[int], segments: tuple[int, ...]) -> torch.Tensor:
+    """[P] float64: 2^exponents[i] repeated segments[i] times (exact: math.ldexp)."""
+    values = torch.tensor([math.ldexp(1.0, e) for e in exponents], dtype=torch.float64)
+    return values.repeat_interleave(torch.tensor(segments, dtype=torch.int64))

@@ -32,7 +32,12 @@ class Communicator(ABC):
         """Element-wise sum of ``t`` over ranks; the sum on ``dst``, None elsewhere.
 
         Only exact dtypes (integers) give a result independent of the reduction order;
-        the runtime sends fixed-point integer limbs (see :mod:`distfl.exact`)."""
+        the runtime sends fixed-point integers (see :mod:`distfl.exact`)."""
+
+    @abstractmethod
+    def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
+        """Element-wise maximum of ``t`` over ranks, on every rank (in ``t``; returned).
+        The maximum does not depend on the order of its terms (no NaN: send +Inf)."""
 
     @abstractmethod
     def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:

@@ -23,6 +23,9 @@ class LocalCommunicator(Communicator):
     def reduce_sum(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         return t
 
+    def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
+        return t
+
     def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         return t
 

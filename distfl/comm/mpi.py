@@ -121,6 +121,15 @@ class MPICommunicator(Communicator):
         return None
 
     @_collective
+    def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
+        buf = _np(t)
+        self._comm.Allreduce(self._MPI.IN_PLACE, buf, op=self._MPI.MAX)
+        # counted as a reduce to rank 0 and a broadcast from it
+        n = buf.nbytes
+        self.bytes_moved += 2 * n * (self.world_size - 1) if self.rank == 0 else 2 * n
+        return t
+
+    @_collective
     def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         t = t.contiguous()
         row = int(np.prod(t.shape[1:])) if t.dim() > 1 else 1

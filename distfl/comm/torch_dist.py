@@ -90,6 +90,14 @@ class TorchCommunicator(Communicator):
         return t if self.rank == dst else None
 
     @_collective
+    def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self._group(t))
+        # counted as a reduce to rank 0 and a broadcast from it
+        n = t.numel() * t.element_size()
+        self.bytes_moved += 2 * n * (self.world_size - 1) if self.rank == 0 else 2 * n
+        return t
+
+    @_collective
     def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
         group = self._group(t)
         count = torch.tensor([t.shape[0]], dtype=torch.int64, device=t.device)

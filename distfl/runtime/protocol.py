@@ -16,8 +16,11 @@ One step:
 5. if anyone probes: gather of ``[client, row...]`` rows (float64, ``width`` values each),
    what the algorithm's client half answered (before any training; the runtime does not
    read them);
-   if anyone trains: gather of the loss rows ``[client, l_1..l_S]`` (float64) and one
-   reduce of the exact fixed-point sums ``[M, 3P + 1]`` (int64: Σ n_k Δθ_k as limbs, Σ n_k);
+   if anyone trains: gather of the loss rows ``[client, l_1..l_S]`` (float64); with
+   ``comm.sums = "scaled"`` a max all-reduce of the bounds ``[M, L]`` (float64, one per
+   model and parameter tensor) that fixes each tensor's grid (:mod:`distfl.exact`); one
+   reduce of the exact fixed-point sums ``[M, P + 1]`` (int64: Σ n_k Δθ_k on the grids,
+   Σ n_k; ``[M, 3P + 1]`` with ``"limbs"``, three limbs per value);
    if anyone evaluates: gather of ``[client, balanced acc, acc, loss, n_test]`` rows;
    if the plan asks for models: gather of the clients' updated models ``[n, P]``;
    rows arrive in rank order, each worker's in client order: the server sorts them;
@@ -32,13 +35,14 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 
 from distfl.comm.base import Communicator
-from distfl.exact import NUM_LIMBS
+from distfl.exact import SumLayout, grid_exponents
 
 # step kinds
 STOP = 0
@@ -107,6 +111,11 @@ class Plan:
     def any(self, bit: int) -> bool:
         return bool(np.any(self.tasks & bit))
 
+    def terms_per_model(self) -> torch.Tensor:
+        """[M] int64: how many clients train from each model (the terms of its sum)."""
+        trained = (self.tasks & TRAIN) != 0
+        return torch.from_numpy(np.bincount(self.model[trained], minlength=self.num_models))
+
     def of_worker(self, worker: int) -> np.ndarray:
         """Positions of ``worker``'s tasks (ascending client order)."""
         return np.flatnonzero(self.worker == worker)
@@ -149,7 +158,9 @@ class StepOutput:
     """What one rank produced in a step (a worker's share, or the whole step on the server)."""
 
     loss_rows: torch.Tensor  # [n, 1+S] float64
-    sums: torch.Tensor | None  # [M, 3P+1] int64
+    #: [M, layout.width] int64: the limbs' sums (``"limbs"``), or, on the server after the
+    #: step, the reduced sums on the grids of ``exponents``
+    sums: torch.Tensor | None
     eval_rows: torch.Tensor  # [n, EVAL_WIDTH] float64
     model_rows: torch.Tensor  # [n, P] float32
     probe_rows: torch.Tensor | None = None  # [n, 1+width] float64
@@ -161,22 +172,39 @@ class StepOutput:
     cache_mb: float = 0.0
     #: [workers, TIMING_WIDTH] float64, gathered on the server
     timing_rows: torch.Tensor | None = None
+    #: ``"scaled"``: this rank's bounds [M, L] (float64) and the function that puts its
+    #: terms on the agreed grids, exponents [M, L] -> sums [M, P + 1] (int64)
+    bounds: torch.Tensor | None = None
+    finish_sums: Callable[[torch.Tensor], torch.Tensor] | None = None
+    #: ``"scaled"``, on the server: the grids' exponents [M, L] of the reduced sums
+    exponents: torch.Tensor | None = None
+
+
+def sum_layout(kind: str, model: torch.nn.Module) -> SumLayout:
+    """The exact sums' layout of ``comm.sums = kind`` for ``model``: one grid per parameter
+    tensor, in the order of the flat model."""
+    return SumLayout(kind, tuple(int(p.numel()) for p in model.parameters()))
 
 
 def empty_output(
-    plan: Plan, *, num_steps: int, num_params: int, device: torch.device
+    plan: Plan, *, num_steps: int, layout: SumLayout, device: torch.device
 ) -> StepOutput:
     """A rank with nothing to report still joins every collective with empty rows."""
-    sums = None
-    if plan.any(TRAIN):
-        sums = torch.zeros((plan.num_models, NUM_LIMBS * num_params + 1), dtype=torch.int64)
-    return StepOutput(
+    out = StepOutput(
         loss_rows=torch.zeros((0, 1 + num_steps), dtype=torch.float64),
-        sums=sums.to(device) if sums is not None else None,
+        sums=None,
         eval_rows=torch.zeros((0, EVAL_WIDTH), dtype=torch.float64),
-        model_rows=torch.zeros((0, num_params), dtype=torch.float32),
+        model_rows=torch.zeros((0, layout.num_params), dtype=torch.float32),
         probe_rows=torch.zeros((0, 1 + plan.probe_width()), dtype=torch.float64),
     )
+    if plan.any(TRAIN):
+        zeros = torch.zeros((plan.num_models, layout.width), dtype=torch.int64, device=device)
+        if layout.kind == "scaled":
+            out.bounds = torch.zeros((plan.num_models, len(layout.segments)), dtype=torch.float64)
+            out.finish_sums = lambda _exponents: zeros
+        else:
+            out.sums = zeros
+    return out
 
 
 def run_step(
@@ -184,7 +212,7 @@ def run_step(
     plan: Plan | None,
     models: torch.Tensor | None,
     *,
-    num_params: int,
+    layout: SumLayout,
     num_steps: int,
     execute,
 ) -> tuple[Plan, StepOutput | None]:
@@ -207,13 +235,15 @@ def run_step(
     if plan.kind == STOP:
         return plan, None
     if models is None:
-        models = torch.empty((plan.num_models, num_params), dtype=torch.float32, device=comm.device)
+        models = torch.empty(
+            (plan.num_models, layout.num_params), dtype=torch.float32, device=comm.device
+        )
     comm.broadcast(models, src=0)
     t0 = time.perf_counter()
     if execute is not None:
         out = execute(plan, models)
     else:
-        out = empty_output(plan, num_steps=num_steps, num_params=num_params, device=comm.device)
+        out = empty_output(plan, num_steps=num_steps, layout=layout, device=comm.device)
     busy = time.perf_counter() - t0
 
     result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows, out.probe_rows)
@@ -221,7 +251,14 @@ def run_step(
         result.probe_rows = comm.gather_rows(out.probe_rows, dst=0)
     if plan.any(TRAIN):
         result.loss_rows = comm.gather_rows(out.loss_rows, dst=0)
-        result.sums = comm.reduce_sum(out.sums, dst=0)
+        sums = out.sums
+        if layout.kind == "scaled":  # every rank agrees on the grids, then puts its terms there
+            bounds = comm.all_reduce_max(out.bounds.to(comm.device)).cpu()
+            result.exponents = grid_exponents(bounds, plan.terms_per_model())
+            t1 = time.perf_counter()
+            sums = out.finish_sums(result.exponents)
+            busy += time.perf_counter() - t1
+        result.sums = comm.reduce_sum(sums.to(comm.device), dst=0)
     if plan.any(EVAL):
         result.eval_rows = comm.gather_rows(out.eval_rows, dst=0)
     if plan.any(RETURN_MODEL):

@@ -122,6 +122,7 @@ def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> di
             num_classes=dataset.num_classes,
             partition=partition,
             local_worker=worker,
+            device=device,
             stream=stream,
             stop=stop,
         )

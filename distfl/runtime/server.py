@@ -26,7 +26,6 @@ from distfl.checkpoint import RunFile, storable, write_run_file
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition, Population
-from distfl.exact import NUM_LIMBS, from_limbs
 from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, last_linear, num_params
@@ -42,6 +41,7 @@ from distfl.runtime.protocol import (
     ProbeShape,
     peak_rss_mb,
     run_step,
+    sum_layout,
 )
 from distfl.runtime.worker import Worker
 from distfl.train import trainer_kind
@@ -85,6 +85,7 @@ class Server:
         num_classes: int,
         partition: Partition | Population,
         local_worker: Worker | None,
+        device: torch.device | None = None,
         stream: TextIO | None = None,
         stop=None,
     ):
@@ -116,7 +117,8 @@ class Server:
             )
 
         model = initial(0)
-        self.trainer = trainer_kind(config.train.trainer, model)
+        #: the workers' local trainer (they train on ``device``, as rank 0 would)
+        self.trainer = trainer_kind(config.train.trainer, model, device or torch.device("cpu"))
         self.algorithm = build_algorithm(
             config,
             Federation(
@@ -137,6 +139,7 @@ class Server:
         built = {0: model, **{o: initial(o) for o in sorted(set(offsets.values()) - {0})}}
         inits = {o: flat_params(m) for o, m in built.items()}
         self.P = int(inits[0].numel())
+        self.layout = sum_layout(config.comm.sums, model)
         self.models: dict[str, torch.Tensor] = {
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
@@ -225,7 +228,7 @@ class Server:
         )  # fmt: skip
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         _, out = run_step(
-            self.comm, plan, models, num_params=self.P, num_steps=self.S,
+            self.comm, plan, models, layout=self.layout, num_steps=self.S,
             execute=self.worker.execute if self.worker is not None else None,
         )  # fmt: skip
         for row in out.timing_rows.cpu().numpy():
@@ -286,7 +289,8 @@ class Server:
         sums = out.sums.cpu().reshape(len(clusters), -1)
         for i, cid in enumerate(clusters):
             weight = int(sums[i, -1])
-            delta = from_limbs(sums[i, :-1].reshape(NUM_LIMBS, self.P))
+            exponents = out.exponents[i] if out.exponents is not None else None
+            delta = self.layout.decode(sums[i, :-1], exponents)
             self.models[cid] = self.aggregate(cid, self.models[cid], delta, weight)
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
@@ -359,7 +363,7 @@ class Server:
             self.aggregate.split(split.parent, list(split.children))
 
     def stop_workers(self) -> None:
-        run_step(self.comm, Plan.stop(), None, num_params=self.P, num_steps=self.S, execute=None)
+        run_step(self.comm, Plan.stop(), None, layout=self.layout, num_steps=self.S, execute=None)
 
     # -- the run ---------------------------------------------------------------------
 

@@ -18,7 +18,7 @@ from distfl.algorithms import ClientHalf, algorithm_class, client_half
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import ClientCache, ClientData, Dataset, Partition, Population, load_client
-from distfl.exact import NUM_LIMBS, to_limbs
+from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds, to_limbs
 from distfl.models import build_model, num_params
 from distfl.runtime.protocol import (
     EVAL,
@@ -30,8 +30,9 @@ from distfl.runtime.protocol import (
     Plan,
     StepOutput,
     run_step,
+    sum_layout,
 )
-from distfl.train import SequentialTrainer, VectorisedTrainer, client_seed, evaluate, trainer_kind
+from distfl.train import build_trainer, client_seed, evaluate, trainer_kind
 
 
 class Worker:
@@ -54,11 +55,14 @@ class Worker:
             config.model.name, dataset.input_shape, dataset.num_classes, hidden=config.model.hidden
         ).to(device)
         self.num_params = num_params(self.model)
-        self.vectorised = trainer_kind(config.train.trainer, self.model) == "vectorised"
-        if self.vectorised:
-            self.trainer = VectorisedTrainer(self.model, config.train, device)
-        else:
-            self.trainer = SequentialTrainer(self.model, config.train, device)
+        self.layout = sum_layout(config.comm.sums, self.model)
+        self.trainer_name = trainer_kind(config.train.trainer, self.model, device)
+        #: the trainer takes each model's clients together (not one after another)
+        self.together = self.trainer_name != "sequential"
+        widest = int(np.max(partition.num_train(), initial=1))
+        self.trainer = build_trainer(
+            self.trainer_name, self.model, config.train, device, pad_to=widest
+        )
         self.dataset, self.partition = dataset, partition
         self.cache = ClientCache(self._load, config.data.cache_mb * 2**20)
         self._client_half: ClientHalf | None = None
@@ -66,6 +70,8 @@ class Worker:
         self.uniform = AGGREGATORS[config.server.aggregator].uniform
         self.num_train = partition.num_train()
         self.train_seconds = 0.0
+        #: seconds spent putting updates on the exact sums' grids
+        self.sum_seconds = 0.0
         self.client_steps = 0
 
     def execute(self, plan: Plan, models: torch.Tensor) -> StepOutput:
@@ -79,10 +85,7 @@ class Worker:
         loss_rows, eval_rows, model_rows, probe_rows = [], [], [], []
         train_before = self.train_seconds
         loaded_before = self.cache.loaded
-        sums = None
-        if plan.any(TRAIN):
-            sums = torch.zeros((plan.num_models, NUM_LIMBS, P), dtype=torch.int64)
-            weights = torch.zeros(plan.num_models, dtype=torch.int64)
+        trained = [k for k in own if bits[k] & TRAIN]
         for k in own:
             if bits[k] & PROBE:  # before training: the models as broadcast
                 probe_rows.append(np.concatenate([[k], self._probe(plan, k, models)]))
@@ -92,35 +95,22 @@ class Worker:
                     self.model, models[model_of[k]], data, loss=self.config.train.loss
                 )
                 eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
-        trained = [k for k in own if bits[k] & TRAIN]
         by_model = self._train(trained, model_of, plan.round, models)
+        terms = {}  # model index -> (its start, new flat models [n, P], weights [n])
         for m, (ks, new, losses) in by_model.items():
-            start = models[m].to(self.device, torch.float64)
             counts = torch.tensor(
                 [1 if self.uniform else int(self.num_train[k]) for k in ks], dtype=torch.float64
             )
-            # exact sums of n_k (θ_k - θ), many clients per call (chunks bound the temporaries)
-            step = max(1, (1 << 22) // max(P, 1))
-            for lo in range(0, len(ks), step):
-                delta = (new[lo : lo + step].to(torch.float64) - start) * counts[
-                    lo : lo + step, None
-                ]
-                limbs = to_limbs(delta.reshape(-1).cpu()).reshape(NUM_LIMBS, -1, P)
-                sums[m] += limbs.sum(dim=1)
-            weights[m] += int(counts.sum())
+            terms[m] = (models[m].to(self.device), new, counts)
             for i, k in enumerate(ks):
                 loss_rows.append(np.concatenate([[k], losses[i]]))
                 if bits[k] & RETURN_MODEL:
                     model_rows.append((k, new[i].cpu()))
         loss_rows.sort(key=lambda row: row[0])
         model_rows = [row for _, row in sorted(model_rows, key=lambda kr: kr[0])]
-        out_sums = None
-        if sums is not None:
-            out_sums = torch.cat([sums.reshape(plan.num_models, -1), weights[:, None]], dim=1)
-            out_sums = out_sums.to(self.comm_device)
-        return StepOutput(
+        out = StepOutput(
             loss_rows=torch.tensor(np.array(loss_rows), dtype=torch.float64).reshape(-1, 1 + S),
-            sums=out_sums,
+            sums=None,
             eval_rows=torch.tensor(eval_rows, dtype=torch.float64).reshape(-1, EVAL_WIDTH),
             model_rows=(
                 torch.stack(model_rows) if model_rows else torch.zeros((0, P), dtype=torch.float32)
@@ -128,11 +118,56 @@ class Worker:
             probe_rows=torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
                 -1, 1 + plan.probe_width()
             ),
-            trained=len(trained),
-            train_s=self.train_seconds - train_before,
-            loaded=self.cache.loaded - loaded_before,
-            cache_mb=self.cache.nbytes / 2**20,
         )
+        if plan.any(TRAIN):
+            t0 = time.perf_counter()
+            if self.layout.kind == "scaled":
+                L = len(self.layout.segments)
+                out.bounds = torch.zeros((plan.num_models, L), dtype=torch.float64)
+                for m, (start, new, counts) in terms.items():
+                    out.bounds[m] = segment_bounds(new, start, counts, self.layout.segments)
+                out.finish_sums = lambda exponents: self._scaled_sums(plan, terms, exponents)
+            else:
+                out.sums = self._limb_sums(plan, terms)
+            self.sum_seconds += time.perf_counter() - t0
+        out.trained = len(trained)
+        out.train_s = self.train_seconds - train_before
+        out.loaded = self.cache.loaded - loaded_before
+        out.cache_mb = self.cache.nbytes / 2**20
+        return out
+
+    def _scaled_sums(self, plan: Plan, terms: dict, exponents: torch.Tensor) -> torch.Tensor:
+        """[M, P + 1] int64: each model's Σ_k round(n_k Δθ_k 2^-e) on its grids, Σ n_k."""
+        t0 = time.perf_counter()
+        P = self.num_params
+        sums = torch.zeros((plan.num_models, P + 1), dtype=torch.int64, device=self.device)
+        step = max(1, (1 << 22) // max(P, 1))  # clients per call: bounds the temporaries
+        for m, (start, new, counts) in terms.items():
+            scales = element_scales(exponents[m], self.layout.segments).to(self.device)
+            for lo in range(0, new.shape[0], step):
+                sums[m, :P] += quantise_sum(
+                    new[lo : lo + step], start, counts[lo : lo + step], scales
+                )
+            sums[m, P] = int(counts.sum())
+        self.sum_seconds += time.perf_counter() - t0
+        return sums
+
+    def _limb_sums(self, plan: Plan, terms: dict) -> torch.Tensor:
+        """[M, 3P + 1] int64: each model's Σ n_k Δθ_k as limbs on the 2^-64 grid, Σ n_k."""
+        P = self.num_params
+        sums = torch.zeros((plan.num_models, NUM_LIMBS, P), dtype=torch.int64)
+        weights = torch.zeros(plan.num_models, dtype=torch.int64)
+        step = max(1, (1 << 22) // max(P, 1))
+        for m, (start, new, counts) in terms.items():
+            start = start.to(torch.float64)
+            for lo in range(0, new.shape[0], step):
+                delta = (new[lo : lo + step].to(torch.float64) - start) * counts[
+                    lo : lo + step, None
+                ].to(start.device)
+                limbs = to_limbs(delta.reshape(-1).cpu()).reshape(NUM_LIMBS, -1, P)
+                sums[m] += limbs.sum(dim=1)
+            weights[m] += int(counts.sum())
+        return torch.cat([sums.reshape(plan.num_models, -1), weights[:, None]], dim=1)
 
     # -- the ClientContext a client half sees ---------------------------------------------
 
@@ -181,7 +216,7 @@ class Worker:
         for m, ks in by_model.items():
             start = models[m].to(self.device)
             seeds = [client_seed(seed, round_index, k) for k in ks]
-            if self.vectorised:
+            if self.together:
                 new, losses = self.trainer.train_many(start, [self.data(k) for k in ks], seeds)
             else:
                 runs = [
@@ -203,7 +238,7 @@ def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
             comm,
             None,
             None,
-            num_params=worker.num_params,
+            layout=worker.layout,
             num_steps=config.train.local_steps,
             execute=worker.execute,
         )

@@ -1,14 +1,19 @@
 """Local training of simulated clients."""
 
+from distfl.train.batched import BatchedTrainer, supports_batched
+from distfl.train.choose import build_trainer, trainer_kind
 from distfl.train.sequential import SequentialTrainer, client_seed, evaluate, train_losses
-from distfl.train.vectorised import VectorisedTrainer, supports, trainer_kind
+from distfl.train.vectorised import VectorisedTrainer, supports
 
 __all__ = [
+    "BatchedTrainer",
     "SequentialTrainer",
     "VectorisedTrainer",
+    "build_trainer",
     "client_seed",
     "evaluate",
     "supports",
+    "supports_batched",
     "trainer_kind",
     "train_losses",
 ]

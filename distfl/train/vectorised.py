@@ -123,11 +123,3 @@ class VectorisedTrainer:
 def supports(model: nn.Module) -> bool:
     """The vectorised trainer handles models without buffers (no batch norm statistics)."""
     return not any(True for _ in model.buffers())
-
-
-def trainer_kind(requested: str, model: nn.Module) -> str:
-    """The trainer ``train.trainer = requested`` means for ``model``: "vectorised" or
-    "sequential" (``auto``: the vectorised trainer where it :func:`supports` the model)."""
-    if requested == "auto":
-        return "vectorised" if supports(model) else "sequential"
-    return requested

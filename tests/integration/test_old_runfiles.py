@@ -8,7 +8,11 @@ The files were written by that version's ``distfl run`` on small federations (on
 algorithm, each finishing on an evaluation round, so that extending ``run.rounds`` adds no
 evaluation a fresh run would not have). Bits are those of a CPU's float kernels:
 ``kernels.sha256`` holds the fingerprint (tests/runfile.py) of the machine that wrote them,
-and the bit-for-bit comparison runs where this machine's fingerprint is the same."""
+and the bit-for-bit comparison runs where this machine's fingerprint is the same. The
+server's numpy math (CFL's weighted mean update, a BLAS product) takes the kernel OpenBLAS
+picks for the CPU: the files were written where it picked its Haswell kernel (an AVX-512
+CPU gets SkylakeX's, whose last bits differ), so the runs here pin OPENBLAS_CORETYPE to
+the writer's kernel, which any AVX2 CPU runs."""
 
 from __future__ import annotations
 
@@ -35,9 +39,14 @@ FILES = sorted(DATA.glob("*.h5"))
 MORE = 4  # rounds added on resume
 
 
+#: the OpenBLAS kernel of the machine that wrote the files
+WRITER_BLAS = "Haswell"
+
+
 def distfl(helpers, cwd, *args, timeout=180):
     return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
+        [sys.executable, "-m", "distfl", *args], cwd=cwd,
+        env=helpers.clean_env(OPENBLAS_CORETYPE=WRITER_BLAS),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 

@@ -11,7 +11,7 @@ from torch import nn
 
 from distfl.config import TrainSection
 from distfl.data import ClientData
-from distfl.exact import NUM_LIMBS
+from distfl.exact import NUM_LIMBS, SumLayout
 from distfl.models import build_model, flat_params, load_flat
 from distfl.runtime.protocol import (
     EVAL,
@@ -106,15 +106,35 @@ def test_plan_any_and_stop():
 
 
 def test_empty_output_shapes():
-    out = empty_output(make_plan(), num_steps=3, num_params=10, device=CPU)
+    limbs = SumLayout("limbs", (6, 4))
+    out = empty_output(make_plan(), num_steps=3, layout=limbs, device=CPU)
     assert out.loss_rows.shape == (0, 4)
     assert out.sums.shape == (2, NUM_LIMBS * 10 + 1)
     assert out.sums.dtype == torch.int64 and int(out.sums.abs().sum()) == 0
+    assert out.bounds is None and out.finish_sums is None
     assert out.eval_rows.shape == (0, EVAL_WIDTH)
     assert out.model_rows.shape == (0, 10)
     one = np.array([0], dtype=np.int64)
     no_train = Plan(STEP, 1, 1, one, one, one * 0 + EVAL, one)
-    assert empty_output(no_train, num_steps=3, num_params=10, device=CPU).sums is None
+    assert empty_output(no_train, num_steps=3, layout=limbs, device=CPU).sums is None
+
+
+def test_empty_output_scaled_joins_with_zero_bounds_and_sums():
+    out = empty_output(make_plan(), num_steps=3, layout=SumLayout("scaled", (6, 4)), device=CPU)
+    assert out.sums is None
+    assert out.bounds.shape == (2, 2) and out.bounds.dtype == torch.float64
+    assert int(out.bounds.abs().sum()) == 0
+    sums = out.finish_sums(torch.zeros((2, 2), dtype=torch.int64))
+    assert sums.shape == (2, 10 + 1) and sums.dtype == torch.int64
+    assert int(sums.abs().sum()) == 0
+
+
+def test_terms_per_model_counts_the_training_tasks_only():
+    clients = np.array([1, 2, 3, 4, 5], dtype=np.int64)
+    model = np.array([0, 2, 2, 0, 2], dtype=np.int64)
+    tasks = np.array([TRAIN, TRAIN | EVAL, EVAL, TRAIN | RETURN_MODEL, TRAIN], dtype=np.int64)
+    plan = Plan(STEP, 0, 3, clients, model, tasks, np.zeros(5, dtype=np.int64))
+    assert plan.terms_per_model().tolist() == [2, 0, 2]
 
 
 # --------------------------------------------------------------------------- client_seed

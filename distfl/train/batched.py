@@ -1,0 +1,286 @@
+"""Batched local training: the clients that start from the same cluster model train
+together as one autograd graph, their parameters stacked along a leading client axis and
+their layers written as batched kernels (``baddbmm`` for dense layers, a convolution per
+client or one batched im2col product, pooling over clients × samples). The loss of the
+graph is the sum of the clients' losses, so each client's gradient is its own loss's
+(no term of one client depends on another's parameters).
+
+Every client takes exactly S SGD steps on the batches :class:`SequentialTrainer` draws for
+it (the same generator, the same indices) with SGD's update written out (weight decay,
+momentum, FedProx's proximal term), so both trainers compute the same thing to float32
+rounding; the equivalence tests hold them together.
+
+A client's bits do not depend on which clients share its call, which keeps results
+independent of the world size: every client's batch is padded to the same width
+``pad_to`` (extra rows repeat a sample with weight 0, so they add exact zeros), every
+kernel works on each client's slice alone, and every per-client block of a batched
+product is a multiple of 16 floats (feature widths are padded with zeros that stay zero),
+because MKL's batched GEMM gives other last bits for a block that starts off a 64-byte
+boundary, and the block of client c starts c blocks in. There is no torch.func here: the
+per-call overhead of ``vmap`` and the grouped convolutions it makes are what this trainer
+avoids.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from distfl.config import TrainSection
+from distfl.data import ClientData
+from distfl.models import MLP, ConvNet
+from distfl.train.sequential import BatchStream
+
+#: a convolution whose im2col rows are at most this long (in_channels × kernel area) runs
+#: as one batched product over all clients; a longer one runs as one convolution per client
+#: (oneDNN's direct convolution is the faster of the two there: see README, Benchmarks)
+IM2COL_MAX = 150
+
+
+def _leaves(model: nn.Module) -> list[nn.Module]:
+    """The built-in models' layers in forward order (each is a chain of Sequentials)."""
+    out = []
+    for module in model.modules():
+        if not isinstance(module, nn.Sequential) and not list(module.children()):
+            out.append(module)
+    return out
+
+
+def supports_batched(model: nn.Module) -> bool:
+    """The batched trainer runs the built-in models (a chain of Flatten, Linear, ReLU, 2-D
+    convolutions of stride 1 and 2-D max-pooling, without buffers)."""
+    if not isinstance(model, (MLP, ConvNet)) or any(True for _ in model.buffers()):
+        return False
+    for layer in _leaves(model):
+        if isinstance(layer, nn.Conv2d):
+            if layer.stride != (1, 1) or layer.dilation != (1, 1) or layer.groups != 1:
+                return False
+            if not isinstance(layer.padding, tuple) or layer.padding_mode != "zeros":
+                return False
+        elif not isinstance(layer, (nn.Flatten, nn.Linear, nn.ReLU, nn.MaxPool2d)):
+            return False
+    return True
+
+
+ALIGN = 16  # floats: 64 bytes
+
+
+def _up(n: int) -> int:
+    return -(-n // ALIGN) * ALIGN
+
+
+class BatchedTrainer:
+    def __init__(
+        self,
+        model: nn.Module,
+        train: TrainSection,
+        device: torch.device,
+        *,
+        pad_to: int | None = None,
+    ):
+        if not supports_batched(model):
+            raise ValueError(f"the batched trainer does not run {type(model).__name__}")
+        self.model = model.to(device)
+        self.cfg = train
+        self.device = device
+        #: every client's batch is this wide (its own batch size, padded with weight 0)
+        self.pad_to = max(1, min(train.batch_size, pad_to or train.batch_size))
+        self.layers = _leaves(self.model)
+        params = dict(self.model.named_parameters())
+        self.shapes = [tuple(p.shape) for p in params.values()]
+        self.sizes = [p.numel() for p in params.values()]
+        self.num_params = sum(self.sizes)
+        ids = {id(p): i for i, p in enumerate(params.values())}
+        #: per parameter, its shape as the batched kernels hold it (zero-padded)
+        self.padded: list[tuple[int, ...]] = list(self.shapes)
+        #: per layer index: its kind and its weight's parameter index (the bias follows)
+        self.kind: dict[int, tuple[str, int]] = {}
+        for j, layer in enumerate(self.layers):
+            if isinstance(layer, nn.Linear):
+                i = ids[id(layer.weight)]
+                out_p = _up(layer.out_features)
+                self.padded[i] = (out_p, _up(layer.in_features))
+                self.padded[i + 1] = (out_p,)
+                self.kind[j] = ("linear", i)
+            elif isinstance(layer, nn.Conv2d):
+                i = ids[id(layer.weight)]
+                cout, cin, kh, kw = layer.weight.shape
+                if cin * kh * kw > IM2COL_MAX:  # one convolution per client
+                    self.padded[i] = (_up(cout * cin * kh * kw),)
+                    self.padded[i + 1] = (_up(cout),)
+                    self.kind[j] = ("conv", i)
+                else:  # one batched im2col product
+                    self.padded[i] = (_up(cout), _up(cin * kh * kw))
+                    self.padded[i + 1] = (_up(cout),)
+                    self.kind[j] = ("im2col", i)
+        self.hinge = train.loss == "hinge"
+
+    def chunk_size(self, example: ClientData) -> int:
+        """How many clients fit in ``train.chunk_mb``: parameters, gradients, momentum and
+        proximal anchor (4 copies), plus a generous allowance for activations."""
+        per_client = 4 * self.num_params * 4
+        per_client += self.pad_to * example.x_train[0].numel() * 4 * 64
+        return max(2, int(self.cfg.chunk_mb * 2**20 // per_client))
+
+    def train_many(
+        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int]
+    ) -> tuple[torch.Tensor, np.ndarray]:
+        """S local steps for each client from the flat model ``start``: returns the new flat
+        models [n, P] (float32) and the losses [n, S]."""
+        n = len(datas)
+        out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
+        losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
+        chunk = self.chunk_size(datas[0]) if n else 2
+        for lo in range(0, n, chunk):
+            hi = min(n, lo + chunk)
+            # A batched product over one client may take another kernel than over several
+            # (MKL's batched GEMM with a batch of one); pairing a lone client with a copy of
+            # itself keeps its bits those of any larger chunk, hence of any world size.
+            run = list(range(lo, hi)) if hi - lo > 1 else [lo, lo]
+            new, loss = self._train_chunk(start, [datas[i] for i in run], [seeds[i] for i in run])
+            out[lo:hi], losses[lo:hi] = new[: hi - lo], loss[: hi - lo]
+        return out, losses
+
+    # -- one chunk -----------------------------------------------------------------------
+
+    def _batches(self, datas: list[ClientData], seeds: list[int]):
+        """Every step's padded sample indices into the chunk's concatenated data [S, C, B]
+        and the per-sample loss weights [C, B] (1/b on a client's b real rows, else 0)."""
+        cfg, B = self.cfg, self.pad_to
+        S, C = cfg.local_steps, len(datas)
+        index = torch.empty((C, S, B), dtype=torch.int64)
+        weight = torch.zeros((C, B), dtype=torch.float32)
+        offset = 0
+        for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
+            stream = BatchStream(d.num_train, cfg.batch_size, torch.Generator().manual_seed(s))
+            b = stream.b
+            if b < B:  # pad with the client's first sample; its weight is 0
+                index[c, :, b:] = offset
+            rows = torch.stack([stream.next() for _ in range(S)])
+            index[c, :, :b] = rows + offset
+            weight[c, :b] = 1.0 / b
+            offset += d.num_train
+        return index.transpose(0, 1).contiguous(), weight
+
+    def _train_chunk(self, start, datas, seeds):
+        cfg = self.cfg
+        C = len(datas)
+        anchor = self._pad(start.to(self.device, torch.float32))
+        params = [a.unsqueeze(0).expand(C, *a.shape).clone().requires_grad_() for a in anchor]
+        bufs: list[torch.Tensor | None] = [None] * len(params)
+        x_all = torch.cat([d.x_train for d in datas]).to(self.device)
+        y_all = torch.cat([d.y_train for d in datas]).to(self.device)
+        index, weight = self._batches(datas, seeds)
+        index, weight = index.to(self.device), weight.to(self.device)
+        losses = torch.empty((cfg.local_steps, C), dtype=torch.float32, device=self.device)
+        for s in range(cfg.local_steps):
+            idx = index[s]
+            per_client = self._loss(params, x_all[idx], y_all[idx], weight)
+            grads = torch.autograd.grad(per_client.sum(), params)
+            with torch.no_grad():
+                for i, (p, g) in enumerate(zip(params, grads, strict=True)):
+                    if cfg.prox_mu:
+                        g = g.add(p - anchor[i], alpha=cfg.prox_mu)
+                    if cfg.weight_decay:
+                        g = g.add(p, alpha=cfg.weight_decay)
+                    if cfg.momentum:
+                        if bufs[i] is None:
+                            bufs[i] = g.clone()
+                        else:
+                            bufs[i].mul_(cfg.momentum).add_(g)
+                        g = bufs[i]
+                    p.add_(g, alpha=-cfg.lr)
+                losses[s] = per_client
+        new = torch.cat([self._unpad(i, p.detach()) for i, p in enumerate(params)], dim=1)
+        return new, losses.t().double().cpu().numpy()
+
+    def _pad(self, flat: torch.Tensor) -> list[torch.Tensor]:
+        """The flat model [P] as the padded parameters (zeros outside each real block)."""
+        out = []
+        for part, shape, padded in zip(
+            flat.split(self.sizes), self.shapes, self.padded, strict=True
+        ):
+            p = part.new_zeros(padded)
+            if len(padded) == 2:  # [rows, cols]: the real block is the top-left corner
+                rows = shape[0]
+                p[:rows, : part.numel() // rows] = part.view(rows, -1)
+            else:
+                p[: part.numel()] = part
+            out.append(p)
+        return out
+
+    def _unpad(self, i: int, p: torch.Tensor) -> torch.Tensor:
+        """Parameter ``i`` of every client, [C, *padded] -> its real values [C, size]."""
+        C, shape = p.shape[0], self.shapes[i]
+        if len(self.padded[i]) == 2:
+            rows = shape[0]
+            return p[:, :rows, : self.sizes[i] // rows].reshape(C, -1)
+        return p[:, : self.sizes[i]]
+
+    def _loss(self, params, x, y, weight) -> torch.Tensor:
+        """[C] each client's weighted mean loss of its batch x [C, B, ...], y [C, B]."""
+        logits = self._forward(params, x)
+        if self.hinge:
+            sign = (2 * y - 1).to(logits.dtype)
+            per_sample = torch.clamp(1.0 - sign * (logits[..., 1] - logits[..., 0]), min=0.0)
+        else:  # cross-entropy, written out: log-sum-exp minus the label's logit
+            picked = logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+            per_sample = torch.logsumexp(logits, dim=-1) - picked
+        return (per_sample * weight).sum(dim=1)
+
+    def _forward(self, params, h: torch.Tensor) -> torch.Tensor:
+        C, B = h.shape[:2]
+        for j, layer in enumerate(self.layers):
+            kind, i = self.kind.get(j, ("", -1))
+            if kind == "linear":
+                w, b = params[i], params[i + 1]
+                if h.shape[-1] < w.shape[-1]:  # zero columns up to the padded width
+                    h = F.pad(h, (0, w.shape[-1] - h.shape[-1]))
+                h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+            elif kind == "conv":
+                w = params[i][:, : self.sizes[i]].view(C, *self.shapes[i])
+                b = params[i + 1][:, : self.shapes[i][0]]
+                h = _conv_each(h, w, b, layer.padding)
+            elif kind == "im2col":
+                h = _conv_im2col(h, params[i], params[i + 1], layer, self.shapes[i])
+            elif isinstance(layer, nn.ReLU):
+                h = torch.relu(h)
+            elif isinstance(layer, nn.MaxPool2d):
+                pooled = F.max_pool2d(
+                    h.reshape(C * B, *h.shape[2:]), layer.kernel_size, layer.stride,
+                    layer.padding, layer.dilation, ceil_mode=layer.ceil_mode,
+                )  # fmt: skip
+                h = pooled.reshape(C, B, *pooled.shape[1:])
+            else:  # nn.Flatten (supports_batched admits nothing else)
+                h = h.reshape(C, B, -1)
+        return h[..., : self.layers[-1].out_features]
+
+
+def _conv_each(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding) -> torch.Tensor:
+    """One stride-1 convolution per client: h [C, B, cin, H, W], w [C, cout, cin, kh, kw],
+    b [C, cout]."""
+    outs = [
+        F.conv2d(hc, wc, bc, padding=padding)
+        for hc, wc, bc in zip(h.unbind(0), w.unbind(0), b.unbind(0), strict=True)
+    ]
+    return torch.stack(outs)
+
+
+def _conv_im2col(h, w, b, layer: nn.Conv2d, shape) -> torch.Tensor:
+    """A stride-1 convolution of all clients as one batched product of their im2col rows
+    [C, B·L, K] (K padded with zero columns to w's width) and their weights w [C, cout', K']
+    (cout' and K' padded)."""
+    C, B, cin, H, W = h.shape
+    cout, kh, kw = shape[0], shape[2], shape[3]
+    ph, pw = layer.padding
+    cols = F.unfold(h.reshape(C * B, cin, H, W), (kh, kw), padding=(ph, pw))  # [C·B, K, L]
+    K, L = cols.shape[1], cols.shape[2]
+    rows = cols.view(C, B, K, L).transpose(2, 3).reshape(C, B * L, K)
+    if K < w.shape[2]:
+        rows = F.pad(rows, (0, w.shape[2] - K))
+    out = torch.baddbmm(b.unsqueeze(1), rows, w.transpose(1, 2))  # [C, B·L, cout']
+    Ho, Wo = H + 2 * ph - kh + 1, W + 2 * pw - kw + 1
+    out = out[..., :cout].reshape(C, B, L, cout).transpose(2, 3)
+    return out.reshape(C, B, cout, Ho, Wo)
