@@ -40,9 +40,9 @@ def scaled_sum(new, start, counts, segments, *, groups=None) -> torch.Tensor:
     each group's integer sum, the integer total, the float64 result."""
     n = new.shape[0]
     groups = groups if groups is not None else [list(range(n))]
-    bounds = torch.stack(
-        [segment_bounds(new[g], start, counts[g], segments) for g in groups]
-    ).amax(dim=0)
+    bounds = torch.stack([segment_bounds(new[g], start, counts[g], segments) for g in groups]).amax(
+        dim=0
+    )
     exps = grid_exponents(bounds[None, :], torch.tensor([n]))[0]
     scales = element_scales(exps, segments)
     total = sum(quantise_sum(new[g], start, counts[g], scales) for g in groups)
