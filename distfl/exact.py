@@ -10,8 +10,10 @@ on the server. Two formats (``comm.sums``):
 ``scaled`` (the default): one int64 per value. Each round, every model's parameter tensor
 gets its own grid 2^e, agreed by all ranks through a max all-reduce of a bound on its
 terms' magnitudes (:func:`segment_bounds`, :func:`grid_exponents`): with N terms, each is
-below 2^62/N on its grid, so no order of summing them can overflow. The grid is
-N·2^-61 of the largest term or finer; each term is rounded to it once (half to even).
+below 2^62/N on its grid, so no order of summing them can overflow. A grid step is at
+most N·2^-59 of the bound b (the largest term to within a factor of 2); each term is
+rounded to it once (half to even), so the sum of N terms is within N²·2^-60·b of their
+exact sum.
 
 ``limbs`` (distfl 0.1.0's): a fixed grid of 2^-64 and three signed 64-bit limbs of 32 bits
 each (value = l2·2^32 + l1 + l0·2^-32, in units of 2^-32·2^-32). Range: |value| < 2^31 per

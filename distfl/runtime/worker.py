@@ -141,7 +141,7 @@ class Worker:
         t0 = time.perf_counter()
         P = self.num_params
         sums = torch.zeros((plan.num_models, P + 1), dtype=torch.int64, device=self.device)
-        step = max(1, (1 << 22) // max(P, 1))  # clients per call: bounds the temporaries
+        step = max(1, (1 << 16) // max(P, 1))  # clients per call: temporaries stay in cache
         for m, (start, new, counts) in terms.items():
             scales = element_scales(exponents[m], self.layout.segments).to(self.device)
             for lo in range(0, new.shape[0], step):

@@ -31,7 +31,6 @@ from torch.nn import functional as F
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
-from distfl.train.sequential import BatchStream
 
 #: a convolution whose im2col rows are at most this long (in_channels × kernel area) runs
 #: as one batched product over all clients; a longer one runs as one convolution per client
@@ -108,8 +107,9 @@ class BatchedTrainer:
                 i = ids[id(layer.weight)]
                 cout, cin, kh, kw = layer.weight.shape
                 if cin * kh * kw > IM2COL_MAX:  # one convolution per client
-                    self.padded[i] = (_up(cout * cin * kh * kw),)
-                    self.padded[i + 1] = (_up(cout),)
+                    if _up(cout * cin * kh * kw) != cout * cin * kh * kw or _up(cout) != cout:
+                        self.padded[i] = (_up(cout * cin * kh * kw),)
+                        self.padded[i + 1] = (_up(cout),)
                     self.kind[j] = ("conv", i)
                 else:  # one batched im2col product
                     self.padded[i] = (_up(cout), _up(cin * kh * kw))
@@ -154,14 +154,19 @@ class BatchedTrainer:
         weight = torch.zeros((C, B), dtype=torch.float32)
         offset = 0
         for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
-            stream = BatchStream(d.num_train, cfg.batch_size, torch.Generator().manual_seed(s))
-            b = stream.b
+            # BatchStream's draws, all at once: one permutation per pass over the data, each
+            # cut into n // b batches (the remainder is skipped), as many passes as S needs
+            n = d.num_train
+            b = min(cfg.batch_size, n)
+            per_pass = n // b
+            g = torch.Generator().manual_seed(s)
+            passes = [torch.randperm(n, generator=g) for _ in range(-(-S // per_pass))]
+            rows = torch.stack([p[: per_pass * b] for p in passes]).view(-1, b)[:S]
             if b < B:  # pad with the client's first sample; its weight is 0
                 index[c, :, b:] = offset
-            rows = torch.stack([stream.next() for _ in range(S)])
             index[c, :, :b] = rows + offset
             weight[c, :b] = 1.0 / b
-            offset += d.num_train
+            offset += n
         return index.transpose(0, 1).contiguous(), weight
 
     def _train_chunk(self, start, datas, seeds):
@@ -175,11 +180,15 @@ class BatchedTrainer:
         index, weight = self._batches(datas, seeds)
         index, weight = index.to(self.device), weight.to(self.device)
         losses = torch.empty((cfg.local_steps, C), dtype=torch.float32, device=self.device)
+        xs, ys = x_all[index], y_all[index]  # every step's batches, [S, C, B, ...]
         for s in range(cfg.local_steps):
-            idx = index[s]
-            per_client = self._loss(params, x_all[idx], y_all[idx], weight)
+            per_client = self._loss(params, xs[s], ys[s], weight)
             grads = torch.autograd.grad(per_client.sum(), params)
             with torch.no_grad():
+                if not (cfg.prox_mu or cfg.weight_decay or cfg.momentum):  # plain SGD
+                    torch._foreach_add_(params, grads, alpha=-cfg.lr)
+                    losses[s] = per_client
+                    continue
                 for i, (p, g) in enumerate(zip(params, grads, strict=True)):
                     if cfg.prox_mu:
                         g = g.add(p - anchor[i], alpha=cfg.prox_mu)
@@ -203,7 +212,9 @@ class BatchedTrainer:
             flat.split(self.sizes), self.shapes, self.padded, strict=True
         ):
             p = part.new_zeros(padded)
-            if len(padded) == 2:  # [rows, cols]: the real block is the top-left corner
+            if padded == shape:
+                p = part.view(shape).clone()
+            elif len(padded) == 2:  # [rows, cols]: the real block is the top-left corner
                 rows = shape[0]
                 p[:rows, : part.numel() // rows] = part.view(rows, -1)
             else:
@@ -214,6 +225,8 @@ class BatchedTrainer:
     def _unpad(self, i: int, p: torch.Tensor) -> torch.Tensor:
         """Parameter ``i`` of every client, [C, *padded] -> its real values [C, size]."""
         C, shape = p.shape[0], self.shapes[i]
+        if self.padded[i] == shape:
+            return p.reshape(C, -1)
         if len(self.padded[i]) == 2:
             rows = shape[0]
             return p[:, :rows, : self.sizes[i] // rows].reshape(C, -1)
@@ -240,8 +253,10 @@ class BatchedTrainer:
                     h = F.pad(h, (0, w.shape[-1] - h.shape[-1]))
                 h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
             elif kind == "conv":
-                w = params[i][:, : self.sizes[i]].view(C, *self.shapes[i])
-                b = params[i + 1][:, : self.shapes[i][0]]
+                w, b = params[i], params[i + 1]
+                if w.dim() == 2:  # held padded to whole 64-byte blocks
+                    w = w[:, : self.sizes[i]].view(C, *self.shapes[i])
+                    b = b[:, : self.shapes[i][0]]
                 h = _conv_each(h, w, b, layer.padding)
             elif kind == "im2col":
                 h = _conv_im2col(h, params[i], params[i + 1], layer, self.shapes[i])
