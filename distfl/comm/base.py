@@ -40,9 +40,12 @@ class Communicator(ABC):
         The maximum does not depend on the order of its terms (no NaN: send +Inf)."""
 
     @abstractmethod
-    def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
+    def gather_rows(
+        self, t: torch.Tensor, dst: int = 0, counts: list[int] | None = None
+    ) -> torch.Tensor | None:
         """Concatenate every rank's ``t`` (shape [n_r, *row], n_r may differ) in rank order
-        on ``dst``; None elsewhere."""
+        on ``dst``; None elsewhere. ``counts``: every rank's n_r, when every rank knows them
+        (then no collective is spent on learning them)."""
 
     @abstractmethod
     def barrier(self) -> None: ...

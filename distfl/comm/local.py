@@ -26,7 +26,9 @@ class LocalCommunicator(Communicator):
     def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
         return t
 
-    def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
+    def gather_rows(
+        self, t: torch.Tensor, dst: int = 0, counts: list[int] | None = None
+    ) -> torch.Tensor | None:
         return t
 
     def barrier(self) -> None:

@@ -130,11 +130,20 @@ class MPICommunicator(Communicator):
         return t
 
     @_collective
-    def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
+    def gather_rows(
+        self, t: torch.Tensor, dst: int = 0, counts: list[int] | None = None
+    ) -> torch.Tensor | None:
         t = t.contiguous()
         row = int(np.prod(t.shape[1:])) if t.dim() > 1 else 1
-        counts = np.zeros(self.world_size, dtype=np.int64) if self.rank == dst else None
-        self._comm.Gather(np.array([t.shape[0]], dtype=np.int64), counts, root=dst)
+        if counts is not None:
+            if t.shape[0] != counts[self.rank]:
+                raise RuntimeError(
+                    f"rank {self.rank} has {t.shape[0]} rows to gather, not {counts[self.rank]}"
+                )
+            counts = np.asarray(counts, dtype=np.int64) if self.rank == dst else None
+        else:
+            counts = np.zeros(self.world_size, dtype=np.int64) if self.rank == dst else None
+            self._comm.Gather(np.array([t.shape[0]], dtype=np.int64), counts, root=dst)
         send = _np(t)
         if self.rank != dst:
             self._comm.Gatherv(send, None, root=dst)

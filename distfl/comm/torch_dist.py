@@ -98,19 +98,29 @@ class TorchCommunicator(Communicator):
         return t
 
     @_collective
-    def gather_rows(self, t: torch.Tensor, dst: int = 0) -> torch.Tensor | None:
+    def gather_rows(
+        self, t: torch.Tensor, dst: int = 0, counts: list[int] | None = None
+    ) -> torch.Tensor | None:
         group = self._group(t)
-        count = torch.tensor([t.shape[0]], dtype=torch.int64, device=t.device)
-        counts = (
-            [torch.zeros_like(count) for _ in range(self.world_size)] if self.rank == dst else None
-        )
-        dist.gather(count, gather_list=counts, dst=dst, group=group)
-        # every rank must send the same shape: the senders learn the largest count
-        longest = torch.zeros(1, dtype=torch.int64, device=t.device)
-        if self.rank == dst:
-            longest[0] = max(int(c.item()) for c in counts)
-        dist.broadcast(longest, src=dst, group=group)
-        n_max = int(longest.item())
+        if counts is not None:
+            _check_count(t, counts, self.rank)
+            sizes = list(counts) if self.rank == dst else None
+            n_max = max(counts, default=0)
+        else:
+            count = torch.tensor([t.shape[0]], dtype=torch.int64, device=t.device)
+            gathered = (
+                [torch.zeros_like(count) for _ in range(self.world_size)]
+                if self.rank == dst
+                else None
+            )
+            dist.gather(count, gather_list=gathered, dst=dst, group=group)
+            # every rank must send the same shape: the senders learn the largest count
+            longest = torch.zeros(1, dtype=torch.int64, device=t.device)
+            sizes = [int(c.item()) for c in gathered] if self.rank == dst else None
+            if self.rank == dst:
+                longest[0] = max(sizes)
+            dist.broadcast(longest, src=dst, group=group)
+            n_max = int(longest.item())
         padded = torch.zeros((n_max, *t.shape[1:]), dtype=t.dtype, device=t.device)
         padded[: t.shape[0]] = t
         parts = (
@@ -121,7 +131,6 @@ class TorchCommunicator(Communicator):
         if self.rank != dst:
             self.bytes_moved += t.shape[0] * row_bytes
             return None
-        sizes = [int(c.item()) for c in counts]
         self.bytes_moved += sum(s for r, s in enumerate(sizes) if r != dst) * row_bytes
         return torch.cat([p[:s] for p, s in zip(parts, sizes, strict=True)], dim=0)
 
@@ -143,3 +152,9 @@ class TorchCommunicator(Communicator):
             dist.destroy_process_group()
             TorchCommunicator.group_destroyed = True
         self._owns_group = False
+
+
+def _check_count(t: torch.Tensor, counts: list[int], rank: int) -> None:
+    """The rows a rank sends must be the count every rank was told (else a gather hangs)."""
+    if t.shape[0] != counts[rank]:
+        raise RuntimeError(f"rank {rank} has {t.shape[0]} rows to gather, not {counts[rank]}")

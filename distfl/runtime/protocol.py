@@ -116,6 +116,15 @@ class Plan:
         trained = (self.tasks & TRAIN) != 0
         return torch.from_numpy(np.bincount(self.model[trained], minlength=self.num_models))
 
+    def rows_per_rank(self, bits: int, world_size: int) -> list[int]:
+        """How many rows each rank answers for the tasks that have all of ``bits``: one per
+        such task, on the rank of its worker (rank 0 itself at W = 1)."""
+        has = (self.tasks & bits) == bits
+        if world_size == 1:
+            return [int(has.sum())]
+        per_worker = np.bincount(self.worker[has], minlength=world_size - 1)
+        return [0] + [int(c) for c in per_worker[: world_size - 1]]
+
     def of_worker(self, worker: int) -> np.ndarray:
         """Positions of ``worker``'s tasks (ascending client order)."""
         return np.flatnonzero(self.worker == worker)
@@ -247,10 +256,11 @@ def run_step(
     busy = time.perf_counter() - t0
 
     result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows, out.probe_rows)
+    W = comm.world_size
     if plan.any(PROBE):
-        result.probe_rows = comm.gather_rows(out.probe_rows, dst=0)
+        result.probe_rows = comm.gather_rows(out.probe_rows, 0, plan.rows_per_rank(PROBE, W))
     if plan.any(TRAIN):
-        result.loss_rows = comm.gather_rows(out.loss_rows, dst=0)
+        result.loss_rows = comm.gather_rows(out.loss_rows, 0, plan.rows_per_rank(TRAIN, W))
         sums = out.sums
         if layout.kind == "scaled":  # every rank agrees on the grids, then puts its terms there
             bounds = comm.all_reduce_max(out.bounds.to(comm.device)).cpu()
@@ -260,14 +270,17 @@ def run_step(
             busy += time.perf_counter() - t1
         result.sums = comm.reduce_sum(sums.to(comm.device), dst=0)
     if plan.any(EVAL):
-        result.eval_rows = comm.gather_rows(out.eval_rows, dst=0)
+        result.eval_rows = comm.gather_rows(out.eval_rows, 0, plan.rows_per_rank(EVAL, W))
     if plan.any(RETURN_MODEL):
-        result.model_rows = comm.gather_rows(out.model_rows.to(comm.device), dst=0)
+        result.model_rows = comm.gather_rows(
+            out.model_rows.to(comm.device), 0, plan.rows_per_rank(TRAIN | RETURN_MODEL, W)
+        )
     timing = torch.zeros((0, TIMING_WIDTH), dtype=torch.float64)
     if execute is not None:
         row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb()]
         timing = torch.tensor([row], dtype=torch.float64)
-    result.timing_rows = comm.gather_rows(timing, dst=0)
+    # one timing row per rank that executes: every rank at W = 1, every worker above
+    result.timing_rows = comm.gather_rows(timing, 0, [1] if W == 1 else [0] + [1] * (W - 1))
     return plan, (result if comm.rank == 0 else None)
 
 
