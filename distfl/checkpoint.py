@@ -11,7 +11,8 @@ Layout (DESIGN.md):
                       /metrics/clusters/ the same per (round, cluster);
                       /metrics/evaluation/ per (evaluation round, evaluated cluster)
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics);
-                      attrs trainer, loop_started; /timing/workers/ per (round, worker rank)
+                      attrs trainer, loop_started, sum_bytes_per_param; /timing/workers/
+                      per (round, worker rank)
     /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
 """
 
@@ -172,6 +173,7 @@ def write_run_file(
     worker_timing: dict[str, np.ndarray] | None = None,
     trainer: str = "",
     loop_started: float = 0.0,
+    sum_bytes_per_param: float = 0.0,
 ) -> None:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
     path = Path(path)
@@ -209,6 +211,9 @@ def write_run_file(
             # when the writing process's rounds loop began (Unix seconds): launch to this
             # instant is the start-up (imports, data, partition, process group)
             t.attrs["loop_started"] = loop_started
+            # bytes each rank hands to the exact sums' reduce per model parameter (besides
+            # the 8 bytes of Σ n_k per model), in the last round that trained
+            t.attrs["sum_bytes_per_param"] = sum_bytes_per_param
             for name, values in timing.items():
                 _column(t, name, values)
             tw = t.create_group("workers")
@@ -244,6 +249,8 @@ class RunFile:
     worker_timing: dict[str, np.ndarray] = field(default_factory=dict)
     #: the local trainer the workers used ("" before it was recorded)
     trainer: str = ""
+    #: bytes each rank hands to the exact sums' reduce per model parameter (0: not recorded)
+    sum_bytes_per_param: float = 0.0
 
 
 def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
@@ -294,6 +301,7 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
                 evaluation=evaluation,
                 worker_timing=worker_timing,
                 trainer=str(f["timing"].attrs.get("trainer", "")),
+                sum_bytes_per_param=float(f["timing"].attrs.get("sum_bytes_per_param", 0.0)),
             )
     except CheckpointError:
         raise

@@ -152,6 +152,8 @@ class Server:
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
         self.loop_started = 0.0
+        #: bytes per model parameter of the last exact sums reduce (each rank's share)
+        self.sum_bytes_per_param = 0.0
         self.elapsed_before = 0.0
         self.client_steps = 0
         self.round_bytes = 0
@@ -287,6 +289,9 @@ class Server:
         self._count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
         clusters, out = self._step(plan.train, tasks, plan.round)
         sums = out.sums.cpu().reshape(len(clusters), -1)
+        # each rank's payload per model parameter (the Σ n_k column, 8 bytes a model, apart)
+        values = sums.numel() - len(clusters)
+        self.sum_bytes_per_param = values * sums.element_size() / (len(clusters) * self.P)
         for i, cid in enumerate(clusters):
             weight = int(sums[i, -1])
             exponents = out.exponents[i] if out.exponents is not None else None
@@ -512,6 +517,7 @@ class Server:
             worker_timing=_timing_arrays(self.worker_timing),
             trainer=self.trainer,
             loop_started=self.loop_started,
+            sum_bytes_per_param=self.sum_bytes_per_param,
             state=self.state(),
         )
 

@@ -17,6 +17,7 @@ from distfl.runtime.protocol import (
     EVAL,
     EVAL_WIDTH,
     HEADER,
+    PROBE,
     RETURN_MODEL,
     STEP,
     STOP,
@@ -135,6 +136,22 @@ def test_terms_per_model_counts_the_training_tasks_only():
     tasks = np.array([TRAIN, TRAIN | EVAL, EVAL, TRAIN | RETURN_MODEL, TRAIN], dtype=np.int64)
     plan = Plan(STEP, 0, 3, clients, model, tasks, np.zeros(5, dtype=np.int64))
     assert plan.terms_per_model().tolist() == [2, 0, 2]
+
+
+def test_rows_per_rank_follows_the_placement():
+    clients = np.arange(6, dtype=np.int64)
+    tasks = np.array(
+        [TRAIN, TRAIN | RETURN_MODEL, EVAL, TRAIN | EVAL, TRAIN | RETURN_MODEL, RETURN_MODEL],
+        dtype=np.int64,
+    )
+    worker = np.array([0, 1, 1, 0, 1, 1], dtype=np.int64)
+    plan = Plan(STEP, 0, 1, clients, np.zeros(6, dtype=np.int64), tasks, worker)
+    # rank 0 (the server) answers nothing above W = 1; worker w is rank w + 1
+    assert plan.rows_per_rank(TRAIN, 3) == [0, 2, 2]
+    assert plan.rows_per_rank(EVAL, 3) == [0, 1, 1]
+    assert plan.rows_per_rank(TRAIN | RETURN_MODEL, 3) == [0, 0, 2]  # both bits
+    assert plan.rows_per_rank(TRAIN, 1) == [4]
+    assert plan.rows_per_rank(PROBE, 4) == [0, 0, 0, 0]
 
 
 # --------------------------------------------------------------------------- client_seed

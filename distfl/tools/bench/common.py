@@ -46,6 +46,8 @@ def row(key: str, label: str, status: str = "ok", **fields: Any) -> dict:
         "overhead_note": "",
         "bytes_per_round": None,
         "bytes_note": "",
+        #: bytes each rank hands to the exact sums' reduce per model parameter (distfl rows)
+        "sum_bytes_per_param": None,
         "notes": [],
     }
     out.update(fields)

@@ -82,6 +82,7 @@ def run_file_timing(path: Path, steps: int, warm_up_rounds: int = 0) -> dict:
         "client_steps_workers": clients * steps,
         "bytes_per_round": float(np.mean(run.timing["bytes"][timed])) if timed.any() else 0.0,
         "trainer": run.trainer or None,
+        "sum_bytes_per_param": run.sum_bytes_per_param or None,
         "train_s": train,
         "busy_s": busy,
     }
@@ -129,6 +130,7 @@ def distfl_local(w: Workload, tmp: Path, trainer: str) -> dict:
         overhead_note="rank 0's loop minus the worker's training time",
         bytes_per_round=got["bytes_per_round"],
         bytes_note="one process",
+        sum_bytes_per_param=got["sum_bytes_per_param"],
     )
     parts = ", ".join(
         f"{name.replace('_', ' ')} {100 * sec / wall:.1f}%" for name, sec in breakdown.items()
@@ -197,6 +199,7 @@ def distfl_torchrun(w: Workload, tmp: Path, nproc: int = W3) -> dict:
         process_wall_s=process_wall,
         bytes_per_round=got["bytes_per_round"],
         bytes_note="rank 0's traffic",
+        sum_bytes_per_param=got["sum_bytes_per_param"],
         command=shlex.join(cmd),
     )
     rates(r)
