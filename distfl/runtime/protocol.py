@@ -5,27 +5,29 @@ One step:
 1. broadcast of the plan's header: an int64 tensor of fixed length ``HEADER`` —
    ``[kind, round, num_models, probe_op, num_tasks]`` and the probe's shape
    ``[width, num_args, args...]`` (``PROBE_SHAPE`` long; ``probe_op``, 1-based, names the
-   probe among the algorithm's ``client_ops``, 0: none);
-2. if there are tasks: broadcast of the tasks, ``[num_tasks, 4]`` int64 rows
-   ``[client, model index, task bits, worker]``, in ascending client order. The worker
+   probe among the algorithm's ``client_ops``, 0: none) — followed, in the same
+   broadcast, by room for ``INLINE_TASKS`` task rows;
+2. the tasks, ``[num_tasks, 4]`` int64 rows ``[client, model index, task bits, worker]``
+   in ascending client order (inside the first broadcast when there are at most
+   ``INLINE_TASKS``, else in a second one). The worker
    (0..W-2, rank = worker + 1; the in-process worker 0 at W=1) is the server's placement
    of the task (:mod:`distfl.runtime.placement`): the plan is as long as the step's
    tasks, not the population;
 3. broadcast of the models the plan needs, stacked as one float32 buffer ``[M, P]``;
 4. each worker runs its tasks;
-5. if anyone probes: gather of ``[client, row...]`` rows (float64, ``width`` values each),
-   what the algorithm's client half answered (before any training; the runtime does not
-   read them);
-   if anyone trains: gather of the loss rows ``[client, l_1..l_S]`` (float64); with
-   ``comm.sums = "scaled"`` a max all-reduce of the bounds ``[M, L]`` (float64, one per
-   model and parameter tensor) that fixes each tensor's grid (:mod:`distfl.exact`); one
-   reduce of the exact fixed-point sums ``[M, P + 1]`` (int64: Σ n_k Δθ_k on the grids,
-   Σ n_k; ``[M, 3P + 1]`` with ``"limbs"``, three limbs per value);
-   if anyone evaluates: gather of ``[client, balanced acc, acc, loss, n_test]`` rows;
+5. if anyone trains: with ``comm.sums = "scaled"`` a max all-reduce of the bounds
+   ``[M, L]`` (float64, one per model and parameter tensor) that fixes each tensor's grid
+   (:mod:`distfl.exact`); one reduce of the exact fixed-point sums ``[M, P + 1]``
+   (int64: Σ n_k Δθ_k on the grids, Σ n_k; ``[M, 3P + 1]`` with ``"limbs"``, three limbs
+   per value);
    if the plan asks for models: gather of the clients' updated models ``[n, P]``;
-   rows arrive in rank order, each worker's in client order: the server sorts them;
-6. gather of one timing row per worker ``[rank, clients trained, train s, busy s,
-   clients materialised, cache MiB, peak RSS MiB]``.
+6. one gather of the step's float64 rows, every rank's blocks back to back (their row
+   counts follow from the plan, so no collective is spent on them): the probe rows
+   ``[client, row...]`` (``width`` values each; what the algorithm's client half answered,
+   before any training), the loss rows ``[client, l_1..l_S]``, the evaluation rows
+   ``[client, balanced acc, acc, loss, n_test]``, and one timing row per worker ``[rank,
+   clients trained, train s, busy s, clients materialised, cache MiB, peak RSS MiB]``;
+   rows arrive in rank order, each worker's in client order: the server sorts them.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
 ranks agree. With W=1 the server passes its own in-process worker.
@@ -63,6 +65,8 @@ PROBE_SHAPE = 2 + MAX_PROBE_ARGS
 STEP_FIELDS = 5
 HEADER = STEP_FIELDS + PROBE_SHAPE
 TASK_WIDTH = 4  # client, model index, task bits, worker
+#: tasks that travel inside the header's broadcast (a longer plan takes a second one)
+INLINE_TASKS = 256
 
 
 @dataclass
@@ -229,18 +233,25 @@ def run_step(
     elsewhere. ``execute(plan, models) -> StepOutput`` runs this rank's tasks, or is None
     on a rank that hosts no clients. Returns the plan and, on the server, the step's
     gathered output (None on workers)."""
-    header = plan.encode_header() if plan is not None else torch.zeros(HEADER, dtype=torch.int64)
-    comm.broadcast(header, src=0)
+    # the header and, when they fit, the tasks travel in one broadcast of fixed length
+    first = torch.zeros(HEADER + INLINE_TASKS * TASK_WIDTH, dtype=torch.int64)
+    if plan is not None:
+        first[:HEADER] = plan.encode_header()
+        if plan.num_tasks <= INLINE_TASKS:
+            first[HEADER : HEADER + plan.num_tasks * TASK_WIDTH] = plan.encode_tasks().view(-1)
+    first = comm.broadcast(first.to(comm.device), src=0).cpu()
+    header = first[:HEADER]
     n = int(header[4])
-    tasks = None
-    if n:
+    if n <= INLINE_TASKS:
+        tasks = first[HEADER : HEADER + n * TASK_WIDTH].view(n, TASK_WIDTH)
+    else:
         tasks = (
             plan.encode_tasks()
             if plan is not None
             else torch.zeros((n, TASK_WIDTH), dtype=torch.int64)
         )
         comm.broadcast(tasks, src=0)
-    plan = Plan.decode(header, tasks)
+    plan = Plan.decode(header, tasks if n else None)
     if plan.kind == STOP:
         return plan, None
     if models is None:
@@ -257,10 +268,7 @@ def run_step(
 
     result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows, out.probe_rows)
     W = comm.world_size
-    if plan.any(PROBE):
-        result.probe_rows = comm.gather_rows(out.probe_rows, 0, plan.rows_per_rank(PROBE, W))
     if plan.any(TRAIN):
-        result.loss_rows = comm.gather_rows(out.loss_rows, 0, plan.rows_per_rank(TRAIN, W))
         sums = out.sums
         if layout.kind == "scaled":  # every rank agrees on the grids, then puts its terms there
             bounds = comm.all_reduce_max(out.bounds.to(comm.device)).cpu()
@@ -269,8 +277,6 @@ def run_step(
             sums = out.finish_sums(result.exponents)
             busy += time.perf_counter() - t1
         result.sums = comm.reduce_sum(sums.to(comm.device), dst=0)
-    if plan.any(EVAL):
-        result.eval_rows = comm.gather_rows(out.eval_rows, 0, plan.rows_per_rank(EVAL, W))
     if plan.any(RETURN_MODEL):
         result.model_rows = comm.gather_rows(
             out.model_rows.to(comm.device), 0, plan.rows_per_rank(TRAIN | RETURN_MODEL, W)
@@ -279,9 +285,47 @@ def run_step(
     if execute is not None:
         row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb()]
         timing = torch.tensor([row], dtype=torch.float64)
-    # one timing row per rank that executes: every rank at W = 1, every worker above
-    result.timing_rows = comm.gather_rows(timing, 0, [1] if W == 1 else [0] + [1] * (W - 1))
+    # the step's float64 rows in one gather: probe, loss and evaluation rows (one per task
+    # that has them, on its worker's rank), and one timing row per rank that executes
+    # (every rank at W = 1, every worker above)
+    blocks = {}
+    if plan.any(PROBE):
+        blocks["probe_rows"] = (out.probe_rows, plan.rows_per_rank(PROBE, W))
+    if plan.any(TRAIN):
+        blocks["loss_rows"] = (out.loss_rows, plan.rows_per_rank(TRAIN, W))
+    if plan.any(EVAL):
+        blocks["eval_rows"] = (out.eval_rows, plan.rows_per_rank(EVAL, W))
+    blocks["timing_rows"] = (timing, [1] if W == 1 else [0] + [1] * (W - 1))
+    gathered = gather_blocks(comm, list(blocks.values()))
+    if gathered is not None:
+        for name, rows in zip(blocks, gathered, strict=True):
+            setattr(result, name, rows)
     return plan, (result if comm.rank == 0 else None)
+
+
+def gather_blocks(
+    comm: Communicator, blocks: list[tuple[torch.Tensor, list[int]]]
+) -> list[torch.Tensor] | None:
+    """Several blocks of float64 rows ``(rows [n_r, width], every rank's n_r)`` gathered
+    to rank 0 in one collective: each rank sends its blocks back to back, and rank 0
+    cuts the whole apart again (each block's rows in rank order). None on other ranks."""
+    widths = [int(rows.shape[1]) for rows, _ in blocks]
+    lengths = [
+        sum(counts[r] * w for (_, counts), w in zip(blocks, widths, strict=True))
+        for r in range(comm.world_size)
+    ]
+    mine = torch.cat([rows.reshape(-1).to(torch.float64).cpu() for rows, _ in blocks])
+    flat = comm.gather_rows(mine.to(comm.device).view(-1, 1), 0, lengths)
+    if flat is None:
+        return None
+    flat = flat.view(-1).cpu()
+    parts: list[list[torch.Tensor]] = [[] for _ in blocks]
+    pos = 0
+    for r in range(comm.world_size):
+        for i, ((_, counts), w) in enumerate(zip(blocks, widths, strict=True)):
+            parts[i].append(flat[pos : pos + counts[r] * w].view(counts[r], w))
+            pos += counts[r] * w
+    return [torch.cat(p) for p in parts]
 
 
 def peak_rss_mb() -> float:
