@@ -66,7 +66,7 @@ STEP_FIELDS = 5
 HEADER = STEP_FIELDS + PROBE_SHAPE
 TASK_WIDTH = 4  # client, model index, task bits, worker
 #: tasks that travel inside the header's broadcast (a longer plan takes a second one)
-INLINE_TASKS = 256
+INLINE_TASKS = 128
 
 
 @dataclass

@@ -19,7 +19,7 @@ from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import ClientCache, ClientData, Dataset, Partition, Population, load_client
 from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds, to_limbs
-from distfl.models import build_model, num_params
+from distfl.models import build_model, load_flat, num_params
 from distfl.runtime.protocol import (
     EVAL,
     EVAL_WIDTH,
@@ -32,7 +32,8 @@ from distfl.runtime.protocol import (
     run_step,
     sum_layout,
 )
-from distfl.train import build_trainer, client_seed, evaluate, trainer_kind
+from distfl.train import build_trainer, client_seed, trainer_kind
+from distfl.train.sequential import evaluate_loaded
 
 
 class Worker:
@@ -89,12 +90,15 @@ class Worker:
         for k in own:
             if bits[k] & PROBE:  # before training: the models as broadcast
                 probe_rows.append(np.concatenate([[k], self._probe(plan, k, models)]))
-            if bits[k] & EVAL:
-                data = self.data(k)
-                bal, acc, loss = evaluate(
-                    self.model, models[model_of[k]], data, loss=self.config.train.loss
-                )
-                eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
+        evaluated = [k for k in own if bits[k] & EVAL]
+        for m in sorted({model_of[k] for k in evaluated}):  # each model loaded once
+            load_flat(self.model, models[m].to(self.device))
+            for k in evaluated:
+                if model_of[k] == m:
+                    data = self.data(k)
+                    bal, acc, loss = evaluate_loaded(self.model, data, loss=self.config.train.loss)
+                    eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
+        eval_rows.sort(key=lambda row: row[0])
         by_model = self._train(trained, model_of, plan.round, models)
         terms = {}  # model index -> (its start, new flat models [n, P], weights [n])
         for m, (ks, new, losses) in by_model.items():

@@ -118,6 +118,15 @@ def evaluate(
     """(balanced accuracy, accuracy, mean loss) of the flat model on the client's test split;
     the loss is ``train.loss``'s (``loss``)."""
     load_flat(model, flat)
+    return evaluate_loaded(model, data, loss=loss)
+
+
+@torch.no_grad()
+def evaluate_loaded(
+    model: nn.Module, data: ClientData, *, loss: str = "cross_entropy"
+) -> tuple[float, float, float]:
+    """:func:`evaluate` of the model as it is loaded (many clients of one model load it
+    once)."""
     model.eval()
     logits = model(data.x_test)
     loss_value = float(loss_function(loss)(logits, data.y_test))
