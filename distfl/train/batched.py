@@ -116,6 +116,11 @@ class BatchedTrainer:
                     self.padded[i + 1] = (_up(cout),)
                     self.kind[j] = ("im2col", i)
         self.hinge = train.loss == "hinge"
+        self.num_classes = self.layers[-1].out_features
+        #: a chain of dense layers (the MLP): its backward is written out, and plain SGD's
+        #: update is fused into the weight gradient's product (no autograd graph)
+        self.dense = all(isinstance(x, (nn.Linear, nn.ReLU, nn.Flatten)) for x in self.layers)
+        self.plain_sgd = not (train.prox_mu or train.weight_decay or train.momentum)
 
     def chunk_size(self, example: ClientData) -> int:
         """How many clients fit in ``train.chunk_mb``: parameters, gradients, momentum and
@@ -150,8 +155,8 @@ class BatchedTrainer:
         and the per-sample loss weights [C, B] (1/b on a client's b real rows, else 0)."""
         cfg, B = self.cfg, self.pad_to
         S, C = cfg.local_steps, len(datas)
-        index = torch.empty((C, S, B), dtype=torch.int64)
-        weight = torch.zeros((C, B), dtype=torch.float32)
+        index = np.empty((S, C, B), dtype=np.int64)
+        weight = np.zeros((C, B), dtype=np.float32)
         offset = 0
         for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
             # BatchStream's draws, all at once: one permutation per pass over the data, each
@@ -160,20 +165,21 @@ class BatchedTrainer:
             b = min(cfg.batch_size, n)
             per_pass = n // b
             g = torch.Generator().manual_seed(s)
-            passes = [torch.randperm(n, generator=g) for _ in range(-(-S // per_pass))]
-            rows = torch.stack([p[: per_pass * b] for p in passes]).view(-1, b)[:S]
-            if b < B:  # pad with the client's first sample; its weight is 0
-                index[c, :, b:] = offset
-            index[c, :, :b] = rows + offset
+            passes = [torch.randperm(n, generator=g).numpy() for _ in range(-(-S // per_pass))]
+            rows = np.concatenate([p[: per_pass * b] for p in passes]).reshape(-1, b)[:S]
+            index[:, c, :b] = rows + offset
+            index[:, c, b:] = offset  # padding: the client's first sample, with weight 0
             weight[c, :b] = 1.0 / b
             offset += n
-        return index.transpose(0, 1).contiguous(), weight
+        return torch.from_numpy(index), torch.from_numpy(weight)
 
     def _train_chunk(self, start, datas, seeds):
         cfg = self.cfg
         C = len(datas)
         anchor = self._pad(start.to(self.device, torch.float32))
-        params = [a.unsqueeze(0).expand(C, *a.shape).clone().requires_grad_() for a in anchor]
+        params = [a.unsqueeze(0).expand(C, *a.shape).clone() for a in anchor]
+        if not self.dense:
+            params = [p.requires_grad_() for p in params]
         bufs: list[torch.Tensor | None] = [None] * len(params)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
@@ -182,8 +188,14 @@ class BatchedTrainer:
         losses = torch.empty((cfg.local_steps, C), dtype=torch.float32, device=self.device)
         xs, ys = x_all[index], y_all[index]  # every step's batches, [S, C, B, ...]
         for s in range(cfg.local_steps):
-            per_client = self._loss(params, xs[s], ys[s], weight)
-            grads = torch.autograd.grad(per_client.sum(), params)
+            if self.dense:
+                per_client, grads = self._dense_step(params, xs[s], ys[s], weight)
+            else:
+                per_client = self._loss(params, xs[s], ys[s], weight)
+                grads = torch.autograd.grad(per_client.sum(), params)
+            if grads is None:  # the update is made
+                losses[s] = per_client
+                continue
             with torch.no_grad():
                 if not (cfg.prox_mu or cfg.weight_decay or cfg.momentum):  # plain SGD
                     torch._foreach_add_(params, grads, alpha=-cfg.lr)
@@ -204,6 +216,55 @@ class BatchedTrainer:
                 losses[s] = per_client
         new = torch.cat([self._unpad(i, p.detach()) for i, p in enumerate(params)], dim=1)
         return new, losses.t().double().cpu().numpy()
+
+    @torch.no_grad()
+    def _dense_step(self, params, x, y, weight):
+        """One step of a chain of dense layers by hand: [C] losses and the gradients, or
+        (losses, None) with plain SGD, whose update W -= lr·(δᵀa) is then one batched
+        product per layer, made in place after the layer's δ has gone through W."""
+        C, B = x.shape[:2]
+        h = x.reshape(C, B, -1)
+        inputs = []  # each dense layer's input [C, B, in'] (a ReLU's output, or the data)
+        linear = [i for j, (kind, i) in sorted(self.kind.items()) if kind == "linear"]
+        for n, i in enumerate(linear):
+            w, b = params[i], params[i + 1]
+            if h.shape[-1] < w.shape[-1]:  # zero columns up to the padded width
+                h = F.pad(h, (0, w.shape[-1] - h.shape[-1]))
+            inputs.append(h)
+            h = torch.baddbmm(b.unsqueeze(1), h, w.transpose(1, 2))
+            if n < len(linear) - 1:
+                h = h.relu_()
+        logits = h[..., : self.num_classes]
+        delta = torch.zeros_like(h)  # d loss / d output, 0 on the padded outputs
+        if self.hinge:
+            sign = (2 * y - 1).to(h.dtype)
+            gap = 1.0 - sign * (logits[..., 1] - logits[..., 0])
+            per_sample = torch.clamp(gap, min=0.0)
+            g = -sign * (gap > 0).to(h.dtype) * weight
+            delta[..., 1] = g
+            delta[..., 0] = -g
+        else:  # cross-entropy: softmax minus the one-hot label
+            lse = torch.logsumexp(logits, dim=-1, keepdim=True)
+            per_sample = (lse - logits.gather(-1, y.unsqueeze(-1))).squeeze(-1)
+            delta[..., : self.num_classes] = torch.exp(logits - lse)
+            delta.scatter_add_(-1, y.unsqueeze(-1), torch.full_like(per_sample, -1.0)[..., None])
+            delta.mul_(weight.unsqueeze(-1))
+        per_client = (per_sample * weight).sum(dim=1)
+        grads: list[torch.Tensor | None] = [None] * len(params)
+        for n in range(len(linear) - 1, -1, -1):
+            i, a = linear[n], inputs[n]
+            w, b = params[i], params[i + 1]
+            below = None
+            if n > 0:  # through W (before its update) and the ReLU below
+                below = torch.bmm(delta, w).mul_(a > 0)
+            if self.plain_sgd:
+                w.baddbmm_(delta.transpose(1, 2), a, alpha=-self.cfg.lr)
+                b.sub_(delta.sum(dim=1), alpha=self.cfg.lr)
+            else:
+                grads[i] = torch.bmm(delta.transpose(1, 2), a)
+                grads[i + 1] = delta.sum(dim=1)
+            delta = below
+        return per_client, (None if self.plain_sgd else grads)
 
     def _pad(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """The flat model [P] as the padded parameters (zeros outside each real block)."""

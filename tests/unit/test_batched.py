@@ -53,11 +53,12 @@ def test_same_models_and_losses_as_sequential(digits, name, sets):
 
 
 @pytest.mark.parametrize("name", ["mlp", "cnn", "lenet5"])
-def test_a_clients_bits_do_not_depend_on_its_company(digits, name):
+@pytest.mark.parametrize("sgd", ["train.momentum=0.9", "train.momentum=0.0"])
+def test_a_clients_bits_do_not_depend_on_its_company(digits, name, sgd):
     """Every split of the clients into calls, every position in a call, a client alone:
     the same bits (LeNet-5's 6-channel weights are the case that needs the 64-byte blocks)."""
     torch.set_num_threads(1)
-    cfg, datas, start, seeds, _, _ = setup(digits, name, "train.momentum=0.9")
+    cfg, datas, start, seeds, _, _ = setup(digits, name, sgd)
     trainer = batched(digits, name, cfg)
     together, lt = trainer.train_many(start, datas, seeds)
     for group in ([0, 1], [3, 4], [2, 3, 4, 5], [5, 0, 3], [3], [3, 3]):
@@ -102,9 +103,11 @@ def test_clients_smaller_than_a_batch(digits):
 
 
 @pytest.mark.parametrize("hidden", ["[]", "[16]"])
-def test_hinge_loss_matches_sequential(hidden):
+@pytest.mark.parametrize("sets", [(), ("train.momentum=0.9",)])
+def test_hinge_loss_matches_sequential(hidden, sets):
+    """Plain SGD (its update fused into the weight gradient's product) and momentum."""
     torch.set_num_threads(1)
-    datas, start, seeds, seq, _ = setup_gaussian("train.momentum=0.9", hidden=hidden)
+    datas, start, seeds, seq, _ = setup_gaussian(*sets, hidden=hidden)
     cfg_train = seq.cfg
     model = build_model("mlp", datas[0].x_train.shape[1:], 2, hidden=tuple(json.loads(hidden)))
     models, losses = BatchedTrainer(model, cfg_train, CPU).train_many(start, datas, seeds)
@@ -112,6 +115,7 @@ def test_hinge_loss_matches_sequential(hidden):
         m, l = seq.train(start, d, seed=s)
         assert torch.allclose(models[i], m, rtol=1e-5, atol=1e-6), (hidden, i)
         assert np.allclose(losses[i], l, rtol=1e-5, atol=1e-6), (hidden, i)
+        assert not torch.equal(models[i], start)
 
 
 def test_auto_picks_batched_for_the_built_in_models(digits):
