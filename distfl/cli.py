@@ -154,6 +154,13 @@ def _parser() -> argparse.ArgumentParser:
     be.add_argument("--json", action="store_true", help="print one JSON object, not a table")
     be.add_argument("--skip-flower", action="store_true", help="leave out the Flower row")
     be.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        metavar="N",
+        help="run the rows N times, interleaved, and report each row's fastest pass (3)",
+    )
+    be.add_argument(
         "--server-math",
         action="store_true",
         help="also time FedGWC's affinity + split choice for K = 1,000, 10,000 and 30,000",

@@ -19,7 +19,8 @@ ROWS = ("plain", "distfl_w1", "distfl_w1_sequential", "distfl_w3")
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, helpers):
     cwd = tmp_path_factory.mktemp("bench")
-    args = ["--clients", str(K), "--per-round", str(N), "--rounds", str(R), "--steps", str(S)]
+    args = ["--clients", str(K), "--per-round", str(N), "--rounds", str(R), "--steps", str(S),
+            "--repeat", "2"]  # fmt: skip
     return helpers.bench_json(cwd, *args, "--skip-flower", timeout=120)
 
 
@@ -41,6 +42,15 @@ def test_rows_ran_with_positive_rates(report):
         assert row["overhead"] is not None and 0.0 <= row["overhead"] <= 1.0
     assert rows["flower"]["status"] == "skipped (--skip-flower)"
     assert rows["flower"]["client_steps_per_s"] is None
+
+
+def test_each_row_reports_its_fastest_pass(report):
+    for r in report["rows"]:
+        if r["key"] == "flower":
+            continue
+        (note,) = [n for n in r["notes"] if n.startswith("fastest of 2 passes")]
+        rates = [float(v) for v in note.split(": ")[1].rstrip(")").split(", ")]
+        assert len(rates) == 2 and round(r["client_steps_per_s"]) == round(max(rates)), r["key"]
 
 
 def test_each_row_trained_exactly_r_n_s_client_steps(report):
@@ -112,3 +122,9 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
     )
     assert bad.returncode == 2
     assert bad.stderr.strip() == "distfl: error: bench --per-round 5: must be at most --clients (4)"
+    zero = subprocess.run(
+        [sys.executable, "-m", "distfl", "bench", "--repeat", "0"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert zero.returncode == 2
+    assert zero.stderr.strip() == "distfl: error: bench --repeat 0: must be at least 1"
