@@ -1,9 +1,11 @@
 """Batched local training: the clients that start from the same cluster model train
-together as one autograd graph, their parameters stacked along a leading client axis and
-their layers written as batched kernels (``baddbmm`` for dense layers, a convolution per
-client or one batched im2col product, pooling over clients × samples). The loss of the
-graph is the sum of the clients' losses, so each client's gradient is its own loss's
-(no term of one client depends on another's parameters).
+together, their parameters stacked along a leading client axis and their layers written as
+batched kernels (``baddbmm`` for dense layers, one oneDNN convolution per client, pooling
+over clients × samples). A model with convolutions steps through one autograd graph whose
+loss is the sum of the clients' losses, so each client's gradient is its own loss's (no
+term of one client depends on another's parameters); a chain of dense layers (the MLP)
+steps without autograd, its backward written out and plain SGD's update fused into each
+weight gradient's batched product.
 
 Every client takes exactly S SGD steps on the batches :class:`SequentialTrainer` draws for
 it (the same generator, the same indices) with SGD's update written out (weight decay,
@@ -31,11 +33,6 @@ from torch.nn import functional as F
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
-
-#: a convolution whose im2col rows are at most this long (in_channels × kernel area) runs
-#: as one batched product over all clients; a longer one runs as one convolution per client
-#: (oneDNN's direct convolution is the faster of the two there: see README, Benchmarks)
-IM2COL_MAX = 150
 
 
 def _leaves(model: nn.Module) -> list[nn.Module]:
@@ -105,16 +102,14 @@ class BatchedTrainer:
                 self.kind[j] = ("linear", i)
             elif isinstance(layer, nn.Conv2d):
                 i = ids[id(layer.weight)]
-                cout, cin, kh, kw = layer.weight.shape
-                if cin * kh * kw > IM2COL_MAX:  # one convolution per client
-                    if _up(cout * cin * kh * kw) != cout * cin * kh * kw or _up(cout) != cout:
-                        self.padded[i] = (_up(cout * cin * kh * kw),)
-                        self.padded[i + 1] = (_up(cout),)
-                    self.kind[j] = ("conv", i)
-                else:  # one batched im2col product
-                    self.padded[i] = (_up(cout), _up(cin * kh * kw))
+                # one oneDNN convolution per client (measured faster than one batched
+                # im2col product for LeNet-5's and no slower for the CNN's layers)
+                cout = layer.weight.shape[0]
+                numel = layer.weight.numel()
+                if _up(numel) != numel or _up(cout) != cout:
+                    self.padded[i] = (_up(numel),)
                     self.padded[i + 1] = (_up(cout),)
-                    self.kind[j] = ("im2col", i)
+                self.kind[j] = ("conv", i)
         self.hinge = train.loss == "hinge"
         self.num_classes = self.layers[-1].out_features
         #: a chain of dense layers (the MLP): its backward is written out, and plain SGD's
@@ -319,8 +314,6 @@ class BatchedTrainer:
                     w = w[:, : self.sizes[i]].view(C, *self.shapes[i])
                     b = b[:, : self.shapes[i][0]]
                 h = _conv_each(h, w, b, layer.padding)
-            elif kind == "im2col":
-                h = _conv_im2col(h, params[i], params[i + 1], layer, self.shapes[i])
             elif isinstance(layer, nn.ReLU):
                 h = torch.relu(h)
             elif isinstance(layer, nn.MaxPool2d):
@@ -342,21 +335,3 @@ def _conv_each(h: torch.Tensor, w: torch.Tensor, b: torch.Tensor, padding) -> to
         for hc, wc, bc in zip(h.unbind(0), w.unbind(0), b.unbind(0), strict=True)
     ]
     return torch.stack(outs)
-
-
-def _conv_im2col(h, w, b, layer: nn.Conv2d, shape) -> torch.Tensor:
-    """A stride-1 convolution of all clients as one batched product of their im2col rows
-    [C, B·L, K] (K padded with zero columns to w's width) and their weights w [C, cout', K']
-    (cout' and K' padded)."""
-    C, B, cin, H, W = h.shape
-    cout, kh, kw = shape[0], shape[2], shape[3]
-    ph, pw = layer.padding
-    cols = F.unfold(h.reshape(C * B, cin, H, W), (kh, kw), padding=(ph, pw))  # [C·B, K, L]
-    K, L = cols.shape[1], cols.shape[2]
-    rows = cols.view(C, B, K, L).transpose(2, 3).reshape(C, B * L, K)
-    if K < w.shape[2]:
-        rows = F.pad(rows, (0, w.shape[2] - K))
-    out = torch.baddbmm(b.unsqueeze(1), rows, w.transpose(1, 2))  # [C, B·L, cout']
-    Ho, Wo = H + 2 * ph - kh + 1, W + 2 * pw - kw + 1
-    out = out[..., :cout].reshape(C, B, L, cout).transpose(2, 3)
-    return out.reshape(C, B, cout, Ho, Wo)
