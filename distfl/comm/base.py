@@ -55,6 +55,18 @@ class Communicator(ABC):
         """Tear down the process group; safe to call twice. ``graceful``: every rank got
         to the end of the run and calls this too (so it may wait for the others)."""
 
+    def _count_all_reduce(self, nbytes: int) -> None:
+        """An all-reduce's traffic, counted as a reduce to rank 0 and a broadcast from it."""
+        self.bytes_moved += 2 * nbytes * (self.world_size - 1) if self.rank == 0 else 2 * nbytes
+
+    def _check_rows(self, t: torch.Tensor, counts: list[int]) -> None:
+        """The rows a rank sends must be the count every rank was told (else a gather
+        would hang or mix rows up)."""
+        if t.shape[0] != counts[self.rank]:
+            raise RuntimeError(
+                f"rank {self.rank} has {t.shape[0]} rows to gather, not {counts[self.rank]}"
+            )
+
     def __enter__(self) -> Communicator:
         return self
 

@@ -124,9 +124,7 @@ class MPICommunicator(Communicator):
     def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
         buf = _np(t)
         self._comm.Allreduce(self._MPI.IN_PLACE, buf, op=self._MPI.MAX)
-        # counted as a reduce to rank 0 and a broadcast from it
-        n = buf.nbytes
-        self.bytes_moved += 2 * n * (self.world_size - 1) if self.rank == 0 else 2 * n
+        self._count_all_reduce(buf.nbytes)
         return t
 
     @_collective
@@ -136,10 +134,7 @@ class MPICommunicator(Communicator):
         t = t.contiguous()
         row = int(np.prod(t.shape[1:])) if t.dim() > 1 else 1
         if counts is not None:
-            if t.shape[0] != counts[self.rank]:
-                raise RuntimeError(
-                    f"rank {self.rank} has {t.shape[0]} rows to gather, not {counts[self.rank]}"
-                )
+            self._check_rows(t, counts)
             counts = np.asarray(counts, dtype=np.int64) if self.rank == dst else None
         else:
             counts = np.zeros(self.world_size, dtype=np.int64) if self.rank == dst else None

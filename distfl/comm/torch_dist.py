@@ -92,9 +92,7 @@ class TorchCommunicator(Communicator):
     @_collective
     def all_reduce_max(self, t: torch.Tensor) -> torch.Tensor:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self._group(t))
-        # counted as a reduce to rank 0 and a broadcast from it
-        n = t.numel() * t.element_size()
-        self.bytes_moved += 2 * n * (self.world_size - 1) if self.rank == 0 else 2 * n
+        self._count_all_reduce(t.numel() * t.element_size())
         return t
 
     @_collective
@@ -103,7 +101,7 @@ class TorchCommunicator(Communicator):
     ) -> torch.Tensor | None:
         group = self._group(t)
         if counts is not None:
-            _check_count(t, counts, self.rank)
+            self._check_rows(t, counts)
             sizes = list(counts) if self.rank == dst else None
             n_max = max(counts, default=0)
         else:
@@ -152,9 +150,3 @@ class TorchCommunicator(Communicator):
             dist.destroy_process_group()
             TorchCommunicator.group_destroyed = True
         self._owns_group = False
-
-
-def _check_count(t: torch.Tensor, counts: list[int], rank: int) -> None:
-    """The rows a rank sends must be the count every rank was told (else a gather hangs)."""
-    if t.shape[0] != counts[rank]:
-        raise RuntimeError(f"rank {rank} has {t.shape[0]} rows to gather, not {counts[rank]}")

@@ -33,6 +33,7 @@ from torch.nn import functional as F
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
+from distfl.train.sequential import clients_per_chunk
 
 
 def _leaves(model: nn.Module) -> list[nn.Module]:
@@ -118,11 +119,9 @@ class BatchedTrainer:
         self.plain_sgd = not (train.prox_mu or train.weight_decay or train.momentum)
 
     def chunk_size(self, example: ClientData) -> int:
-        """How many clients fit in ``train.chunk_mb``: parameters, gradients, momentum and
-        proximal anchor (4 copies), plus a generous allowance for activations."""
-        per_client = 4 * self.num_params * 4
-        per_client += self.pad_to * example.x_train[0].numel() * 4 * 64
-        return max(2, int(self.cfg.chunk_mb * 2**20 // per_client))
+        """How many clients fit in ``train.chunk_mb`` (:func:`clients_per_chunk`)."""
+        sample = example.x_train[0].numel()
+        return clients_per_chunk(self.num_params, self.pad_to, sample, self.cfg.chunk_mb)
 
     def train_many(
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int]

@@ -53,6 +53,14 @@ def client_seed(seed: int, round_index: int, client: int) -> int:
     return int(state[0]) & (2**63 - 1)
 
 
+def clients_per_chunk(num_params: int, batch: int, sample_numel: int, chunk_mb: int) -> int:
+    """How many clients a batched trainer takes per call within ``train.chunk_mb``: the
+    parameters, gradients, momentum and proximal anchor (4 float32 copies each) and a
+    generous allowance for a batch's activations; at least two."""
+    per_client = 4 * num_params * 4 + batch * sample_numel * 4 * 64
+    return max(2, int(chunk_mb * 2**20 // per_client))
+
+
 class BatchStream:
     """Minibatches of a fixed size, drawn by shuffling once per pass over the data."""
 

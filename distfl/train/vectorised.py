@@ -18,7 +18,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from distfl.config import TrainSection
 from distfl.data import ClientData
-from distfl.train.sequential import BatchStream, loss_function
+from distfl.train.sequential import BatchStream, clients_per_chunk, loss_function
 
 
 class VectorisedTrainer:
@@ -42,12 +42,10 @@ class VectorisedTrainer:
         self._step = vmap(grad_and_value(loss_of))
 
     def chunk_size(self, example: ClientData) -> int:
-        """How many clients fit in ``train.chunk_mb``: parameters, gradients, momentum and
-        proximal anchor (4 copies), plus a generous allowance for activations."""
-        per_client = 4 * self.num_params * 4
+        """How many clients fit in ``train.chunk_mb`` (:func:`clients_per_chunk`)."""
         b = min(self.cfg.batch_size, example.num_train)
-        per_client += b * example.x_train[0].numel() * 4 * 64
-        return max(2, int(self.cfg.chunk_mb * 2**20 // per_client))
+        sample = example.x_train[0].numel()
+        return clients_per_chunk(self.num_params, b, sample, self.cfg.chunk_mb)
 
     def train_many(
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int]
