@@ -71,8 +71,6 @@ class Worker:
         self.uniform = AGGREGATORS[config.server.aggregator].uniform
         self.num_train = partition.num_train()
         self.train_seconds = 0.0
-        #: seconds spent putting updates on the exact sums' grids
-        self.sum_seconds = 0.0
         self.client_steps = 0
 
     def execute(self, plan: Plan, models: torch.Tensor) -> StepOutput:
@@ -124,7 +122,6 @@ class Worker:
             ),
         )
         if plan.any(TRAIN):
-            t0 = time.perf_counter()
             if self.layout.kind == "scaled":
                 L = len(self.layout.segments)
                 out.bounds = torch.zeros((plan.num_models, L), dtype=torch.float64)
@@ -133,7 +130,6 @@ class Worker:
                 out.finish_sums = lambda exponents: self._scaled_sums(plan, terms, exponents)
             else:
                 out.sums = self._limb_sums(plan, terms)
-            self.sum_seconds += time.perf_counter() - t0
         out.trained = len(trained)
         out.train_s = self.train_seconds - train_before
         out.loaded = self.cache.loaded - loaded_before
@@ -142,7 +138,6 @@ class Worker:
 
     def _scaled_sums(self, plan: Plan, terms: dict, exponents: torch.Tensor) -> torch.Tensor:
         """[M, P + 1] int64: each model's Σ_k round(n_k Δθ_k 2^-e) on its grids, Σ n_k."""
-        t0 = time.perf_counter()
         P = self.num_params
         sums = torch.zeros((plan.num_models, P + 1), dtype=torch.int64, device=self.device)
         step = max(1, (1 << 16) // max(P, 1))  # clients per call: temporaries stay in cache
@@ -153,7 +148,6 @@ class Worker:
                     new[lo : lo + step], start, counts[lo : lo + step], scales
                 )
             sums[m, P] = int(counts.sum())
-        self.sum_seconds += time.perf_counter() - t0
         return sums
 
     def _limb_sums(self, plan: Plan, terms: dict) -> torch.Tensor:
