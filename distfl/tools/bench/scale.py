@@ -209,13 +209,18 @@ def run_file_numbers(path: Path, launched: float) -> dict:
         clients.append(float(w["clients"][this].mean()))
         if mean > 0:
             ratios.append(float(w["train_s"][this].max()) / mean)
+    peak0 = float(rss.max()) if rss.size else None
+    peak_w = float(w["rss_mb"].max()) if w["rss_mb"].size else None
+    if peak0 is not None and peak_w is not None and not w["rank"].any():
+        # one process (the worker is rank 0 itself), read at two moments of each step
+        peak0 = peak_w = max(peak0, peak_w)
     return {
         "rounds_run": int(elapsed.size),
         "startup_s": loop_started - launched,
         "round_s": float(np.median(steady)) if steady.size else None,
         "round_s_max": float(steady.max()) if steady.size else None,
-        "rank0_peak_mib": float(rss.max()) if rss.size else None,
-        "worker_peak_mib": float(w["rss_mb"].max()) if w["rss_mb"].size else None,
+        "rank0_peak_mib": peak0,
+        "worker_peak_mib": peak_w,
         "run_file_mib": os.path.getsize(path) / 2**20,
         "imbalance": float(np.mean(ratios)) if ratios else None,
         "imbalance_max": float(np.max(ratios)) if ratios else None,
