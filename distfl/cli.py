@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from distfl import __version__
-from distfl.errors import CommError, UserError
+from distfl.errors import CommError, DivergedError, UserError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -317,6 +317,10 @@ def main(argv: list[str] | None = None) -> int:
         return exc.exit_code
     except CommError as exc:
         print(f"distfl: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except DivergedError as exc:
+        if _is_rank0():  # every rank stops on the same all-reduced bounds
+            print(f"distfl: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("distfl: interrupted", file=sys.stderr)

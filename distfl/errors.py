@@ -23,3 +23,11 @@ class CommError(Exception):
     """A collective failed: a peer rank died, or a collective timed out."""
 
     exit_code = 3
+
+
+class DivergedError(FloatingPointError):
+    """Training diverged: a client update is NaN or Inf, or beyond the exact sums' range.
+    Every rank learns it from the same all-reduced bounds and stops alike; printed as one
+    line, exit code 4."""
+
+    exit_code = 4

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 
 import torch
 
+from distfl.errors import DivergedError
+
 NUM_LIMBS = 3
 _SHIFT = 32
 _SCALE = 2.0**64
@@ -144,13 +146,18 @@ def grid_exponents(bounds: torch.Tensor, terms: torch.Tensor) -> torch.Tensor:
     and the number of terms of each model [M]: with b < 2^E (b the bound, so every term is
     below 2^(E+1)) and N ≤ 2^c terms, e = E + 1 + c - 62 puts every term below 2^62/N
     on its grid, so that N of them sum below 2^63 whatever the order. Raises
-    FloatingPointError for NaN/Inf and OverflowError for bounds of 2^900 or more, the same
-    on every rank."""
+    :class:`~distfl.errors.DivergedError` (a FloatingPointError) for NaN/Inf and for bounds
+    of 2^900 or more, the same on every rank."""
     b = bounds.to(torch.float64)
     if not bool(torch.isfinite(b).all()):
-        raise FloatingPointError("a client update holds NaN or Inf (diverged training?)")
+        raise DivergedError(
+            "a client update holds NaN or Inf: training diverged (a smaller train.lr?)"
+        )
     if bool((b >= 2.0**MAX_BOUND_EXPONENT).any()):
-        raise OverflowError(f"a weighted client update reaches 2^{MAX_BOUND_EXPONENT} in magnitude")
+        raise DivergedError(
+            f"a weighted client update reaches 2^{MAX_BOUND_EXPONENT} in magnitude: training "
+            "diverged (a smaller train.lr?)"
+        )
     _, big_e = torch.frexp(b)  # b = f 2^E, 0.5 <= f < 1 (E = 0 for b = 0)
     n = terms.to(torch.int64).clamp(min=1)
     c = torch.tensor([(int(v) - 1).bit_length() for v in n.tolist()], dtype=torch.int64)

@@ -233,3 +233,48 @@ def test_mpi_rank_hung_watchdog_aborts(helpers, tmp_path):
         assert "Traceback" not in err, err
     finally:
         helpers.kill_tree([proc], marker=marker)
+
+
+def diverging_args(out: str) -> list[str]:
+    """A learning rate no training survives: the updates of the first round are Inf/NaN."""
+    return ["--set", "train.lr=1e38", "--set", "run.rounds=5", "--set", "comm.timeout_s=60",
+            "--set", 'run.progress="none"', "--set", "run.threads=1", "--out", out]  # fmt: skip
+
+
+def test_diverged_training_stops_every_rank_with_one_line(helpers, tmp_path):
+    """NaN/Inf in one worker's updates reach every rank through the max all-reduce of the
+    exact sums' bounds: all ranks stop at once with exit code 4 and one line from rank 0,
+    long before the collective timeout, at W=1 and under torchrun W=3."""
+    alone = subprocess.run(
+        helpers.distfl_cmd(*diverging_args(str(tmp_path / "w1.h5"))), cwd=tmp_path,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert alone.returncode == 4, alone.stderr
+    assert alone.stderr.strip().splitlines() == [
+        "distfl: error: a client update holds NaN or Inf: training diverged (a smaller train.lr?)"
+    ]
+    port = helpers.free_port()
+    procs = [
+        subprocess.Popen(
+            helpers.distfl_cmd(*diverging_args(str(tmp_path / f"w3-rank{rank}.h5"))),
+            cwd=tmp_path,
+            env=helpers.torch_env(rank, 3, port),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        for rank in range(3)
+    ]
+    try:
+        t0 = time.monotonic()
+        outs = [p.communicate(timeout=90) for p in procs]
+        elapsed = time.monotonic() - t0
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
+    assert [p.returncode for p in procs] == [4, 4, 4], [o[1][-2000:] for o in outs]
+    assert elapsed < 60  # well inside comm.timeout_s: nobody waited for a peer
+    assert "training diverged" in outs[0][1] and "Traceback" not in outs[0][1]
+    for _, err in outs[1:]:  # one line from rank 0 only
+        assert "Traceback" not in err and "training diverged" not in err, err
