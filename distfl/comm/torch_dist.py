@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 
 import torch
 import torch.distributed as dist
 
 from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
+from distfl.comm.iface import gloo_interface
 from distfl.errors import CommError
 
 
@@ -53,6 +55,8 @@ class TorchCommunicator(Communicator):
         else:
             self.device = torch.device("cpu")
             backend = "gloo"
+        #: the interface and local address gloo uses, when chosen here (see comm.iface)
+        self.interface = gloo_interface(info.master_addr, info.master_port)
         if not dist.is_initialized():
             try:
                 dist.init_process_group(
@@ -64,9 +68,13 @@ class TorchCommunicator(Communicator):
                 )
             except (RuntimeError, dist.DistError) as exc:
                 first = str(exc).strip().splitlines()[0]
+                local = os.environ.get("GLOO_SOCKET_IFNAME") or "the host name's address"
+                if self.interface is not None:
+                    local = f"{self.interface[0]} ({self.interface[1]})"
                 raise CommError(
                     f"rank {self.rank}: could not join the process group at "
-                    f"{info.master_addr}:{info.master_port} within {timeout_s:g} s: {first}"
+                    f"{info.master_addr}:{info.master_port} from {local} within "
+                    f"{timeout_s:g} s: {first}"
                 ) from exc
             self._owns_group = True
         self._cpu_group = dist.new_group(backend="gloo", timeout=timeout) if use_cuda else None
