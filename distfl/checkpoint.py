@@ -14,6 +14,9 @@ Layout (DESIGN.md):
                       attrs trainer, loop_started, sum_bytes_per_param; /timing/workers/
                       per (round, worker rank)
     /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
+    /world/           where the ranks of the launch that wrote the file ran: host [W],
+                      local_rank [W], address [W]; attrs launcher, backend, rendezvous,
+                      rendezvous_ip
 """
 
 from __future__ import annotations
@@ -161,6 +164,7 @@ def write_run_file(
     config: Config,
     world_size: int,
     clients: dict[str, np.ndarray],
+    world: dict | None = None,
     hierarchy: list[HierarchyNode],
     leaves: list[str],
     assignment: np.ndarray,
@@ -219,6 +223,8 @@ def write_run_file(
             tw = t.create_group("workers")
             for name, values in (worker_timing or {}).items():
                 _column(tw, name, values)
+            if world is not None:
+                _write_world(f.create_group("world"), world)
             s = f.create_group("state")
             _write_tree(s, state)
             s.attrs["sha256"] = tree_digest(state)
@@ -229,6 +235,17 @@ def write_run_file(
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def _write_world(group: h5py.Group, world: dict) -> None:
+    strings = h5py.string_dtype()
+    for key, value in world.items():
+        if key == "local_rank":
+            group.create_dataset(key, data=np.asarray(value, dtype=np.int64))
+        elif isinstance(value, list):
+            group.create_dataset(key, data=np.array(value, dtype=strings))
+        else:
+            group.attrs[key] = value
 
 
 @dataclass

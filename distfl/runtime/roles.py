@@ -14,6 +14,7 @@ from distfl.checkpoint import check_resumable, read_run_file
 from distfl.comm import detect, make_communicator, resolve_backend
 from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
+from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
 from distfl.runtime.capacity import available_bytes, check_population
@@ -88,7 +89,8 @@ def run(
     finished = False
     try:
         with _stop_signals(stop):
-            result = _run_role(config, comm, saved, stop, stream or sys.stdout)
+            world = describe_world(comm, info)
+            result = _run_role(config, comm, saved, stop, stream or sys.stdout, world)
         finished = True
         return result
     finally:
@@ -105,7 +107,9 @@ def _agree_on_capacity(config: Config, comm: Communicator) -> None:
     check_population(config, int(avail[0]) if int(avail[0]) > 0 else None)
 
 
-def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> dict | None:
+def _run_role(
+    config: Config, comm, saved, stop: StopFlag, stream: TextIO, world: dict | None
+) -> dict | None:
     _agree_on_capacity(config, comm)
     device = _train_device(config, comm)
     dataset = load_dataset(config)
@@ -125,6 +129,7 @@ def _run_role(config: Config, comm, saved, stop: StopFlag, stream: TextIO) -> di
             device=device,
             stream=stream,
             stop=stop,
+            world=world,
         )
         if saved is not None:
             server.restore(saved)

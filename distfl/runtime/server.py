@@ -88,9 +88,12 @@ class Server:
         device: torch.device | None = None,
         stream: TextIO | None = None,
         stop=None,
+        world: dict | None = None,
     ):
         self.config = config
         self.comm = comm
+        #: where each rank runs (distfl.comm.world.describe_world), for /world
+        self.world = world
         self.partition = partition
         self.labels = labels
         self.worker = local_worker
@@ -481,6 +484,7 @@ class Server:
             self.config.run.out,
             config=self.config,
             world_size=self.comm.world_size,
+            world=self.world,
             clients={
                 "group": self.partition.group,
                 "class_counts": self.partition.class_counts(self.labels),
@@ -531,6 +535,10 @@ class Server:
             f"({s['rounds_this_run'] / max(s['wall_s'], 1e-9):.2f} rounds/s), "
             f"world size {w} ({self.comm.name})"
         )
+        hosts = sorted(set(self.world["host"])) if self.world else []
+        if len(hosts) > 1:
+            more = ", ..." if len(hosts) > 4 else ""
+            head += f" on {len(hosts)} hosts ({', '.join(hosts[:4])}{more})"
         if s["stopped_by"]:
             head = (
                 f"distfl: stopped by {s['stopped_by']} after round {s['rounds']}/"

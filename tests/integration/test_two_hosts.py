@@ -1,24 +1,29 @@
-"""torchrun across two hosts: two Linux network namespaces on a private bridge
-(10.231.0.1 and 10.231.0.2), each with its own host name that resolves to nothing, one
-torchrun agent in each (``--nnodes 2``, c10d rendezvous at the first host). gloo must
-connect over the namespaces' interface, not 127.0.0.1 (what it tries when the host name
-does not resolve), and the run must equal the same config at W=1 bit for bit.
+"""torchrun across two hosts without a scheduler: two hosts of network namespaces on a
+private bridge (10.231.0.1 and 10.231.0.2, tests/netns.py), ``launch/torchrun_multinode.sh``
+run on each (``NNODES=2``, ``NODE_RANK`` 0 and 1, ``MASTER_ADDR=10.231.0.1``). gloo must
+connect over the hosts' interface, not over the address the host name resolves to:
+127.0.1.1 where the host's own name is on a loopback line (Debian's default /etc/hosts),
+nothing where it does not resolve (then gloo tries 127.0.0.1). The run must equal the same
+config at W=1 bit for bit, and its ``/world`` must show where every rank ran.
 
-Needs root, iproute2 and util-linux's unshare (as in CI); elsewhere it skips, saying so.
-Only the test's own namespaces and bridge are created and addressed, and removed after."""
+Needs root, iproute2 and util-linux (as in CI); elsewhere it skips, saying so. Only the
+test's own namespaces and bridge are created and addressed, and removed after."""
 
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
+from pathlib import Path
 
+import h5py
+import netns
 import pytest
 from runfile import assert_same_run
 
 pytestmark = pytest.mark.integration
 
+ROOT = Path(__file__).resolve().parents[2]
 CONFIG = """
 [run]
 rounds = 3
@@ -33,61 +38,48 @@ name = "none"
 """
 
 
-def _sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(list(args), capture_output=True, text=True, check=check)
-
-
-@pytest.fixture
-def two_hosts():
-    if os.geteuid() != 0 or not shutil.which("ip") or not shutil.which("unshare"):
-        pytest.skip("needs root, iproute2's ip and unshare to build two hosts of namespaces")
-    tag = f"{os.getpid() % 100000}"
-    bridge, spaces = f"dflbr{tag}", [f"dfl{tag}h{i}" for i in (1, 2)]
+@pytest.fixture(params=["loopback", "none"])
+def two_hosts(request, tmp_path):
+    if (why := netns.why_not()) is not None:
+        pytest.skip(why)
+    hosts = netns.Hosts(["host1", "host2"], subnet="10.231.0", tag=f"{os.getpid() % 10000}",
+                        workdir=tmp_path, resolve=request.param)  # fmt: skip
     try:
-        _sh("ip", "link", "add", bridge, "type", "bridge")
-    except subprocess.CalledProcessError as exc:
-        pytest.skip(f"cannot create a bridge here: {exc.stderr.strip()}")
+        hosts.build()
+    except RuntimeError as exc:
+        pytest.skip(f"cannot build hosts of namespaces here: {exc}")
     try:
-        _sh("ip", "link", "set", bridge, "up")
-        for i, ns in enumerate(spaces, start=1):
-            veth = f"dfl{tag}v{i}"
-            _sh("ip", "netns", "add", ns)
-            _sh("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", ns)
-            _sh("ip", "link", "set", veth, "master", bridge)
-            _sh("ip", "link", "set", veth, "up")
-            _sh("ip", "-n", ns, "addr", "add", f"10.231.0.{i}/24", "dev", "eth0")
-            _sh("ip", "-n", ns, "link", "set", "eth0", "up")
-            _sh("ip", "-n", ns, "link", "set", "lo", "up")
-        yield spaces
+        yield hosts
     finally:
-        for ns in spaces:
-            _sh("ip", "netns", "del", ns, check=False)
-        _sh("ip", "link", "del", bridge, check=False)
+        hosts.remove()
 
 
-def test_torchrun_across_two_hosts_equals_w1(helpers, tmp_path, two_hosts):
+def test_torchrun_multinode_script_across_two_hosts_equals_w1(helpers, tmp_path, two_hosts):
     config = tmp_path / "two.toml"
     config.write_text(CONFIG)
-    env = helpers.clean_env()
+    env = helpers.clean_env(
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        NNODES="2", MASTER_ADDR=two_hosts.addresses[0], MASTER_PORT="29555", NPROC="2",
+        CONFIG=str(config),
+    )  # fmt: skip
     env.pop("GLOO_SOCKET_IFNAME", None)
-    torchrun = helpers.venv_tool("torchrun")
     procs = []
-    for node, ns in enumerate(two_hosts):
-        agent = (
-            f"hostname node{node + 1} && exec {torchrun} --nnodes 2 --node-rank {node} "
-            f"--nproc-per-node 2 --master-addr 10.231.0.1 --master-port 29555 "
-            f"-m distfl run --config {config} --out {tmp_path / f'node{node}.h5'} "
-            "--set comm.timeout_s=60"
-        )
+    for node in range(2):
         procs.append(
             subprocess.Popen(
-                ["ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", agent],
+                two_hosts.on(
+                    node,
+                    str(ROOT / "launch" / "torchrun_multinode.sh"),
+                    "--set",
+                    "comm.timeout_s=60",
+                ),
                 cwd=tmp_path,
-                env=env,
+                env={**env, "NODE_RANK": str(node), "OUT": str(tmp_path / f"node{node}.h5")},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 text=True,
+                start_new_session=True,
             )  # fmt: skip
         )
     try:
@@ -96,6 +88,18 @@ def test_torchrun_across_two_hosts_equals_w1(helpers, tmp_path, two_hosts):
         helpers.kill_tree(procs, marker=str(tmp_path))
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
     assert "127.0.0.1" not in outs[0] + outs[1]  # no gloo pair tried loopback
+    assert "world size 4 (torch) on 2 hosts (host1, host2)" in outs[0], outs[0]
+    assert not (tmp_path / "node1.h5").exists()  # rank 0, on node 0, alone writes
+    with h5py.File(tmp_path / "node0.h5", "r") as f:
+        world = {k: [v.decode() if isinstance(v, bytes) else int(v) for v in f["world"][k][()]]
+                 for k in ("host", "local_rank", "address")}  # fmt: skip
+        rendezvous = f["world"].attrs["rendezvous"]
+    assert world == {
+        "host": ["host1", "host1", "host2", "host2"],
+        "local_rank": [0, 1, 0, 1],
+        "address": ["10.231.0.1", "10.231.0.1", "10.231.0.2", "10.231.0.2"],
+    }
+    assert rendezvous == "10.231.0.1:29555"
     one = tmp_path / "one.h5"
     w1 = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(one)],

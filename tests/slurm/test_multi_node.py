@@ -1,0 +1,175 @@
+"""The templates in slurm/ across two nodes of a private Slurm (``slurm2``: each slurmd on
+its own host of network namespaces, 10.231.1.1 = node1 and 10.231.1.2 = node2): every
+multi-node launch path equals the same config run alone, bit for bit; the ranks sit where
+Slurm put them, with the right local ranks, and meet at a node's address; a sweep spreads
+over both nodes; a node that dies mid-run stops the others within the collective timeout,
+and the requeued job resumes to the uninterrupted run's bits."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+from runfile import assert_same_run, fedgwc_toml
+
+ROOT = Path(__file__).resolve().parents[2]
+TEMPLATES = ROOT / "slurm"
+NODE_ADDR = {"node1": "10.231.1.1", "node2": "10.231.1.2"}
+
+
+def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out), *args],
+        cwd=tmp, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def output_of(tmp: Path, job: str) -> str:
+    return "\n".join(p.read_text() for p in sorted(tmp.glob(f"*{job}*.out")))
+
+
+def world_of(path: Path) -> dict:
+    with h5py.File(path, "r") as f:
+        g = f["world"]
+        out = {k: [v.decode() if isinstance(v, bytes) else v for v in g[k][()]] for k in g}
+        out.update({k: str(v) for k, v in g.attrs.items()})
+        out["world_size"] = int(f.attrs["world_size"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, venv_bin):
+    tmp = tmp_path_factory.mktemp("nodes")
+    config = tmp / "fedgwc.toml"
+    config.write_text(fedgwc_toml(40))
+    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
+    reference = local_run(tmp, config, tmp / "local.h5")
+    with h5py.File(reference, "r") as f:
+        assert f["metrics/num_clusters"][-1] > 1  # the hierarchy to compare is not trivial
+    return tmp, config, env, reference
+
+
+@pytest.mark.parametrize(
+    ("template", "args", "extra", "backend"),
+    [
+        ("srun_native.sbatch", ["--nodes=2", "--ntasks=4", "--ntasks-per-node=2"], {}, "gloo"),
+        ("multi_node.sbatch", ["--nodes=2"], {"NPROC": "2"}, "gloo"),
+        ("mpi.sbatch", ["--nodes=2", "--ntasks=4", "--ntasks-per-node=2"], {}, "mpi"),
+    ],
+)
+def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args, extra,
+                                                    backend):  # fmt: skip
+    tmp, config, env, reference = work
+    out = tmp / f"{template}.h5"
+    job = slurm2.sbatch(TEMPLATES / template, *args, cwd=tmp,
+                        env={**env, **extra, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
+    state = slurm2.wait(job, timeout=300)
+    log = output_of(tmp, job)
+    assert state == "COMPLETED", f"{template}: {state}\n{log}\n{slurm2.logs()}"
+    assert slurm2.job_field(job, "NodeList") == "node[1-2]"
+    assert "world size 4" in log and "on 2 hosts (node1, node2)" in log, log
+    assert log.count("final balanced accuracy") == 1, log  # rank 0 alone prints
+    world = world_of(out)
+    assert world["world_size"] == 4 and world["backend"] == backend
+    # two ranks on each node, local ranks 0 and 1 there; rank 0 (the server) on node1
+    assert world["host"] == ["node1", "node1", "node2", "node2"], world
+    assert world["local_rank"] == [0, 1, 0, 1], world
+    if backend == "gloo":
+        # the rendezvous is node1's address, and every rank talks from its node's address
+        assert world["rendezvous_ip"] == NODE_ADDR["node1"], world
+        assert world["address"] == [NODE_ADDR[h] for h in world["host"]], world
+    assert "127.0.0.1" not in "".join(world["address"])
+    assert_same_run(reference, out)
+
+
+def test_sweep_array_spreads_over_both_nodes(slurm2, work):
+    tmp, _, env, _ = work
+    config = tmp / "sweep.toml"
+    config.write_text(fedgwc_toml(12))
+    outdir = tmp / "sweep"
+    job = slurm2.sbatch(
+        TEMPLATES / "sweep.sbatch", "--array=0-3", cwd=tmp,
+        env={**env, "CONFIG": str(config), "OUTDIR": str(outdir), "BETAS": "0.5 2",
+             "SEEDS": "3 4"},
+    )  # fmt: skip
+    assert slurm2.wait(job, timeout=400) in ("COMPLETED", ""), output_of(tmp, job)
+    files = sorted(outdir.glob("*.h5"))
+    assert [p.name for p in files] == [
+        "beta0.5-seed3.h5", "beta0.5-seed4.h5", "beta2-seed3.h5", "beta2-seed4.h5",
+    ]  # fmt: skip
+    hosts = [world_of(p)["host"] for p in files]
+    assert all(len(h) == 1 for h in hosts)
+    assert {h[0] for h in hosts} == {"node1", "node2"}, hosts  # both nodes took grid points
+    local = local_run(tmp, config, tmp / "sweep-local.h5", "--set", "algorithm.beta=2",
+                      "--set", "run.seed=4")  # fmt: skip
+    assert_same_run(local, outdir / "beta2-seed4.h5")
+
+
+def distfl_pids(pids: list[int]) -> list[int]:
+    """Those of ``pids`` that run distfl (a rank, or torchrun/srun starting ranks)."""
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"distfl" in f.read():
+                    out.append(pid)
+        except OSError:
+            pass
+    return out
+
+
+def test_node_failure_stops_the_others_and_the_requeued_job_resumes(slurm2, work):
+    tmp, _, env, _ = work
+    timeout_s = 20
+    config = tmp / "failure.toml"
+    config.write_text(fedgwc_toml(300))
+    reference = local_run(tmp, config, tmp / "failure-local.h5")
+    out = tmp / "failure.h5"
+    job = slurm2.sbatch(
+        TEMPLATES / "preempt.sbatch", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2",
+        "--set", "checkpoint.every=10", "--set", f"comm.timeout_s={timeout_s}",
+        cwd=tmp, env={**env, "CONFIG": str(config), "OUT": str(out)},
+    )  # fmt: skip
+    log = tmp / f"distfl-preempt-{job}.out"
+    deadline = time.monotonic() + 120
+    # past round 40, so that a periodic checkpoint is on disk
+    while not (log.exists() and re.search(r"round +(4\d|[5-9]\d|\d{3})/", log.read_text())):
+        assert time.monotonic() < deadline, f"no progress from the job\n{output_of(tmp, job)}"
+        assert slurm2.state(job) in ("PENDING", "RUNNING"), output_of(tmp, job)
+        time.sleep(0.2)
+    assert out.exists()
+    t0 = time.monotonic()
+    slurm2.kill_node(1)  # node2: ranks 2 and 3 gone without a word
+    # ranks 0 and 1 (node1) each end with one line naming their rank, within the timeout
+    errors: list[str] = []
+    while len(errors) < 2:
+        errors = re.findall(r"distfl: error: rank [01]: .*", log.read_text())
+        assert time.monotonic() - t0 < timeout_s + 15, f"survivors still running\n{log.read_text()}"
+        time.sleep(0.2)
+    took = time.monotonic() - t0
+    assert took < timeout_s + 10, (took, errors)
+    # nothing of the run is left on node1 (no rank, no launcher waiting on node2)
+    deadline = time.monotonic() + 30
+    while left := distfl_pids(slurm2.hosts.pids(0)):
+        assert time.monotonic() < deadline, f"left on node1: {left}\n{log.read_text()}"
+        time.sleep(0.5)
+    # node2 comes back; Slurm runs the job again, which resumes from its last checkpoint
+    slurm2.revive_node(1)
+    deadline = time.monotonic() + 300
+    while (state := slurm2.state(job)) not in ("COMPLETED", "FAILED", "CANCELLED", ""):
+        assert time.monotonic() < deadline, f"job {job} stuck in {state}\n{log.read_text()}"
+        time.sleep(0.5)
+    text = log.read_text()
+    assert state in ("COMPLETED", ""), f"{state}\n{text}\n{slurm2.logs()}"
+    assert "restart 1 --resume" in text, text
+    assert "finished (round 300 of 300)" in text, text
+    assert_same_run(reference, out)
