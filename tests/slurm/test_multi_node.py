@@ -131,12 +131,14 @@ def test_node_failure_stops_the_others_and_the_requeued_job_resumes(slurm2, work
     tmp, _, env, _ = work
     timeout_s = 20
     config = tmp / "failure.toml"
-    config.write_text(fedgwc_toml(300))
+    # a periodic checkpoint every 10 rounds: what a job requeued by Slurm resumes from
+    config.write_text(
+        fedgwc_toml(300) + f"[checkpoint]\nevery = 10\n[comm]\ntimeout_s = {timeout_s}\n"
+    )
     reference = local_run(tmp, config, tmp / "failure-local.h5")
     out = tmp / "failure.h5"
     job = slurm2.sbatch(
         TEMPLATES / "preempt.sbatch", "--nodes=2", "--ntasks=4", "--ntasks-per-node=2",
-        "--set", "checkpoint.every=10", "--set", f"comm.timeout_s={timeout_s}",
         cwd=tmp, env={**env, "CONFIG": str(config), "OUT": str(out)},
     )  # fmt: skip
     log = tmp / f"distfl-preempt-{job}.out"
