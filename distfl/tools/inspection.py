@@ -17,6 +17,27 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
+def world_line(group) -> str:
+    """``/world`` in one line: each host with its ranks, the launcher, the backend and
+    the rendezvous (e.g. ``node1 ranks 0-1, node2 ranks 2-3; slurm, gloo, rendezvous
+    node1:15007 = 10.231.1.1``)."""
+    hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in group["host"][()]]
+    spans: list[tuple[str, int, int]] = []  # (host, first rank, last rank), in rank order
+    for rank, host in enumerate(hosts):
+        if spans and spans[-1][0] == host and spans[-1][2] == rank - 1:
+            spans[-1] = (host, spans[-1][1], rank)
+        else:
+            spans.append((host, rank, rank))
+    where = ", ".join(f"{h} rank {a}" if a == b else f"{h} ranks {a}-{b}" for h, a, b in spans)
+    attrs = group.attrs
+    how = f"{attrs.get('launcher', '')}, {attrs.get('backend', '')}"
+    if attrs.get("rendezvous"):
+        how += f", rendezvous {attrs['rendezvous']}"
+        if attrs.get("rendezvous_ip"):
+            how += f" = {attrs['rendezvous_ip']}"
+    return f"{where}; {how}"
+
+
 def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None) -> None:
     """``run``: the file's RunFile when the caller has read it already."""
     import h5py
@@ -31,9 +52,12 @@ def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None)
         assignment = f["final/assignment"][()]
         version = f.attrs["distfl_version"]
         created = f.attrs["created"]
+        world = world_line(f["world"]) if "world" in f else None
     done = int(run.state["round"])
     w = stream.write
     w(f"run file   {path} (distfl {version}, created {created}, world size {run.world_size})\n")
+    if world:
+        w(f"world      {world}\n")
     w(
         f"run        {cfg.algorithm.name} on {cfg.data.dataset}, {cfg.data.num_clients} clients in "
         f"{len(cfg.groups)} group(s), round {done} of {cfg.run.rounds}"

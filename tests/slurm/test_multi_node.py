@@ -88,6 +88,9 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
         assert world["rendezvous_ip"] == NODE_ADDR["node1"], world
         assert world["address"] == [NODE_ADDR[h] for h in world["host"]], world
     assert "127.0.0.1" not in "".join(world["address"])
+    shown = subprocess.run([sys.executable, "-m", "distfl", "inspect", str(out)],
+                           capture_output=True, text=True, timeout=60).stdout  # fmt: skip
+    assert "\nworld      node1 ranks 0-1, node2 ranks 2-3; " in shown, shown
     assert_same_run(reference, out)
 
 
