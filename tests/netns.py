@@ -5,12 +5,12 @@ on a private bridge, its own IPv4 address, and, for the commands run on it, its 
 name (a UTS namespace) and its own ``/etc/hosts`` (a mount namespace in which a file of
 its own is bound over it). What the host names resolve to is chosen per set of hosts:
 ``"all"`` (every host's name to its address, as on a cluster with working DNS),
-``"loopback"`` (a host's own name to 127.0.1.1 and no other name, as Debian writes
-/etc/hosts by default) or ``"none"`` (no name resolves, as in many containers). The
-bridge itself holds the ``.254`` address of the subnet, so that daemons in the root
-namespace (a Slurm controller) can be reached from the hosts and reach them. Only these
-namespaces and this bridge are created and addressed, and :meth:`Hosts.remove` deletes
-them again.
+``"loopback"`` (a host's own name to 127.0.1.1, as Debian's installer writes it in
+/etc/hosts, the other hosts' names to their addresses) or ``"none"`` (no name resolves,
+as in many containers). The bridge itself holds the ``.254`` address of the subnet, so
+that daemons in the root namespace (a Slurm controller) can be reached from the hosts
+and reach them. Only these namespaces and this bridge are created and addressed, and
+:meth:`Hosts.remove` deletes them again.
 
 Needs root, iproute2's ``ip`` and util-linux's ``nsenter`` and ``unshare``; elsewhere
 :func:`why_not` says what is missing.
@@ -74,10 +74,11 @@ class Hosts:
     def build(self) -> Hosts:
         for name, path in zip(self.names, self.hosts_files, strict=True):
             lines = ["127.0.0.1 localhost"]
-            if self.resolve == "all":
-                lines += [f"{a} {n}" for a, n in zip(self.addresses, self.names, strict=True)]
-            elif self.resolve == "loopback":
-                lines.append(f"127.0.1.1 {name}")
+            for other, addr in zip(self.names, self.addresses, strict=True):
+                if self.resolve == "all" or (self.resolve == "loopback" and other != name):
+                    lines.append(f"{addr} {other}")
+                elif self.resolve == "loopback":
+                    lines.append(f"127.0.1.1 {name}")
             path.write_text("\n".join(lines) + "\n")
         try:
             _ip("link", "add", self.bridge, "type", "bridge")

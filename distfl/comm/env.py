@@ -2,12 +2,14 @@
 
 Read from the environment only; nothing here initialises a process group.
 
-- torchrun: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``
+- torchrun: ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``,
+  ``GROUP_WORLD_SIZE`` (its agents: the hosts)
 - Open MPI: ``OMPI_COMM_WORLD_RANK``, ``OMPI_COMM_WORLD_SIZE``, ``OMPI_COMM_WORLD_LOCAL_RANK``
 - MPICH/Hydra and ``srun --mpi=pmi2``: ``PMI_RANK``, ``PMI_SIZE`` (``MPI_LOCALRANKID``)
 - Slurm steps (``srun`` without MPI): ``SLURM_PROCID``, ``SLURM_STEP_NUM_TASKS``,
-  ``SLURM_LOCALID``; the rendezvous host is the first node of ``SLURM_JOB_NODELIST`` and the
-  port is derived from the job id unless ``MASTER_PORT`` is set.
+  ``SLURM_LOCALID``, ``SLURM_STEP_NUM_NODES``; the rendezvous host is the first node of
+  ``SLURM_JOB_NODELIST`` and the port is derived from the job id unless ``MASTER_PORT`` is
+  set.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ class LaunchInfo:
     #: rendezvous for torch.distributed (empty when the launcher does not give one)
     master_addr: str = ""
     master_port: int = 0
+    #: hosts the world spans, as far as the launcher says (torchrun's GROUP_WORLD_SIZE,
+    #: Slurm's node count); 1 when it does not say
+    num_hosts: int = 1
 
     @property
     def default_backend(self) -> str:
@@ -95,6 +100,7 @@ def detect(env: Mapping[str, str] | None = None, backend: str = "auto") -> Launc
             local_rank=_int(env, "LOCAL_RANK", 0),
             master_addr=env.get("MASTER_ADDR", "127.0.0.1"),
             master_port=_int(env, "MASTER_PORT", 29500),
+            num_hosts=_int(env, "GROUP_WORLD_SIZE", 1),
         )
     if "OMPI_COMM_WORLD_SIZE" in env:
         return LaunchInfo(
@@ -132,4 +138,5 @@ def _slurm(env: Mapping[str, str]) -> LaunchInfo:
         local_rank=_int(env, "SLURM_LOCALID", 0),
         master_addr=env.get("MASTER_ADDR", nodes[0] if nodes else "127.0.0.1"),
         master_port=_int(env, "MASTER_PORT", slurm_port(env)),
+        num_hosts=_int(env, "SLURM_STEP_NUM_NODES", _int(env, "SLURM_JOB_NUM_NODES", 1)),
     )

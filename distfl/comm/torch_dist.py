@@ -56,7 +56,9 @@ class TorchCommunicator(Communicator):
             self.device = torch.device("cpu")
             backend = "gloo"
         #: the interface and local address gloo uses, when chosen here (see comm.iface)
-        self.interface = gloo_interface(info.master_addr, info.master_port)
+        self.interface = gloo_interface(
+            info.master_addr, info.master_port, num_hosts=info.num_hosts
+        )
         if not dist.is_initialized():
             try:
                 dist.init_process_group(

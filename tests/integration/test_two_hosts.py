@@ -1,9 +1,11 @@
 """torchrun across two hosts without a scheduler: two hosts of network namespaces on a
 private bridge (10.231.0.1 and 10.231.0.2, tests/netns.py), ``launch/torchrun_multinode.sh``
-run on each (``NNODES=2``, ``NODE_RANK`` 0 and 1, ``MASTER_ADDR=10.231.0.1``). gloo must
-connect over the hosts' interface, not over the address the host name resolves to:
-127.0.1.1 where the host's own name is on a loopback line (Debian's default /etc/hosts),
-nothing where it does not resolve (then gloo tries 127.0.0.1). The run must equal the same
+run on each (``NNODES=2``, ``NODE_RANK`` 0 and 1). gloo must connect over the hosts'
+interface, not over the address the host name resolves to, in two set-ups that break it:
+each host's own name on a loopback line (Debian's default /etc/hosts: 127.0.1.1), the
+other's name resolving to its address, and ``MASTER_ADDR=host1`` (a name, which is then
+loopback on host1 itself and 10.231.0.1 on host2); and names that resolve to nothing, with
+``MASTER_ADDR=10.231.0.1`` (gloo would try 127.0.0.1). The run must equal the same
 config at W=1 bit for bit, and its ``/world`` must show where every rank ran.
 
 Needs root, iproute2 and util-linux (as in CI); elsewhere it skips, saying so. Only the
@@ -59,7 +61,8 @@ def test_torchrun_multinode_script_across_two_hosts_equals_w1(helpers, tmp_path,
     config.write_text(CONFIG)
     env = helpers.clean_env(
         PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        NNODES="2", MASTER_ADDR=two_hosts.addresses[0], MASTER_PORT="29555", NPROC="2",
+        NNODES="2", MASTER_PORT="29555", NPROC="2",
+        MASTER_ADDR="host1" if two_hosts.resolve == "loopback" else two_hosts.addresses[0],
         CONFIG=str(config),
     )  # fmt: skip
     env.pop("GLOO_SOCKET_IFNAME", None)
@@ -94,12 +97,16 @@ def test_torchrun_multinode_script_across_two_hosts_equals_w1(helpers, tmp_path,
         world = {k: [v.decode() if isinstance(v, bytes) else int(v) for v in f["world"][k][()]]
                  for k in ("host", "local_rank", "address")}  # fmt: skip
         rendezvous = f["world"].attrs["rendezvous"]
+        rendezvous_ip = f["world"].attrs["rendezvous_ip"]
     assert world == {
         "host": ["host1", "host1", "host2", "host2"],
         "local_rank": [0, 1, 0, 1],
         "address": ["10.231.0.1", "10.231.0.1", "10.231.0.2", "10.231.0.2"],
     }
-    assert rendezvous == "10.231.0.1:29555"
+    if two_hosts.resolve == "loopback":  # host1's own view of its name
+        assert rendezvous == "host1:29555" and rendezvous_ip == "127.0.1.1"
+    else:
+        assert rendezvous == "10.231.0.1:29555" and rendezvous_ip == "10.231.0.1"
     one = tmp_path / "one.h5"
     w1 = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(one)],

@@ -19,6 +19,7 @@ def test_torchrun():
         "MASTER_ADDR": "10.0.0.2",
         "MASTER_PORT": "29611",
         "LOCAL_WORLD_SIZE": "2",
+        "GROUP_WORLD_SIZE": "2",
     }
     assert detect(env) == LaunchInfo(
         launcher="torchrun",
@@ -27,6 +28,7 @@ def test_torchrun():
         local_rank=1,
         master_addr="10.0.0.2",
         master_port=29611,
+        num_hosts=2,
     )
 
 
@@ -107,6 +109,9 @@ def test_slurm_step():
     assert info.master_addr == "node03"
     # 15000 + 123456 % 20000 = 15000 + 3456
     assert info.master_port == 18456
+    assert info.num_hosts == 1  # the step's node count not given
+    assert detect({**env, "SLURM_JOB_NUM_NODES": "3"}).num_hosts == 3
+    assert detect({**env, "SLURM_JOB_NUM_NODES": "3", "SLURM_STEP_NUM_NODES": "2"}).num_hosts == 2
 
 
 def test_slurm_port_hand_computed():
