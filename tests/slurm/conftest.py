@@ -13,8 +13,10 @@ import os
 import sys
 from pathlib import Path
 
+import h5py
 import pytest
-from slurm_cluster import PrivateSlurm, install, missing
+from runfile import fedgwc_toml
+from slurm_cluster import PrivateSlurm, install, local_run, missing
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: netns.py
 
@@ -58,3 +60,17 @@ def slurm2(tmp_path_factory):
 def venv_bin() -> Path:
     """The bin/ of the Python that runs the tests: distfl, torchrun and mpiexec live there."""
     return Path(sys.executable).parent
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, venv_bin):
+    """Per test module: a directory to submit from, a FedGWC config of 40 rounds that
+    splits, the environment a job needs (PYTHON, PATH) and the config's run alone."""
+    tmp = tmp_path_factory.mktemp("jobs")
+    config = tmp / "fedgwc.toml"
+    config.write_text(fedgwc_toml(40))
+    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
+    reference = local_run(tmp, config, tmp / "local.h5")
+    with h5py.File(reference, "r") as f:
+        assert f["metrics/num_clusters"][-1] > 1  # the hierarchy to compare is not trivial
+    return tmp, config, env, reference

@@ -24,6 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: netns.py
 
 from netns import Hosts  # noqa: E402
 
+#: the templates under test
+TEMPLATES = Path(__file__).resolve().parents[2] / "slurm"
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 BINARIES = ("slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "sinfo", "munged")
 #: the subnet of the namespaced nodes: node i is 10.231.1.i, the controller 10.231.1.254
@@ -292,6 +294,22 @@ class PrivateSlurm:
             if p.exists():
                 out.append(f"--- {name}\n" + "\n".join(p.read_text().splitlines()[-30:]))
         return "\n".join(out)
+
+
+def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
+    """``distfl run`` of ``config`` in one process, outside any job: the reference."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out), *args],
+        cwd=tmp, capture_output=True, text=True, timeout=600,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return out
+
+
+def job_output(tmp: Path, job: str) -> str:
+    """Every ``*<job id>*.out`` log in ``tmp`` (an array job's tasks too), concatenated."""
+    return "\n".join(p.read_text() for p in sorted(tmp.glob(f"*{job}*.out")))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,7 +7,6 @@ and the requeued job resumes to the uninterrupted run's bits."""
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -17,24 +16,9 @@ from pathlib import Path
 import h5py
 import pytest
 from runfile import assert_same_run, fedgwc_toml
+from slurm_cluster import TEMPLATES, job_output, local_run
 
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "slurm"
 NODE_ADDR = {"node1": "10.231.1.1", "node2": "10.231.1.2"}
-
-
-def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out), *args],
-        cwd=tmp, capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return out
-
-
-def output_of(tmp: Path, job: str) -> str:
-    return "\n".join(p.read_text() for p in sorted(tmp.glob(f"*{job}*.out")))
 
 
 def world_of(path: Path) -> dict:
@@ -44,18 +28,6 @@ def world_of(path: Path) -> dict:
         out.update({k: str(v) for k, v in g.attrs.items()})
         out["world_size"] = int(f.attrs["world_size"])
     return out
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory, venv_bin):
-    tmp = tmp_path_factory.mktemp("nodes")
-    config = tmp / "fedgwc.toml"
-    config.write_text(fedgwc_toml(40))
-    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
-    reference = local_run(tmp, config, tmp / "local.h5")
-    with h5py.File(reference, "r") as f:
-        assert f["metrics/num_clusters"][-1] > 1  # the hierarchy to compare is not trivial
-    return tmp, config, env, reference
 
 
 @pytest.mark.parametrize(
@@ -73,7 +45,7 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
     job = slurm2.sbatch(TEMPLATES / template, *args, cwd=tmp,
                         env={**env, **extra, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
     state = slurm2.wait(job, timeout=300)
-    log = output_of(tmp, job)
+    log = job_output(tmp, job)
     assert state == "COMPLETED", f"{template}: {state}\n{log}\n{slurm2.logs()}"
     assert slurm2.job_field(job, "NodeList") == "node[1-2]"
     assert "world size 4" in log and "on 2 hosts (node1, node2)" in log, log
@@ -104,7 +76,7 @@ def test_sweep_array_spreads_over_both_nodes(slurm2, work):
         env={**env, "CONFIG": str(config), "OUTDIR": str(outdir), "BETAS": "0.5 2",
              "SEEDS": "3 4"},
     )  # fmt: skip
-    assert slurm2.wait(job, timeout=400) in ("COMPLETED", ""), output_of(tmp, job)
+    assert slurm2.wait(job, timeout=400) in ("COMPLETED", ""), job_output(tmp, job)
     files = sorted(outdir.glob("*.h5"))
     assert [p.name for p in files] == [
         "beta0.5-seed3.h5", "beta0.5-seed4.h5", "beta2-seed3.h5", "beta2-seed4.h5",
@@ -148,8 +120,8 @@ def test_node_failure_stops_the_others_and_the_requeued_job_resumes(slurm2, work
     deadline = time.monotonic() + 120
     # past round 40, so that a periodic checkpoint is on disk
     while not (log.exists() and re.search(r"round +(4\d|[5-9]\d|\d{3})/", log.read_text())):
-        assert time.monotonic() < deadline, f"no progress from the job\n{output_of(tmp, job)}"
-        assert slurm2.state(job) in ("PENDING", "RUNNING"), output_of(tmp, job)
+        assert time.monotonic() < deadline, f"no progress from the job\n{job_output(tmp, job)}"
+        assert slurm2.state(job) in ("PENDING", "RUNNING"), job_output(tmp, job)
         time.sleep(0.2)
     assert out.exists()
     t0 = time.monotonic()

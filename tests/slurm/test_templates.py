@@ -4,44 +4,14 @@ Slurm; each result must equal the same config run locally, bit for bit."""
 from __future__ import annotations
 
 import csv
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import h5py
 import pytest
 from runfile import assert_same_run, fedgwc_toml
-
-ROOT = Path(__file__).resolve().parents[2]
-TEMPLATES = ROOT / "slurm"
-
-
-def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out), *args],
-        cwd=tmp, capture_output=True, text=True, timeout=600,
-        env={k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))},
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return out
-
-
-@pytest.fixture(scope="module")
-def work(tmp_path_factory, venv_bin):
-    tmp = tmp_path_factory.mktemp("templates")
-    config = tmp / "fedgwc.toml"
-    config.write_text(fedgwc_toml(40))
-    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
-    reference = local_run(tmp, config, tmp / "local.h5")
-    with h5py.File(reference, "r") as f:
-        assert f["metrics/num_clusters"][-1] > 1  # the hierarchy to compare is not trivial
-    return tmp, config, env, reference
-
-
-def output_of(tmp: Path, job: str) -> str:
-    return "\n".join(p.read_text() for p in sorted(tmp.glob(f"*{job}*.out")))
+from slurm_cluster import TEMPLATES, job_output, local_run
 
 
 @pytest.mark.parametrize(
@@ -59,7 +29,7 @@ def test_template_equals_local_run(slurm, work, template, args, world):
     job = slurm.sbatch(TEMPLATES / template, *args, cwd=tmp,
                        env={**env, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
     state = slurm.wait(job, timeout=300)
-    log = output_of(tmp, job)
+    log = job_output(tmp, job)
     assert state == "COMPLETED", f"{template}: {state}\n{log}\n{slurm.logs()}"
     assert f"world size {world}" in log, log
     assert log.count("final balanced accuracy") == 1, log  # rank 0 alone prints
@@ -87,7 +57,7 @@ def test_sweep_array_gathers_one_row_per_task(slurm, work):
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     gather_job = proc.stdout.strip().split(";")[0]
-    assert slurm.wait(job, timeout=400) in ("COMPLETED", ""), output_of(tmp, job)
+    assert slurm.wait(job, timeout=400) in ("COMPLETED", ""), job_output(tmp, job)
     state = slurm.wait(gather_job, timeout=120)
     printed = (tmp / f"gather-{gather_job}.out").read_text()
     assert state == "COMPLETED", printed
@@ -117,8 +87,8 @@ def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
     log = tmp / f"distfl-preempt-{job}.out"
     deadline = time.monotonic() + 120
     while not (log.exists() and "round " in log.read_text()):
-        assert time.monotonic() < deadline, f"no progress from the job\n{output_of(tmp, job)}"
-        assert slurm.state(job) in ("PENDING", "RUNNING"), output_of(tmp, job)
+        assert time.monotonic() < deadline, f"no progress from the job\n{job_output(tmp, job)}"
+        assert slurm.state(job) in ("PENDING", "RUNNING"), job_output(tmp, job)
         time.sleep(0.3)
     # the warning Slurm sends before the time limit (--signal=USR1@...), sent now
     slurm.run("scancel", "--signal=USR1", job)
