@@ -282,7 +282,14 @@ class PrivateSlurm:
             if not pending:
                 return self.state(job)
             time.sleep(0.5)
-        raise TimeoutError(f"job {job} still queued after {timeout} s:\n{self.logs()}")
+        logs = self.logs()
+        self.run("scancel", job, check=False)  # a stuck job must not hold the next test's nodes
+        raise TimeoutError(f"job {job} still queued after {timeout} s (cancelled):\n{logs}")
+
+    def slurmd_log(self) -> str:
+        """Every node's slurmd log, concatenated."""
+        paths = [self.root / f"slurmd-{n}.log" for n in self.node_names]
+        return "".join(p.read_text() for p in paths if p.exists())
 
     def logs(self) -> str:
         out = []

@@ -19,6 +19,8 @@ from runfile import assert_same_run, fedgwc_toml
 from slurm_cluster import TEMPLATES, job_output, local_run
 
 NODE_ADDR = {"node1": "10.231.1.1", "node2": "10.231.1.2"}
+#: what slurmd logs when its pmi2 plugin read one PMI-1 request in two pieces
+PMI_DEFECT = "mpi/pmi2: invalid client request"
 
 
 def world_of(path: Path) -> dict:
@@ -42,9 +44,30 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
                                                     backend):  # fmt: skip
     tmp, config, env, reference = work
     out = tmp / f"{template}.h5"
-    job = slurm2.sbatch(TEMPLATES / template, *args, cwd=tmp,
-                        env={**env, **extra, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
-    state = slurm2.wait(job, timeout=300)
+
+    def submit() -> tuple[str, str]:
+        """Submit and wait; the final state, or "PMI_DEFECT" (cancelled at once) when the
+        pmi2 plugin logs that it rejected a request of this job's step."""
+        seen = len(slurm2.slurmd_log())
+        job_env = {**env, **extra, "CONFIG": str(config), "OUT": str(out)}
+        job = slurm2.sbatch(TEMPLATES / template, *args, cwd=tmp, env=job_env)
+        deadline = time.monotonic() + 150
+        while (state := slurm2.state(job)) in ("PENDING", "RUNNING", "COMPLETING"):
+            if PMI_DEFECT in slurm2.slurmd_log()[seen:] or time.monotonic() > deadline:
+                why = "PMI_DEFECT" if PMI_DEFECT in slurm2.slurmd_log()[seen:] else "TIMEOUT"
+                slurm2.run("scancel", job, check=False)
+                slurm2.wait(job, timeout=60)
+                return job, why
+            time.sleep(0.5)
+        return job, state
+
+    job, state = submit()
+    if state == "PMI_DEFECT":
+        # Debian's Slurm 22.05 pmi2 plugin sometimes takes one of MPICH's long PMI-1 lines
+        # (a segment of an allgather over PMI) in two reads and rejects both halves; the
+        # step then hangs. A defect of that plugin, not of the template or of distfl: the
+        # job is submitted once more, and that run must succeed.
+        job, state = submit()
     log = job_output(tmp, job)
     assert state == "COMPLETED", f"{template}: {state}\n{log}\n{slurm2.logs()}"
     assert slurm2.job_field(job, "NodeList") == "node[1-2]"
