@@ -20,9 +20,10 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: netns.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: netns.py, runfile.py
 
 from netns import Hosts  # noqa: E402
+from runfile import fedgwc_toml  # noqa: E402
 
 #: the templates under test
 TEMPLATES = Path(__file__).resolve().parents[2] / "slurm"
@@ -317,6 +318,20 @@ def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
 def job_output(tmp: Path, job: str) -> str:
     """Every ``*<job id>*.out`` log in ``tmp`` (an array job's tasks too), concatenated."""
     return "\n".join(p.read_text() for p in sorted(tmp.glob(f"*{job}*.out")))
+
+
+def submit_sweep(cluster: PrivateSlurm, tmp: Path, env: dict) -> tuple[str, Path, Path]:
+    """``sweep.sbatch --array=0-3`` over algorithm.beta 0.5, 2 × seed 3, 4 of a FedGWC run of
+    12 rounds; (array job id, its config, its OUTDIR)."""
+    config = tmp / "sweep.toml"
+    config.write_text(fedgwc_toml(12))
+    outdir = tmp / "sweep"
+    job = cluster.sbatch(
+        TEMPLATES / "sweep.sbatch", "--array=0-3", cwd=tmp,
+        env={**env, "CONFIG": str(config), "OUTDIR": str(outdir), "BETAS": "0.5 2",
+             "SEEDS": "3 4"},
+    )  # fmt: skip
+    return job, config, outdir
 
 
 def main(argv: list[str] | None = None) -> int:

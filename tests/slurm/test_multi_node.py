@@ -16,7 +16,7 @@ from pathlib import Path
 import h5py
 import pytest
 from runfile import assert_same_run, fedgwc_toml
-from slurm_cluster import TEMPLATES, job_output, local_run
+from slurm_cluster import TEMPLATES, job_output, local_run, submit_sweep
 
 NODE_ADDR = {"node1": "10.231.1.1", "node2": "10.231.1.2"}
 #: what slurmd logs when its pmi2 plugin read one PMI-1 request in two pieces
@@ -91,14 +91,7 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
 
 def test_sweep_array_spreads_over_both_nodes(slurm2, work):
     tmp, _, env, _ = work
-    config = tmp / "sweep.toml"
-    config.write_text(fedgwc_toml(12))
-    outdir = tmp / "sweep"
-    job = slurm2.sbatch(
-        TEMPLATES / "sweep.sbatch", "--array=0-3", cwd=tmp,
-        env={**env, "CONFIG": str(config), "OUTDIR": str(outdir), "BETAS": "0.5 2",
-             "SEEDS": "3 4"},
-    )  # fmt: skip
+    job, config, outdir = submit_sweep(slurm2, tmp, env)
     assert slurm2.wait(job, timeout=400) in ("COMPLETED", ""), job_output(tmp, job)
     files = sorted(outdir.glob("*.h5"))
     assert [p.name for p in files] == [

@@ -11,7 +11,7 @@ import time
 import h5py
 import pytest
 from runfile import assert_same_run, fedgwc_toml
-from slurm_cluster import TEMPLATES, job_output, local_run
+from slurm_cluster import TEMPLATES, job_output, local_run, submit_sweep
 
 
 @pytest.mark.parametrize(
@@ -40,14 +40,7 @@ def test_template_equals_local_run(slurm, work, template, args, world):
 
 def test_sweep_array_gathers_one_row_per_task(slurm, work):
     tmp, _, env, _ = work
-    config = tmp / "sweep.toml"
-    config.write_text(fedgwc_toml(12))
-    outdir = tmp / "sweep"
-    job = slurm.sbatch(
-        TEMPLATES / "sweep.sbatch", "--array=0-3", cwd=tmp,
-        env={**env, "CONFIG": str(config), "OUTDIR": str(outdir), "BETAS": "0.5 2",
-             "SEEDS": "3 4"},
-    )  # fmt: skip
+    job, config, outdir = submit_sweep(slurm, tmp, env)
     # the follow-up job of the template's header, as written there
     table = outdir / "results.csv"
     proc = subprocess.run(
