@@ -12,6 +12,7 @@ slurm-client and munge installed) and keep it until Ctrl-C:
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -29,11 +30,15 @@ from runfile import fedgwc_toml  # noqa: E402
 TEMPLATES = Path(__file__).resolve().parents[2] / "slurm"
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 BINARIES = ("slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "sinfo", "munged")
+SHM = "/dev/shm"
 #: the subnet of the namespaced nodes: node i is 10.231.1.i, the controller 10.231.1.254
 SUBNET = "10.231.1"
 
 CONF = """\
 ClusterName=distfl-test
+# job ids of their own: MPICH names its shared-memory segments after the step (job id),
+# and two private clusters (or two test sessions) counting from 1 would share names
+FirstJobId={first_job_id}
 SlurmctldHost=localhost({ctld_addr})
 SlurmUser=root
 SlurmctldPort={ctld_port}
@@ -109,10 +114,11 @@ class PrivateSlurm:
         self.ctld: subprocess.Popen | None = None
         self.slurmds: dict[int, subprocess.Popen] = {}
         self.started_munged = False
+        self._shm_before: set[str] = set()
         self.hosts: Hosts | None = None
         if nodes > 1:
             self.node_names = [f"node{i + 1}" for i in range(nodes)]
-            self.hosts = Hosts(self.node_names, subnet=SUBNET, tag=f"{os.getpid() % 10000}",
+            self.hosts = Hosts(self.node_names, subnet=SUBNET, tag=f"s{os.getpid() % 10000}",
                                workdir=self.root)  # fmt: skip
         else:
             self.node_names = ["localhost"]
@@ -124,6 +130,7 @@ class PrivateSlurm:
     # -- daemons --------------------------------------------------------------------------
 
     def start(self) -> None:
+        self._shm_before = set(os.listdir(SHM)) if os.path.isdir(SHM) else set()
         (self.root / "state").mkdir(parents=True, exist_ok=True)
         for name in self.node_names:
             (self.root / "spool" / name).mkdir(parents=True, exist_ok=True)
@@ -138,7 +145,8 @@ class PrivateSlurm:
         node_list = ",".join(self.node_names)
         self.conf.write_text(
             CONF.format(root=self.root, ctld_addr=ctld_addr, ctld_port=_free_port(),
-                        d_port=_free_port(), nodes=nodes, node_list=node_list)
+                        d_port=_free_port(), nodes=nodes, node_list=node_list,
+                        first_job_id=random.randrange(1000, 60_000_000))
         )  # fmt: skip
         self._start_munge()
         self.ctld = subprocess.Popen(
@@ -230,12 +238,25 @@ class PrivateSlurm:
                     except ProcessLookupError:
                         pass
             self.hosts.remove()
+        self._remove_shm_left()
         pid_file = Path("/run/munge/munged.pid")
         if self.started_munged and pid_file.exists():
             try:
                 os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
             except (ValueError, ProcessLookupError):
                 pass
+
+    def _remove_shm_left(self) -> None:
+        """MPICH's shared-memory segments that this cluster's jobs left in /dev/shm (a
+        step ended by a signal, or MPICH across namespaced nodes, leaves them behind)."""
+        if not os.path.isdir(SHM):
+            return
+        for name in set(os.listdir(SHM)) - self._shm_before:
+            if name.startswith("mpich_shm_"):
+                try:
+                    os.unlink(os.path.join(SHM, name))
+                except OSError:
+                    pass
 
     # -- clients ----------------------------------------------------------------------------
 
