@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "teardown_loop.py")
-RUNS = 6
+RUNS = 4
 
 
 def _loop_module():

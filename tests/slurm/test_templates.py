@@ -1,5 +1,6 @@
-"""Every template in slurm/ submitted with sbatch, as it is, to a real (private, single-node)
-Slurm; each result must equal the same config run locally, bit for bit."""
+"""The templates in slurm/ submitted with sbatch, as they are, to a real (private,
+single-node) Slurm; each result must equal the same config run locally, bit for bit.
+multi_node.sbatch runs across two nodes in test_multi_node.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,6 @@ from slurm_cluster import TEMPLATES, job_output, local_run, submit_sweep
         ("srun_native.sbatch", [], 3),
         ("single_node.sbatch", [], 3),
         ("mpi.sbatch", [], 3),
-        ("multi_node.sbatch", ["--nodes=1"], 2),  # one node is all this Slurm has
     ],
 )
 def test_template_equals_local_run(slurm, work, template, args, world):
