@@ -68,7 +68,7 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
         if state != "PMI_DEFECT":
             break
         # Debian's Slurm 22.05 pmi2 plugin sometimes takes one of MPICH's long PMI-1 lines
-        # (its UCX addresses, exchanged in MPI_Init) in two reads and rejects both halves;
+        # (a value exchanged in MPI_Init) in two reads and rejects both halves;
         # the step then hangs or aborts. A defect of that plugin, not of the template or of
         # distfl: the job is submitted again (at most twice), and a run must succeed.
         job, state = submit()
