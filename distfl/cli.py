@@ -198,14 +198,22 @@ def _config_from_args(args: argparse.Namespace):
         overrides.append(f"run.out={config.toml_string(args.resume)}")
     if args.comm:
         overrides.append(f"comm.backend={config.toml_string(args.comm)}")
-    base = None
-    if args.resume and not args.config and not args.preset:
-        # `distfl run --resume RUN.h5` alone continues with the config stored in the file
+    stored = None
+    if args.resume:
+        # the run file is checked (its format, its config; not yet its arrays) before the
+        # runtime and torch are imported: a wrong file is refused in a fraction of a second
         from distfl.checkpoint import read_run_file
 
-        base = read_run_file(args.resume).config
+        stored = read_run_file(args.resume, state=False).config
+    # `distfl run --resume RUN.h5` alone continues with the config stored in the file
+    base = stored if not args.config and not args.preset else None
     preset = args.preset if args.preset or args.config or base else "default"
-    return config.load(path=args.config, preset=preset, overrides=overrides, base=base)
+    loaded = config.load(path=args.config, preset=preset, overrides=overrides, base=base)
+    if stored is not None:
+        from distfl.checkpoint import check_resumable
+
+        check_resumable(stored, loaded, args.resume)
+    return loaded
 
 
 def _cmd_keys() -> int:

@@ -225,6 +225,27 @@ def test_not_a_run_file_and_missing_file_are_refused(helpers, tmp_path, referenc
     _one_line_exit_2(proc, "not a distfl run file")
 
 
+def test_a_bad_run_file_is_refused_before_the_runtime_is_imported(tmp_path, reference):
+    """With a config given too, the run file is still checked first: the refusal comes
+    before torch (and every rank's start-up) is paid for."""
+    config, full = reference
+    (tmp_path / "garbage.h5").write_bytes(b"not an HDF5 file at all\n")
+    shutil.copy(full, tmp_path / "copy.h5")
+    probe = (
+        "import sys\n"
+        "from distfl.cli import main\n"
+        "for args in (['--resume', 'garbage.h5'],\n"
+        "             ['--resume', 'copy.h5', '--set', 'run.seed=9']):\n"
+        f"    code = main(['run', '--config', {str(config)!r}, *args])\n"
+        "    print(code, 'torch' in sys.modules, 'distfl.runtime' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert proc.stdout.splitlines() == ["2 False False", "2 False False"], proc.stdout
+    errors = proc.stderr.splitlines()
+    assert "garbage.h5 cannot be read" in errors[0] and "run.seed is" in errors[1], errors
+
+
 def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, reference):
     """`checkpoint.every`: a run killed outright (SIGKILL, no chance to write) loses only the
     rounds since its last checkpoint, and resuming from that checkpoint ends bit for bit
