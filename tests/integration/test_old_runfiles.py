@@ -16,6 +16,7 @@ the writer's kernel, which any AVX2 CPU runs."""
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import shutil
@@ -117,11 +118,29 @@ def test_report_reads_them(helpers, tmp_path, name):
     assert list((tmp_path / "rep").glob("split-*-matrices.png"))
 
 
+#: the float kernels of the machine that wrote the files (tests/runfile.py)
+KERNELS = (DATA / "kernels.sha256").read_text().strip()
+
+
+@functools.cache
+def other_kernels() -> str | None:
+    """Why this machine's bits cannot be those of the files, or None where they can."""
+    here = kernel_fingerprint()
+    if here == KERNELS:
+        return None
+    return (
+        f"this CPU's float32 kernels (fingerprint {here[:12]}) differ from those of the "
+        f"machine that wrote the files ({KERNELS[:12]}): its bits cannot be theirs"
+    )
+
+
 @pytest.fixture(scope="module")
 def resumed(tmp_path_factory, helpers):
     """Each old file resumed for MORE rounds, and its stored config run from the start for
-    as many rounds, both by today's code."""
+    as many rounds, both by today's code; the runs from the start only where they can be
+    compared bit for bit (the same float kernels as the writer's: None elsewhere)."""
     tmp = tmp_path_factory.mktemp("old-runfiles")
+    compare = other_kernels() is None
 
     def one(path: Path):
         rounds = stored(path)["run"]["rounds"] + MORE
@@ -131,6 +150,8 @@ def resumed(tmp_path_factory, helpers):
         toml.write_text(read_run_file(path, state=False).config.to_toml())
         fresh = tmp / f"{path.stem}-fresh.h5"
         a = distfl(helpers, tmp, "run", "--resume", str(copy), "--set", f"run.rounds={rounds}")
+        if not compare:
+            return path.stem, (a, copy), (None, None)
         b = distfl(helpers, tmp, "run", "--config", str(toml), "--out", str(fresh),
                    "--set", f"run.rounds={rounds}")  # fmt: skip
         return path.stem, (a, copy), (b, fresh)
@@ -141,9 +162,8 @@ def resumed(tmp_path_factory, helpers):
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_they_resume(resumed, path):
-    (a, resumed_file), (b, fresh_file) = resumed[path.stem]
+    (a, resumed_file), _ = resumed[path.stem]
     assert a.returncode == 0, a.stderr
-    assert b.returncode == 0, b.stderr
     rounds = stored(path)["run"]["rounds"]
     with h5py.File(resumed_file, "r") as f, h5py.File(path, "r") as old:
         assert int(f["state"].attrs["round"]) == rounds + MORE
@@ -153,21 +173,13 @@ def test_they_resume(resumed, path):
         assert f[column][:rounds].tobytes() == old[column][()].tobytes()
 
 
-#: the float kernels of the machine that wrote the files (tests/runfile.py)
-KERNELS = (DATA / "kernels.sha256").read_text().strip()
-
-
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_resume_equals_a_run_from_the_start(resumed, path):
     """The file's own rounds, written by 0.1.0, are those today's code computes from the
     start, and its resumed rounds those of the uninterrupted run: bit for bit, which only
     a machine with the same float kernels as the one that wrote the files can show."""
+    if (why := other_kernels()) is not None:
+        pytest.skip(why)
     (a, resumed_file), (b, fresh_file) = resumed[path.stem]
     assert a.returncode == 0 and b.returncode == 0, a.stderr + b.stderr
-    here = kernel_fingerprint()
-    if here != KERNELS:
-        pytest.skip(
-            f"this CPU's float32 kernels (fingerprint {here[:12]}) differ from those of the "
-            f"machine that wrote the files ({KERNELS[:12]}): its bits cannot be theirs"
-        )
     assert_same_run(resumed_file, fresh_file)
