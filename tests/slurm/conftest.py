@@ -62,15 +62,24 @@ def venv_bin() -> Path:
     return Path(sys.executable).parent
 
 
-@pytest.fixture(scope="module")
-def work(tmp_path_factory, venv_bin):
-    """Per test module: a directory to submit from, a FedGWC config of 40 rounds that
-    splits, the environment a job needs (PYTHON, PATH) and the config's run alone."""
-    tmp = tmp_path_factory.mktemp("jobs")
+@pytest.fixture(scope="session")
+def reference(tmp_path_factory):
+    """A FedGWC config of 40 rounds that splits, and its run alone (once per session: every
+    template in both test modules is compared with it)."""
+    tmp = tmp_path_factory.mktemp("reference")
     config = tmp / "fedgwc.toml"
     config.write_text(fedgwc_toml(40))
-    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
-    reference = local_run(tmp, config, tmp / "local.h5")
-    with h5py.File(reference, "r") as f:
+    out = local_run(tmp, config, tmp / "local.h5")
+    with h5py.File(out, "r") as f:
         assert f["metrics/num_clusters"][-1] > 1  # the hierarchy to compare is not trivial
-    return tmp, config, env, reference
+    return config, out
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory, venv_bin, reference):
+    """Per test module: a directory to submit from, the reference config and its run alone,
+    and the environment a job needs (PYTHON, PATH)."""
+    tmp = tmp_path_factory.mktemp("jobs")
+    env = {"PYTHON": sys.executable, "PATH": f"{venv_bin}{os.pathsep}{os.environ['PATH']}"}
+    config, out = reference
+    return tmp, config, env, out

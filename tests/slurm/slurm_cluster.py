@@ -46,7 +46,7 @@ SlurmdPort={d_port}
 AuthType=auth/munge
 # a requeued job waits cred_expire + 1 s before it may start again (default 120 s); its old
 # credential stays revoked until then, so releasing it earlier fails it
-AuthInfo=cred_expire=10
+AuthInfo=cred_expire=5
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid

@@ -73,7 +73,6 @@ def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
     tmp, _, env, _ = work
     config = tmp / "preempt.toml"
     config.write_text(fedgwc_toml(120))
-    reference = local_run(tmp, config, tmp / "preempt-local.h5")
     out = tmp / "preempt.h5"
     job = slurm.sbatch(TEMPLATES / "preempt.sbatch", cwd=tmp,
                        env={**env, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
@@ -85,15 +84,10 @@ def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
         time.sleep(0.3)
     # the warning Slurm sends before the time limit (--signal=USR1@...), sent now
     slurm.run("scancel", "--signal=USR1", job)
-    deadline = time.monotonic() + 300
-    # Slurm holds a requeued job for cred_expire + 1 s (11 s in this Slurm's config) before
-    # it starts again; releasing it sooner fails it ("Job credential revoked")
-    while True:
-        state = slurm.state(job)
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", ""):
-            break
-        assert time.monotonic() < deadline, f"job {job} stuck in {state}\n{log.read_text()}"
-        time.sleep(0.5)
+    # the uninterrupted run, while Slurm holds the requeued job for cred_expire + 1 s before
+    # it starts again (releasing it sooner fails it: "Job credential revoked")
+    reference = local_run(tmp, config, tmp / "preempt-local.h5")
+    state = slurm.wait(job, timeout=300)  # a requeued job stays in the queue
     text = log.read_text()
     assert state in ("COMPLETED", ""), f"{state}\n{text}"
     assert "stopped by SIGUSR1 after round" in text, text
