@@ -240,6 +240,23 @@ def _is_rank0() -> bool:
         return True
 
 
+#: how long a rank other than 0 waits before it exits on an error every rank meets
+RANK0_GRACE_S = 2.0
+
+
+def _rank0_says(exc: Exception) -> None:
+    """Rank 0 prints the error that every rank met; the others exit silently, after
+    :data:`RANK0_GRACE_S`: torchrun and mpiexec end all ranks as soon as one fails, and a
+    rank that refused (say) the world size in a fraction of a second would otherwise have
+    rank 0 killed before it reached the same line."""
+    if _is_rank0():
+        print(f"distfl: error: {exc}", file=sys.stderr)
+        return
+    import time
+
+    time.sleep(RANK0_GRACE_S)
+
+
 def entry() -> int:
     """The ``distfl`` command and ``python -m distfl``: :func:`main`, then the exit.
 
@@ -321,20 +338,27 @@ def main(argv: list[str] | None = None) -> int:
             return bench_main(args)
         if args.command == "run":
             config = _config_from_args(args)
+            # what the launch alone decides (a world larger than the federation, a backend
+            # the launcher cannot serve) is refused before the runtime and torch are imported
+            from distfl.comm import resolve_backend
+            from distfl.comm.env import detect
+            from distfl.config import check_world
+
+            info = detect(backend=config.comm.backend)
+            check_world(config, info.world_size)
+            resolve_backend(config.comm.backend, info)
             from distfl.runtime import run
 
-            run(config, resume=args.resume)
+            run(config, info=info, resume=args.resume)
             return 0
     except UserError as exc:
-        if _is_rank0():  # every rank sees the same bad input; one line is enough
-            print(f"distfl: error: {exc}", file=sys.stderr)
+        _rank0_says(exc)  # every rank sees the same bad input; one line is enough
         return exc.exit_code
     except CommError as exc:
         print(f"distfl: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except DivergedError as exc:
-        if _is_rank0():  # every rank stops on the same all-reduced bounds
-            print(f"distfl: error: {exc}", file=sys.stderr)
+        _rank0_says(exc)  # every rank stops on the same all-reduced bounds
         return exc.exit_code
     except KeyboardInterrupt:
         print("distfl: interrupted", file=sys.stderr)
