@@ -9,7 +9,8 @@ Layout (DESIGN.md):
     /final/           assignment [K], leaves [L] (strings), models [L, P] float32
     /metrics/         one resizable column per per-round metric (deterministic values);
                       /metrics/clusters/ the same per (round, cluster);
-                      /metrics/evaluation/ per (evaluation round, evaluated cluster)
+                      /metrics/evaluation/ per (evaluation round, evaluated cluster);
+                      /metrics/membership/ per (round, leaf cluster, ground-truth group)
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics);
                       attrs trainer, loop_started, sum_bytes_per_param; /timing/workers/
                       per (round, worker rank)
@@ -174,6 +175,7 @@ def write_run_file(
     timing: dict[str, np.ndarray],
     state: dict[str, Any],
     evaluation: dict[str, np.ndarray],
+    membership: dict[str, np.ndarray] | None = None,
     worker_timing: dict[str, np.ndarray] | None = None,
     trainer: str = "",
     loop_started: float = 0.0,
@@ -210,6 +212,9 @@ def write_run_file(
             me = m.create_group("evaluation")
             for name, values in evaluation.items():
                 _column(me, name, values)
+            mm = m.create_group("membership")
+            for name, values in (membership or {}).items():
+                _column(mm, name, values)
             t = f.create_group("timing")
             t.attrs["trainer"] = trainer
             # when the writing process's rounds loop began (Unix seconds): launch to this
@@ -261,6 +266,8 @@ class RunFile:
     state: dict[str, Any]
     #: /metrics/evaluation (empty for a file written before it existed)
     evaluation: dict[str, np.ndarray] = field(default_factory=dict)
+    #: /metrics/membership (empty for a file written before it existed)
+    membership: dict[str, np.ndarray] = field(default_factory=dict)
     #: /timing/workers: per (round, worker rank) clients, train_s, busy_s (empty before it
     #: existed)
     worker_timing: dict[str, np.ndarray] = field(default_factory=dict)
@@ -305,6 +312,7 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
             metrics = {k: v[()] for k, v in f["metrics"].items() if isinstance(v, h5py.Dataset)}
             cluster_metrics = {k: v[()] for k, v in f["metrics/clusters"].items()}
             evaluation = {k: v[()] for k, v in f.get("metrics/evaluation", {}).items()}
+            membership = {k: v[()] for k, v in f.get("metrics/membership", {}).items()}
             timing = {k: v[()] for k, v in f["timing"].items() if isinstance(v, h5py.Dataset)}
             worker_timing = {k: v[()] for k, v in f.get("timing/workers", {}).items()}
             return RunFile(
@@ -316,6 +324,7 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
                 timing=timing,
                 state=stored,
                 evaluation=evaluation,
+                membership=membership,
                 worker_timing=worker_timing,
                 trainer=str(f["timing"].attrs.get("trainer", "")),
                 sum_bytes_per_param=float(f["timing"].attrs.get("sum_bytes_per_param", 0.0)),

@@ -214,18 +214,20 @@ class EMDCFL(ClusteringAlgorithm):
         return RoundPlan(round=round_index, train=dict(sorted(train.items())))
 
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
-        """After round 1: split the root into the clusters of identical neighbourhoods."""
+        """After round 1: split the root into the clusters of identical neighbourhoods (with
+        one such cluster, the root stays whole and keeps the distances it was decided on)."""
         if round_index != 1 or self.distances is None:
             return RoundUpdate()
         adjacency = mutual_adjacency(self.distances, self.epsilon)
         labels = neighbourhood_clusters(adjacency)
-        if labels.max() == 0:
+        info = {"distances": self.distances, "adjacency": adjacency, "labels": labels}
+        if labels.max() == 0:  # no split: the root keeps what it was decided on
+            self.tree[ROOT].datasets.update(info)
             return RoundUpdate()
         children = {
             f"{ROOT}.{i}": np.flatnonzero(labels == i).astype(np.int64)
             for i in range(int(labels.max()) + 1)
         }
-        info = {"distances": self.distances, "adjacency": adjacency, "labels": labels}
         return RoundUpdate(splits=[self.tree.split(ROOT, children, round_index, info)])
 
     def state_dict(self) -> dict:

@@ -15,6 +15,7 @@ The pure math is in module-level functions; :class:`FedGWC` holds the per-cluste
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -225,6 +226,56 @@ def affinity(P: np.ndarray, beta: float, *, dtype: type | None = None) -> np.nda
     return _perception_into(P, out, float(beta), None)
 
 
+def block_contrast(
+    M: np.ndarray, groups: np.ndarray, *, rows_per_block: int = 1024
+) -> tuple[float, float, float]:
+    """How a K×K matrix (P or W) reads by ground-truth group, off its diagonal:
+
+    - ``within``: the mean of M[k, j] over pairs k ≠ j of the same group,
+    - ``cross``: the mean over pairs of different groups,
+    - ``spread``: the mean over rows k of the standard deviation of M[k, j] over the other
+      members j of k's group (rows with at least two such j).
+
+    A split along the groups needs ``within - cross`` to stand out against ``spread``. NaN
+    where a quantity has no pair (one group: no cross pair). Computed from per-row sums
+    over each group (a product with the K×G indicator, ``rows_per_block`` rows at a time in
+    float64), so no K×K temporary is made beside M."""
+    M = np.asarray(M)
+    K = M.shape[0]
+    _, gi = np.unique(np.asarray(groups), return_inverse=True)
+    G = np.zeros((K, int(gi.max()) + 1 if K else 0))
+    G[np.arange(K), gi] = 1.0
+    own_sum, own_sq, all_sum = np.zeros(K), np.zeros(K), 0.0
+    for start in range(0, K, rows_per_block):
+        block = np.asarray(M[start : start + rows_per_block], dtype=np.float64)
+        rows = np.arange(start, start + len(block))
+        sums = block @ G
+        all_sum += float(sums.sum())
+        own_sum[rows] = sums[rows - start, gi[rows]]
+        own_sq[rows] = (np.square(block) @ G)[rows - start, gi[rows]]
+    diag = np.diagonal(M).astype(np.float64)
+    own_sum -= diag
+    own_sq -= np.square(diag)
+    sizes = G.sum(axis=0)
+    same_pairs = float(np.square(sizes).sum()) - K
+    cross_pairs = float(K) * K - float(np.square(sizes).sum())
+    within = float(own_sum.sum()) / same_pairs if same_pairs > 0 else math.nan
+    cross_sum = all_sum - float(diag.sum()) - float(own_sum.sum())
+    cross = cross_sum / cross_pairs if cross_pairs > 0 else math.nan
+    peers = sizes[gi] - 1
+    ok = peers >= 2
+    if not ok.any():
+        return within, cross, math.nan
+    mean = own_sum[ok] / peers[ok]
+    var = np.maximum(own_sq[ok] / peers[ok] - np.square(mean), 0.0)
+    return within, cross, float(np.sqrt(var).mean())
+
+
+#: clusters up to this size get W's block contrast every round (above, only at split tests:
+#: W costs a K×K×K product)
+DIAGNOSE_W_UP_TO = 512
+
+
 def participants(size: int, rate: float, min_clients: int) -> int:
     """Clients a cluster samples per round: max(ρ|C|, 3) (Theorem A.5), at most |C|."""
     return min(size, max(min_clients, int(round(rate * size))))
@@ -340,7 +391,8 @@ class FedGWC(ClusteringAlgorithm):
 
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
         """Eq. 1-3 on each cluster's sampled clients; the split test where P has converged.
-        ``stats``: the MSE of each cluster that trained (split parents included)."""
+        ``stats``: the MSE of each cluster that trained (split parents included), and the
+        block contrast of its P and W by ground-truth group (:meth:`_diagnose`)."""
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
         out = RoundUpdate()
         for cid in sorted(self.state):
@@ -362,8 +414,10 @@ class FedGWC(ClusteringAlgorithm):
             st.P[block] = new
             out.stats[cid] = {"mse": st.mse}
             st.quiet = st.quiet + 1 if st.mse < self.epsilon else 0
-            if st.quiet >= self.patience and len(members) >= 2 * self.min_clients:
-                split = self._try_split(cid, st, round_index)
+            testing = st.quiet >= self.patience and len(members) >= 2 * self.min_clients
+            W = self._diagnose(out.stats[cid], st.P, members, testing)
+            if testing:
+                split = self._try_split(cid, st, round_index, W)
                 if split is not None:
                     out.splits.append(split)
                 else:
@@ -372,9 +426,33 @@ class FedGWC(ClusteringAlgorithm):
             del self.state[split.parent]
         return out
 
-    def _try_split(self, cid: str, st: ClusterState, round_index: int) -> Split | None:
+    def _diagnose(
+        self, stats: dict[str, float], P: np.ndarray, members: np.ndarray, testing: bool
+    ) -> np.ndarray | None:
+        """The block contrast of P and W by ground-truth group (:func:`block_contrast`) into
+        ``stats`` (p_within, p_cross, p_spread, w_within, w_cross, w_spread), when the
+        federation's groups are known; returns W where it was computed (every round up to
+        :data:`DIAGNOSE_W_UP_TO` members, and for a split test)."""
+        groups = self.federation.groups
+        W = None
+        if testing or (groups is not None and len(members) <= DIAGNOSE_W_UP_TO):
+            W = affinity(P, self.beta)
+        if groups is None:
+            return W
+        g = groups[members]
+        for name, M in (("p", P), ("w", W)):
+            if M is None:
+                continue
+            within, cross, spread = block_contrast(M, g)
+            stats.update({f"{name}_within": within, f"{name}_cross": cross,
+                          f"{name}_spread": spread})  # fmt: skip
+        return W
+
+    def _try_split(
+        self, cid: str, st: ClusterState, round_index: int, W: np.ndarray | None = None
+    ) -> Split | None:
         self.split_tests += 1
-        W = affinity(st.P, self.beta)
+        W = affinity(st.P, self.beta) if W is None else W
         n, labels, scores = choose_split(
             W,
             self.n_max,
@@ -424,6 +502,7 @@ __all__ = [
     "FedGWC",
     "FedGWCParams",
     "affinity",
+    "block_contrast",
     "gaussian_rewards",
     "interaction_mse",
     "participants",

@@ -104,6 +104,9 @@ def write_run_report(
     draw("Training", "norms.png", figures.norms)
     draw("Clusters", "tree.png", figures.tree)
     draw("Clusters", "classes.png", figures.classes)
+    draw("Why the clusters are what they are", "membership.png", figures.membership)
+    draw("Why the clusters are what they are", "contrast.png", figures.contrast)
+    draw("Why the clusters are what they are", "emd-distances.png", figures.emd_distances)
     for split in data.splits():
         section = f"Split of {split.id} at round {split.round}"
         for kind, fn in (

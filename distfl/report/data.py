@@ -135,7 +135,8 @@ def load_run(path: str | Path) -> RunData:
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(f"run file {path} cannot be read: {first}") from None
-    for table in (data.cluster_metrics, data.evaluation):  # cluster ids as str, not bytes
+    tables = (data.cluster_metrics, data.evaluation, run.membership)
+    for table in tables:  # cluster ids as str, not bytes
         if "cluster" in table:
             table["cluster"] = np.array([_text(c) for c in table["cluster"]], dtype=object)
     return data

@@ -59,11 +59,19 @@ METRIC_COLUMNS = (
     "federation_bytes",
 )
 INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits", "federation_bytes"}
-CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", "mse", "mean_norm", "max_norm")
-#: per-cluster numbers an algorithm may report (RoundUpdate.stats), NaN where it does not
-STAT_COLUMNS = ("mse", "mean_norm", "max_norm")
+#: per-cluster numbers an algorithm may report (RoundUpdate.stats), NaN where it does not:
+#: FedGWC's MSE and the block contrast of its P and W by ground-truth group, CFL's norms
+STAT_COLUMNS = (
+    "mse", "mean_norm", "max_norm",
+    "p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread",
+)  # fmt: skip
+CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", *STAT_COLUMNS)
 #: one row per (evaluation round, cluster): its clients' mean test metrics
 EVAL_COLUMNS = ("round", "cluster", "clients", "accuracy", "accuracy_plain", "test_loss")
+#: one row per (round, leaf cluster, ground-truth group): how many of the group's clients the
+#: cluster holds at the round's end (where clients go, round by round: IFCA's and FeSEM's
+#: moves, FedGWC's and the others' splits)
+MEMBERSHIP_COLUMNS = ("round", "cluster", "group", "clients")
 #: one row per (round, worker rank): clients it trained, seconds in local training and in
 #: all its steps of the round (training, exact sums, probes, evaluation), clients it
 #: materialised, MiB of clients cached at the round's end, its peak resident MiB so far
@@ -95,6 +103,8 @@ class Server:
         #: where each rank runs (distfl.comm.world.describe_world), for /world
         self.world = world
         self.partition = partition
+        #: each client's ground-truth group (int64)
+        self.federation_groups = np.asarray(partition.group, dtype=np.int64)
         self.labels = labels
         self.worker = local_worker
         self.stream = stream or sys.stdout
@@ -129,7 +139,7 @@ class Server:
                 clients_per_round=config.server.clients_per_round,
                 seed=config.run.seed,
                 local_steps=self.S,
-                groups=np.asarray(partition.group, dtype=np.int64),
+                groups=self.federation_groups,
                 num_train=self.num_train,
                 num_params=num_params(model),
                 embed_dim=last_linear(model).in_features,
@@ -149,6 +159,7 @@ class Server:
         self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
         self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
         self.evaluation: dict[str, list] = {k: [] for k in EVAL_COLUMNS}
+        self.membership: dict[str, list] = {k: [] for k in MEMBERSHIP_COLUMNS}
         self.timing: dict[str, list] = {k: [] for k in TIMING_COLUMNS}
         self.worker_timing: dict[str, list] = {k: [] for k in WORKER_COLUMNS}
         self._round_workers: dict[int, np.ndarray] = {}
@@ -185,6 +196,8 @@ class Server:
         self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
         self.evaluation = {k: list(saved.evaluation.get(k, [])) for k in EVAL_COLUMNS}
         self.evaluation["cluster"] = [_str(c) for c in self.evaluation["cluster"]]
+        self.membership = {k: list(saved.membership.get(k, [])) for k in MEMBERSHIP_COLUMNS}
+        self.membership["cluster"] = [_str(c) for c in self.membership["cluster"]]
         done = len(saved.timing["round"])
         self.timing = {k: list(saved.timing.get(k, [0] * done)) for k in TIMING_COLUMNS}
         rows = len(saved.worker_timing.get("round", []))
@@ -400,6 +413,7 @@ class Server:
                 self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
             self._record_clusters(t, sampled, update.stats, trained)
             self.apply_splits(update.splits)
+            self._record_membership(t)
             splits = update.splits
             acc = acc_plain = test_loss = math.nan
             if t % cfg.eval.every == 0 or t == cfg.run.rounds:
@@ -447,6 +461,21 @@ class Server:
             m["sampled"].append(sampled.get(cid, 0))
             for column in STAT_COLUMNS:
                 m[column].append(float(stats.get(cid, {}).get(column, math.nan)))
+
+    def _record_membership(self, t: int) -> None:
+        leaves, assign = self.tree.assignment()
+        groups = self.federation_groups
+        G = int(groups.max()) + 1 if len(groups) else 1
+        placed = assign >= 0  # IFCA's clients before their first probe are nowhere yet
+        counts = np.bincount(
+            assign[placed] * G + groups[placed], minlength=len(leaves) * G
+        ).reshape(len(leaves), G)
+        m = self.membership
+        for i, g in zip(*np.nonzero(counts), strict=True):
+            m["round"].append(t)
+            m["cluster"].append(leaves[int(i)])
+            m["group"].append(int(g))
+            m["clients"].append(int(counts[i, g]))
 
     def _record_workers(self, t: int) -> None:
         w = self.worker_timing
@@ -507,6 +536,12 @@ class Server:
                 "size": np.array(cm["size"], dtype=np.int64),
                 "sampled": np.array(cm["sampled"], dtype=np.int64),
                 **{c: np.array(cm[c], dtype=np.float64) for c in STAT_COLUMNS},
+            },
+            membership={
+                "round": np.array(self.membership["round"], dtype=np.int64),
+                "cluster": np.array(self.membership["cluster"], dtype=object),
+                "group": np.array(self.membership["group"], dtype=np.int64),
+                "clients": np.array(self.membership["clients"], dtype=np.int64),
             },
             evaluation={
                 "round": np.array(self.evaluation["round"], dtype=np.int64),

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -116,6 +117,16 @@ def expected_figures(run_file: Path) -> set[str]:
             names.add("mse.png")
         if np.isfinite(f["metrics/clusters/mean_norm"][()]).any():
             names.add("norms.png")
+        if np.isfinite(f["metrics/clusters/p_within"][()]).any():
+            names.add("contrast.png")
+        clusters = set(f["metrics/membership/cluster"][()].tolist())
+        if len(clusters) >= 2 or len(f["final/leaves"]) >= 2:
+            names.add("membership.png")
+        if (
+            "distances" in f["hierarchy/0"]
+            and "epsilon" in json.loads(f.attrs["config"])["algorithm"]
+        ):
+            names.add("emd-distances.png")
         for node_id, g in f["hierarchy"].items():
             if g.attrs["split_round"] >= 0:
                 if {"interaction", "distances", "similarity"} & set(g):
@@ -197,6 +208,43 @@ def test_a_report_of_a_cfl_run(helpers, tmp_path):
         assert f"{stem}.pdf" in links.href
     assert {"norms.png", "split-0-matrices.png"} <= {p.name for p in out.glob("*.png")}
     assert "mse.png" not in {p.name for p in out.glob("*.png")}
+
+
+def test_the_diagnostics_of_ifca_and_emdcfl(helpers, tmp_path):
+    """Where a run's clusters come from: IFCA's membership round by round, EMD-CFL's pair
+    distances against ε, recorded at the root also when it does not split (here ε is so
+    large that every pair is adjacent and the root stays whole)."""
+    federation = [
+        "--set", "data.groups=[{count=4, alpha=1000.0}, {count=4, alpha=1000.0, rotation=180.0}]",
+        "--set", "data.num_clients=8", "--set", "server.clients_per_round=4",
+        "--set", "data.samples_per_client=60", "--set", 'run.progress="none"',
+        "--set", "run.rounds=6", "--set", "eval.every=3",
+    ]  # fmt: skip
+    ifca = [*federation, "--set", 'algorithm.name="ifca"', "--set", "algorithm.num_clusters=2"]
+    emd = [*federation, "--set", 'algorithm.name="emdcfl"', "--set", "algorithm.steps=10",
+           "--set", "algorithm.epsilon=100.0"]  # fmt: skip
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        procs = pool.map(
+            lambda job: distfl(helpers, runs, "run", *job[1], "--out", f"{job[0]}.h5"),
+            (("ifca", ifca), ("emd", emd)),
+        )
+        for proc in procs:
+            assert proc.returncode == 0, proc.stderr
+    proc = distfl(helpers, tmp_path, "report", str(runs))  # both runs' reports at once
+    assert proc.returncode == 0, proc.stderr
+    for name in ("ifca", "emd"):
+        check_run_report(runs / "report" / "runs" / name, runs / f"{name}.h5")
+    assert (runs / "report" / "runs" / "ifca" / "membership.png").exists()
+    emd_out = {p.name for p in (runs / "report" / "runs" / "emd").glob("*.png")}
+    assert "emd-distances.png" in emd_out and "membership.png" not in emd_out
+    with h5py.File(runs / "emd.h5", "r") as f:
+        root = f["hierarchy/0"]
+        assert root.attrs["split_round"] == -1 and root["distances"].shape == (8, 8)
+        assert root["adjacency"][()].all()
+    text = (runs / "report" / "runs" / "emd" / "index.html").read_text(encoding="utf-8")
+    assert "100% of the same group pairs and 100% of the different groups pairs" in text
 
 
 def test_the_evaluation_columns_add_up_to_the_federation(fedgwc_run):

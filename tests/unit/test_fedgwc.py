@@ -19,6 +19,7 @@ from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import (
     FedGWC,
     affinity,
+    block_contrast,
     gaussian_rewards,
     interaction_mse,
     participants,
@@ -752,3 +753,77 @@ def test_fedgwc_first_update_tracks_rewards():
     assert P[np.ix_(others, others)].sum() == 0.0
     expected_mse = sum(4 * (alpha * w) ** 2 for w in omega) / 144
     assert update.stats["0"]["mse"] == pytest.approx(expected_mse, rel=1e-12)
+
+
+# ------------------------------------------------------------------ block contrast
+
+
+def test_block_contrast_by_hand():
+    # groups [0, 0, 1]: same-group pairs (0,1), (1,0); cross pairs (0,2), (1,2), (2,0), (2,1)
+    M = np.array([[9.0, 1.0, 2.0], [3.0, 9.0, 4.0], [5.0, 6.0, 9.0]])
+    within, cross, spread = block_contrast(M, np.array([0, 0, 1]))
+    assert within == 2.0  # (1 + 3) / 2
+    assert cross == 4.25  # (2 + 4 + 5 + 6) / 4
+    assert math.isnan(spread)  # no row has two same-group peers
+    # one group: no cross pair
+    w1, c1, s1 = block_contrast(M, np.array([4, 4, 4]))
+    assert w1 == pytest.approx((1 + 2 + 3 + 4 + 5 + 6) / 6) and math.isnan(c1)
+    # row spreads: row 0 over {1, 2}: std(1, 2) = 0.5; row 1 over {0, 2}: std(3, 4) = 0.5;
+    # row 2 over {0, 1}: std(5, 6) = 0.5
+    assert s1 == pytest.approx(0.5)
+
+
+def test_block_contrast_against_loops():
+    rng = np.random.default_rng(3)
+    K = 11
+    M = rng.random((K, K))
+    g = rng.integers(0, 3, size=K)
+    same, other, spreads = [], [], []
+    for k in range(K):
+        row = []
+        for j in range(K):
+            if j == k:
+                continue
+            (same if g[j] == g[k] else other).append(M[k, j])
+            if g[j] == g[k]:
+                row.append(M[k, j])
+        if len(row) >= 2:
+            spreads.append(float(np.std(row)))
+    within, cross, spread = block_contrast(M, g)
+    assert within == pytest.approx(np.mean(same), rel=1e-12)
+    assert cross == pytest.approx(np.mean(other), rel=1e-12)
+    assert spread == pytest.approx(np.mean(spreads), rel=1e-12)
+    # a few rows at a time, and from float32 entries, the same numbers
+    assert block_contrast(M, g, rows_per_block=4) == pytest.approx((within, cross, spread))
+    m32 = M.astype(np.float32)
+    assert block_contrast(m32, g) == pytest.approx((within, cross, spread), rel=1e-6)
+
+
+def test_fedgwc_records_the_block_contrast_where_it_knows_the_groups():
+    """Clients of group 1 lose far more than group 0: after a few rounds P's same-group
+    entries of the root differ from its cross-group ones, and every number is recorded."""
+    from distfl.algorithms.base import Federation
+
+    K = 12
+    groups = np.array([0] * 8 + [1] * 4)
+    alg = FedGWC(num_clients=K, clients_per_round=6, seed=0, min_clients=3)
+    alg.federation = Federation(K, 6, 0, groups=groups)
+    for t in range(1, 6):
+        plan = alg.plan(t)
+        clients = np.array(sorted(plan.train))
+        losses = np.where(groups[clients, None] == 1, 3.0, 1.0) + 0.01 * np.arange(4)[None, :]
+        reports = ClientReports(clients=clients, losses=losses, num_samples=np.ones(len(clients)))
+        stats = alg.update(t, plan, reports).stats["0"]
+    keys = ("p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread")
+    assert set(keys) <= set(stats)
+    assert all(np.isfinite(stats[k]) for k in keys)
+    P = alg.state["0"].P
+    assert stats["p_within"] == pytest.approx(block_contrast(P, groups)[0], rel=1e-12)
+    assert stats["w_cross"] == pytest.approx(block_contrast(affinity(P, 0.5), groups)[1])
+    # without the groups (an algorithm built outside a run): only the MSE
+    bare = FedGWC(num_clients=K, clients_per_round=6, seed=0)
+    plan = bare.plan(1)
+    clients = np.array(sorted(plan.train))
+    reports = ClientReports(clients=clients, losses=np.ones((len(clients), 4)),
+                            num_samples=np.ones(len(clients)))  # fmt: skip
+    assert set(bare.update(1, plan, reports).stats["0"]) == {"mse"}
