@@ -396,10 +396,12 @@ def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
     each algorithm had its own keys hold every algorithm's keys in one flat [algorithm]
     table: keys the named algorithm does not take are dropped, and a key's former name
     (one of its Params ``aliases``) wins over another algorithm's key of the same new
-    name. A stored config without ``data.draw`` was written before the per-client draw: it
-    keeps drawing as it did (``sequential``); one without ``comm.sums`` was written before
-    the one-int64 sums and the batched trainer: it keeps the three limbs (``limbs``), and
-    its ``train.trainer = "auto"`` keeps meaning ``vectorised``."""
+    name, and a key the file lacks takes the algorithm's ``stored_defaults`` value (what it
+    did before the key existed). A stored config without ``data.draw`` was written before
+    the per-client draw: it keeps drawing as it did (``sequential``); one without
+    ``comm.sums`` was written before the one-int64 sums and the batched trainer: it keeps
+    the three limbs (``limbs``), and its ``train.trainer = "auto"`` keeps meaning
+    ``vectorised``."""
     sections = get_type_hints(Config)
     built = {}
     for section, cls in sections.items():
@@ -434,6 +436,7 @@ def _algorithm(values: dict[str, Any], *, stored: bool) -> AlgorithmSection:
     if stored:
         former = {aliases[k]: v for k, v in values.items() if k in aliases}
         values = {k: v for k, v in values.items() if k in fields and k not in former} | former
+        values = params_cls.stored_defaults | values  # keys added since the file was written
     kwargs: dict[str, Any] = {}
     given: dict[str, str] = {}  # key -> the name it was given by
     for key, value in values.items():

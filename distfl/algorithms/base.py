@@ -54,11 +54,14 @@ class Params:
 
     ``aliases`` maps a former key of the flat ``[algorithm]`` section (``emd_epsilon``) to
     its field (``epsilon``): it keeps working in config files and ``--set``. ``choices``
-    lists the allowed values of a string field. :meth:`check` refuses impossible values
-    with one line naming the key (exit code 2)."""
+    lists the allowed values of a string field. ``stored_defaults`` gives a key added after
+    run files were written the value that keeps an older file's run what it was when it is
+    resumed (the key's default may differ). :meth:`check` refuses impossible values with
+    one line naming the key (exit code 2)."""
 
     aliases: ClassVar[dict[str, str]] = {}
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
+    stored_defaults: ClassVar[dict[str, Any]] = {}
 
     def check(self, config: Any) -> None:
         """Raise :class:`~distfl.errors.ConfigError` for an impossible value; ``config`` is

@@ -2,9 +2,26 @@
 "Multi-center federated learning: clients clustering for better personalization", World
 Wide Web 2023).
 
-A fixed number M of centres (cluster models "0".."M-1"), each initialised from its own
-random model. Clients start assigned uniformly at random (a random permutation dealt
-round-robin, so every centre has members when K ≥ M). Each round ``clients_per_round``
+A fixed number M of centres (cluster models "0".."M-1"). Clients start assigned uniformly at
+random (a random permutation dealt round-robin, so every centre has members when K ≥ M).
+How the centres start is ``init``:
+
+- ``"random"`` (the paper's): each centre from its own random model. Models from distinct
+  random initialisations lie far apart in parameter space (about 11.4 for the digits MLP)
+  while a round of local training moves a client by less than 1, so the E-step keeps
+  every client at its random centre: the clustering is the random start's.
+- ``"kmeans++"`` (the default): every centre starts from the run's one initial model, and
+  round 1 is a seeding round in which every client trains from it once and sends its
+  model (K models reach the server once, as IFCA's round 1 probes every client); the
+  server runs k-means on them, seeded k-means++ style (:mod:`distfl.algorithms.kmeans`),
+  puts each client in its k-means cluster and sets the centres to the clusters' weighted
+  means. Seeding from one round's sample instead left the clients outside it at their
+  random start, and the E-step rarely moves a client away from the centre it trained
+  from: on the 0°/180° digits federation (12 clients, 6 per round, 15 rounds) that ended
+  at ARI 0.03, 0.67 and 0.39 for seeds 0-2, against 1.0 for all three with every client
+  in the seeding round.
+
+Each round ``clients_per_round``
 clients are drawn uniformly without replacement; each trains from its centre's model and
 sends its trained model to the server. Every ``reassign_every`` rounds the server then
 
@@ -37,6 +54,7 @@ from distfl.algorithms.base import (
     RoundUpdate,
     require,
 )
+from distfl.algorithms.kmeans import kmeans
 from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
@@ -97,6 +115,13 @@ class FeSEMParams(Params):
     num_clusters: int = 2
     #: re-assign the round's clients to the nearest centre every this many rounds
     reassign_every: int = 1
+    #: how the centres start: "kmeans++" (from round 1's client models) or "random" (the
+    #: paper's: each from its own random model)
+    init: str = "kmeans++"
+
+    choices = {"init": ("kmeans++", "random")}
+    #: run files written before ``init`` existed started their centres at random
+    stored_defaults = {"init": "random"}
 
     def check(self, config) -> None:
         K = config.data.num_clients
@@ -118,9 +143,12 @@ class FeSEM(ClusteringAlgorithm):
         seed: int,
         num_clusters: int = 2,
         reassign_every: int = 1,
+        init: str = "random",
     ):
         if num_clusters < 1 or reassign_every < 1:
             raise ValueError("num_clusters and reassign_every must be at least 1")
+        if init not in ("kmeans++", "random"):
+            raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
         rng = np.random.default_rng([seed, 0xFE5E])
         labels = initial_assignment(num_clients, int(num_clusters), rng)
         ids = [str(m) for m in range(int(num_clusters))]
@@ -135,9 +163,15 @@ class FeSEM(ClusteringAlgorithm):
         self.ids = ids
         self.rng = rng
         self.reassignments = 0  # clients that changed centre, summed over the run
+        self.init = init
+        #: whether the centres are still to be seeded from client models (kmeans++)
+        self.unseeded = init == "kmeans++"
 
     def initial_models(self) -> dict[str, int]:
-        """Centre m starts from its own random initialisation (offset m + 1)."""
+        """``random``: centre m starts from its own random initialisation (offset m + 1);
+        ``kmeans++``: every centre from the run's initial model, until round 1 seeds them."""
+        if self.init == "kmeans++":
+            return dict.fromkeys(self.ids, 0)
         return {cid: m + 1 for m, cid in enumerate(self.ids)}
 
     @property
@@ -146,8 +180,11 @@ class FeSEM(ClusteringAlgorithm):
         return self.tree.index_in(self.ids)
 
     def plan(self, round_index: int) -> RoundPlan:
-        n = min(self.clients_per_round, self.num_clients)
-        chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
+        if self.unseeded:  # the seeding round: every client trains once from the start
+            chosen = np.arange(self.num_clients, dtype=np.int64)
+        else:
+            n = min(self.clients_per_round, self.num_clients)
+            chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
         leaves, assign = self.tree.assignment()
         train = {int(k): leaves[int(assign[k])] for k in chosen}
         return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
@@ -157,13 +194,15 @@ class FeSEM(ClusteringAlgorithm):
         rounds; ``models``: the centres it moved."""
         if reports.models is None or len(reports.models) == 0:
             return RoundUpdate()
-        if round_index % self.reassign_every != 0:
-            return RoundUpdate()
         clients = np.asarray(reports.clients, dtype=np.int64)
         if len(reports.models) != len(clients):
             raise ValueError(
                 f"FeSEM needs every trained model: {len(reports.models)} for {len(clients)}"
             )
+        if self.unseeded:
+            return self._seed(clients, reports)
+        if round_index % self.reassign_every != 0:
+            return RoundUpdate()
         X = np.asarray(reports.models, dtype=np.float64)
         models = reports.cluster_models
         centres = np.stack([np.asarray(models[cid], dtype=np.float64) for cid in self.ids])
@@ -178,13 +217,31 @@ class FeSEM(ClusteringAlgorithm):
             }
         )
 
+    def _seed(self, clients: np.ndarray, reports: ClientReports) -> RoundUpdate:
+        """k-means (k-means++ seeds) on the round's models: its clients join their k-means
+        cluster, each centre becomes its cluster's weighted mean."""
+        X = np.asarray(reports.models, dtype=np.float64)
+        labels, centres = kmeans(X, reports.num_samples, self.num_clusters, self.rng)
+        self.reassignments += self.tree.reassign(clients, [self.ids[m] for m in labels])
+        self.unseeded = False
+        return RoundUpdate(
+            models={cid: centres[m].astype(np.float32) for m, cid in enumerate(self.ids)}
+        )
+
     def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state, "reassignments": self.reassignments}
+        return {
+            "rng": self.rng.bit_generator.state,
+            "reassignments": self.reassignments,
+            "unseeded": self.unseeded,
+        }
 
     def load_state_dict(self, state: dict) -> None:
-        """(Files written before the tree held the assignment also stored it here.)"""
+        """(Files written before the tree held the assignment also stored it here; files
+        written before ``init`` existed have no ``unseeded``: their centres started at
+        random.)"""
         self.rng.bit_generator.state = state["rng"]
         self.reassignments = int(state["reassignments"])
+        self.unseeded = bool(state.get("unseeded", False))
 
 
 __all__ = [

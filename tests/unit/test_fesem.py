@@ -241,3 +241,56 @@ def test_state_round_trip_continues_identically():
     groups = np.arange(K) % 2
     assert all(len(set(alg.labels[groups == g].tolist())) == 1 for g in (0, 1))
     assert alg.labels[0] != alg.labels[1]
+
+
+# ------------------------------------------------------------------ the k-means++ start
+
+
+def test_kmeanspp_start_seeds_the_centres_from_round_ones_models():
+    """init = "kmeans++": one initial model for every centre; round 1 trains every client;
+    its models (two groups far apart) make the centres their groups' weighted means, and
+    every client joins its group's centre; round 2 is a plain E-step on a sample."""
+    alg = FeSEM(num_clients=5, clients_per_round=2, seed=3, num_clusters=2, init="kmeans++")
+    assert alg.initial_models() == {"0": 0, "1": 0}
+    plan = alg.plan(1)
+    assert sorted(plan.train) == [0, 1, 2, 3, 4] and plan.return_models == frozenset(range(5))
+    same = {"0": np.zeros(P, dtype=np.float32), "1": np.zeros(P, dtype=np.float32)}
+    X = np.array([[1.0, 0, 0, 0], [-1.0, 0, 0, 0], [1.2, 0, 0, 0], [-1.1, 0, 0, 0],
+                  [0.8, 0, 0, 0]])  # fmt: skip
+    w = np.array([1, 2, 3, 4, 5])
+    out = adjust(alg, 1, same, reports_for(range(5), X, w))
+    assert not alg.unseeded
+    m_pos, m_neg = int(alg.labels[0]), int(alg.labels[1])
+    assert m_pos != m_neg
+    assert alg.labels.tolist() == [m_pos, m_neg, m_pos, m_neg, m_pos]
+    assert np.allclose(out[str(m_pos)][0], (1 * 1.0 + 3 * 1.2 + 5 * 0.8) / 9, atol=1e-6)
+    assert np.allclose(out[str(m_neg)][0], (2 * -1.0 + 4 * -1.1) / 6, atol=1e-6)
+    # round 2: a sample of 2, and the E-step against the seeded centres
+    assert len(alg.plan(2).train) == 2
+    centres = {cid: np.asarray(v) for cid, v in out.items()}
+    moved = np.array([[0.9, 0, 0, 0], [0.95, 0, 0, 0]])  # client 1 now near the other centre
+    adjust(alg, 2, centres, reports_for([0, 1], moved, [1, 1]))
+    assert alg.labels[[0, 1]].tolist() == [m_pos, m_pos]
+
+
+def test_kmeanspp_state_survives_and_the_paper_start_stays_an_option():
+    a = FeSEM(num_clients=6, clients_per_round=3, seed=0, num_clusters=2, init="kmeans++")
+    b = FeSEM(num_clients=6, clients_per_round=3, seed=0, num_clusters=2, init="kmeans++")
+    a.unseeded = False
+    restore_from(b, a)
+    assert b.unseeded is False
+    assert FeSEM(num_clients=6, clients_per_round=3, seed=0).initial_models() == {"0": 1, "1": 2}
+
+
+def test_kmeanspp_is_the_configs_default():
+    from distfl.config import build
+
+    alg = build_algorithm(load_config(overrides=['algorithm.name="fesem"']))
+    assert alg.init == "kmeans++" and alg.initial_models() == {"0": 0, "1": 0}
+    # every client trains in the seeding round: fewer clients per round than centres is fine
+    load_config(overrides=['algorithm.name="fesem"', "algorithm.num_clusters=5",
+                           "server.clients_per_round=4"])  # fmt: skip
+    # a run file written before the key existed resumes with the start it had
+    stored = load_config(overrides=['algorithm.name="fesem"']).to_dict()
+    del stored["algorithm"]["init"]
+    assert build(stored, stored=True).algorithm.params.init == "random"

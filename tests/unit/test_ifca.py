@@ -227,4 +227,40 @@ def test_built_from_the_config():
     alg = build_algorithm(config)
     assert isinstance(alg, IFCA)
     assert (alg.num_clusters, alg.num_clients, alg.clients_per_round) == (3, 10, 4)
-    assert alg.initial_models() == {"0": 1, "1": 2, "2": 3}
+    assert alg.init == "kmeans++"  # the default: one initial model, seeded in round 1
+    assert alg.initial_models() == {"0": 0, "1": 0, "2": 0}
+    paper = build_algorithm(load(overrides=[*config_overrides(), 'algorithm.init="random"']))
+    assert paper.initial_models() == {"0": 1, "1": 2, "2": 3}
+
+
+def config_overrides() -> list[str]:
+    return [
+        'algorithm.name="ifca"',
+        "algorithm.num_clusters=3",
+        "data.num_clients=10",
+        "server.clients_per_round=4",
+    ]
+
+
+def test_kmeanspp_start():
+    """init = "kmeans++": round 1 has no probe, every client is in cluster 0, trains from it
+    and sends its model; k-means on them gives the cluster models; round 2 probes every
+    client, round 3 only the sampled ones."""
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=2, num_clusters=2, init="kmeans++")
+    assert alg.plan_probe(1) is None
+    assert alg.assign.tolist() == [0] * K
+    plan = alg.plan(1)
+    clients = np.array(sorted(plan.train))
+    assert clients.tolist() == list(range(K))
+    assert set(plan.train.values()) == {"0"} and plan.return_models == frozenset(plan.train)
+    X = np.where(np.arange(K)[:, None] % 2 == 0, 3.0, -3.0) * np.ones((K, 5))
+    reports = ClientReports(
+        clients=clients, losses=np.ones((K, 2)), num_samples=np.full(K, 10),
+        models=X.astype(np.float32),
+    )  # fmt: skip
+    models = alg.update(1, plan, reports).models
+    assert sorted(models) == ["0", "1"]
+    assert sorted(float(m[0]) for m in models.values()) == [-3.0, 3.0]
+    assert alg.plan_probe(2).clients.tolist() == list(range(K))
+    assert alg.plan_probe(3).clients.tolist() == alg._sampled.tolist()
+    assert alg.update(3, alg.plan(3), _reports(alg.plan(3))).models == {}
