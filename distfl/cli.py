@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
         "--per-round", type=int, default=100, metavar="N", help="clients per round (100)"
     )
     be.add_argument(
-        "--model", choices=("mlp", "cnn", "lenet5", "emdcfl_cnn"), default="mlp", help="(mlp)"
+        "--model", choices=("mlp", "cnn", "lenet5", "mnist_cnn"), default="mlp", help="(mlp)"
     )
     be.add_argument("--steps", type=int, default=8, metavar="S", help="local SGD steps (8)")
     be.add_argument("--batch", type=int, default=16, metavar="B", help="batch size (16)")

@@ -241,7 +241,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.partition": ("dirichlet", "natural"),
     "data.draw": ("per_client", "sequential"),
     "server.placement": ("balanced", "static"),
-    "model.name": ("mlp", "cnn", "lenet5", "emdcfl_cnn"),
+    "model.name": ("mlp", "cnn", "lenet5", "mnist_cnn"),
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),

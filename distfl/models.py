@@ -90,7 +90,7 @@ class LeNet5(ConvNet):
         super().__init__(input_shape, num_classes, channels=(6, 16), dense=(120, 84))
 
 
-class EMDCFLCNN(ConvNet):
+class MnistCNN(ConvNet):
     """The simple CNN of the EMD-CFL paper's MNIST experiments (appendix D.2): convolutions of
     64 and 128 channels, one dense layer of 128 (the 128-wide embedding), then the classes.
     The paper gives neither kernel nor pooling; 3x3 "same" kernels with 2x2 max-pooling are
@@ -109,8 +109,8 @@ def build_model(
         return SmallCNN(input_shape, num_classes)
     if name == "lenet5":
         return LeNet5(input_shape, num_classes)
-    if name == "emdcfl_cnn":
-        return EMDCFLCNN(input_shape, num_classes)
+    if name == "mnist_cnn":
+        return MnistCNN(input_shape, num_classes)
     raise ValueError(f"unknown model {name!r}")  # config validation forbids it
 
 

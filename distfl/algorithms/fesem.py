@@ -11,7 +11,9 @@ How the centres start is ``init``:
   while a round of local training moves a client by less than 1, so the E-step keeps
   every client at its random centre: the clustering is the random start's.
 - ``"kmeans++"`` (the default): every centre starts from the run's one initial model, and
-  round 1 is a seeding round in which every client trains from it once and sends its
+  round 1 is a seeding round in which every client (up to 2,048 and 1 GiB of float32
+  models, :func:`~distfl.algorithms.kmeans.seeding_size`; a uniform sample of that many
+  above, the others keeping their random start) trains from it once and sends its
   model (K models reach the server once, as IFCA's round 1 probes every client); the
   server runs k-means on them, seeded k-means++ style (:mod:`distfl.algorithms.kmeans`),
   puts each client in its k-means cluster and sets the centres to the clusters' weighted
@@ -54,7 +56,7 @@ from distfl.algorithms.base import (
     RoundUpdate,
     require,
 )
-from distfl.algorithms.kmeans import kmeans
+from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size
 from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
@@ -181,7 +183,8 @@ class FeSEM(ClusteringAlgorithm):
 
     def plan(self, round_index: int) -> RoundPlan:
         if self.unseeded:  # the seeding round: every client trains once from the start
-            chosen = np.arange(self.num_clients, dtype=np.int64)
+            size = seeding_size(self.federation.num_params, self.num_clusters)
+            chosen = seeding_clients(self.num_clients, self.rng, size)
         else:
             n = min(self.clients_per_round, self.num_clients)
             chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))

@@ -9,10 +9,11 @@ The server keeps ``num_clusters`` models. How they start is ``init``:
   model that no client picks never trains: on digits one seed put 11 of 12 clients on one
   model in round 1, for good (README, Algorithms).
 - ``"kmeans++"`` (the default): every model starts from the run's initial model, and round
-  1 is a seeding round without a probe (every loss would tie): every client trains once
-  from that model and sends it (K models reach the server once, as FeSEM's seeding round),
-  the server runs k-means on them (k-means++ seeds, :mod:`distfl.algorithms.kmeans`) and
-  sets the cluster models to the k-means centres; round 2 probes every client. Seeding
+  1 is a seeding round without a probe (every loss would tie): every client (as many as
+  FeSEM's seeding round takes) trains once from that model and sends it (as in FeSEM's
+  seeding round); the server runs k-means on them (k-means++ seeds,
+  :mod:`distfl.algorithms.kmeans`) and sets the cluster models to the k-means centres;
+  round 2 probes every client. Seeding
   from one round's sample of 4 of 12 clients instead collapsed one seed in three on the
   0°/180° digits federation.
 
@@ -45,7 +46,7 @@ from distfl.algorithms.base import (
     RoundUpdate,
     require,
 )
-from distfl.algorithms.kmeans import kmeans
+from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size
 from distfl.algorithms.registry import register
 
 
@@ -174,7 +175,9 @@ class IFCA(ClusteringAlgorithm):
         if unassigned.size:
             raise RuntimeError(f"IFCA: round {round_index}: clients {unassigned} have no cluster")
         if self.seeding == 1:  # the seeding round: every client trains once from the start
-            train = dict.fromkeys(range(self.num_clients), self.ids[0])
+            size = seeding_size(self.federation.num_params, self.num_clusters)
+            clients = seeding_clients(self.num_clients, self.rng, size)
+            train = dict.fromkeys(clients.tolist(), self.ids[0])
             return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
         return RoundPlan(round=round_index, train=train)

@@ -14,6 +14,26 @@ import numpy as np
 
 #: Lloyd's iterations at most (a handful suffice for the few models of one round)
 MAX_ITERATIONS = 100
+#: the seeding round trains every client up to this many, and no more than fit their
+#: float32 models in SEED_BYTES (k-means holds a float64 copy besides); a uniform sample of
+#: that many in a larger population
+SEED_CLIENTS = 2048
+SEED_BYTES = 1 << 30
+
+
+def seeding_size(num_params: int, num_clusters: int) -> int:
+    """How many clients a seeding round takes at most, for a model of ``num_params``
+    parameters (0: unknown, :data:`SEED_CLIENTS`); never fewer than ``num_clusters``."""
+    cap = SEED_CLIENTS if num_params <= 0 else min(SEED_CLIENTS, SEED_BYTES // (4 * num_params))
+    return max(int(cap), int(num_clusters), 1)
+
+
+def seeding_clients(num_clients: int, rng: np.random.Generator, size: int) -> np.ndarray:
+    """The clients of a seeding round, ascending: all of them, or ``size`` drawn uniformly
+    without replacement when there are more."""
+    if num_clients <= size:
+        return np.arange(num_clients, dtype=np.int64)
+    return np.sort(rng.choice(num_clients, size=size, replace=False)).astype(np.int64)
 
 
 def sq_distances(models: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -75,4 +95,12 @@ def kmeans(
     return labels.astype(np.int64), centres
 
 
-__all__ = ["kmeans", "kmeanspp_seeds", "sq_distances"]
+__all__ = [
+    "SEED_BYTES",
+    "SEED_CLIENTS",
+    "kmeans",
+    "kmeanspp_seeds",
+    "seeding_clients",
+    "seeding_size",
+    "sq_distances",
+]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import h5py
@@ -52,6 +53,7 @@ clients_per_round = 15
 [algorithm]
 name = "ifca"
 num_clusters = 2
+init = "random"  # every round samples 15 (the k-means++ start's round 1 trains all 300)
 
 [eval]
 every = 2
@@ -75,18 +77,22 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("population")
     config = tmp / "population.toml"
     config.write_text(CONFIG)
-    out = {}
-    for name, script, args in [
-        ("local", "local.sh", ()),
-        ("local_big_cache", "local.sh", ("--set", "data.cache_mb=256")),
+    # the first four rounds (ending on an evaluation round) of "resumed" at W=1, the rest
+    # resumed under torchrun W=3 with static shards and another cache
+    launches = [
         ("torchrun3", "torchrun.sh", ()),
+        ("local", "local.sh", ()),
         ("torchrun3_static", "torchrun.sh", ("--set", 'server.placement="static"')),
+        ("local_big_cache", "local.sh", ("--set", "data.cache_mb=256")),
         ("mpiexec3", "mpiexec.sh", ()),
-    ]:
-        out[name] = launch(helpers, script, tmp / f"{name}.h5", config, *args)
-    # the first four rounds (ending on an evaluation round) at W=1, the rest resumed under
-    # torchrun W=3 with static shards and another cache
-    half = launch(helpers, "local.sh", tmp / "resumed.h5", config, "--set", "run.rounds=4")
+        ("resumed", "local.sh", ("--set", "run.rounds=4")),
+    ]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two launches at a time
+        paths = pool.map(
+            lambda job: launch(helpers, job[1], tmp / f"{job[0]}.h5", config, *job[2]), launches
+        )
+        out = dict(zip([name for name, _, _ in launches], paths, strict=True))
+    half = out.pop("resumed")
     env = helpers.clean_env(NPROC="3")
     proc = subprocess.run(
         ["torchrun", "--standalone", "--nproc-per-node", "3", "-m", "distfl", "run",

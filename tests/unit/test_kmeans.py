@@ -95,3 +95,18 @@ def test_kmeans_against_scikit_learn_from_the_same_seeds():
 def test_kmeans_rejects_mismatched_weights():
     with pytest.raises(ValueError, match="weights"):
         kmeans(np.zeros((3, 2)), np.ones(2), 2, np.random.default_rng(0))
+
+
+def test_the_seeding_round_takes_everyone_up_to_its_cap():
+    from distfl.algorithms.kmeans import SEED_BYTES, SEED_CLIENTS, seeding_clients, seeding_size
+
+    assert seeding_size(0, 4) == SEED_CLIENTS  # model size unknown
+    assert seeding_size(4810, 4) == SEED_CLIENTS  # the digits MLP: 2,048 models are 39 MB
+    assert seeding_size(1_384_586, 4) == SEED_BYTES // (4 * 1_384_586) == 193  # the CNN
+    assert seeding_size(10**9, 3) == 3  # never fewer models than clusters
+    assert seeding_clients(7, np.random.default_rng(0), 9).tolist() == list(range(7))
+    assert seeding_clients(9, np.random.default_rng(0), 9).tolist() == list(range(9))
+    big = seeding_clients(3000, np.random.default_rng(1), 193)
+    assert len(big) == 193 == len(set(big.tolist()))
+    assert (np.diff(big) > 0).all() and big.max() < 3000
+    assert big.tolist() == seeding_clients(3000, np.random.default_rng(1), 193).tolist()

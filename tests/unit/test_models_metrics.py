@@ -14,7 +14,7 @@ from distfl.models import build_model, flat_params, load_flat, num_params
 # --------------------------------------------------------------------------- models
 
 
-@pytest.mark.parametrize("name", ["mlp", "cnn", "lenet5", "emdcfl_cnn"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lenet5", "mnist_cnn"])
 @pytest.mark.parametrize("shape, classes", [((1, 8, 8), 10), ((3, 32, 32), 100)])
 def test_output_shape(name, shape, classes):
     torch.manual_seed(0)
@@ -55,12 +55,12 @@ def test_cnn_parameter_count_hand_computed():
     assert num_params(build_model("cnn", (3, 32, 32), 100)) == expected
 
 
-def test_emdcfl_cnn_parameter_count_hand_computed():
+def test_mnist_cnn_parameter_count_hand_computed():
     # 28x28 -> conv 3x3 (pad 1) 28x28 -> pool 14x14 -> conv 14x14 -> pool 7x7, 128 channels
     expected = (
         (1 * 64 * 9 + 64) + (64 * 128 * 9 + 128) + (128 * 7 * 7 * 128 + 128) + (128 * 10 + 10)
     )
-    model = build_model("emdcfl_cnn", (1, 28, 28), 10)
+    model = build_model("mnist_cnn", (1, 28, 28), 10)
     assert num_params(model) == expected
     # the embedding (the last linear layer's input) is the paper's 128 wide
     from distfl.models import last_linear
