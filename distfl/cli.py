@@ -95,8 +95,17 @@ def _parser() -> argparse.ArgumentParser:
         "--algorithms",
         default="fedgwc,none",
         metavar="A,B",
-        help="values of algorithm.name, comma-separated (fedgwc,none; none = one global "
-        "model, shown as its aggregator)",
+        help="values of algorithm.name or --variant names, comma-separated (fedgwc,none; "
+        "none = one global model, shown as its aggregator)",
+    )
+    su.add_argument(
+        "--variant",
+        dest="variants",
+        metavar="NAME=ALGORITHM:KEY=VALUE,...",
+        action="append",
+        default=[],
+        help="an algorithm with settings of its own, listed in --algorithms by NAME (e.g. "
+        "fedgwc_paper=fedgwc:db_threshold=1,epsilon=1e-5,patience=1); repeatable",
     )
     su.add_argument("--seeds", default="0", metavar="S,T", help="seeds, comma-separated (0)")
     su.add_argument(

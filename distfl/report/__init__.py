@@ -186,9 +186,11 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
         match = RUN_FILE_STEM.match(stem)
         row = dict.fromkeys(COLUMNS)
         row.update({c: g[c] for c in COLUMNS if c in g})
+        listed = match["algorithm"] if match else ""
+        variant = listed and listed != config.algorithm.name  # a --variant's name
         row.update(
             scenario=match["scenario"] if match else stem,
-            algorithm=algorithm_label(config),
+            algorithm=listed if variant else algorithm_label(config),
             seed=config.run.seed,
             groups=len(config.groups),
             file=path,

@@ -6,7 +6,11 @@ writing ``OUT/<scenario>--<algorithm>--s<seed>.h5`` and its output to the ``.log
 Each job is its scenario with the user's ``--set`` items and then ``algorithm.name`` of the
 job; an item ``algorithm.KEY=V`` goes only to the jobs whose algorithm takes KEY (and is
 refused when none of the listed algorithms does), and a scenario's own algorithm keys fall
-away by themselves in the jobs of another algorithm. Every config is built and checked
+away by themselves in the jobs of another algorithm. A *variant* (``--variant
+NAME=ALGORITHM:KEY=VALUE,...``) is an algorithm with settings of its own under a name of
+its own, listed in ``--algorithms`` like an algorithm: its keys come after the suite-wide
+items, and its name is the table's algorithm and the run files' (FedGWC with the paper's
+settings beside the tuned ones, in one suite). Every config is built and checked
 before the first run starts, so a bad key or value exits with code 2 and nothing has run.
 Run again with the same arguments and finished runs are kept, unfinished ones (a preempted
 suite) resumed from their ``/state``; a run file holding another config is refused unless
@@ -54,15 +58,49 @@ COLUMNS = (
 class Job:
     scenario: str  # the name in the table: a preset's name or a config file's stem
     source: tuple[str, ...]  # ("--preset", NAME) or ("--config", PATH)
-    algorithm: str
+    algorithm: str  # as listed in --algorithms: an algorithm or a variant's name
     seed: int
     out: Path
     overrides: tuple[str, ...]  # the user's --set items (for this algorithm), the suite's own
     config: Any  # the checked distfl.config.Config
+    variant: bool = False  # ``algorithm`` names a variant
+
+    @property
+    def name(self) -> str:
+        """The algorithm as the table shows it: a variant's name, or algorithm_label."""
+        return self.algorithm if self.variant else algorithm_label(self.config)
 
     @property
     def label(self) -> str:
-        return f"{self.scenario} {algorithm_label(self.config)} seed {self.seed}"
+        return f"{self.scenario} {self.name} seed {self.seed}"
+
+
+#: a variant's name: like an algorithm's (it names run files)
+VARIANT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+VARIANT_FORM = "NAME=ALGORITHM:KEY=VALUE[,KEY=VALUE...]"
+
+
+def parse_variant(text: str) -> tuple[str, str, tuple[str, ...]]:
+    """``NAME=ALGORITHM:KEY=VALUE,KEY=VALUE`` -> (NAME, ALGORITHM, ("algorithm.KEY=VALUE",
+    ...)); UserError naming the form otherwise. The keys and values are checked when the
+    jobs' configs are built (ConfigError naming the key)."""
+    name, eq, rest = text.partition("=")
+    algorithm, _, keys = rest.partition(":")
+    name, algorithm = name.strip(), algorithm.strip()
+    if not eq or not VARIANT_NAME.match(name) or not VARIANT_NAME.match(algorithm):
+        raise UserError(f"--variant {text!r}: expected {VARIANT_FORM}, NAME in [a-z0-9_]")
+    items = []
+    for part in (p.strip() for p in keys.split(",")):
+        if not part:
+            continue
+        key, has, _ = part.partition("=")
+        if not has or not key.strip() or "." in key:
+            raise UserError(
+                f"--variant {text!r}: {part!r} is not KEY=VALUE (a key of [algorithm], "
+                f"without 'algorithm.'); expected {VARIANT_FORM}"
+            )
+        items.append(f"algorithm.{part}")
+    return name, algorithm, tuple(items)
 
 
 #: a run file's name without ``.h5``: ``<scenario>--<algorithm>--s<seed>`` (run_file_stem)
@@ -161,9 +199,12 @@ def plan_jobs(
     seeds: list[int],
     out_dir: str | Path,
     overrides: list[str],
+    variants: list[str] | tuple[str, ...] = (),
 ) -> list[Job]:
     """Every (scenario, algorithm, seed) with its config built and checked (ConfigError).
-    ``overrides``: the user's ``--set`` items, as :func:`algorithm_overrides` shares them."""
+    ``overrides``: the user's ``--set`` items, as :func:`algorithm_overrides` shares them;
+    ``variants``: ``--variant`` texts (:func:`parse_variant`), whose names ``algorithms``
+    may list."""
     from distfl import config as cfg
     from distfl.algorithms import algorithm_names
 
@@ -171,14 +212,31 @@ def plan_jobs(
         raise UserError("distfl suite needs at least one scenario, algorithm and seed")
     _load_plugins(scenarios, overrides)
     allowed = algorithm_names()
+    defined: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for text in variants:
+        name, base, items = parse_variant(text)
+        if name in allowed or name in defined:
+            what = "an algorithm's" if name in allowed else "another variant's"
+            raise UserError(f"--variant {text!r}: {name!r} is already {what} name")
+        if base not in allowed:
+            raise ConfigError(
+                f"--variant {text!r}: {base!r} is not an algorithm; allowed values are "
+                + ", ".join(allowed)
+            )
+        defined[name] = (base, items)
     for a in algorithms:
-        if a not in allowed:
-            raise ConfigError(f"--algorithms {a!r}: allowed values are {', '.join(allowed)}")
+        if a not in allowed and a not in defined:
+            more = f" or a --variant's name ({', '.join(defined)})" if defined else ""
+            raise ConfigError(f"--algorithms {a!r}: allowed values are {', '.join(allowed)}{more}")
+    unused = [name for name in defined if name not in algorithms]
+    if unused:
+        raise UserError(f"--variant {unused[0]!r} is not listed in --algorithms")
     for option, values in (("--algorithms", algorithms), ("--seeds", seeds)):
         twice = [v for i, v in enumerate(values) if v in values[:i]]
         if twice:  # two jobs would write the same run file at once
             raise UserError(f"{option}: {twice[0]!r} is listed twice")
-    shared = algorithm_overrides(overrides, algorithms)
+    base_of = {a: defined[a][0] if a in defined else a for a in algorithms}
+    shared = algorithm_overrides(overrides, list(dict.fromkeys(base_of.values())))
     jobs, names = [], set()
     for scenario in scenarios:
         name, source = _source(scenario)
@@ -186,22 +244,25 @@ def plan_jobs(
             raise UserError(f"scenario {name!r} is listed twice")
         names.add(name)
         for algorithm in algorithms:
+            base = base_of[algorithm]
+            mine = defined[algorithm][1] if algorithm in defined else ()
             for seed in seeds:
                 out = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
                 own = (
-                    f"algorithm.name={cfg.toml_string(algorithm)}",
+                    f"algorithm.name={cfg.toml_string(base)}",
                     f"run.seed={seed}",
                     f"run.out={cfg.toml_string(str(out))}",
                     'run.progress="none"',
                 )
-                items = (*shared[algorithm], *own)
+                items = (*shared[base], *mine, *own)
                 kind, value = source
                 config = cfg.load(
                     path=value if kind == "--config" else None,
                     preset=value if kind == "--preset" else None,
                     overrides=items,
                 )
-                jobs.append(Job(name, source, algorithm, seed, out, items, config))
+                variant = algorithm in defined
+                jobs.append(Job(name, source, algorithm, seed, out, items, config, variant))
     return jobs
 
 
@@ -266,7 +327,7 @@ def _row(outcome: Outcome) -> dict[str, Any]:
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(
         scenario=job.scenario,
-        algorithm=algorithm_label(job.config),
+        algorithm=job.name,
         seed=job.seed,
         groups=len(job.config.groups),
     )
@@ -338,7 +399,9 @@ def suite_main(args, stream: TextIO = sys.stdout) -> int:
         raise UserError(f"--seeds {args.seeds!r}: expected integers like 0,1,2") from None
     if args.workers < 1:
         raise UserError(f"--workers {args.workers}: must be at least 1")
-    jobs = plan_jobs(scenarios, algorithms, seeds, args.out, list(args.overrides))
+    jobs = plan_jobs(
+        scenarios, algorithms, seeds, args.out, list(args.overrides), list(args.variants)
+    )
     actions = [_existing(job, args.force) for job in jobs]  # refusals before any output
     start = time.perf_counter()
     stream.write(

@@ -296,18 +296,25 @@ def test_a_run_in_progress_is_reported_from_its_last_checkpoint(helpers, tmp_pat
 
 
 def test_a_report_of_a_suite(helpers, tmp_path):
+    """A suite of FedGWC as a variant (the paper's DB threshold) and FedAvg: the table, the
+    report's table and its run files name the variant."""
     (tmp_path / "tiny.toml").write_text(TINY)
     proc = distfl(
-        helpers, tmp_path, "suite", "tiny.toml", "--algorithms", "fedgwc,none",
+        helpers, tmp_path, "suite", "tiny.toml", "--algorithms", "fedgwc_paper,none",
+        "--variant", "fedgwc_paper=fedgwc:db_threshold=1.0",
         "--seeds", "0,1", "--out", "suite", "--workers", "2",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "tiny fedgwc_paper seed 1: done" in proc.stdout
     proc = distfl(helpers, tmp_path, "report", "suite")
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "suite" / "report"  # the default for a directory
     links = parse(out / "index.html")
     rows = json.loads((tmp_path / "suite" / "suite.json").read_text())["rows"]
     assert len(rows) == 4
+    assert sorted(r["algorithm"] for r in rows) == ["fedavg"] * 2 + ["fedgwc_paper"] * 2
+    stored = read_run_file(tmp_path / "suite" / "tiny--fedgwc_paper--s0.h5", state=False)
+    assert (stored.config.algorithm.name, stored.config.algorithm.db_threshold) == ("fedgwc", 1)
     metrics = {m for m in ("ari", "rand", "was", "wadb", "accuracy", "clusters")
                if any(r[m] is not None for r in rows)}  # fmt: skip
     assert {"ari", "rand", "accuracy", "clusters"} <= metrics
@@ -322,6 +329,7 @@ def test_a_report_of_a_suite(helpers, tmp_path):
         assert f"runs/{stem}/index.html" in links.href
         check_run_report(out / "runs" / stem, tmp_path / "suite" / f"{stem}.h5")
         assert f"{row['ari']:.4f}" in text
+    assert text.count("<td>fedgwc_paper</td>") == 2 and text.count("<td>fedavg</td>") == 2
     # a second report into the same directory replaces the first; a run file that cannot be
     # read is named on the page and skipped, the others are still reported
     (tmp_path / "suite" / "broken.h5").write_bytes(b"\x89HDF\r\n\x1a\n truncated")

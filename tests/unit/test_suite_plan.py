@@ -56,3 +56,52 @@ def test_a_key_no_listed_algorithm_takes_is_refused(tmp_path, algorithms, key, o
     message = str(exc.value)
     assert f"algorithm.{key}" in message and owners in message, message
     assert ", ".join(algorithms) in message and "\n" not in message
+
+
+def test_a_variant_is_an_algorithm_with_settings_of_its_own(tmp_path):
+    """FedGWC with the tuned settings of the default preset and with the paper's, in one
+    suite: the variant's keys come after the suite-wide items, its name names the run file
+    and the table's row; EMD-CFL takes the suite-wide epsilon, the variant its own."""
+    paper = "fedgwc_paper=fedgwc:db_threshold=1,epsilon=1e-5,patience=1"
+    jobs = by_algorithm(
+        plan_jobs(
+            ["default"],
+            ["fedgwc", "fedgwc_paper", "emdcfl"],
+            [0],
+            tmp_path,
+            ["algorithm.epsilon=0.2"],
+            [paper],
+        )  # fmt: skip
+    )
+    tuned, mine, emd = (jobs[a] for a in ("fedgwc", "fedgwc_paper", "emdcfl"))
+    assert (tuned.config.algorithm.db_threshold, tuned.config.algorithm.patience) == (0.5, 10)
+    assert tuned.config.algorithm.epsilon == 0.2
+    p = mine.config.algorithm
+    assert (p.name, p.db_threshold, p.epsilon, p.patience) == ("fedgwc", 1.0, 1e-5, 1)
+    assert emd.config.algorithm.epsilon == 0.2
+    assert mine.out.name == "default--fedgwc_paper--s0.h5"
+    assert (mine.name, tuned.name) == ("fedgwc_paper", "fedgwc")
+    assert mine.label == "default fedgwc_paper seed 0"
+
+
+@pytest.mark.parametrize(
+    "variants, algorithms, needle",
+    [
+        (["fedgwc_paper"], ["fedgwc_paper"], "expected NAME=ALGORITHM:KEY=VALUE"),
+        (["Paper=fedgwc:beta=1"], ["none"], "expected NAME=ALGORITHM"),
+        (["p=fedgwc:algorithm.beta=1"], ["p"], "without 'algorithm.'"),
+        (["ifca=fedgwc:beta=1"], ["ifca"], "already an algorithm's name"),
+        (["p=fedgwc:beta=1", "p=cfl:eps1=1"], ["p"], "already another variant's name"),
+        (["p=nosuch:beta=1"], ["p"], "'nosuch' is not an algorithm"),
+        (["p=fedgwc:beta=1"], ["none"], "'p' is not listed in --algorithms"),
+        (["p=fedgwc:beta=1"], ["q"], "or a --variant's name (p)"),
+        (["p=fedgwc:nope=1"], ["p"], "unknown key algorithm.nope"),
+    ],
+)
+def test_bad_variants_are_refused_before_anything_runs(tmp_path, variants, algorithms, needle):
+    from distfl.errors import UserError
+
+    with pytest.raises(UserError) as exc:  # ConfigError is a UserError: both exit 2
+        plan_jobs(["digits-mixed"], algorithms, [0], tmp_path, [], variants)
+    assert needle in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
+    assert not any(tmp_path.iterdir())
