@@ -18,7 +18,9 @@ from collections.abc import Hashable, Iterable
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.spatial.distance import cdist, pdist, squareform
-from sklearn.metrics import adjusted_rand_score, silhouette_score
+
+# scikit-learn is imported where a score needs it: importing it costs each process 0.8 s
+# (it pulls in scipy.stats), and the ranks of a run need none of it
 
 __all__ = [
     "adjusted_rand_index",
@@ -85,6 +87,8 @@ def was(class_counts: ArrayLike, labels) -> float | None:
     x, y = prepared
     # Exact pairwise distances (sklearn's Euclidean shortcut is only accurate to ~1e-8).
     dist = squareform(pdist(x, metric="euclidean"))
+    from sklearn.metrics import silhouette_score
+
     return float(silhouette_score(dist, y, metric="precomputed"))
 
 
@@ -157,4 +161,6 @@ def adjusted_rand_index(labels_true, labels_pred) -> float:
     b = _encode(labels_pred)
     if a.shape != b.shape:
         raise ValueError(f"labellings of different lengths: {a.size} and {b.size}")
+    from sklearn.metrics import adjusted_rand_score
+
     return float(adjusted_rand_score(a, b))

