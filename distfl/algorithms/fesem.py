@@ -56,7 +56,7 @@ from distfl.algorithms.base import (
     RoundUpdate,
     require,
 )
-from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size
+from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size, with_group_count
 from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
@@ -113,7 +113,7 @@ def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Gener
 
 @dataclass(frozen=True)
 class FeSEMParams(Params):
-    #: the fixed number of centres (cluster models)
+    #: the fixed number of centres (cluster models); 0: the number of ground-truth data groups
     num_clusters: int = 2
     #: re-assign the round's clients to the nearest centre every this many rounds
     reassign_every: int = 1
@@ -127,8 +127,8 @@ class FeSEMParams(Params):
 
     def check(self, config) -> None:
         K = config.data.num_clients
-        require(1 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"between 1 and data.num_clients ({K})")  # fmt: skip
+        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
+                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
         require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
 
 
@@ -168,6 +168,10 @@ class FeSEM(ClusteringAlgorithm):
         self.init = init
         #: whether the centres are still to be seeded from client models (kmeans++)
         self.unseeded = init == "kmeans++"
+
+    @classmethod
+    def from_config(cls, federation, params):
+        return super().from_config(federation, with_group_count(params, federation))
 
     def initial_models(self) -> dict[str, int]:
         """``random``: centre m starts from its own random initialisation (offset m + 1);

@@ -46,7 +46,7 @@ from distfl.algorithms.base import (
     RoundUpdate,
     require,
 )
-from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size
+from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size, with_group_count
 from distfl.algorithms.registry import register
 
 
@@ -62,7 +62,7 @@ def assign_by_loss(losses: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class IFCAParams(Params):
-    #: the fixed number of cluster models
+    #: the fixed number of cluster models; 0: the number of ground-truth data groups
     num_clusters: int = 2
     #: how the models start: "kmeans++" (k-means of round 1's client models) or "random"
     #: (the paper's: each from its own random initialisation)
@@ -74,8 +74,8 @@ class IFCAParams(Params):
 
     def check(self, config) -> None:
         K = config.data.num_clients
-        require(1 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"between 1 and data.num_clients ({K})")  # fmt: skip
+        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
+                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
 
 
 @register
@@ -119,6 +119,10 @@ class IFCA(ClusteringAlgorithm):
         #: 0: seeded (or random); 1: round 1's models are still to be clustered; 2: seeded
         #: in the last round, every client to be probed again
         self.seeding = 1 if init == "kmeans++" else 0
+
+    @classmethod
+    def from_config(cls, federation, params):
+        return super().from_config(federation, with_group_count(params, federation))
 
     def initial_models(self) -> dict[str, int]:
         if self.init == "kmeans++":

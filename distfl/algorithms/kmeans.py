@@ -10,6 +10,8 @@ flattened models, as FeSEM's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
 #: Lloyd's iterations at most (a handful suffice for the few models of one round)
@@ -19,6 +21,17 @@ MAX_ITERATIONS = 100
 #: that many in a larger population
 SEED_CLIENTS = 2048
 SEED_BYTES = 1 << 30
+
+
+def with_group_count(params, federation):
+    """``params`` with ``num_clusters`` 0 replaced by the number of the federation's
+    ground-truth groups: what the papers give IFCA and FeSEM (the true number of clusters)."""
+    if params.num_clusters != 0:
+        return params
+    if federation.groups is None:
+        raise ValueError("num_clusters = 0 needs the clients' ground-truth groups")
+    count = len(np.unique(np.asarray(federation.groups)))
+    return dataclasses.replace(params, num_clusters=count)
 
 
 def seeding_size(num_params: int, num_clusters: int) -> int:

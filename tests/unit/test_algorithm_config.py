@@ -135,7 +135,7 @@ def test_each_algorithm_checks_its_own_values():
         ("emdcfl", "projection=1.5", "algorithm.projection"),
         ("emdcfl", 'solver="lp"', "algorithm.solver"),
         ("cfl", "eps2=-1", "algorithm.eps2"),
-        ("ifca", "num_clusters=21", "between 1 and data.num_clients (20)"),
+        ("ifca", "num_clusters=21", "0 (the number of data groups) or 1 to data.num_clients (20)"),
         ("fesem", "reassign_every=0", "algorithm.reassign_every"),
         ("flcl", "eta=1.0", "algorithm.eta"),
         ("flcl", 'expel="random"', "algorithm.expel"),

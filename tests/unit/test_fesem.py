@@ -18,6 +18,7 @@ from distfl.algorithms.fesem import (
     weighted_centres,
 )
 from distfl.config import load as load_config
+from distfl.errors import ConfigError
 
 # ------------------------------------------------------------------ pure functions
 
@@ -128,6 +129,20 @@ def test_build_algorithm_passes_the_settings():
     alg = build_algorithm(cfg)
     assert isinstance(alg, FeSEM)
     assert (alg.num_clusters, alg.reassign_every) == (3, 2)
+
+
+@pytest.mark.parametrize("name", ["fesem", "ifca"])
+def test_num_clusters_zero_is_the_number_of_groups(name):
+    """0 gives one cluster model per ground-truth group (the papers give the true count);
+    without groups it is refused, and a negative count names the allowed values."""
+    cfg = load_config(overrides=[f'algorithm.name="{name}"', "algorithm.num_clusters=0"])
+    groups = np.repeat([0, 2, 5], [5, 5, cfg.data.num_clients - 10])
+    alg = build_algorithm(cfg, groups=groups)
+    assert alg.num_clusters == 3 and len(alg.tree.leaves()) == 3
+    with pytest.raises(ValueError, match="ground-truth groups"):
+        build_algorithm(cfg)
+    with pytest.raises(ConfigError, match=r"num_clusters.*0 \(the number of data groups\)"):
+        load_config(overrides=[f'algorithm.name="{name}"', "algorithm.num_clusters=-1"])
 
 
 def test_plan_samples_uniformly_and_returns_every_trained_model():
