@@ -30,6 +30,7 @@ from runfile import fedgwc_toml
 
 from distfl.checkpoint import read_run_file
 from distfl.config import build
+from distfl.report.figures import epsilon_window
 
 pytestmark = pytest.mark.integration
 
@@ -245,6 +246,12 @@ def test_the_diagnostics_of_ifca_and_emdcfl(helpers, tmp_path):
         assert root["adjacency"][()].all()
     text = (runs / "report" / "runs" / "emd" / "index.html").read_text(encoding="utf-8")
     assert "100% of the same group pairs and 100% of the different groups pairs" in text
+    with h5py.File(runs / "emd.h5", "r") as f:
+        lo, hi = epsilon_window(f["hierarchy/0/distances"][()], f["clients/group"][()])
+    if lo < hi:
+        assert f"Every ε in ({lo:.3g}, {hi:.3g}] (shaded) recovers the groups" in text
+    else:
+        assert f"No ε recovers the groups exactly: same-group pairs reach {lo:.3g}" in text
 
 
 def test_the_evaluation_columns_add_up_to_the_federation(fedgwc_run):

@@ -28,6 +28,7 @@ from distfl.report.data import (
     series,
     tree_layout,
 )
+from distfl.report.figures import epsilon_window
 
 
 def test_members_are_ordered_by_label_then_group_then_id():
@@ -35,6 +36,26 @@ def test_members_are_ordered_by_label_then_group_then_id():
     groups = np.array([0, 1, 1, 0, 1])
     # label 0: clients 1 (g1), 3 (g0), 4 (g1) -> 3, 1, 4; label 1: 0 (g0), 2 (g1) -> 0, 2
     assert member_order(labels, groups).tolist() == [3, 1, 4, 0, 2]
+
+
+def test_epsilon_window_is_the_gap_between_same_and_cross_group_pairs():
+    # clients 0, 1 in group 0, client 2 in group 1; d is not symmetric
+    d = np.array([[-0.1, 0.3, 0.9], [0.2, -0.2, 0.7], [1.1, 0.6, -0.3]])
+    # same: max(d01, d10) = 0.3; cross: max(0.9, 1.1) = 1.1, max(0.7, 0.6) = 0.7 -> min 0.7
+    assert epsilon_window(d, np.array([0, 0, 1])) == (0.3, 0.7)
+    # overlapping: client 1 is as close to 2 as to 0
+    d[1, 2] = d[2, 1] = 0.25
+    lo, hi = epsilon_window(d, np.array([0, 0, 1]))
+    assert (lo, hi) == (0.3, 0.25) and lo >= hi
+    assert epsilon_window(d, np.array([0, 1, 2]))[0] == -math.inf
+    assert epsilon_window(d, np.array([0, 0, 0]))[1] == math.inf
+    # the window is where EMD-CFL's own rule recovers the groups
+    from distfl.algorithms.emdcfl import mutual_adjacency, neighbourhood_clusters
+
+    d[1, 2] = d[2, 1] = 0.7
+    for eps, exact in ((0.3, False), (0.31, True), (0.7, True), (0.71, False)):
+        labels = neighbourhood_clusters(mutual_adjacency(d, eps))
+        assert (labels.tolist() == [0, 0, 1]) == exact, eps
 
 
 def test_block_edges():
