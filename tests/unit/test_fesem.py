@@ -288,6 +288,37 @@ def test_kmeanspp_start_seeds_the_centres_from_round_ones_models():
     assert alg.labels[[0, 1]].tolist() == [m_pos, m_pos]
 
 
+def test_fedavg_rounds_then_the_seeding_round():
+    """fedavg_rounds = 2: rounds 1 and 2 train a sample and set every centre to the round's
+    sample-weighted mean model, nobody moves; round 3 is the seeding round (every client,
+    k-means); the random start ignores the key."""
+    alg = FeSEM(num_clients=5, clients_per_round=2, seed=3, num_clusters=2, init="kmeans++",
+                fedavg_rounds=2)  # fmt: skip
+    before = alg.labels.copy()
+    same = {"0": np.zeros(P, dtype=np.float32), "1": np.zeros(P, dtype=np.float32)}
+    for r in (1, 2):
+        plan = alg.plan(r)
+        chosen = sorted(plan.train)
+        assert len(chosen) == 2 and plan.return_models == frozenset(chosen)
+        X = np.array([[1.0, 2, 0, 0], [3.0, -2, 0, 0]])
+        out = adjust(alg, r, same, reports_for(chosen, X, [1, 3]))
+        mean = (1 * X[0] + 3 * X[1]) / 4  # [2.5, -1, 0, 0]
+        assert set(out) == {"0", "1"} and all(np.allclose(v, mean) for v in out.values())
+        assert alg.unseeded and alg.labels.tolist() == before.tolist()
+        same = {cid: np.asarray(v) for cid, v in out.items()}
+    plan = alg.plan(3)
+    assert sorted(plan.train) == [0, 1, 2, 3, 4]
+    X = np.array([[1.0, 0, 0, 0], [-1.0, 0, 0, 0], [1.2, 0, 0, 0], [-1.1, 0, 0, 0],
+                  [0.8, 0, 0, 0]])  # fmt: skip
+    adjust(alg, 3, same, reports_for(range(5), X, [1, 1, 1, 1, 1]))
+    assert not alg.unseeded and len(set(alg.labels[[0, 2, 4]])) == 1
+    assert alg.labels[0] != alg.labels[1] == alg.labels[3]
+    paper = FeSEM(num_clients=5, clients_per_round=2, seed=3, num_clusters=2, fedavg_rounds=2)
+    assert paper.fedavg_rounds == 0 and len(paper.plan(1).train) == 2
+    with pytest.raises(ConfigError, match="fedavg_rounds"):
+        load_config(overrides=['algorithm.name="fesem"', "algorithm.fedavg_rounds=-1"])
+
+
 def test_kmeanspp_state_survives_and_the_paper_start_stays_an_option():
     a = FeSEM(num_clients=6, clients_per_round=3, seed=0, num_clusters=2, init="kmeans++")
     b = FeSEM(num_clients=6, clients_per_round=3, seed=0, num_clusters=2, init="kmeans++")
