@@ -22,6 +22,8 @@ from pathlib import Path
 import pytest
 from runfile import kernel_fingerprint
 
+from distfl.cli import _parser
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,24 +52,6 @@ def readme_section() -> tuple[list[str], list[dict[str, str]]]:
     return argv[1:], rows
 
 
-def scenarios_of(argv: list[str]) -> list[str]:
-    """The positional arguments of ``suite`` (the scenarios), in order."""
-    takes_value = {"--algorithms", "--seeds", "--workers", "--out", "--set", "--variant"}
-    out, skip = [], False
-    for arg in argv[1:]:
-        if skip:
-            skip = False
-        elif arg in takes_value:
-            skip = True
-        elif not arg.startswith("--"):
-            out.append(arg)
-    return out
-
-
-def option(argv: list[str], name: str) -> str:
-    return argv[argv.index(name) + 1]
-
-
 def seed0(cell: str) -> str:
     """The first of a cell's per-seed values ``s0/s1/s2``."""
     return cell.split("/")[0].replace("−", "-")
@@ -75,9 +59,10 @@ def seed0(cell: str) -> str:
 
 def test_the_readme_table_is_what_its_command_computes(tmp_path):
     argv, table = readme_section()
-    scenarios = scenarios_of(argv)
-    assert len(scenarios) >= 2 and option(argv, "--seeds") == "0,1,2"
-    algorithms = option(argv, "--algorithms").split(",")
+    args = _parser().parse_args(argv)  # distfl's own reading of the command
+    scenarios = args.scenarios
+    assert len(scenarios) >= 2 and args.seeds == "0,1,2"
+    algorithms = args.algorithms.split(",")
     shown = {(r["scenario"], r["algorithm"]) for r in table}
     named = {"none": "fedavg"}
     for s in scenarios:  # the table has a row for every job of the command
@@ -111,11 +96,6 @@ def test_the_readme_table_is_what_its_command_computes(tmp_path):
         assert got == want, (r["scenario"], r["algorithm"])
 
 
-def test_the_slice_parser_reads_the_command():
-    argv = shlex.split(
-        "suite rotated default table4-mixed --algorithms none,oracle --seeds 0,1,2 "
-        "--workers 2 --out x --set run.rounds=3 --variant a=fedgwc:patience=1"
-    )
-    assert scenarios_of(argv) == ["rotated", "default", "table4-mixed"]
-    assert option(argv, "--out") == "x" and seed0("4/4/3") == "4" and seed0("−0.004/1") == "-0.004"
+def test_the_table_cells_and_the_fingerprint_read():
+    assert seed0("4/4/3") == "4" and seed0("−0.004/1") == "-0.004"
     assert re.fullmatch(r"[0-9a-f]{64}", MEASURED_ON)
