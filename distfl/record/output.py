@@ -1,0 +1,255 @@
+"""Where a run file goes, and how it gets there without losing anything.
+
+- :func:`check_output` refuses, before the first round, an ``--out`` that would replace a
+  file (unless ``--force``, or the file is the one being resumed), that is a directory or
+  not a regular file, whose directory cannot be written, or whose disk has not room for it.
+- :class:`OutputLock` is held by the one process that writes a run file for the whole run
+  (``RUN.h5.lock`` beside it, an exclusive ``flock``): a second writer of the same path
+  (a second run, or a resume while the run still writes) is refused with one line, and the
+  first is untouched.
+- :func:`write_atomically` puts the bytes of a run file in place: a temporary file of a name
+  no other process uses, flushed to disk, renamed over the target. A write that fails
+  (a full disk, an I/O error) removes its temporary file, leaves the previous file as it
+  was, and raises :class:`RunFileWriteError` (one line, exit code 2).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import secrets
+import shutil
+import socket
+from pathlib import Path
+
+from distfl.errors import UserError
+
+#: suffix of the temporary files a writer makes beside the run file
+TMP_SUFFIX = ".tmp"
+LOCK_SUFFIX = ".lock"
+#: room kept free on the disk beyond the run file's estimated size
+MARGIN_BYTES = 16 << 20
+
+
+class RunFileWriteError(UserError):
+    """The run file could not be written (full disk, I/O error, permissions)."""
+
+
+def _why(exc: OSError) -> str:
+    name = errno.errorcode.get(exc.errno or 0, "")
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return f"{reason} ({name})" if name else reason
+
+
+def temporary_path(path: Path) -> Path:
+    """A temporary name beside ``path`` that no other process uses:
+    ``RUN.h5.<pid>.<random>.tmp``."""
+    return path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
+
+
+def remove_stale_temporaries(path: Path) -> None:
+    """Remove the temporary files that killed writers of ``path`` left (call with the
+    path's :class:`OutputLock` held: no live writer of it has one open)."""
+    for stale in path.parent.glob(f"{path.name}.*{TMP_SUFFIX}"):
+        rest = stale.name[len(path.name) + 1 : -len(TMP_SUFFIX)]
+        pid, _, token = rest.partition(".")
+        if pid.isdigit() and len(token) == 8:
+            try:
+                stale.unlink()
+            except OSError:
+                pass
+
+
+def write_atomically(path: Path, data: bytes | memoryview) -> None:
+    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never
+    a part; on failure the old file stays and no temporary file is left."""
+    tmp = temporary_path(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        _unlink_quietly(tmp)
+        kept = "the previous checkpoint is kept" if path.exists() else "nothing was written"
+        raise RunFileWriteError(f"cannot write the run file {path}: {_why(exc)}; {kept}") from None
+    except BaseException:
+        _unlink_quietly(tmp)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _unlink_quietly(p: Path) -> None:
+    try:
+        p.unlink()
+    except OSError:
+        pass
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class OutputLock:
+    """An exclusive lock on writing ``path``, held until :meth:`release`."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.lock_path = self.path.with_name(self.path.name + LOCK_SUFFIX)
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        while True:
+            try:
+                fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as exc:
+                raise RunFileWriteError(
+                    f"cannot write the run file {self.path}: {_why(exc)} "
+                    f"(creating {self.lock_path.name} beside it)"
+                ) from None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                holder = _read_holder(fd)
+                os.close(fd)
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+                    raise RunFileWriteError(
+                        f"cannot lock the run file {self.path}: {_why(exc)}"
+                    ) from None
+                raise UserError(
+                    f"run file {self.path} is being written by another distfl run"
+                    f"{f' ({holder})' if holder else ''}; wait for it to finish, or give "
+                    "another --out"
+                ) from None
+            # the lock file may have been removed (and made anew) by the writer that held
+            # it between our open and our lock: then ours is a lock on nothing
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.lock_path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            os.close(fd)
+        os.ftruncate(fd, 0)
+        os.write(fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode())
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        _unlink_quietly(self.lock_path)
+        os.close(self.fd)
+        self.fd = None
+
+    def __enter__(self) -> OutputLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        return os.pread(fd, 200, 0).decode(errors="replace").strip()
+    except OSError:
+        return ""
+
+
+def check_output(path: Path, *, force: bool, resuming: Path | None, need_bytes: int) -> None:
+    """Refuse (UserError, exit code 2) an output path that would lose a file or cannot
+    take the run file; creates the path's directory when missing."""
+    path = Path(path)
+    if path.exists() or path.is_symlink():
+        if not path.is_file():
+            raise UserError(
+                f"run.out = {path} exists and is not a regular file (a directory, a device "
+                "or a broken link); give the path of a new HDF5 run file"
+            )
+        same = resuming is not None and _same_file(path, resuming)
+        if not same and not force:
+            raise UserError(
+                f"run.out = {path} exists ({_describe(path)}); distfl does not replace a "
+                f"file: give another --out, continue the run with --resume {path}, or pass "
+                "--force to replace it"
+            )
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise RunFileWriteError(
+            f"cannot write the run file {path}: its directory {directory} cannot be made: "
+            f"{_why(exc)}"
+        ) from None
+    probe = temporary_path(path)
+    try:
+        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+    except OSError as exc:
+        raise RunFileWriteError(f"cannot write the run file {path}: {_why(exc)}") from None
+    finally:
+        _unlink_quietly(probe)
+    try:
+        free = shutil.disk_usage(directory).free
+    except OSError:
+        return
+    # the file is written beside the previous checkpoint before it replaces it
+    need = need_bytes + MARGIN_BYTES
+    if free < need:
+        raise RunFileWriteError(
+            f"cannot write the run file {path}: {_mib(free)} free on its disk, and the run "
+            f"file needs about {_mib(need_bytes)} (with {_mib(MARGIN_BYTES)} to spare); free "
+            "some space or give another --out"
+        )
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _describe(path: Path) -> str:
+    """What ``path`` holds, in a few words (a run file's progress when it is one)."""
+    try:
+        import h5py
+
+        with h5py.File(path, "r") as f:
+            if "state" not in f or "config" not in f.attrs:
+                return "an HDF5 file that is not a distfl run file"
+            import json
+
+            done = json.loads(f["state"].attrs.get("round", "0"))
+            rounds = json.loads(f.attrs["config"]).get("run", {}).get("rounds", "?")
+            return f"a distfl run file at round {done} of {rounds}"
+    except Exception:  # anything else: a text file, a damaged file
+        return f"a file of {path.stat().st_size:,} bytes"
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 20):,.1f} MiB"
+
+
+__all__ = [
+    "OutputLock",
+    "RunFileWriteError",
+    "check_output",
+    "remove_stale_temporaries",
+    "temporary_path",
+    "write_atomically",
+]
