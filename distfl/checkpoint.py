@@ -1,8 +1,10 @@
-"""The HDF5 run file, written by rank 0 only, atomically: write beside, flush, rename.
+"""The HDF5 run file, written by rank 0 only, atomically: built in memory, written beside,
+flushed, renamed (distfl.record.output).
 
 Layout (DESIGN.md):
 
-    /                 attrs: distfl_version, config (JSON), seed, world_size, created
+    /                 attrs: distfl_version, config (JSON), seed, world_size, created (the
+                      run's first write), written (this write)
     /clients/         group [K], class_counts [K, C], num_train [K], num_test [K],
                       owner [K] (natural partitions: the writer or owner index of each client)
     /hierarchy/<id>   attrs parent, created_round, split_round; dataset members
@@ -18,14 +20,16 @@ Layout (DESIGN.md):
     /world/           where the ranks of the launch that wrote the file ran: host [W],
                       local_rank [W], address [W]; attrs launcher, backend, rendezvous,
                       rendezvous_ip
+    /integrity/       path [n], sha256 [n]: a SHA-256 of every other dataset and attribute
+                      (distfl.record.integrity), checked whenever the file is read
 """
 
 from __future__ import annotations
 
 import datetime
 import hashlib
+import io
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,6 +41,8 @@ from distfl import __version__
 from distfl.config import Config, from_json
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
+from distfl.record import integrity
+from distfl.record.output import write_atomically
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -180,66 +186,66 @@ def write_run_file(
     trainer: str = "",
     loop_started: float = 0.0,
     sum_bytes_per_param: float = 0.0,
-) -> None:
-    """Write the whole run file to ``path`` atomically (a reader never sees half a file)."""
+    created: str = "",
+) -> str:
+    """Write the whole run file to ``path`` atomically (a reader never sees half a file):
+    built in memory, sealed with its integrity record, then put in place by
+    :func:`~distfl.record.output.write_atomically` (a failed write leaves the previous file
+    and no temporary one; :class:`~distfl.record.output.RunFileWriteError`).
+
+    ``created``: when the run's first file was written (kept on resume); default now.
+    Returns the ``created`` it wrote."""
     path = Path(path)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with h5py.File(tmp, "w") as f:
-            f.attrs["distfl_version"] = __version__
-            f.attrs["config"] = config.to_json()
-            f.attrs["seed"] = config.run.seed
-            f.attrs["world_size"] = world_size
-            f.attrs["created"] = datetime.datetime.now(datetime.timezone.utc).isoformat(
-                timespec="seconds"
-            )
-            g = f.create_group("clients")
-            for name, values in clients.items():
-                _dataset(g, name, values)
-            write_hierarchy(f.create_group("hierarchy"), hierarchy)
-            fin = f.create_group("final")
-            _dataset(fin, "assignment", np.asarray(assignment, dtype=np.int64))
-            fin.create_dataset("leaves", data=np.array(leaves, dtype=h5py.string_dtype()))
-            fin.create_dataset("models", data=np.asarray(leaf_models, dtype=np.float32))
-            m = f.create_group("metrics")
-            for name, values in metrics.items():
-                _column(m, name, values)
-            mc = m.create_group("clusters")
-            for name, values in cluster_metrics.items():
-                _column(mc, name, values)
-            me = m.create_group("evaluation")
-            for name, values in evaluation.items():
-                _column(me, name, values)
-            mm = m.create_group("membership")
-            for name, values in (membership or {}).items():
-                _column(mm, name, values)
-            t = f.create_group("timing")
-            t.attrs["trainer"] = trainer
-            # when the writing process's rounds loop began (Unix seconds): launch to this
-            # instant is the start-up (imports, data, partition, process group)
-            t.attrs["loop_started"] = loop_started
-            # bytes each rank hands to the exact sums' reduce per model parameter (besides
-            # the 8 bytes of Σ n_k per model), in the last round that trained
-            t.attrs["sum_bytes_per_param"] = sum_bytes_per_param
-            for name, values in timing.items():
-                _column(t, name, values)
-            tw = t.create_group("workers")
-            for name, values in (worker_timing or {}).items():
-                _column(tw, name, values)
-            if world is not None:
-                _write_world(f.create_group("world"), world)
-            s = f.create_group("state")
-            _write_tree(s, state)
-            s.attrs["sha256"] = tree_digest(state)
-            f.flush()
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    image = io.BytesIO()
+    with h5py.File(image, "w") as f:
+        f.attrs["distfl_version"] = __version__
+        f.attrs["config"] = config.to_json()
+        f.attrs["seed"] = config.run.seed
+        f.attrs["world_size"] = world_size
+        f.attrs["created"] = created or now
+        f.attrs["written"] = now
+        g = f.create_group("clients")
+        for name, values in clients.items():
+            _dataset(g, name, values)
+        write_hierarchy(f.create_group("hierarchy"), hierarchy)
+        fin = f.create_group("final")
+        _dataset(fin, "assignment", np.asarray(assignment, dtype=np.int64))
+        fin.create_dataset("leaves", data=np.array(leaves, dtype=h5py.string_dtype()))
+        fin.create_dataset("models", data=np.asarray(leaf_models, dtype=np.float32))
+        m = f.create_group("metrics")
+        for name, values in metrics.items():
+            _column(m, name, values)
+        mc = m.create_group("clusters")
+        for name, values in cluster_metrics.items():
+            _column(mc, name, values)
+        me = m.create_group("evaluation")
+        for name, values in evaluation.items():
+            _column(me, name, values)
+        mm = m.create_group("membership")
+        for name, values in (membership or {}).items():
+            _column(mm, name, values)
+        t = f.create_group("timing")
+        t.attrs["trainer"] = trainer
+        # when the writing process's rounds loop began (Unix seconds): launch to this
+        # instant is the start-up (imports, data, partition, process group)
+        t.attrs["loop_started"] = loop_started
+        # bytes each rank hands to the exact sums' reduce per model parameter (besides
+        # the 8 bytes of Σ n_k per model), in the last round that trained
+        t.attrs["sum_bytes_per_param"] = sum_bytes_per_param
+        for name, values in timing.items():
+            _column(t, name, values)
+        tw = t.create_group("workers")
+        for name, values in (worker_timing or {}).items():
+            _column(tw, name, values)
+        if world is not None:
+            _write_world(f.create_group("world"), world)
+        s = f.create_group("state")
+        _write_tree(s, state)
+        s.attrs["sha256"] = tree_digest(state)
+        integrity.seal(f)
+    write_atomically(path, image.getbuffer())
+    return created or now
 
 
 def _write_world(group: h5py.Group, world: dict) -> None:
@@ -275,14 +281,18 @@ class RunFile:
     trainer: str = ""
     #: bytes each rank hands to the exact sums' reduce per model parameter (0: not recorded)
     sum_bytes_per_param: float = 0.0
+    #: when the run's first file was written
+    created: str = ""
 
 
-def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
+def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False) -> RunFile:
     """Read and verify a run file; raise CheckpointError (exit code 2) with the reason.
 
     ``state=False`` reads only /state's attributes (the round), not its arrays (every
     cluster's model and, for FedGWC, its K×K interaction matrix) nor their SHA-256: enough
-    to look at a run's results, at a fraction of the memory for a large federation."""
+    to look at a run's results, at a fraction of the memory for a large federation.
+    ``plugins``: import the stored config's ``run.plugins`` (code the file names; see
+    :func:`~distfl.config.from_json`); by default nothing is imported."""
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist; expected a distfl HDF5 run file")
@@ -293,8 +303,11 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
                     f"checkpoint {path} is not a distfl run file with resumable state "
                     "(no config attribute or no /state group)"
                 )
+            sealed = integrity.has_record(f)
+            if sealed:
+                integrity.verify(f, path)  # every part, the stored config and /state too
             try:
-                config = from_json(f.attrs["config"])
+                config = from_json(f.attrs["config"], plugins=plugins)
             except ConfigError as exc:
                 raise CheckpointError(
                     f"checkpoint {path}: its stored config is invalid: {exc}"
@@ -304,7 +317,7 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
             else:
                 stored = _read_tree(f["state"])
             digest = f["state"].attrs.get("sha256", "")
-            if state and tree_digest(stored) != digest:
+            if state and not sealed and tree_digest(stored) != digest:
                 raise CheckpointError(
                     f"checkpoint {path} is corrupt: /state does not match its SHA-256"
                 )
@@ -328,6 +341,7 @@ def read_run_file(path: str | Path, *, state: bool = True) -> RunFile:
                 worker_timing=worker_timing,
                 trainer=str(f["timing"].attrs.get("trainer", "")),
                 sum_bytes_per_param=float(f["timing"].attrs.get("sum_bytes_per_param", 0.0)),
+                created=str(f.attrs.get("created", "")),
             )
     except CheckpointError:
         raise

@@ -50,6 +50,18 @@ def _parser() -> argparse.ArgumentParser:
         help="continue a run from its run file's /state; without --config and --preset "
         "with the config stored in the file; writes to RUN.h5 unless --out is given",
     )
+    run.add_argument(
+        "--trust-plugins",
+        action="store_true",
+        help="--resume: import the plug-ins the run file names (run.plugins: Python code), "
+        "without naming them again with --set run.plugins=[...] or --config",
+    )
+    run.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing file at run.out (without it an existing file is refused, "
+        "unless it is the run file --resume continues)",
+    )
     sub.add_parser("keys", help="list every config key with its type and default, and the presets")
     ins = sub.add_parser("inspect", help="print a run file's hierarchy, accuracies and scores")
     ins.add_argument("path", metavar="RUN.h5")
@@ -144,6 +156,12 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also write each figure as a PDF (vector lines and text, for papers)",
     )
+    rp.add_argument(
+        "--trust-plugins",
+        action="store_true",
+        help="import the plug-ins the run files name (run.plugins: Python code), so that "
+        "their algorithms' own figures can be drawn; by default nothing is imported",
+    )
     be = sub.add_parser(
         "bench",
         help="measure distfl against a plain PyTorch loop and Flower on one workload",
@@ -216,6 +234,9 @@ def _config_from_args(args: argparse.Namespace):
         from distfl.checkpoint import read_run_file
 
         stored = read_run_file(args.resume, state=False).config
+        if stored.run.plugins:  # code named by the file: imported only when the user says so
+            _check_plugins_named(args, stored.run.plugins)
+            stored = read_run_file(args.resume, state=False, plugins=True).config
     # `distfl run --resume RUN.h5` alone continues with the config stored in the file
     base = stored if not args.config and not args.preset else None
     preset = args.preset if args.preset or args.config or base else "default"
@@ -225,6 +246,59 @@ def _config_from_args(args: argparse.Namespace):
 
         check_resumable(stored, loaded, args.resume)
     return loaded
+
+
+def _check_plugins_named(args: argparse.Namespace, stored: tuple[str, ...]) -> None:
+    """Refuse to resume a run file whose ``run.plugins`` the command line does not name
+    again (``--set run.plugins=[...]``, or ``--config``'s run.plugins) unless
+    ``--trust-plugins`` is given: reading a file never runs code it names. Every rank
+    parses the same command line and decides alike."""
+    from distfl import config
+    from distfl.errors import CheckpointError
+
+    if args.trust_plugins:
+        return
+    named: list = []
+    if args.config:
+        table = config.read_toml(args.config).get("run", {})
+        if isinstance(table, dict) and "plugins" in table:
+            named = table["plugins"]
+    for item in args.overrides:  # the last --set run.plugins wins, as in config.load
+        section, key, value = config.parse_set(item)
+        if (section, key) == ("run", "plugins"):
+            named = value
+    named = named if isinstance(named, list) else [named]
+    missing = [spec for spec in stored if spec not in named]
+    if missing:
+        raise CheckpointError(
+            f"{args.resume} names plug-ins {missing} (run.plugins): they are Python code and "
+            "are not imported from a file; resume with --trust-plugins, or name them again "
+            "with --set run.plugins=[...]"
+        )
+
+
+def _resumed_run_is_done(path: str, config) -> bool:
+    """True (and rank 0 says so) when the run file at ``path`` has reached ``run.rounds``
+    and the output is that file: resuming it would change nothing, so nothing is written.
+    ``run.rounds`` below the file's round is refused (a run cannot be shortened)."""
+    import os
+
+    from distfl.checkpoint import read_run_file
+    from distfl.errors import ConfigError
+
+    done = int(read_run_file(path, state=False).state["round"])
+    if config.run.rounds < done:
+        raise ConfigError(
+            f"run.rounds = {config.run.rounds}: {path} is at round {done} already; give "
+            f"run.rounds >= {done} to go on (a run is not shortened)"
+        )
+    same = os.path.exists(config.run.out) and os.path.samefile(config.run.out, path)
+    if config.run.rounds > done or not same:
+        return False
+    if _is_rank0():
+        print(f"{path}: finished (round {done} of {config.run.rounds}); nothing to resume, "
+              "the file is unchanged")  # fmt: skip
+    return True
 
 
 def _cmd_keys() -> int:
@@ -291,8 +365,12 @@ def entry() -> int:
         code = main()
         sys.stdout.flush()
     except BrokenPipeError:
-        _stdout_to_devnull()
+        from distfl.progress import stdout_to_devnull
+
+        stdout_to_devnull()
         code = 141
+    except KeyboardInterrupt:  # a Ctrl-C after the run's own handling (its teardown)
+        code = 130
     torch_dist = sys.modules.get("distfl.comm.torch_dist")
     if torch_dist is not None and torch_dist.TorchCommunicator.group_destroyed:
         import os
@@ -301,19 +379,6 @@ def entry() -> int:
         sys.stderr.flush()
         os._exit(code)
     return code
-
-
-def _stdout_to_devnull() -> None:
-    """Point file descriptor 1 at /dev/null, so that what stdout still buffers (flushed at
-    exit) goes nowhere instead of raising BrokenPipeError again."""
-    import os
-
-    try:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
-    except (OSError, ValueError):  # stdout without a file descriptor
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -358,10 +423,13 @@ def main(argv: list[str] | None = None) -> int:
             info = detect(backend=config.comm.backend)
             check_world(config, info.world_size)
             resolve_backend(config.comm.backend, info)
+            if args.resume and _resumed_run_is_done(args.resume, config):
+                return 0
             from distfl.runtime import run
 
-            run(config, info=info, resume=args.resume)
-            return 0
+            summary = run(config, info=info, resume=args.resume, force=args.force)
+            # Ctrl-C checkpoints like SIGTERM, but a shell still learns it was interrupted
+            return 130 if summary and summary.get("stopped_by") == "SIGINT" else 0
     except UserError as exc:
         _rank0_says(exc)  # every rank sees the same bad input; one line is enough
         return exc.exit_code

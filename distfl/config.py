@@ -133,13 +133,66 @@ class AlgorithmSection:
             params = object.__getattribute__(self, "params")
         except AttributeError:
             raise AttributeError(key) from None
-        if isinstance(params, Params) and key in params.keys():
+        if isinstance(params, (Params, StoredParams)) and key in params.keys():
             return getattr(params, key)
         raise AttributeError(f"algorithm {self.name!r} has no key {key!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name": ..., <key>: <value>, ...}``, the [algorithm] table."""
+        if isinstance(self.params, StoredParams):
+            return {"name": self.name, **self.params.to_dict()}
         return {"name": self.name, **dataclasses.asdict(self.params)}
+
+
+class StoredParams:
+    """The [algorithm] keys of a stored config whose algorithm is not registered (an
+    algorithm of one's own, read from a run file without importing its ``run.plugins``):
+    the stored values as they are, unchecked by the algorithm's own rules. Read-only;
+    ``params.<key>`` and :meth:`to_dict` give them, in the stored order."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "_values", copy.deepcopy(dict(values)))
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key == "_values":
+            raise AttributeError(key)
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(f"the stored [algorithm] has no key {key!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
+
+    def __delattr__(self, key: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {key!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoredParams, (self._values,))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredParams):
+            return NotImplemented
+        return self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self._values, sort_keys=True, default=repr))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"StoredParams({inner})"
+
+    def keys(self) -> tuple[str, ...]:
+        """The stored key names."""
+        return tuple(self._values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._values)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return self.to_dict()
 
 
 @dataclass(frozen=True)
@@ -389,8 +442,13 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
 
 
-def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
+def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) -> Config:
     """Build and validate a :class:`Config` from a merged ``{section: {key: value}}``.
+
+    ``plugins``: import the modules of ``run.plugins`` first, so that the algorithms they
+    define register. Without (``plugins=False``, a config read back from a run file, whose
+    plug-ins are code and are not run by reading it), an ``algorithm.name`` that is not
+    registered keeps its stored keys as they are, unchecked (:class:`StoredParams`).
 
     ``stored``: ``raw`` is a config read back from a run file, where files written before
     each algorithm had its own keys hold every algorithm's keys in one flat [algorithm]
@@ -418,18 +476,25 @@ def build(raw: dict[str, Any], *, stored: bool = False) -> Config:
         hints = get_type_hints(cls)
         kwargs = {key: _coerce(f"{section}.{key}", v, hints[key]) for key, v in values.items()}
         built[section] = cls(**kwargs)
-    load_plugins(built["run"].plugins)  # algorithms of the user's own register here
-    built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored)
+    if plugins:
+        load_plugins(built["run"].plugins)  # algorithms of the user's own register here
+    built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored, unknown=not plugins)
     config = Config(**built)
     validate(config)
     return config
 
 
-def _algorithm(values: dict[str, Any], *, stored: bool) -> AlgorithmSection:
-    """The [algorithm] table as the named algorithm's section."""
+def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> AlgorithmSection:
+    """The [algorithm] table as the named algorithm's section. ``unknown``: a name that is
+    not registered keeps ``values`` as they are (:class:`StoredParams`), not an error."""
     values = dict(values)
     name = _coerce("algorithm.name", values.pop("name", AlgorithmSection.name), str)
-    cls = algorithm_class(name)
+    try:
+        cls = algorithm_class(name)
+    except ConfigError:
+        if not unknown:
+            raise
+        return AlgorithmSection(name=name, params=_stored_params(values))
     params_cls = cls.Params
     fields = params_cls.keys()
     aliases = params_cls.aliases
@@ -454,6 +519,21 @@ def _algorithm(values: dict[str, Any], *, stored: bool) -> AlgorithmSection:
     hints = get_type_hints(params_cls)
     kwargs = {k: _coerce(f"algorithm.{k}", v, hints[k]) for k, v in kwargs.items()}
     return AlgorithmSection(name=name, params=params_cls(**kwargs))
+
+
+def _stored_params(values: dict[str, Any]) -> StoredParams:
+    """The keys of an algorithm that is not registered, as stored; each must still be a key
+    an algorithm can have (a name, and true or false, a finite number or a string)."""
+    for key, value in values.items():
+        if not (isinstance(key, str) and key.isidentifier()):
+            raise ConfigError(f"algorithm.{key}: not a key name (letters, digits, _)")
+        if not isinstance(value, (bool, int, float, str)) or (
+            isinstance(value, float) and not math.isfinite(value)
+        ):
+            raise ConfigError(
+                f"algorithm.{key} = {value!r}: expected true or false, a finite number or a string"
+            )
+    return StoredParams(values)
 
 
 def _unknown_algorithm_key(key: str, name: str, fields: tuple[str, ...]) -> str:
@@ -513,15 +593,47 @@ def _key_type(section: str, key: str, algorithm: Any) -> Any:
     return get_type_hints(cls).get(key) if cls is not None else None
 
 
-def from_json(text: str) -> Config:
-    """Rebuild a config from :meth:`Config.to_json` (as stored in a run file)."""
+def from_json(text: str, *, plugins: bool = False) -> Config:
+    """Rebuild a config from :meth:`Config.to_json` (as stored in a run file).
+
+    ``plugins``: import the stored ``run.plugins`` (Python code named by the file). Without,
+    nothing is imported, and an algorithm that is not registered keeps its stored keys,
+    unchecked (:class:`StoredParams`): enough to read the run's results."""
     try:
         stored = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"the stored config is not valid JSON: {exc}") from None
     raw: dict[str, Any] = {}
     _merge(raw, stored, "the stored config")
-    return build(raw, stored=True)
+    return build(raw, stored=True, plugins=plugins)
+
+
+#: most torch threads a rank may ask for (run.threads): far beyond any machine's cores, and
+#: below the OpenMP pools of 10,000s of threads that crash the process
+MAX_THREADS = 1024
+#: the largest float32: learning rates, weight decay and FedProx's mu are applied to float32
+#: tensors, and a larger value cannot be converted (a value this large diverges cleanly)
+MAX_FLOAT32 = 3.4028234663852886e38
+#: most samples a client may hold: the population counts them in int32
+MAX_SAMPLES_PER_CLIENT = 2**31 - 1
+#: widest Gaussian blur kernel: three times the side of the largest images (32x32 CIFAR);
+#: the kernel (that many float64 values) is built for every client materialised
+MAX_BLUR = 99
+#: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
+#: and to int64 milliseconds
+MAX_TIMEOUT_S = 1e9
+
+
+def _float32_rate(key: str, value: float, what: str, *, positive: bool) -> None:
+    """A rate applied to float32 tensors: finite, positive (or non-negative) and at most
+    :data:`MAX_FLOAT32`."""
+    low_ok = value > 0 if positive else value >= 0
+    if not (low_ok and math.isfinite(value) and value <= MAX_FLOAT32):
+        sign = "positive" if positive else "non-negative"
+        raise ConfigError(
+            f"{key} = {value!r}: must be {sign} and at most {MAX_FLOAT32:.4g} (the largest "
+            f"float32; it is applied to float32 tensors){what}"
+        )
 
 
 def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:
@@ -538,11 +650,13 @@ def validate(c: Config) -> None:
             raise ConfigError(f"{dotted} = {value!r}: allowed values are {', '.join(allowed)}")
     _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
     _range("run.rounds", c.run.rounds, 1, None, "at least 1")
-    _range("run.threads", c.run.threads, 1, None, "at least 1")
+    _range("run.threads", c.run.threads, 1, MAX_THREADS,
+           f"between 1 and {MAX_THREADS} (torch threads of each rank)")  # fmt: skip
     if not c.run.out:
         raise ConfigError("run.out is empty: give the path of the HDF5 run file")
     _range("data.num_clients", c.data.num_clients, 1, None, "at least 1")
-    _range("data.samples_per_client", c.data.samples_per_client, 2, None, "at least 2")
+    _range("data.samples_per_client", c.data.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
+           f"between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
     if not 0.0 < c.data.test_fraction < 1.0:
         raise ConfigError(
             f"data.test_fraction = {c.data.test_fraction!r}: must be strictly between 0 and 1"
@@ -571,7 +685,8 @@ def validate(c: Config) -> None:
         _range(f"{key}.count", g.count, 1, None, "at least 1")
         _range(f"{key}.alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)")
         if g.samples_per_client:
-            _range(f"{key}.samples_per_client", g.samples_per_client, 2, None, "0 or at least 2")
+            _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
+                   f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
         if g.test_fraction and not 0.0 < g.test_fraction < 1.0:
             raise ConfigError(
                 f"{key}.test_fraction = {g.test_fraction!r}: must be 0 (data.test_fraction) "
@@ -591,6 +706,11 @@ def validate(c: Config) -> None:
         _range(f"{key}.patch", g.patch, 0, None, "0 (off) or a patch side in pixels")
         if g.blur and (g.blur < 3 or g.blur % 2 == 0):
             raise ConfigError(f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size >= 3")
+        if g.blur > MAX_BLUR:
+            raise ConfigError(
+                f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size from 3 to "
+                f"{MAX_BLUR} (three times the side of the largest images)"
+            )
         _range(f"{key}.noise", g.noise, 0.0, None, "non-negative (std of the noise)")
         _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
     if c.data.groups and sum(g.count for g in c.data.groups) != c.data.num_clients:
@@ -603,11 +723,10 @@ def validate(c: Config) -> None:
         _range(f"model.hidden[{i}]", h, 1, None, "at least 1")
     _range("train.local_steps", c.train.local_steps, 1, None, "at least 1")
     _range("train.batch_size", c.train.batch_size, 1, None, "at least 1")
-    if not c.train.lr > 0:
-        raise ConfigError(f"train.lr = {c.train.lr!r}: must be positive")
+    _float32_rate("train.lr", c.train.lr, "", positive=True)
     _range("train.momentum", c.train.momentum, 0.0, 0.999999, "in [0, 1)")
-    _range("train.weight_decay", c.train.weight_decay, 0.0, None, "non-negative")
-    _range("train.prox_mu", c.train.prox_mu, 0.0, None, "non-negative (FedProx's mu; 0: off)")
+    _float32_rate("train.weight_decay", c.train.weight_decay, "", positive=False)
+    _float32_rate("train.prox_mu", c.train.prox_mu, " (FedProx's mu; 0: off)", positive=False)
     _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
     if c.train.loss == "hinge" and c.data.dataset != "gaussian":
         raise ConfigError(
@@ -621,8 +740,7 @@ def validate(c: Config) -> None:
         c.data.num_clients,
         f"between 1 and data.num_clients ({c.data.num_clients})",
     )
-    if not c.server.lr > 0:
-        raise ConfigError(f"server.lr = {c.server.lr!r}: must be positive (FedAvgM's η)")
+    _float32_rate("server.lr", c.server.lr, " (FedAvgM's η)", positive=True)
     _range("server.momentum", c.server.momentum, 0.0, 0.999999, "in [0, 1) (FedAvgM's β)")
     if c.server.aggregator == "fedprox" and not c.train.prox_mu > 0:
         raise ConfigError(
@@ -630,8 +748,11 @@ def validate(c: Config) -> None:
             "e.g. --set train.prox_mu=0.01)"
         )
     _validate_algorithm(c)
-    if not c.comm.timeout_s > 0:
-        raise ConfigError(f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive")
+    if not 0 < c.comm.timeout_s <= MAX_TIMEOUT_S:
+        raise ConfigError(
+            f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive and at most "
+            f"{MAX_TIMEOUT_S:.0e} seconds"
+        )
     _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
     _range(
         "eval.clients",
@@ -644,7 +765,10 @@ def validate(c: Config) -> None:
 
 
 def _validate_algorithm(c: Config) -> None:
-    """The named algorithm's keys, by its own rules (:meth:`Params.check`)."""
+    """The named algorithm's keys, by its own rules (:meth:`Params.check`); none for a
+    stored algorithm that is not registered (its plug-in was not imported)."""
+    if isinstance(c.algorithm.params, StoredParams):
+        return
     cls = algorithm_class(c.algorithm.name)
     params = c.algorithm.params
     if type(params) is not cls.Params or not isinstance(params, Params):

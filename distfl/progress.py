@@ -36,3 +36,48 @@ class Progress:
         elif round_index % self.every == 0 or round_index == self.total or not math.isnan(accuracy):
             self.stream.write(text + "\n")
         self.stream.flush()
+
+
+class QuietOnBrokenPipe:
+    """A text stream that stops writing, without an error, once its reader has gone away
+    (``distfl run ... | head -3``): the run goes on and its run file is written."""
+
+    def __init__(self, stream: TextIO):
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    def _gone(self) -> None:
+        self.broken = True
+        if self._stream is sys.stdout:
+            stdout_to_devnull()  # what stdout still buffers goes nowhere at exit
+
+
+def stdout_to_devnull() -> None:
+    """Point file descriptor 1 at /dev/null, so that what stdout still buffers (flushed at
+    exit) goes nowhere instead of raising BrokenPipeError again."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor
+        pass

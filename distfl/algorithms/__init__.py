@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from distfl.algorithms.base import (
+    FIXED_CLUSTER_COLUMNS,
     ClientContext,
     ClientHalf,
     ClientReports,
@@ -17,6 +18,7 @@ from distfl.algorithms.base import (
     Federation,
     Params,
     ProbeRequest,
+    ReportFigure,
     RoundPlan,
     RoundUpdate,
     require,
@@ -28,6 +30,7 @@ from distfl.algorithms.registry import (
     key_owners,
     load_plugins,
     register,
+    report_figures,
 )
 from distfl.hierarchy import ClusterTree, Split
 
@@ -53,9 +56,11 @@ __all__ = [
     "ClientReports",
     "ClusterTree",
     "ClusteringAlgorithm",
+    "FIXED_CLUSTER_COLUMNS",
     "Federation",
     "Params",
     "ProbeRequest",
+    "ReportFigure",
     "RoundPlan",
     "RoundUpdate",
     "Split",
@@ -66,5 +71,6 @@ __all__ = [
     "key_owners",
     "load_plugins",
     "register",
+    "report_figures",
     "require",
 ]

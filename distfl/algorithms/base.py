@@ -25,13 +25,17 @@ it a ``name`` and, if it has settings, a ``Params`` dataclass (its keys under
 ``distfl/algorithms/`` is found by itself; one elsewhere is named in ``run.plugins``. What
 its clients compute beyond training (a probe) is its *client half*: a
 :class:`ClientHalf` subclass, named by :attr:`ClusteringAlgorithm.client` (the class, or
-``"module:Class"`` for one in a second module, imported only on the workers).
+``"module:Class"`` for one in a second module, imported only on the workers). The statistics
+it records each round (:attr:`RoundUpdate.stats`) are columns of the run file whatever their
+names; figures of its own for ``distfl report`` are :attr:`ClusteringAlgorithm.figures`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -160,8 +164,60 @@ class RoundUpdate:
     #: splits made this round (already in the tree); their children start from the parent's
     #: model, after ``models`` were applied
     splits: list[Split] = field(default_factory=list)
-    #: per-cluster numbers recorded this round (``mse``, ``mean_norm``, ``max_norm``, ...)
+    #: per-cluster numbers recorded this round, {cluster id: {name: value}} (``mse``,
+    #: ``mean_norm``, ``max_norm``, ... or names of its own): each name is a float64 column of
+    #: /metrics/clusters, NaN in the rows of clusters and rounds without it. A name may not be
+    #: one of FIXED_CLUSTER_COLUMNS (the run refuses it)
     stats: dict[str, dict[str, float]] = field(default_factory=dict)
+
+
+#: the columns of /metrics/clusters the runtime fills itself; no statistic takes their names
+FIXED_CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled")
+
+
+# -- what an algorithm adds to ``distfl report`` --------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReportFigure:
+    """A figure of ``distfl report`` that an algorithm brings (its
+    :attr:`ClusteringAlgorithm.figures`).
+
+    ``draw(data, palette)`` receives the run file as read for the report
+    (:class:`distfl.report.data.RunData`) and the report's colours
+    (:class:`distfl.report.figures.Palette`), and returns (a matplotlib Figure, its caption),
+    or None when the file holds nothing for it to draw. ``draw`` is the function, or
+    ``"module:function"``, imported by the report alone (so that the algorithm's module loads
+    no matplotlib). ``file`` is the PNG's name, ``section`` the heading of the page it goes
+    under, ``stats`` the per-cluster statistics (RoundUpdate.stats) it draws: once it has
+    drawn them, the report does not plot them again on their own.
+
+    The report tries the figures of every registered algorithm on every run (the run's own
+    algorithm's first, then the others by name; the first figure of a file name wins): a
+    figure draws what the file holds, so that a statistic of the same name recorded by
+    another algorithm is drawn alike, and returns None elsewhere."""
+
+    #: the report's sections
+    TRAINING: ClassVar[str] = "Training"
+    CLUSTERS: ClassVar[str] = "Clusters"
+    WHY: ClassVar[str] = "Why the clusters are what they are"
+    #: the report's own files (and prefixes of its files): not for an algorithm's figure
+    REPORT_FILES: ClassVar[tuple[str, ...]] = (
+        "accuracy.png", "tree.png", "classes.png", "membership.png",
+    )  # fmt: skip
+    REPORT_PREFIXES: ClassVar[tuple[str, ...]] = ("split-", "stat-")
+
+    section: str
+    file: str
+    draw: Callable[..., Any] | str
+    stats: tuple[str, ...] = ()
+
+    def function(self) -> Callable[..., Any]:
+        """The drawing function (``"module:function"`` imported now)."""
+        if not isinstance(self.draw, str):
+            return self.draw
+        module, _, attr = self.draw.partition(":")
+        return getattr(importlib.import_module(module), attr)
 
 
 # -- the server half -----------------------------------------------------------------------
@@ -182,6 +238,9 @@ class ClusteringAlgorithm(ABC):
     #: bytes it keeps per pair of clients (K×K matrices), 0 when it keeps none: the
     #: runtime refuses, before anything is allocated, a population whose pairs cannot fit
     pair_bytes: ClassVar[int] = 0
+    #: its own figures in ``distfl report`` (:class:`ReportFigure`); any statistic it records
+    #: that none of them draws is plotted per cluster over rounds by the report itself
+    figures: ClassVar[tuple[ReportFigure, ...]] = ()
 
     def __init__(
         self,
@@ -293,9 +352,11 @@ __all__ = [
     "ClientHalf",
     "ClientReports",
     "ClusteringAlgorithm",
+    "FIXED_CLUSTER_COLUMNS",
     "Federation",
     "Params",
     "ProbeRequest",
+    "ReportFigure",
     "RoundPlan",
     "RoundUpdate",
     "Split",

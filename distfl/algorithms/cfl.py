@@ -45,6 +45,7 @@ from distfl.algorithms.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
+    ReportFigure,
     RoundPlan,
     RoundUpdate,
     require,
@@ -150,6 +151,15 @@ class CFLParams(Params):
 class CFL(ClusteringAlgorithm):
     name = "cfl"
     Params = CFLParams
+    #: each cluster's update norms against ε₁ and ε₂
+    figures = (
+        ReportFigure(
+            ReportFigure.TRAINING,
+            "norms.png",
+            "distfl.report.figures:norms",
+            stats=("mean_norm", "max_norm"),
+        ),
+    )
 
     def __init__(
         self,

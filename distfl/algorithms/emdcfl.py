@@ -36,6 +36,7 @@ from distfl.algorithms.base import (
     ClusteringAlgorithm,
     Params,
     ProbeRequest,
+    ReportFigure,
     RoundPlan,
     RoundUpdate,
     require,
@@ -155,6 +156,10 @@ class EMDCFL(ClusteringAlgorithm):
     #: the gathered float64 rows and the distance matrix the server keeps
     pair_bytes = 16
     client = "distfl.algorithms.emdcfl_client:EMDCFLClient"
+    #: the pairs' distances at the root against ε
+    figures = (
+        ReportFigure(ReportFigure.WHY, "emd-distances.png", "distfl.report.figures:emd_distances"),
+    )
 
     def __init__(
         self,

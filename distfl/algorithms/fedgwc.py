@@ -25,6 +25,7 @@ from distfl.algorithms.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
+    ReportFigure,
     RoundPlan,
     RoundUpdate,
     require,
@@ -343,6 +344,16 @@ class FedGWC(ClusteringAlgorithm):
     Params = FedGWCParams
     #: P (float64), the affinity and the Gram product (float32) of a split test
     pair_bytes = 16
+    #: each cluster's MSE of P against ε, and the block contrast of its P and W by group
+    figures = (
+        ReportFigure(ReportFigure.TRAINING, "mse.png", "distfl.report.figures:mse", stats=("mse",)),
+        ReportFigure(
+            ReportFigure.WHY,
+            "contrast.png",
+            "distfl.report.figures:contrast",
+            stats=("p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread"),
+        ),
+    )
 
     def __init__(
         self,

@@ -187,16 +187,15 @@ class IFCA(ClusteringAlgorithm):
         return RoundPlan(round=round_index, train=train)
 
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
-        """No split; ``models``: the k-means centres after the seeding round; ``stats``: each
-        cluster's size."""
+        """No split; ``models``: the k-means centres after the seeding round; no ``stats``
+        (each cluster's size is the ``size`` column /metrics/clusters has for every run)."""
         models = {}
         if self.seeding == 1 and reports.models is not None and len(reports.models):
             X = np.asarray(reports.models, dtype=np.float64)
             _, centres = kmeans(X, reports.num_samples, self.num_clusters, self.rng)
             models = {cid: centres[j].astype(np.float32) for j, cid in enumerate(self.ids)}
             self.seeding = 2
-        sizes = {cid: float(len(m)) for cid, m in self.tree.leaves().items()}
-        return RoundUpdate(models=models, stats={cid: {"size": sizes[cid]} for cid in self.ids})
+        return RoundUpdate(models=models)
 
     # -- checkpoints -----------------------------------------------------------------
 

@@ -18,13 +18,14 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from distfl.algorithms.base import ClientHalf, ClusteringAlgorithm, Params
+from distfl.algorithms.base import ClientHalf, ClusteringAlgorithm, Params, ReportFigure
 from distfl.errors import ConfigError
 
 _REGISTRY: dict[str, type[ClusteringAlgorithm]] = {}
 _DISCOVERED = False
 _PLUGINS: dict[str, str] = {}  # spec -> module name
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+_FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.png$")
 #: modules of this package that hold no algorithm
 _INTERFACE = {"base", "registry"}
 
@@ -47,6 +48,7 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
     for old, new in cls.Params.aliases.items():
         if new not in fields or old in fields:
             raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")
+    _check_figures(cls)
     previous = _REGISTRY.get(name)
     if previous is not None and _origin(previous) != _origin(cls):
         raise ValueError(
@@ -55,6 +57,42 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
         )
     _REGISTRY[name] = cls  # the same class re-imported (a reloaded module) replaces itself
     return cls
+
+
+def _check_figures(cls: type[ClusteringAlgorithm]) -> None:
+    """``cls.figures``: ReportFigure entries, each a PNG of a plain name of its own that is
+    none of the report's own files, drawn by a function or a "module:function"."""
+    figures = cls.figures
+    if not isinstance(figures, (tuple, list)):
+        raise TypeError(f"{cls.__name__}.figures must be a tuple of ReportFigure")
+    files = set()
+    for figure in figures:
+        if not isinstance(figure, ReportFigure):
+            raise TypeError(f"{cls.__name__}.figures: {figure!r} is not a ReportFigure")
+        name = figure.file
+        if (
+            not isinstance(name, str)
+            or not _FIGURE_FILE.match(name)
+            or name in ReportFigure.REPORT_FILES
+            or name.startswith(ReportFigure.REPORT_PREFIXES)
+        ):
+            raise ValueError(
+                f"{cls.__name__}.figures: file {name!r}: a figure needs a PNG name of its own "
+                "(letters, digits, _ . -), none of the report's "
+                f"({', '.join(ReportFigure.REPORT_FILES)}, "
+                f"{', '.join(p + '*' for p in ReportFigure.REPORT_PREFIXES)})"
+            )
+        if name in files:
+            raise ValueError(f"{cls.__name__}.figures: two figures write {name!r}")
+        files.add(name)
+        draw = figure.draw
+        if not (callable(draw) or (isinstance(draw, str) and ":" in draw)):
+            raise TypeError(
+                f"{cls.__name__}.figures: {name!r} is drawn by {draw!r}; expected a function "
+                'or "module:function"'
+            )
+        if not isinstance(figure.stats, tuple) or not all(isinstance(x, str) for x in figure.stats):
+            raise TypeError(f"{cls.__name__}.figures: {name!r}: stats must be a tuple of names")
 
 
 def _qualname(cls: type) -> str:
@@ -123,6 +161,26 @@ def key_owners(key: str) -> list[str]:
     ]
 
 
+def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
+    """(algorithm name, figure) for every figure the registered algorithms bring to
+    ``distfl report``: those of ``first`` (the run's algorithm, when registered) first, then
+    the others' by algorithm name, each in its declared order; of two figures of one file
+    name the first is kept. Plug-ins count once imported (run.plugins), never before."""
+    _discover()
+    names = sorted(_REGISTRY)
+    if first in _REGISTRY:
+        names.remove(first)
+        names.insert(0, first)
+    out: list[tuple[str, ReportFigure]] = []
+    taken: set[str] = set()
+    for name in names:
+        for figure in _REGISTRY[name].figures:
+            if figure.file not in taken:
+                taken.add(figure.file)
+                out.append((name, figure))
+    return out
+
+
 def load_plugins(specs: Iterable[str]) -> None:
     """Import each module of ``specs`` (a module name, or the path of a ``.py`` file) once,
     so that the algorithms it defines register. A spec that cannot be imported is a
@@ -174,4 +232,5 @@ __all__ = [
     "key_owners",
     "load_plugins",
     "register",
+    "report_figures",
 ]

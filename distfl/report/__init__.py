@@ -2,7 +2,11 @@
 and one ``index.html`` that shows them with the run's config and summary table.
 
 A run file is read as it is on disk, so a run still in progress is reported from its last
-checkpoint (its page says which round that is). A directory is reported as a suite: the
+checkpoint (its page says which round that is). Its figures: the report's own (accuracy,
+tree, classes, membership, each split's), those the registered algorithms bring
+(:class:`~distfl.algorithms.ReportFigure`; a plug-in's only once imported), and a plot over
+rounds of each per-cluster statistic in the file that none of them drew, so that what any
+algorithm recorded is shown from the file alone. A directory is reported as a suite: the
 comparison table of its run files and a bar chart per metric, with a report of each run in
 ``OUT/runs/<name>/``.
 """
@@ -11,6 +15,7 @@ from __future__ import annotations
 
 import html
 import io
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -21,6 +26,8 @@ from distfl.tools.gather import write_text_atomic
 
 #: marks a page written by ``distfl report``; an output directory without it is not cleared
 GENERATOR = "distfl report"
+#: the section of the per-cluster statistics that no figure of an algorithm drew
+STATISTICS = "Statistics recorded per cluster"
 SUITE_METRICS = (
     ("ari", "Adjusted Rand index against the ground-truth groups"),
     ("rand", "Rand index against the ground-truth groups"),
@@ -40,11 +47,12 @@ def report_main(args, stream: TextIO = sys.stdout) -> int:
         )
     default = target / "report" if target.is_dir() else target.with_name(target.stem + "-report")
     out = Path(args.out) if args.out else default
+    plugins = getattr(args, "trust_plugins", False)  # import the files' run.plugins
     try:
         if target.is_dir():
-            index = write_suite_report(target, out, stream=stream, pdf=args.pdf)
+            index = write_suite_report(target, out, stream=stream, pdf=args.pdf, plugins=plugins)
         else:
-            index = write_run_report(target, out, pdf=args.pdf)
+            index = write_run_report(target, out, pdf=args.pdf, plugins=plugins)
     except OSError as exc:  # a read-only or full disk: one line, not a traceback
         where = exc.filename or out
         raise UserError(f"cannot write the report to {where}: {exc.strerror or exc}") from None
@@ -78,35 +86,53 @@ def _prepare(out: Path) -> None:
 
 
 def write_run_report(
-    path: str | Path, out: str | Path, *, up: str | None = None, pdf: bool = False
+    path: str | Path,
+    out: str | Path,
+    *,
+    up: str | None = None,
+    pdf: bool = False,
+    plugins: bool = False,
 ) -> Path:
     """Every figure of the run file at ``path`` and ``out/index.html``; returns the index.
-    ``up``: a link back (a suite's page); ``pdf``: each figure also as a PDF."""
+    ``up``: a link back (a suite's page); ``pdf``: each figure also as a PDF; ``plugins``:
+    import the file's ``run.plugins`` (code; without, the figures come from the file
+    alone)."""
+    from distfl.algorithms import ReportFigure, report_figures
     from distfl.report import figures
-    from distfl.report.data import load_run
+    from distfl.report.data import load_run, statistics
     from distfl.tools.gather import gather_rows
 
     path, out = Path(path), Path(out)
-    data = load_run(path)
+    data = load_run(path, plugins=plugins)
     (summary,) = gather_rows([path], runs=[data.run])
     _prepare(out)
     palette = figures.Palette(data)
     shown: list[tuple[str, str, str]] = []  # (section, file, caption)
 
-    def draw(section: str, name: str, fn, *a) -> None:
+    def draw(section: str, name: str, fn, *a) -> bool:
         drawn = fn(data, *a, palette)
         if drawn is not None:
             figures.save(drawn[0], out / name, pdf=pdf)
             shown.append((section, name, drawn[1]))
+        return drawn is not None
 
-    draw("Training", "accuracy.png", figures.accuracy)
-    draw("Training", "mse.png", figures.mse)
-    draw("Training", "norms.png", figures.norms)
-    draw("Clusters", "tree.png", figures.tree)
-    draw("Clusters", "classes.png", figures.classes)
-    draw("Why the clusters are what they are", "membership.png", figures.membership)
-    draw("Why the clusters are what they are", "contrast.png", figures.contrast)
-    draw("Why the clusters are what they are", "emd-distances.png", figures.emd_distances)
+    sections = (ReportFigure.TRAINING, ReportFigure.CLUSTERS, ReportFigure.WHY)
+    draw(ReportFigure.TRAINING, "accuracy.png", figures.accuracy)
+    draw(ReportFigure.CLUSTERS, "tree.png", figures.tree)
+    draw(ReportFigure.CLUSTERS, "classes.png", figures.classes)
+    draw(ReportFigure.WHY, "membership.png", figures.membership)
+    # the algorithms' own figures (a plug-in's once imported), each drawn where the file
+    # holds what it draws; then every statistic none of them drew, on its own
+    plotted: set[str] = set()
+    for _, figure in report_figures(data.config.algorithm.name):
+        if draw(figure.section, figure.file, figure.function()):
+            plotted.update(figure.stats)
+    left = [name for name in statistics(data.cluster_metrics) if name not in plotted]
+    for name, file in zip(left, _statistic_files(left), strict=True):
+        draw(STATISTICS, file, figures.statistic, name)
+    # the report's sections first, in their order; the algorithms' own after them
+    order = list(dict.fromkeys([*sections, *(s for s, _, _ in shown)]))
+    shown.sort(key=lambda figure: order.index(figure[0]))
     for split in data.splits():
         section = f"Split of {split.id} at round {split.round}"
         for kind, fn in (
@@ -118,6 +144,20 @@ def write_run_report(
     page = _run_page(data, summary, shown, up, pdf)
     write_text_atomic(out / "index.html", page)
     return out / "index.html"
+
+
+def _statistic_files(names: list[str]) -> list[str]:
+    """``stat-<name>.png`` for each statistic, its name reduced to letters, digits and
+    ``_ . -`` (a name that reduces to an earlier one's gets ``-2``, ``-3``, ...)."""
+    files: list[str] = []
+    for name in names:
+        stem = "stat-" + (re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "statistic")
+        file, n = f"{stem}.png", 1
+        while file in files:
+            n += 1
+            file = f"{stem}-{n}.png"
+        files.append(file)
+    return files
 
 
 def _status(data) -> str:
@@ -166,9 +206,12 @@ def _run_page(data, summary: dict[str, Any], shown, up: str | None, pdf: bool) -
 # -- a suite ---------------------------------------------------------------------------
 
 
-def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
+def suite_rows(
+    directory: str | Path, *, plugins: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per readable run file in ``directory`` (the suite's columns, its file and
-    whether it finished), and one line per file that could not be read."""
+    whether it finished), and one line per file that could not be read. ``plugins``:
+    import the files' ``run.plugins``."""
     from distfl.checkpoint import read_run_file
     from distfl.tools.gather import find_run_files, gather_rows
     from distfl.tools.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
@@ -176,7 +219,7 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
     rows, problems = [], []
     for path in find_run_files([directory]):
         try:
-            run = read_run_file(path, state=False)
+            run = read_run_file(path, state=False, plugins=plugins)
             (g,) = gather_rows([path], runs=[run])
             config = run.config
         except CheckpointError as exc:
@@ -201,14 +244,19 @@ def suite_rows(directory: str | Path) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def write_suite_report(
-    directory: str | Path, out: str | Path, *, stream: TextIO, pdf: bool = False
+    directory: str | Path,
+    out: str | Path,
+    *,
+    stream: TextIO,
+    pdf: bool = False,
+    plugins: bool = False,
 ) -> Path:
     from distfl.report import figures
     from distfl.tools.gather import cell_text
     from distfl.tools.suite import COLUMNS
 
     directory, out = Path(directory), Path(out)
-    rows, problems = suite_rows(directory)
+    rows, problems = suite_rows(directory, plugins=plugins)
     if not rows:
         raise UserError(f"no readable run files in {directory}: " + "; ".join(problems))
     _prepare(out)
@@ -224,7 +272,9 @@ def write_suite_report(
     cells = []
     for row in rows:
         stem = Path(row["file"]).stem
-        write_run_report(row["file"], out / "runs" / stem, up="../../index.html", pdf=pdf)
+        write_run_report(
+            row["file"], out / "runs" / stem, up="../../index.html", pdf=pdf, plugins=plugins
+        )
         link = f'<a href="runs/{html.escape(stem)}/index.html">{html.escape(stem)}</a>'
         state = "" if row["finished"] else " (not finished)"
         cells.append(

@@ -106,11 +106,13 @@ class RunData:
         return np.array([where.get(int(k), -1) for k in node.members], dtype=np.int64)
 
 
-def load_run(path: str | Path) -> RunData:
-    """Read a run file (finished, or the last checkpoint of a run in progress)."""
+def load_run(path: str | Path, *, plugins: bool = False) -> RunData:
+    """Read a run file (finished, or the last checkpoint of a run in progress); ``plugins``:
+    import its ``run.plugins`` (code the file names), not done by default."""
     import h5py
 
-    run = read_run_file(path, state=False)  # the results only: not the models nor the Ps
+    # the results only: not the models nor the Ps
+    run = read_run_file(path, state=False, plugins=plugins)
     try:
         with h5py.File(path, "r") as f:
             clients = f["clients"]
@@ -214,6 +216,20 @@ def series(table: dict[str, np.ndarray], column: str) -> dict[str, tuple[np.ndar
         if keep.any():
             out[cid] = (rounds[keep], values[keep])
     return out
+
+
+def statistics(table: dict[str, np.ndarray]) -> list[str]:
+    """The per-cluster statistics of a /metrics/clusters table (every column the runtime
+    does not fill itself) that hold a finite value, sorted by name."""
+    from distfl.algorithms import FIXED_CLUSTER_COLUMNS
+
+    return sorted(
+        name
+        for name, values in table.items()
+        if name not in FIXED_CLUSTER_COLUMNS
+        and np.asarray(values).dtype.kind in "biuf"
+        and np.isfinite(np.asarray(values, dtype=np.float64)).any()
+    )
 
 
 @dataclass

@@ -214,6 +214,32 @@ def norms(data: RunData, palette: Palette) -> Drawn | None:
     )
 
 
+def statistic(data: RunData, name: str, palette: Palette) -> Drawn | None:
+    """One per-cluster statistic of /metrics/clusters over rounds, a line per cluster: what
+    the report shows of a statistic that no algorithm's own figure draws."""
+    per_cluster = series(data.cluster_metrics, name)
+    if not per_cluster:
+        return None
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    for cid, (r, v) in per_cluster.items():
+        ax.plot(r, v, color=palette.of(cid), lw=1.2, marker="o", ms=2.5, label=cid)
+    _split_markers(ax, data)
+    ax.set_xlabel("round")
+    ax.set_ylabel(name)
+    ax.set_xlim(0, max(data.config.run.rounds, data.rounds_done, 1))
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.grid(alpha=0.3)
+    if len(per_cluster) <= 16:
+        ax.legend(fontsize=7, loc="best", ncols=2, title="cluster", title_fontsize=7)
+    ax.set_title(f"{name} per cluster over rounds; dotted: splits")
+    return fig, (
+        f"The statistic {name!r} the run's algorithm recorded for each cluster "
+        f"(/metrics/clusters/{name}), per round: a point where the cluster trained and had it, "
+        "none where it had not. Dotted lines mark the splits."
+    )
+
+
 def split_matrices(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | None:
     from matplotlib.colors import ListedColormap
     from matplotlib.patches import Patch

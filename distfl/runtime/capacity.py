@@ -6,16 +6,32 @@ counts, the cluster assignment, the algorithm's per-client state); an algorithm 
 K×K matrices adds its ``pair_bytes`` per pair of clients. A population
 whose estimate exceeds the memory the machine has available is refused with one line
 that says how many clients fit.
+
+Every other size a config sets is estimated the same way (:func:`size_terms`, checked by
+:func:`check_sizes`): the clients' samples (the round's clients held at once, one client
+being materialised, the cache, the gaussian dataset every rank generates whole), the model's
+parameters (counted from the model's name, the input shape and classes of the dataset and
+``model.hidden``, without building the model) and their copies, the batched trainer's
+batches of every local step, and the per-round loss rows. The estimate is of one process
+that is both server and worker (W=1); ranks sharing one machine at W>1 split the round's
+work between them. A config whose estimate exceeds the memory available is refused with
+one line that names the key whose value grew it most and says how large it may be.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
+from collections.abc import Callable
+
+import numpy as np
 
 from distfl.algorithms import algorithm_class
-from distfl.config import Config
+from distfl.config import Config, DataSection, ModelSection, ServerSection, TrainSection
+from distfl.data.partition import sample_counts
 from distfl.errors import ConfigError
+from distfl.train.sequential import clients_per_chunk
 
 #: classes of each dataset (the population's description is [K, C])
 NUM_CLASSES = {
@@ -88,8 +104,372 @@ def check_population(config: Config, available: int | None) -> None:
     )
 
 
+# -- every other size ------------------------------------------------------------------
+
+#: shape of one sample of each dataset ([C, H, W] images; gaussian's is [data.dim])
+INPUT_SHAPES: dict[str, tuple[int, ...]] = {
+    "digits": (1, 8, 8), "mnist5k": (1, 28, 28), "mnist": (1, 28, 28),
+    "cifar10": (3, 32, 32), "cifar100": (3, 32, 32), "femnist": (1, 28, 28),
+}  # fmt: skip
+#: the image models of :mod:`distfl.models`: (channels of the two convolutions, kernel
+#: size, dense widths before the classes); every other model is the MLP of model.hidden
+CONV_MODELS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
+    "cnn": ((64, 64), 5, (384, 192)),
+    "lenet5": ((6, 16), 5, (120, 84)),
+    "mnist_cnn": ((64, 128), 3, (128,)),
+}
+#: float32 copies of a client's features while it is materialised (gathered from the
+#: dataset, scaled to float, transformed, made tensors)
+FEATURE_COPIES = 4
+#: bytes per sample of a client being materialised besides its features: its index (drawn,
+#: permuted, split, sorted: int64 each) and its label
+INDEX_BYTES = 48
+#: float32 copies of the model besides the round's clients' updates: the run's model, its
+#: gradients and optimiser state, the server's cluster models, the aggregator's state, the
+#: exact sums (int64, in limbs)
+MODEL_COPIES = 16
+#: copies of the round's loss rows [clients, local steps] (float64): the trainer's, the
+#: worker's rows, the gathered rows and their copy sorted by client
+LOSS_ROW_COPIES = 4
+#: what the client cache costs per byte it holds: the C heap keeps the pages of evicted
+#: clients between the cached ones (a worker with a 256 MiB cache measured about 0.6 GiB
+#: above one with none; see :func:`distfl.data.release_free_heap`)
+CACHE_OVERHEAD = 3
+#: samples of a client of a natural partition of a file dataset (a FEMNIST writer, whose
+#: samples are the files' and not data.samples_per_client): a generous allowance
+NATURAL_SAMPLES = 2000
+
+
+def input_shape(config: Config) -> tuple[int, ...]:
+    """The shape of one sample of ``data.dataset``, without loading it."""
+    if config.data.dataset == "gaussian":
+        return (config.data.dim,)
+    return INPUT_SHAPES.get(config.data.dataset, (3, 32, 32))
+
+
+def _image(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """[C, H, W] of an image shape; other shapes as one channel and one row."""
+    if len(shape) == 3:
+        return shape[0], shape[1], shape[2]
+    return 1, 1, math.prod(shape)
+
+
+def parameter_count(
+    model: str, shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
+) -> int:
+    """The parameters of :func:`distfl.models.build_model` ``(model, shape, num_classes,
+    hidden=hidden)``, counted without building it: the MLP's dense layers over the flattened
+    input, or the image models' two "same" convolutions, each followed by a 2x2 max-pool,
+    then their dense layers."""
+    if model in CONV_MODELS:
+        (c1, c2), k, dense = CONV_MODELS[model]
+        c, h, w = _image(shape)
+        count = c * c1 * k * k + c1 + c1 * c2 * k * k + c2
+        width = c2 * (h // 2 // 2) * (w // 2 // 2)
+    else:
+        count, width, dense = 0, math.prod(shape), hidden
+    for d in (*dense, num_classes):
+        count += width * d + d
+        width = d
+    return count
+
+
+def activations_per_sample(
+    model: str, shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
+) -> int:
+    """float32 values one sample's forward pass produces, every layer's output (ReLU and
+    pooling included) counted: a generous bound of what evaluating a client holds."""
+    if model in CONV_MODELS:
+        (c1, c2), _, dense = CONV_MODELS[model]
+        c, h, w = _image(shape)
+        h1, w1 = h // 2, w // 2
+        count = 2 * c1 * h * w + c1 * h1 * w1 + 2 * c2 * h1 * w1 + c2 * (h1 // 2) * (w1 // 2)
+    else:
+        count, dense = 0, hidden
+    return count + 2 * sum(dense) + num_classes
+
+
+def client_samples(config: Config) -> tuple[list[tuple[int, int]], int]:
+    """(runs of clients by size, largest first: (samples a client holds, how many clients
+    hold that many), the samples of all clients), from the groups' and the federation's
+    ``samples_per_client`` and ``data.quantity_skew`` as the partition draws them; a natural
+    partition of a file dataset counts :data:`NATURAL_SAMPLES` a client."""
+    d = config.data
+    if d.partition == "natural" and d.dataset != "gaussian":
+        runs = [(NATURAL_SAMPLES, d.num_clients)]
+    elif d.quantity_skew == 0:
+        runs = [(g.samples_per_client or d.samples_per_client, g.count) for g in config.groups]
+    else:
+        sizes = sample_counts(
+            config.groups,
+            samples_per_client=d.samples_per_client,
+            quantity_skew=d.quantity_skew,
+            seed=config.run.seed,
+        )
+        values, counts = np.unique(sizes, return_counts=True)
+        runs = list(zip(values.tolist(), counts.tolist(), strict=True))
+    runs.sort(key=lambda run: -run[0])
+    return runs, sum(n * count for n, count in runs)
+
+
+def largest_clients(runs: list[tuple[int, int]], m: int) -> int:
+    """The samples of the ``m`` largest clients together (``runs`` from
+    :func:`client_samples`)."""
+    out = 0
+    for n, count in runs:
+        take = min(m, count)
+        out += n * take
+        m -= take
+        if m <= 0:
+            break
+    return out
+
+
+def size_terms(config: Config) -> dict[str, tuple[int, str]]:
+    """What a run holds at its largest, term by term: name -> (bytes, what it is)."""
+    d, t = config.data, config.train
+    shape = input_shape(config)
+    features = math.prod(shape)
+    classes = NUM_CLASSES.get(d.dataset, 10)
+    model, hidden = config.model.name, config.model.hidden
+    P = parameter_count(model, shape, classes, hidden)
+    act = activations_per_sample(model, shape, classes, hidden)
+    runs, total = client_samples(config)
+    n = runs[0][0]  # the largest client
+    N, S = config.server.clients_per_round, t.local_steps
+    B = min(t.batch_size, n)
+    sample = features * 4 + 8  # a materialised sample: float32 features, int64 label
+    chunk = min(N, clients_per_chunk(P, B, features, t.chunk_mb))
+    of = f"{features:,} float32 features"
+    held = largest_clients(runs, N)
+    copies = MODEL_COPIES + 2 * N
+    terms = {
+        "population": (
+            population_bytes(config)[0],
+            f"the population's per-client state of {d.num_clients:,} clients",
+        ),
+        "clients": (
+            held * sample,
+            f"the round's {N:,} clients held at once (up to {held:,} samples of {of})",
+        ),
+        "client": (
+            n * (features * 4 * FEATURE_COPIES + INDEX_BYTES + 4 * act),
+            f"materialising and evaluating one client of {n:,} samples of {of}",
+        ),
+        "cache": (
+            CACHE_OVERHEAD * min(d.cache_mb * 2**20, total * sample),
+            f"the client cache (data.cache_mb = {d.cache_mb:,}) over {total:,} samples",
+        ),
+        "model": (
+            P * 4 * copies,
+            f"the {model} of {P:,} parameters in {copies:,} float32 copies (two for each of "
+            f"the round's {N:,} clients)",
+        ),
+        "trainer": (
+            chunk * (16 * P + S * B * (features * 4 + 16) + 4 * B * act)
+            + largest_clients(runs, chunk) * sample,
+            f"the trainer's {chunk:,} clients at once, each with the batches of its {S:,} "
+            f"local steps of {B:,} samples of {features:,} features",
+        ),
+        "losses": (
+            N * (S + 1) * 8 * LOSS_ROW_COPIES,
+            f"the round's loss rows [{N:,}, {S:,}] float64 ({LOSS_ROW_COPIES} copies)",
+        ),
+    }
+    if d.dataset == "gaussian":
+        terms["dataset"] = (
+            total * (8 * features + 48),
+            f"the gaussian dataset of {total:,} samples of {features:,} features, generated "
+            "whole on every rank,",
+        )
+    if d.dataset == "gaussian" or d.partition == "natural" or d.draw == "sequential":
+        terms["indices"] = (total * 16, f"every client's sample indices ({total:,} samples)")
+    return terms
+
+
+def size_bytes(config: Config) -> int:
+    """The estimate of :func:`size_terms`, in all."""
+    return sum(b for b, _ in size_terms(config).values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Knob:
+    """A key whose value grows the estimate: its value, the least value it may take, its
+    default (the estimate with it is the one it is compared with) and the config with
+    another value."""
+
+    key: str
+    value: int
+    low: int
+    default: int
+    unit: str
+    with_value: Callable[[int], Config]
+    shown: str = ""
+
+
+def knobs(config: Config) -> list[Knob]:
+    """The keys :func:`size_terms` grows with, but data.num_clients."""
+    d, t, hidden = config.data, config.train, config.model.hidden
+
+    def data(**kw) -> Config:
+        return dataclasses.replace(config, data=dataclasses.replace(d, **kw))
+
+    def train(**kw) -> Config:
+        return dataclasses.replace(config, train=dataclasses.replace(t, **kw))
+
+    out = []
+    if d.partition != "natural" or d.dataset == "gaussian":
+        if any(not g.samples_per_client for g in config.groups):
+            out.append(Knob("data.samples_per_client", d.samples_per_client, 2,
+                            DataSection.samples_per_client, "samples per client",
+                            lambda v: data(samples_per_client=v)))  # fmt: skip
+        for i, g in enumerate(d.groups):
+            if g.samples_per_client:
+
+                def group(v: int, i: int = i) -> Config:
+                    spec = dataclasses.replace(d.groups[i], samples_per_client=v)
+                    return data(groups=(*d.groups[:i], spec, *d.groups[i + 1 :]))
+
+                out.append(Knob(f"data.groups[{i}].samples_per_client", g.samples_per_client,
+                                2, DataSection.samples_per_client,
+                                "samples per client of the group", group))  # fmt: skip
+    if d.dataset == "gaussian":
+        out.append(Knob("data.dim", d.dim, 2, DataSection.dim, "features",
+                        lambda v: data(dim=v)))  # fmt: skip
+    if config.model.name not in CONV_MODELS and hidden:
+        i = max(range(len(hidden)), key=lambda j: hidden[j])
+
+        def widen(v: int, i: int = i) -> Config:
+            model = dataclasses.replace(config.model, hidden=(*hidden[:i], v, *hidden[i + 1 :]))
+            return dataclasses.replace(config, model=model)
+
+        out.append(Knob("model.hidden", hidden[i], 1, max(ModelSection.hidden),
+                        f"units in model.hidden[{i}]", widen, str(list(hidden))))  # fmt: skip
+    out += [
+        Knob("train.local_steps", t.local_steps, 1, TrainSection.local_steps, "local steps",
+             lambda v: train(local_steps=v)),
+        Knob("train.batch_size", t.batch_size, 1, TrainSection.batch_size, "samples per batch",
+             lambda v: train(batch_size=v)),
+        Knob("train.chunk_mb", t.chunk_mb, 1, TrainSection.chunk_mb, "MiB per chunk",
+             lambda v: train(chunk_mb=v)),
+        Knob("server.clients_per_round", config.server.clients_per_round, 1,
+             ServerSection.clients_per_round, "clients per round",
+             lambda v: dataclasses.replace(
+                 config, server=dataclasses.replace(config.server, clients_per_round=v))),
+        Knob("data.cache_mb", d.cache_mb, 0, DataSection.cache_mb, "MiB of cache",
+             lambda v: data(cache_mb=v)),
+    ]  # fmt: skip
+    return out
+
+
+def largest_fitting(knob: Knob, available: int) -> int | None:
+    """The largest value of ``knob`` (from its ``low`` to its value) whose estimate fits in
+    ``available`` bytes, the other keys as they are; None when not even ``low`` fits."""
+    if size_bytes(knob.with_value(knob.low)) > available:
+        return None
+    lo, hi = knob.low, knob.value  # the estimate at lo fits
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size_bytes(knob.with_value(mid)) <= available:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
+
+
+def check_sizes(config: Config, available: int | None) -> None:
+    """Refuse (ConfigError, exit 2) a config whose :func:`size_terms` exceed ``available``
+    bytes, naming the key set above its default whose value grew the estimate most (or
+    data.num_clients when none did) and the largest value of it that fits."""
+    if available is None:
+        return
+    terms = size_terms(config)
+    need = sum(b for b, _ in terms.values())
+    if need <= available:
+        return
+    best: tuple[int, Knob, dict[str, tuple[int, str]]] | None = None
+    for knob in knobs(config):
+        if knob.value <= knob.default:
+            continue
+        lower = size_terms(knob.with_value(knob.default))
+        saved = need - sum(b for b, _ in lower.values())
+        if saved > 0 and (best is None or saved > best[0]):
+            best = (saved, knob, lower)
+    if best is None:  # the number of clients grew it: the terms that scale with it
+        K = config.data.num_clients
+        scaled = sum(
+            terms[t][0] for t in ("population", "cache", "dataset", "indices") if t in terms
+        )
+        fixed = need - scaled
+        fits = max(0, K * (available - fixed) // scaled) if available > fixed else 0
+        name = max(terms, key=lambda t: terms[t][0])
+        raise ConfigError(
+            f"data.num_clients = {K}: {terms[name][1]} would take {_size(terms[name][0])} "
+            f"(about {_size(need)} in all), more than the {_size(available)} this machine "
+            f"has available; at most about {fits:,} clients fit"
+        )
+    _, knob, lower = best
+    grown = max(terms, key=lambda t: terms[t][0] - lower[t][0])
+    fits = largest_fitting(knob, available)
+    allowed = (
+        f"at most {fits:,} {knob.unit} fit"
+        if fits is not None
+        else f"not even {knob.low:,} {knob.unit} fit with the other keys as they are"
+    )
+    raise ConfigError(
+        f"{knob.key} = {knob.shown or knob.value}: {terms[grown][1]} would take "
+        f"{_size(terms[grown][0])} (about {_size(need)} in all), more than the "
+        f"{_size(available)} this machine has available; {allowed}"
+    )
+
+
 def _gib(n: int) -> str:
     return f"{n / 2**30:.1f} GiB"
 
 
-__all__ = ["available_bytes", "check_population", "fitting_clients", "population_bytes"]
+def _size(n: int) -> str:
+    """``n`` bytes in GiB (thousands separated), or in MiB below one GiB."""
+    if n < 2**30:
+        return f"{n / 2**20:,.1f} MiB"
+    return f"{n / 2**30:,.1f} GiB"
+
+
+__all__ = [
+    "INPUT_SHAPES",
+    "activations_per_sample",
+    "available_bytes",
+    "check_population",
+    "check_sizes",
+    "client_samples",
+    "largest_clients",
+    "fitting_clients",
+    "input_shape",
+    "largest_fitting",
+    "parameter_count",
+    "population_bytes",
+    "size_bytes",
+    "size_terms",
+]
+
+
+#: bytes of the per-round tables (/metrics, /timing) per round and cluster, generously
+ROUND_RECORD_BYTES = 512
+
+
+def run_file_bytes(config: Config) -> int:
+    """A generous estimate of the run file's size (checked against the free disk before
+    the first round): every cluster's model twice (/final and /state; a cluster per
+    ground-truth group, at least two), the per-client arrays, the K×K matrices an
+    algorithm keeps (stored again at a split), the per-round tables, and HDF5's own
+    structures (about 4 KiB a column)."""
+    K = config.data.num_clients
+    classes = NUM_CLASSES.get(config.data.dataset, 10)
+    params = parameter_count(
+        config.model.name, input_shape(config), classes, tuple(config.model.hidden)
+    )
+    clusters = max(2, len(config.groups), int(getattr(config.algorithm.params, "num_clusters", 0)))
+    per_pair = algorithm_class(config.algorithm.name).pair_bytes
+    models = 2 * 4 * params * clusters
+    clients = K * (classes + 8) * 8
+    rounds = config.run.rounds * clusters * ROUND_RECORD_BYTES
+    return (1 << 20) + models + clients + 2 * K * K * per_pair + rounds

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import sys
+from pathlib import Path
 from typing import TextIO
 
 import torch
@@ -17,7 +18,14 @@ from distfl.comm.env import LaunchInfo
 from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
-from distfl.runtime.capacity import available_bytes, check_population
+from distfl.errors import UserError
+from distfl.record.output import OutputLock, check_output, remove_stale_temporaries
+from distfl.runtime.capacity import (
+    available_bytes,
+    check_population,
+    check_sizes,
+    run_file_bytes,
+)
 from distfl.runtime.server import Server
 from distfl.runtime.worker import Worker, worker_loop
 
@@ -34,16 +42,20 @@ def _train_device(config: Config, comm: Communicator) -> torch.device:
     return torch.device("cpu")
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
 
 
 class StopFlag:
-    """Set by SIGTERM/SIGUSR1. The server checkpoints after the current round and stops the
-    workers; a worker ignores it and waits for the server's stop message."""
+    """Set by SIGTERM, SIGUSR1 or SIGINT (Ctrl-C). The server checkpoints after the current
+    round and stops the workers; a worker ignores it and waits for the server's stop
+    message. A second SIGINT aborts at once (KeyboardInterrupt, exit code 130): a write in
+    progress is abandoned and the previous checkpoint stays."""
 
     name: str | None = None
 
     def __call__(self, signum: int, _frame) -> None:
+        if signum == signal.SIGINT and self.name == "SIGINT":
+            raise KeyboardInterrupt
         self.name = signal.Signals(signum).name
 
 
@@ -68,11 +80,14 @@ def run(
     info: LaunchInfo | None = None,
     stream: TextIO | None = None,
     resume: str | None = None,
+    force: bool = False,
 ) -> dict | None:
     """Run one federation in this process's role. Returns the summary on rank 0.
 
     With ``resume``, continue from that run file's /state (every rank checks the file, so
-    a bad checkpoint stops all of them with the same message before any collective)."""
+    a bad checkpoint stops all of them with the same message before any collective).
+    ``run.out`` must not exist unless it is the file resumed or ``force`` is given; rank 0
+    checks it and locks it before the first round (:func:`_agree_to_start`)."""
     info = detect(backend=config.comm.backend) if info is None else info
     check_world(config, info.world_size)
     saved = None
@@ -87,30 +102,59 @@ def run(
     )
     stop = StopFlag()
     finished = False
+    lock = OutputLock(Path(config.run.out)) if comm.rank == 0 else None
     try:
         with _stop_signals(stop):
             world = describe_world(comm, info)
+            _agree_to_start(config, comm, lock, resume=resume, force=force)
             result = _run_role(config, comm, saved, stop, stream or sys.stdout, world)
         finished = True
         return result
     finally:
-        comm.close(graceful=finished)
+        try:
+            comm.close(graceful=finished)
+        finally:
+            if lock is not None:
+                lock.release()
 
 
-def _agree_on_capacity(config: Config, comm: Communicator) -> None:
-    """Refuse a population that cannot fit before any rank allocates it: rank 0 reads the
-    memory available and every rank decides on that number, so that all refuse alike."""
-    mine = (available_bytes() or -1) if comm.rank == 0 else 0  # -1: not known
-    avail = torch.tensor([mine], dtype=torch.int64)
+def _agree_to_start(
+    config: Config, comm: Communicator, lock: OutputLock | None, *, resume, force: bool
+) -> None:
+    """Rank 0 checks that the run file can be written (:func:`check_output`) and locks it,
+    and reads the memory available; every rank decides on the same two numbers, so that
+    all refuse alike, before any of them allocates the population (rank 0 prints why)."""
+    refusal: UserError | None = None
+    mine = 0
+    if comm.rank == 0:
+        mine = available_bytes() or -1  # -1: not known
+        try:
+            out = Path(config.run.out)
+            need = run_file_bytes(config)
+            if resume and Path(resume).is_file():
+                need = max(need, Path(resume).stat().st_size)
+            check_output(out, force=force, resuming=Path(resume) if resume else None,
+                         need_bytes=need)  # fmt: skip
+            assert lock is not None
+            lock.acquire()
+            remove_stale_temporaries(out)
+        except UserError as exc:
+            refusal = exc
+    flags = torch.tensor([mine, 0 if refusal is None else 1], dtype=torch.int64)
     if comm.world_size > 1:
-        comm.broadcast(avail, src=0)
-    check_population(config, int(avail[0]) if int(avail[0]) > 0 else None)
+        comm.broadcast(flags, src=0)
+    if refusal is not None:
+        raise refusal
+    if int(flags[1]):
+        raise UserError(f"rank 0 cannot write the run file {config.run.out}")
+    available = int(flags[0]) if int(flags[0]) > 0 else None
+    check_population(config, available)
+    check_sizes(config, available)
 
 
 def _run_role(
     config: Config, comm, saved, stop: StopFlag, stream: TextIO, world: dict | None
 ) -> dict | None:
-    _agree_on_capacity(config, comm)
     device = _train_device(config, comm)
     dataset = load_dataset(config)
     partition = make_partition(config, dataset)

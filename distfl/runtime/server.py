@@ -29,7 +29,9 @@ from distfl.data import Partition, Population
 from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, last_linear, num_params
-from distfl.progress import Progress
+from distfl.progress import Progress, QuietOnBrokenPipe
+from distfl.record.output import RunFileWriteError
+from distfl.runtime.cluster_table import ClusterTable
 from distfl.runtime.placement import home_workers, place
 from distfl.runtime.protocol import (
     EVAL,
@@ -59,13 +61,9 @@ METRIC_COLUMNS = (
     "federation_bytes",
 )
 INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits", "federation_bytes"}
-#: per-cluster numbers an algorithm may report (RoundUpdate.stats), NaN where it does not:
-#: FedGWC's MSE and the block contrast of its P and W by ground-truth group, CFL's norms
-STAT_COLUMNS = (
-    "mse", "mean_norm", "max_norm",
-    "p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread",
-)  # fmt: skip
-CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled", *STAT_COLUMNS)
+# /metrics/clusters: one row per (round, cluster that trained), its size, its sampled
+# clients and every per-cluster number the algorithm reports (RoundUpdate.stats), each
+# name a column, NaN where it does not: distfl.runtime.cluster_table
 #: one row per (evaluation round, cluster): its clients' mean test metrics
 EVAL_COLUMNS = ("round", "cluster", "clients", "accuracy", "accuracy_plain", "test_loss")
 #: one row per (round, leaf cluster, ground-truth group): how many of the group's clients the
@@ -107,7 +105,8 @@ class Server:
         self.federation_groups = np.asarray(partition.group, dtype=np.int64)
         self.labels = labels
         self.worker = local_worker
-        self.stream = stream or sys.stdout
+        #: progress and summary; a reader that went away (``| head``) costs no result
+        self.stream = QuietOnBrokenPipe(stream or sys.stdout)
         self.K = config.data.num_clients
         self.S = config.train.local_steps
         self.num_train = partition.num_train()
@@ -157,7 +156,7 @@ class Server:
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
         self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
-        self.cluster_metrics: dict[str, list] = {k: [] for k in CLUSTER_COLUMNS}
+        self.cluster_metrics = ClusterTable()
         self.evaluation: dict[str, list] = {k: [] for k in EVAL_COLUMNS}
         self.membership: dict[str, list] = {k: [] for k in MEMBERSHIP_COLUMNS}
         self.timing: dict[str, list] = {k: [] for k in TIMING_COLUMNS}
@@ -169,6 +168,8 @@ class Server:
         #: bytes per model parameter of the last exact sums reduce (each rank's share)
         self.sum_bytes_per_param = 0.0
         self.elapsed_before = 0.0
+        #: when the run's first file was written ("": not yet; kept on resume)
+        self.created = ""
         self.client_steps = 0
         self.round_bytes = 0
         #: its ``name`` is set by SIGTERM/SIGUSR1: checkpoint after this round and stop
@@ -189,11 +190,7 @@ class Server:
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
         self.aggregate.load_state_dict(st.get("aggregator", {}))
         self.metrics = {k: list(saved.metrics.get(k, [])) for k in METRIC_COLUMNS}
-        rows = len(saved.cluster_metrics["round"])
-        self.cluster_metrics = {
-            k: list(saved.cluster_metrics.get(k, [math.nan] * rows)) for k in CLUSTER_COLUMNS
-        }
-        self.cluster_metrics["cluster"] = [_str(c) for c in self.cluster_metrics["cluster"]]
+        self.cluster_metrics = ClusterTable.restore(saved.cluster_metrics)
         self.evaluation = {k: list(saved.evaluation.get(k, [])) for k in EVAL_COLUMNS}
         self.evaluation["cluster"] = [_str(c) for c in self.evaluation["cluster"]]
         self.membership = {k: list(saved.membership.get(k, [])) for k in MEMBERSHIP_COLUMNS}
@@ -206,6 +203,8 @@ class Server:
         }
         if self.timing["elapsed_s"]:
             self.elapsed_before = float(self.timing["elapsed_s"][-1])
+        self.sum_bytes_per_param = saved.sum_bytes_per_param
+        self.created = saved.created
 
     def state(self) -> dict:
         ids = sorted(self.models)
@@ -429,7 +428,11 @@ class Server:
             if self.stop is not None and self.stop.name and t < cfg.run.rounds:
                 break
             if cfg.checkpoint.every and t % cfg.checkpoint.every == 0 and t < cfg.run.rounds:
-                self.write()
+                try:
+                    self.write()
+                except RunFileWriteError:
+                    self.stop_workers()  # the previous checkpoint stays; every rank ends
+                    raise
         self.stop_workers()
         wall = time.perf_counter() - t_start
         self.write()
@@ -453,14 +456,11 @@ class Server:
     def _record_clusters(self, t, sampled, stats, trained: list[str]) -> None:
         """One row per cluster that trained this round (a split parent with the members it
         split), its size as the algorithm left it."""
-        m = self.cluster_metrics
         for cid in trained:
-            m["round"].append(t)
-            m["cluster"].append(cid)
-            m["size"].append(len(self.tree.members(cid)))
-            m["sampled"].append(sampled.get(cid, 0))
-            for column in STAT_COLUMNS:
-                m[column].append(float(stats.get(cid, {}).get(column, math.nan)))
+            self.cluster_metrics.append(
+                t, cid, len(self.tree.members(cid)), sampled.get(cid, 0), stats.get(cid, {}),
+                source=f"algorithm {self.algorithm.name!r}",
+            )  # fmt: skip
 
     def _record_membership(self, t: int) -> None:
         leaves, assign = self.tree.assignment()
@@ -508,8 +508,7 @@ class Server:
 
     def write(self) -> None:
         leaves, assignment = self.tree.assignment()
-        cm = self.cluster_metrics
-        write_run_file(
+        self.created = write_run_file(
             self.config.run.out,
             config=self.config,
             world_size=self.comm.world_size,
@@ -530,13 +529,7 @@ class Server:
                 k: np.array(v, dtype=np.int64 if k in INT_COLUMNS else np.float64)
                 for k, v in self.metrics.items()
             },
-            cluster_metrics={
-                "round": np.array(cm["round"], dtype=np.int64),
-                "cluster": np.array(cm["cluster"], dtype=object),
-                "size": np.array(cm["size"], dtype=np.int64),
-                "sampled": np.array(cm["sampled"], dtype=np.int64),
-                **{c: np.array(cm[c], dtype=np.float64) for c in STAT_COLUMNS},
-            },
+            cluster_metrics=self.cluster_metrics.arrays(),
             membership={
                 "round": np.array(self.membership["round"], dtype=np.int64),
                 "cluster": np.array(self.membership["cluster"], dtype=object),
@@ -558,6 +551,7 @@ class Server:
             loop_started=self.loop_started,
             sum_bytes_per_param=self.sum_bytes_per_param,
             state=self.state(),
+            created=self.created,
         )
 
     def _print_summary(self, s: dict) -> None:

@@ -98,13 +98,16 @@ def check_keys(keys: Iterable[str]) -> list[str]:
 def config_value(config, key: str) -> Any:
     """The value of ``section.key`` in ``config``; None for a key of ``[algorithm]`` that the
     run's algorithm does not take (a key of another algorithm). A former name of a key
-    (``algorithm.emd_epsilon``) reads the key it became."""
+    (``algorithm.emd_epsilon``) reads the key it became; a stored algorithm that is not
+    registered (its plug-in not imported) has its stored keys alone."""
     section, name = key.split(".", 1)
     table = config.to_dict()[section]
     if section == "algorithm" and name not in table:
         from distfl.algorithms import algorithm_class
+        from distfl.config import StoredParams
 
-        name = algorithm_class(config.algorithm.name).Params.aliases.get(name, name)
+        if not isinstance(config.algorithm.params, StoredParams):
+            name = algorithm_class(config.algorithm.name).Params.aliases.get(name, name)
     return table.get(name)
 
 

@@ -291,6 +291,8 @@ def _command(job: Job, action: str) -> list[str]:
         cmd += ["--set", item]
     if action == "resume":
         cmd += ["--resume", str(job.out)]
+    elif job.out.exists():  # "run" over an existing file: the suite's --force
+        cmd += ["--force"]
     return cmd
 
 

@@ -1,16 +1,23 @@
-"""An algorithm added in one file: this test file defines a toy clustering algorithm and its
-client half, registers it, and runs it through ``run.plugins`` alone (W=1), under torchrun
-(W=3, gloo) and under mpiexec (W=3): the same bits every time, and the probe's rows, which
-the runtime carries without reading them, are what the client half computed.
+"""An algorithm added in one file: this test file defines a toy clustering algorithm, its
+client half and a report figure of its own, registers it, and runs it through
+``run.plugins`` alone (W=1), under torchrun (W=3, gloo) and under mpiexec (W=3): the same
+bits every time, and the probe's rows, which the runtime carries without reading them, are
+what the client half computed.
 
 The toy: in round 1 every client answers the probe "describe" with [its id, its train
 samples, the squared norm of the broadcast model + the probe's argument]; every client
 trains every round; in round ``split_round`` the root splits into the even and the odd
-clients. (Nothing else in the package names it.)
+clients. Each round it records per cluster "mse" (the round's number: a statistic of
+FedGWC's name, drawn by FedGWC's figure) and "parity_gap", a statistic of its own (the mean
+last-step loss of the cluster's even clients minus its odd clients', for a cluster holding
+both): a column of /metrics/clusters of its own, drawn by the toy's own figure when a
+report imports the plug-in (``--trust-plugins``) and by the report's generic per-cluster
+plot when it does not. (Nothing else in the package names it.)
 """
 
 from __future__ import annotations
 
+import html
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -25,6 +32,7 @@ from distfl.algorithms import (
     ClusteringAlgorithm,
     Params,
     ProbeRequest,
+    ReportFigure,
     RoundPlan,
     RoundUpdate,
     register,
@@ -53,12 +61,48 @@ class ToyClient(ClientHalf):
         return np.array([client, data.num_train, norm2 + args[0]], dtype=np.float64)
 
 
+def parity_gap(members: np.ndarray, reports: ClientReports) -> float | None:
+    """The mean last-step loss of the even ``members`` minus that of the odd ones; None
+    unless the cluster holds both."""
+    last = dict(zip(reports.clients.tolist(), reports.losses[:, -1].tolist(), strict=True))
+    even = [last[int(k)] for k in members if k % 2 == 0]
+    odd = [last[int(k)] for k in members if k % 2 == 1]
+    if not even or not odd:
+        return None
+    return float(np.mean(even) - np.mean(odd))
+
+
+PARITY_CAPTION = "The toy's own figure: the parity gap of each cluster that holds both parities."
+
+
+def parity_figure(data, palette):
+    """The toy's figure in ``distfl report``: its parity gap per cluster over rounds."""
+    from matplotlib.figure import Figure
+
+    from distfl.report.data import series
+
+    per_cluster = series(data.cluster_metrics, "parity_gap")
+    if not per_cluster:
+        return None
+    fig = Figure(figsize=(6, 4), dpi=100, layout="constrained")
+    ax = fig.add_subplot()
+    for cid, (rounds, values) in per_cluster.items():
+        ax.plot(rounds, values, color=palette.of(cid), marker="o", label=cid)
+    ax.axhline(0.0, color="0.5", lw=0.8)
+    ax.set_xlabel("round")
+    ax.set_ylabel("even minus odd clients' last loss")
+    ax.legend(title="cluster")
+    ax.set_title("Parity gap")
+    return fig, PARITY_CAPTION
+
+
 @register
 class ToyParity(ClusteringAlgorithm):
     name = "toy_parity"
     Params = ToyParams
     client_ops = ("describe",)
     client = ToyClient
+    figures = (ReportFigure("Parity", "parity.png", parity_figure, stats=("parity_gap",)),)
 
     def __init__(self, *, num_clients, clients_per_round, seed, split_round=2):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
@@ -80,6 +124,10 @@ class ToyParity(ClusteringAlgorithm):
 
     def update(self, round_index, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
         out = RoundUpdate(stats={cid: {"mse": float(round_index)} for cid in plan.clusters()})
+        for cid in plan.clusters():
+            gap = parity_gap(self.tree.members(cid), reports)
+            if gap is not None:  # a cluster of one parity records none: NaN in its rows
+                out.stats[cid]["parity_gap"] = gap
         if round_index == self.split_round and self.tree["0"].is_leaf:
             members = self.tree.members("0")
             children = {"0.0": members[members % 2 == 0], "0.1": members[members % 2 == 1]}
@@ -141,8 +189,9 @@ def runs(tmp_path_factory, helpers):
 
 @pytest.mark.parametrize("world", ["torchrun3", "mpiexec3"])
 def test_the_toy_gives_the_same_bits_on_every_world(runs, world):
-    from runfile import assert_same_run
+    from runfile import assert_same_run, read_run
 
+    assert "metrics/clusters/parity_gap" in read_run(runs[world], tops=("metrics",))
     assert_same_run(runs["w1"], runs[world])
 
 
@@ -161,6 +210,13 @@ def test_the_toy_split_and_its_stats_are_in_the_run_file(runs):
         assert rounds.tolist() == [1, 2, 3, 3, 4, 4]  # the split parent trained in round 2
         assert mse.tolist() == [float(r) for r in rounds]
         assert f["metrics/num_clusters"][()].tolist() == [1, 2, 2, 2]
+        # the toy's own statistic: a column of its own, finite where the cluster held both
+        # parities (the root, rounds 1 and 2), NaN in the rows of the one-parity children
+        gap = clusters["parity_gap"]
+        assert gap.dtype == np.float64 and gap.shape == rounds.shape
+        assert np.isfinite(gap[()]).tolist() == [True, True, False, False, False, False]
+        # the statistics of the first algorithms are written for every run, NaN here
+        assert np.isnan(clusters["mean_norm"][()]).all() and len(clusters["p_within"]) == 6
 
 
 def test_the_probe_rows_are_what_the_client_half_computed(runs):
@@ -247,13 +303,73 @@ def test_a_suite_of_an_algorithm_of_ones_own(tmp_path, helpers):
     assert "median_split" in page
 
 
-def test_a_report_of_the_toy_run(runs, helpers, tmp_path):
-    """The toy records per-cluster "mse" like FedGWC but has none of FedGWC's settings: the
-    figure is drawn without the ε line."""
+def report(helpers, run_file: Path, out: Path, *more: str) -> set[str]:
+    """``distfl report RUN --out OUT [more]``; the figures it wrote (each shown on the
+    page)."""
     proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "report", str(runs["w1"]), "--out", str(tmp_path / "r")],
+        [sys.executable, "-m", "distfl", "report", str(run_file), "--out", str(out), *more],
         env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert (tmp_path / "r" / "mse.png").exists()
-    assert "once it stays below" not in (tmp_path / "r" / "index.html").read_text()
+    written = {p.name for p in out.glob("*.png")}
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert all(f'src="{name}"' in page for name in written)
+    return written
+
+
+def test_a_report_of_the_toy_run(runs, helpers, tmp_path):
+    """Without --trust-plugins nothing the file names is imported: the toy's own figure
+    cannot be drawn, but its statistic is, from the file alone, by the report's per-cluster
+    plot. The toy records per-cluster "mse" like FedGWC but has none of FedGWC's settings:
+    FedGWC's figure draws it without the ε line."""
+    out = tmp_path / "r"
+    written = report(helpers, runs["w1"], out)
+    assert {"mse.png", "stat-parity_gap.png"} <= written
+    assert "parity.png" not in written and "stat-mse.png" not in written
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "once it stays below" not in page
+    assert "/metrics/clusters/parity_gap" in page and html.escape(PARITY_CAPTION) not in page
+
+
+def test_a_report_that_trusts_the_plugin_draws_its_own_figure(runs, helpers, tmp_path):
+    """With --trust-plugins the report imports the toy (run.plugins): its own figure draws
+    its statistic, which the generic plot then leaves alone."""
+    out = tmp_path / "r"
+    written = report(helpers, runs["w1"], out, "--trust-plugins")
+    assert {"mse.png", "parity.png"} <= written
+    assert not any(name.startswith("stat-") for name in written)
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "<h2>Parity</h2>" in page and html.escape(PARITY_CAPTION) in page
+
+
+def test_a_registered_algorithms_figure_is_drawn_in_process(runs, tmp_path):
+    """The toy is registered in this process (this module is imported): write_run_report
+    finds its figure through the registry, as it finds the package's algorithms'."""
+    from distfl.algorithms import report_figures
+    from distfl.report import write_run_report
+
+    listed = report_figures("toy_parity")  # the run's algorithm's figures first
+    assert listed[0] == ("toy_parity", ToyParity.figures[0])
+    assert [f.file for name, f in listed if name == "toy_parity"] == ["parity.png"]
+    index = write_run_report(runs["w1"], tmp_path / "r")
+    written = {p.name for p in (tmp_path / "r").glob("*.png")}
+    assert {"parity.png", "mse.png", "accuracy.png", "tree.png", "classes.png"} <= written
+    assert "stat-parity_gap.png" not in written
+    assert html.escape(PARITY_CAPTION) in index.read_text(encoding="utf-8")
+
+
+def test_a_resumed_toy_run_carries_its_statistic_on(runs, helpers, tmp_path):
+    """Two rounds, then resumed to four: the same bits as the four rounds in one go, its
+    own statistic's column included."""
+    from runfile import assert_same_run
+
+    plugin = ["--set", f"run.plugins=[{str(Path(__file__).resolve())!r}]"]
+    first = [*ARGS, "--set", "run.rounds=2", "--out", "part.h5"]
+    more = ["--resume", "part.h5", *plugin, "--set", f"run.rounds={ROUNDS}"]
+    for args in (first, more):
+        proc = subprocess.run(
+            [sys.executable, "-m", "distfl", "run", *args], cwd=tmp_path,
+            env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_run(tmp_path / "part.h5", runs["w1"])

@@ -110,10 +110,22 @@ def check_png(path: Path) -> tuple[int, int]:
     return w, h
 
 
+#: the per-cluster statistics the package's algorithms' own figures draw (mse.png, norms.png,
+#: contrast.png): every other one with a finite value gets a plot of its own, stat-NAME.png
+DRAWN_STATS = {
+    "mse", "mean_norm", "max_norm",
+    "p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread",
+}  # fmt: skip
+
+
 def expected_figures(run_file: Path) -> set[str]:
     """The figures a run file calls for, from its HDF5 contents."""
     names = {"accuracy.png", "tree.png", "classes.png"}
     with h5py.File(run_file, "r") as f:
+        for name, column in f["metrics/clusters"].items():
+            fixed = name in ("round", "cluster", "size", "sampled")
+            if not fixed and name not in DRAWN_STATS and np.isfinite(column[()]).any():
+                names.add(f"stat-{name}.png")
         if np.isfinite(f["metrics/clusters/mse"][()]).any():
             names.add("mse.png")
         if np.isfinite(f["metrics/clusters/mean_norm"][()]).any():
@@ -214,7 +226,8 @@ def test_a_report_of_a_cfl_run(helpers, tmp_path):
 def test_the_diagnostics_of_ifca_and_emdcfl(helpers, tmp_path):
     """Where a run's clusters come from: IFCA's membership round by round, EMD-CFL's pair
     distances against ε, recorded at the root also when it does not split (here ε is so
-    large that every pair is adjacent and the root stays whole)."""
+    large that every pair is adjacent and the root stays whole); FLCL's regret and bound,
+    statistics no figure of an algorithm draws, each in the report's per-cluster plot."""
     federation = [
         "--set", "data.groups=[{count=4, alpha=1000.0}, {count=4, alpha=1000.0, rotation=180.0}]",
         "--set", "data.num_clients=8", "--set", "server.clients_per_round=4",
@@ -224,19 +237,22 @@ def test_the_diagnostics_of_ifca_and_emdcfl(helpers, tmp_path):
     ifca = [*federation, "--set", 'algorithm.name="ifca"', "--set", "algorithm.num_clusters=2"]
     emd = [*federation, "--set", 'algorithm.name="emdcfl"', "--set", "algorithm.steps=10",
            "--set", "algorithm.epsilon=100.0"]  # fmt: skip
+    flcl = [*federation, "--set", 'algorithm.name="flcl"', "--set", "algorithm.period=2"]
     runs = tmp_path / "runs"
     runs.mkdir()
     with ThreadPoolExecutor(max_workers=2) as pool:
         procs = pool.map(
             lambda job: distfl(helpers, runs, "run", *job[1], "--out", f"{job[0]}.h5"),
-            (("ifca", ifca), ("emd", emd)),
+            (("ifca", ifca), ("emd", emd), ("flcl", flcl)),
         )
         for proc in procs:
             assert proc.returncode == 0, proc.stderr
-    proc = distfl(helpers, tmp_path, "report", str(runs))  # both runs' reports at once
+    proc = distfl(helpers, tmp_path, "report", str(runs))  # the runs' reports at once
     assert proc.returncode == 0, proc.stderr
-    for name in ("ifca", "emd"):
+    for name in ("ifca", "emd", "flcl"):
         check_run_report(runs / "report" / "runs" / name, runs / f"{name}.h5")
+    flcl_out = {p.name for p in (runs / "report" / "runs" / "flcl").glob("*.png")}
+    assert {"stat-regret.png", "stat-bound.png"} <= flcl_out
     assert (runs / "report" / "runs" / "ifca" / "membership.png").exists()
     emd_out = {p.name for p in (runs / "report" / "runs" / "emd").glob("*.png")}
     assert "emd-distances.png" in emd_out and "membership.png" not in emd_out

@@ -175,7 +175,7 @@ def _round_of(line: str) -> int:
 
 def _one_line_exit_2(proc, *needles):
     err = assert_one_line_error(proc, *needles)
-    assert err.startswith("distfl: error: checkpoint"), err
+    assert err.startswith(("distfl: error: checkpoint", "distfl: error: run file")), err
 
 
 def test_resume_with_a_different_config_is_refused(helpers, tmp_path, reference):
@@ -206,7 +206,7 @@ def test_corrupt_state_is_refused(helpers, tmp_path, reference):
         models = f["state/models"]
         models[0, 0] = models[0, 0] + 1.0  # the bytes change, the recorded SHA-256 does not
     proc = cli(helpers, tmp_path, "--config", str(config), "--resume", str(bad), check=False)
-    _one_line_exit_2(proc, "corrupt", "SHA-256")
+    _one_line_exit_2(proc, "damaged", "/state/models differs", "SHA-256")
 
 
 def test_not_a_run_file_and_missing_file_are_refused(helpers, tmp_path, reference):

@@ -112,7 +112,7 @@ def test_clients_join_their_least_loss_cluster_and_train_from_it():
     assert len(plan.train) == CPR
     assert all(cid == str(BEST[k]) for k, cid in plan.train.items())
     assert plan.return_models == frozenset()
-    assert update.stats == {"0": {"size": 3.0}, "1": {"size": 4.0}, "2": {"size": 3.0}}
+    assert update.stats == {}  # the sizes are the run file's size column, not statistics
 
 
 def test_later_rounds_probe_exactly_the_sampled_clients():
@@ -154,7 +154,7 @@ def test_empty_clusters_stay_listed():
     assert set(plan.train.values()) == {"2"}
     leaves, index = alg.assignment()
     assert leaves == ["0", "1", "2"] and (index == 2).all()
-    assert update.stats["0"] == {"size": 0.0}
+    assert update.stats == {}
 
 
 def test_plan_needs_the_rounds_probe():

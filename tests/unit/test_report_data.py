@@ -26,6 +26,7 @@ from distfl.report.data import (
     group_mix,
     member_order,
     series,
+    statistics,
     tree_layout,
 )
 from distfl.report.figures import epsilon_window
@@ -185,3 +186,64 @@ def test_to_toml_escapes_strings_and_keeps_floats_exact():
     )
     assert config.run.out == 'dir "a"\\b.h5' and config.algorithm.epsilon == 1.2345678901234567e-7
     assert build(tomllib.loads(config.to_toml())) == config
+
+
+def test_the_statistics_are_the_columns_beyond_the_fixed_ones_with_a_finite_value():
+    nan = math.nan
+    table = {
+        "round": np.array([1, 2]),
+        "cluster": np.array(["0", "0"], dtype=object),
+        "size": np.array([3, 3]),
+        "sampled": np.array([2, 1]),
+        "mse": np.array([nan, 0.5]),
+        "p_within": np.array([nan, nan]),  # written for every run, recorded by none here
+        "zeta": np.array([1.0, nan]),
+        "gap": np.array([-np.inf, 2.0]),
+    }
+    assert statistics(table) == ["gap", "mse", "zeta"]
+    assert statistics({}) == []
+
+
+def test_a_statistics_plot_file_is_a_plain_name_of_its_own():
+    from distfl.report import _statistic_files
+
+    names = ["regret", "a b", "a_b", "a/b", "ε", "."]
+    assert _statistic_files(names) == [
+        "stat-regret.png", "stat-a_b.png", "stat-a_b-2.png", "stat-a_b-3.png",
+        "stat-statistic.png", "stat-statistic-2.png",
+    ]  # fmt: skip
+
+
+def test_the_algorithms_register_their_figures_and_the_report_lists_them():
+    """The package's algorithm-specific figures are registered next to their algorithms;
+    the run's algorithm's come first, a file name once."""
+    from distfl.algorithms import ReportFigure, algorithm_class, report_figures
+
+    files = {f.file: name for name, f in report_figures()}
+    assert files["mse.png"] == "fedgwc" and files["contrast.png"] == "fedgwc"
+    assert files["norms.png"] == "cfl" and files["emd-distances.png"] == "emdcfl"
+    listed = report_figures("cfl")
+    assert listed[0] == ("cfl", algorithm_class("cfl").figures[0])
+    assert len({f.file for _, f in listed}) == len(listed)
+    assert all(isinstance(f, ReportFigure) and callable(f.function()) for _, f in listed)
+    assert report_figures("not_registered") == report_figures()
+
+
+def test_a_figure_is_refused_at_registration_unless_it_is_of_its_own_name():
+    from distfl.algorithms import ClusteringAlgorithm, ReportFigure, register
+
+    def make(file, draw="distfl.report.figures:mse"):
+        class Drawn(ClusteringAlgorithm):
+            name = "drawn_twice"
+            figures = (ReportFigure(ReportFigure.TRAINING, file, draw),)
+
+            def plan(self, round_index):
+                raise NotImplementedError
+
+        return Drawn
+
+    for file in ("accuracy.png", "split-0-db.png", "stat-x.png", "a/b.png", "x.svg"):
+        with pytest.raises(ValueError, match=f"file {file!r}"):
+            register(make(file))
+    with pytest.raises(TypeError, match="expected a function"):
+        register(make("mine.png", draw=42))

@@ -104,7 +104,8 @@ def distfl_local(w: Workload, tmp: Path, trainer: str) -> dict:
     cfg = w.config(out=str(out), trainer=trainer)
     threads = torch.get_num_threads()
     try:
-        run(cfg, info=LaunchInfo("single", 0, 1, 0), stream=io.StringIO())
+        # each pass of --repeat writes the same scratch file again
+        run(cfg, info=LaunchInfo("single", 0, 1, 0), stream=io.StringIO(), force=True)
     finally:
         torch.set_num_threads(threads)
     got = run_file_timing(out, w.steps)
@@ -163,6 +164,7 @@ def distfl_torchrun(w: Workload, tmp: Path, nproc: int = W3) -> dict:
         "--preset",
         "digits",
         *sets,
+        "--force",  # each pass of --repeat writes the same scratch file again
     ]
     label = f"distfl W={nproc} (torchrun, gloo)"
     key = f"distfl_w{nproc}"

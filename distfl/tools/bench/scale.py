@@ -232,7 +232,7 @@ def run_file_numbers(path: Path, launched: float) -> dict:
 
 
 def _command(case: Case, config: Path, out: Path) -> list[str]:
-    args = ["run", "--config", str(config), "--out", str(out)]
+    args = ["run", "--config", str(config), "--out", str(out), "--force"]  # scratch files
     if case.world_size == 1:
         return [sys.executable, "-m", "distfl", *args]
     return [
