@@ -41,7 +41,7 @@ from distfl import __version__
 from distfl.config import Config, from_json
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
-from distfl.record import integrity
+from distfl.record import integrity, layout
 from distfl.record.output import write_atomically
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
@@ -176,13 +176,8 @@ def write_run_file(
     leaves: list[str],
     assignment: np.ndarray,
     leaf_models: np.ndarray,
-    metrics: dict[str, np.ndarray],
-    cluster_metrics: dict[str, np.ndarray],
-    timing: dict[str, np.ndarray],
+    tables: dict[str, dict[str, np.ndarray]],
     state: dict[str, Any],
-    evaluation: dict[str, np.ndarray],
-    membership: dict[str, np.ndarray] | None = None,
-    worker_timing: dict[str, np.ndarray] | None = None,
     trainer: str = "",
     loop_started: float = 0.0,
     sum_bytes_per_param: float = 0.0,
@@ -193,8 +188,9 @@ def write_run_file(
     :func:`~distfl.record.output.write_atomically` (a failed write leaves the previous file
     and no temporary one; :class:`~distfl.record.output.RunFileWriteError`).
 
-    ``created``: when the run's first file was written (kept on resume); default now.
-    Returns the ``created`` it wrote."""
+    ``tables``: the columns of each per-row table, by the table's key in
+    :data:`distfl.record.layout.TABLES` (``Record.arrays()``). ``created``: when the run's
+    first file was written (kept on resume); default now. Returns the ``created`` it wrote."""
     path = Path(path)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     image = io.BytesIO()
@@ -213,19 +209,11 @@ def write_run_file(
         _dataset(fin, "assignment", np.asarray(assignment, dtype=np.int64))
         fin.create_dataset("leaves", data=np.array(leaves, dtype=h5py.string_dtype()))
         fin.create_dataset("models", data=np.asarray(leaf_models, dtype=np.float32))
-        m = f.create_group("metrics")
-        for name, values in metrics.items():
-            _column(m, name, values)
-        mc = m.create_group("clusters")
-        for name, values in cluster_metrics.items():
-            _column(mc, name, values)
-        me = m.create_group("evaluation")
-        for name, values in evaluation.items():
-            _column(me, name, values)
-        mm = m.create_group("membership")
-        for name, values in (membership or {}).items():
-            _column(mm, name, values)
-        t = f.create_group("timing")
+        for table in layout.TABLES:  # by the one declaration of the layout
+            g = f.require_group(table.path)
+            for name, values in tables.get(table.key, {}).items():
+                _column(g, name, values)
+        t = f["timing"]
         t.attrs["trainer"] = trainer
         # when the writing process's rounds loop began (Unix seconds): launch to this
         # instant is the start-up (imports, data, partition, process group)
@@ -233,11 +221,6 @@ def write_run_file(
         # bytes each rank hands to the exact sums' reduce per model parameter (besides
         # the 8 bytes of Σ n_k per model), in the last round that trained
         t.attrs["sum_bytes_per_param"] = sum_bytes_per_param
-        for name, values in timing.items():
-            _column(t, name, values)
-        tw = t.create_group("workers")
-        for name, values in (worker_timing or {}).items():
-            _column(tw, name, values)
         if world is not None:
             _write_world(f.create_group("world"), world)
         s = f.create_group("state")
@@ -261,28 +244,79 @@ def _write_world(group: h5py.Group, world: dict) -> None:
 
 @dataclass
 class RunFile:
-    """What a run file holds, read back for resumption or inspection."""
+    """What a run file holds, read back for resumption or inspection: everything but the
+    cluster models of /final (and, with ``state=False``, /state's arrays)."""
 
     config: Config
     world_size: int
     hierarchy: list[HierarchyNode]
-    metrics: dict[str, np.ndarray]
-    cluster_metrics: dict[str, np.ndarray]
-    timing: dict[str, np.ndarray]
     state: dict[str, Any]
-    #: /metrics/evaluation (empty for a file written before it existed)
-    evaluation: dict[str, np.ndarray] = field(default_factory=dict)
-    #: /metrics/membership (empty for a file written before it existed)
-    membership: dict[str, np.ndarray] = field(default_factory=dict)
-    #: /timing/workers: per (round, worker rank) clients, train_s, busy_s (empty before it
-    #: existed)
-    worker_timing: dict[str, np.ndarray] = field(default_factory=dict)
+    #: every per-row table by its key in distfl.record.layout.TABLES (a table a file
+    #: written before it existed lacks is {}); cluster ids as str
+    tables: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    #: /clients: group, class_counts, num_train, num_test, accuracy (owner, natural
+    #: partitions)
+    clients: dict[str, np.ndarray] = field(default_factory=dict)
+    #: /final/leaves (ids) and /final/assignment (each client's index into them)
+    leaves: list[str] = field(default_factory=list)
+    assignment: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: /world: where the ranks of the launch that wrote the file ran (None: not recorded)
+    world: dict[str, Any] | None = None
     #: the local trainer the workers used ("" before it was recorded)
     trainer: str = ""
     #: bytes each rank hands to the exact sums' reduce per model parameter (0: not recorded)
     sum_bytes_per_param: float = 0.0
-    #: when the run's first file was written
+    #: the distfl that wrote the file; when the run's first file was written; this write
+    version: str = ""
     created: str = ""
+    written: str = ""
+
+    @property
+    def metrics(self) -> dict[str, np.ndarray]:
+        return self.tables.get("metrics", {})
+
+    @property
+    def cluster_metrics(self) -> dict[str, np.ndarray]:
+        return self.tables.get("clusters", {})
+
+    @property
+    def evaluation(self) -> dict[str, np.ndarray]:
+        return self.tables.get("evaluation", {})
+
+    @property
+    def membership(self) -> dict[str, np.ndarray]:
+        return self.tables.get("membership", {})
+
+    @property
+    def timing(self) -> dict[str, np.ndarray]:
+        return self.tables.get("timing", {})
+
+    @property
+    def worker_timing(self) -> dict[str, np.ndarray]:
+        return self.tables.get("workers", {})
+
+
+def _read_table(f: h5py.File, table: layout.Table) -> dict[str, np.ndarray]:
+    g = f.get(table.path)
+    if g is None:
+        return {}
+    out = {k: v[()] for k, v in g.items() if isinstance(v, h5py.Dataset)}
+    for c in table.columns:
+        if c.kind == "str" and c.name in out:
+            out[c.name] = np.array([_text(x) for x in out[c.name]], dtype=object)
+    return out
+
+
+def _read_world(g: h5py.Group) -> dict[str, Any]:
+    world: dict[str, Any] = {k: v for k, v in g.attrs.items()}
+    for key, ds in g.items():
+        values = ds[()]
+        world[key] = values.tolist() if ds.dtype.kind != "O" else [_text(x) for x in values]
+    return world
+
+
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False) -> RunFile:
@@ -321,27 +355,22 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 raise CheckpointError(
                     f"checkpoint {path} is corrupt: /state does not match its SHA-256"
                 )
-            hierarchy = read_hierarchy(f["hierarchy"])
-            metrics = {k: v[()] for k, v in f["metrics"].items() if isinstance(v, h5py.Dataset)}
-            cluster_metrics = {k: v[()] for k, v in f["metrics/clusters"].items()}
-            evaluation = {k: v[()] for k, v in f.get("metrics/evaluation", {}).items()}
-            membership = {k: v[()] for k, v in f.get("metrics/membership", {}).items()}
-            timing = {k: v[()] for k, v in f["timing"].items() if isinstance(v, h5py.Dataset)}
-            worker_timing = {k: v[()] for k, v in f.get("timing/workers", {}).items()}
+            timing = f["timing"].attrs
             return RunFile(
                 config=config,
                 world_size=int(f.attrs["world_size"]),
-                hierarchy=hierarchy,
-                metrics=metrics,
-                cluster_metrics=cluster_metrics,
-                timing=timing,
+                hierarchy=read_hierarchy(f["hierarchy"]),
                 state=stored,
-                evaluation=evaluation,
-                membership=membership,
-                worker_timing=worker_timing,
-                trainer=str(f["timing"].attrs.get("trainer", "")),
-                sum_bytes_per_param=float(f["timing"].attrs.get("sum_bytes_per_param", 0.0)),
+                tables={t.key: _read_table(f, t) for t in layout.TABLES},
+                clients={k: v[()] for k, v in f["clients"].items()},
+                leaves=[_text(x) for x in f["final/leaves"][()]],
+                assignment=f["final/assignment"][()],
+                world=_read_world(f["world"]) if "world" in f else None,
+                trainer=str(timing.get("trainer", "")),
+                sum_bytes_per_param=float(timing.get("sum_bytes_per_param", 0.0)),
+                version=str(f.attrs.get("distfl_version", "")),
                 created=str(f.attrs.get("created", "")),
+                written=str(f.attrs.get("written", "")),
             )
     except CheckpointError:
         raise

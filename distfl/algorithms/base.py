@@ -43,6 +43,7 @@ import numpy as np
 
 from distfl.errors import ConfigError
 from distfl.hierarchy import ClusterTree, Split
+from distfl.record.layout import FIXED_CLUSTER_COLUMNS
 
 if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyway
     import torch
@@ -171,8 +172,8 @@ class RoundUpdate:
     stats: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
-#: the columns of /metrics/clusters the runtime fills itself; no statistic takes their names
-FIXED_CLUSTER_COLUMNS = ("round", "cluster", "size", "sampled")
+# the columns of /metrics/clusters the runtime fills itself (no statistic takes their
+# names) are declared with the run file's layout: FIXED_CLUSTER_COLUMNS
 
 
 # -- what an algorithm adds to ``distfl report`` --------------------------------------------

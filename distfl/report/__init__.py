@@ -165,7 +165,7 @@ def _status(data) -> str:
         return f"finished: {data.rounds_done} of {data.config.run.rounds} rounds"
     return (
         f"not finished: round {data.rounds_done} of {data.config.run.rounds}, from the last "
-        f"checkpoint (written {data.created}); a run in progress or a stopped one "
+        f"checkpoint (written {data.written}); a run in progress or a stopped one "
         "(continue it with distfl run --resume)"
     )
 

@@ -46,6 +46,7 @@ class RunData:
     path: str
     config: Config
     created: str
+    written: str
     version: str
     world_size: int
     rounds_done: int
@@ -109,43 +110,30 @@ class RunData:
 def load_run(path: str | Path, *, plugins: bool = False) -> RunData:
     """Read a run file (finished, or the last checkpoint of a run in progress); ``plugins``:
     import its ``run.plugins`` (code the file names), not done by default."""
-    import h5py
-
     # the results only: not the models nor the Ps
     run = read_run_file(path, state=False, plugins=plugins)
     try:
-        with h5py.File(path, "r") as f:
-            clients = f["clients"]
-            data = RunData(
-                path=str(path),
-                config=run.config,
-                created=str(f.attrs.get("created", "")),
-                version=str(f.attrs.get("distfl_version", "")),
-                world_size=run.world_size,
-                rounds_done=int(run.state["round"]),
-                metrics=run.metrics,
-                cluster_metrics=run.cluster_metrics,
-                evaluation=run.evaluation,
-                hierarchy=run.hierarchy,
-                groups=clients["group"][()],
-                class_counts=clients["class_counts"][()],
-                client_accuracy=clients["accuracy"][()],
-                leaves=[_text(s) for s in f["final/leaves"][()]],
-                assignment=f["final/assignment"][()],
-                run=run,
-            )
-    except (OSError, KeyError, ValueError, TypeError) as exc:
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"run file {path} cannot be read: {first}") from None
-    tables = (data.cluster_metrics, data.evaluation, run.membership)
-    for table in tables:  # cluster ids as str, not bytes
-        if "cluster" in table:
-            table["cluster"] = np.array([_text(c) for c in table["cluster"]], dtype=object)
-    return data
-
-
-def _text(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+        return RunData(
+            path=str(path),
+            config=run.config,
+            created=run.created,
+            written=run.written or run.created,
+            version=run.version,
+            world_size=run.world_size,
+            rounds_done=int(run.state["round"]),
+            metrics=run.metrics,
+            cluster_metrics=run.cluster_metrics,
+            evaluation=run.evaluation,
+            hierarchy=run.hierarchy,
+            groups=run.clients["group"],
+            class_counts=run.clients["class_counts"],
+            client_accuracy=run.clients["accuracy"],
+            leaves=run.leaves,
+            assignment=run.assignment,
+            run=run,
+        )
+    except KeyError as exc:  # a file of another layout (the integrity record checked it)
+        raise CheckpointError(f"run file {path} cannot be read: it has no {exc}") from None
 
 
 # -- arranging -----------------------------------------------------------------------

@@ -121,14 +121,16 @@ def run(
 def _agree_to_start(
     config: Config, comm: Communicator, lock: OutputLock | None, *, resume, force: bool
 ) -> None:
-    """Rank 0 checks that the run file can be written (:func:`check_output`) and locks it,
-    and reads the memory available; every rank decides on the same two numbers, so that
-    all refuse alike, before any of them allocates the population (rank 0 prints why)."""
+    """Every rank refuses alike, before any of them allocates the population (rank 0 says
+    why): rank 0 reads the memory available and, when the run fits in it, checks that the
+    run file can be written (:func:`check_output`) and locks it; the others decide on the
+    same two numbers."""
     refusal: UserError | None = None
     mine = 0
     if comm.rank == 0:
         mine = available_bytes() or -1  # -1: not known
         try:
+            _check_memory(config, mine)
             out = Path(config.run.out)
             need = run_file_bytes(config)
             if resume and Path(resume).is_file():
@@ -145,11 +147,17 @@ def _agree_to_start(
         comm.broadcast(flags, src=0)
     if refusal is not None:
         raise refusal
+    _check_memory(config, int(flags[0]))
     if int(flags[1]):
         raise UserError(f"rank 0 cannot write the run file {config.run.out}")
-    available = int(flags[0]) if int(flags[0]) > 0 else None
-    check_population(config, available)
-    check_sizes(config, available)
+
+
+def _check_memory(config: Config, available: int) -> None:
+    """The population and every size the config sets against ``available`` bytes (<= 0:
+    not known)."""
+    known = available if available > 0 else None
+    check_population(config, known)
+    check_sizes(config, known)
 
 
 def _run_role(

@@ -31,7 +31,7 @@ from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import Progress, QuietOnBrokenPipe
 from distfl.record.output import RunFileWriteError
-from distfl.runtime.cluster_table import ClusterTable
+from distfl.record.tables import Record
 from distfl.runtime.placement import home_workers, place
 from distfl.runtime.protocol import (
     EVAL,
@@ -47,37 +47,6 @@ from distfl.runtime.protocol import (
 )
 from distfl.runtime.worker import Worker
 from distfl.train import trainer_kind
-
-METRIC_COLUMNS = (
-    "round",
-    "num_clusters",
-    "num_participants",
-    "num_splits",
-    "train_loss_first",
-    "train_loss_last",
-    "accuracy",
-    "accuracy_plain",
-    "test_loss",
-    "federation_bytes",
-)
-INT_COLUMNS = {"round", "num_clusters", "num_participants", "num_splits", "federation_bytes"}
-# /metrics/clusters: one row per (round, cluster that trained), its size, its sampled
-# clients and every per-cluster number the algorithm reports (RoundUpdate.stats), each
-# name a column, NaN where it does not: distfl.runtime.cluster_table
-#: one row per (evaluation round, cluster): its clients' mean test metrics
-EVAL_COLUMNS = ("round", "cluster", "clients", "accuracy", "accuracy_plain", "test_loss")
-#: one row per (round, leaf cluster, ground-truth group): how many of the group's clients the
-#: cluster holds at the round's end (where clients go, round by round: IFCA's and FeSEM's
-#: moves, FedGWC's and the others' splits)
-MEMBERSHIP_COLUMNS = ("round", "cluster", "group", "clients")
-#: one row per (round, worker rank): clients it trained, seconds in local training and in
-#: all its steps of the round (training, exact sums, probes, evaluation), clients it
-#: materialised, MiB of clients cached at the round's end, its peak resident MiB so far
-WORKER_COLUMNS = (
-    "round", "rank", "clients", "train_s", "busy_s", "loaded", "cache_mb", "rss_mb",
-)  # fmt: skip
-#: per round: wall-clock seconds since the start, bytes rank 0 moved, rank 0's peak MiB
-TIMING_COLUMNS = ("round", "elapsed_s", "bytes", "rss_mb")
 
 
 class Server:
@@ -155,12 +124,8 @@ class Server:
         self.models: dict[str, torch.Tensor] = {
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
-        self.metrics: dict[str, list] = {k: [] for k in METRIC_COLUMNS}
-        self.cluster_metrics = ClusterTable()
-        self.evaluation: dict[str, list] = {k: [] for k in EVAL_COLUMNS}
-        self.membership: dict[str, list] = {k: [] for k in MEMBERSHIP_COLUMNS}
-        self.timing: dict[str, list] = {k: [] for k in TIMING_COLUMNS}
-        self.worker_timing: dict[str, list] = {k: [] for k in WORKER_COLUMNS}
+        #: the per-row tables of the run file (distfl.record.layout.TABLES)
+        self.record = Record()
         self._round_workers: dict[int, np.ndarray] = {}
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
@@ -189,20 +154,9 @@ class Server:
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
         self.aggregate.load_state_dict(st.get("aggregator", {}))
-        self.metrics = {k: list(saved.metrics.get(k, [])) for k in METRIC_COLUMNS}
-        self.cluster_metrics = ClusterTable.restore(saved.cluster_metrics)
-        self.evaluation = {k: list(saved.evaluation.get(k, [])) for k in EVAL_COLUMNS}
-        self.evaluation["cluster"] = [_str(c) for c in self.evaluation["cluster"]]
-        self.membership = {k: list(saved.membership.get(k, [])) for k in MEMBERSHIP_COLUMNS}
-        self.membership["cluster"] = [_str(c) for c in self.membership["cluster"]]
-        done = len(saved.timing["round"])
-        self.timing = {k: list(saved.timing.get(k, [0] * done)) for k in TIMING_COLUMNS}
-        rows = len(saved.worker_timing.get("round", []))
-        self.worker_timing = {
-            k: list(saved.worker_timing.get(k, [0] * rows)) for k in WORKER_COLUMNS
-        }
-        if self.timing["elapsed_s"]:
-            self.elapsed_before = float(self.timing["elapsed_s"][-1])
+        self.record = Record(saved.tables)
+        if len(self.record.timing):
+            self.elapsed_before = float(self.record.timing["elapsed_s"][-1])
         self.sum_bytes_per_param = saved.sum_bytes_per_param
         self.created = saved.created
 
@@ -357,16 +311,17 @@ class Server:
         self.client_accuracy[clients] = rows[:, 1]
         weights = rows[:, 4] if self.config.eval.weighted else None
         cluster_of = np.array([model_of[int(k)] for k in clients], dtype=object)
-        ev = self.evaluation
         for cid in sorted(set(model_of.values()), key=node_order):
             mine = cluster_of == cid
             w = None if weights is None else weights[mine]
-            ev["round"].append(round_index)
-            ev["cluster"].append(cid)
-            ev["clients"].append(int(mine.sum()))
-            ev["accuracy"].append(federation_mean(rows[mine, 1], w))
-            ev["accuracy_plain"].append(federation_mean(rows[mine, 2], w))
-            ev["test_loss"].append(federation_mean(rows[mine, 3], w))
+            self.record.evaluation.append({
+                "round": round_index,
+                "cluster": cid,
+                "clients": int(mine.sum()),
+                "accuracy": federation_mean(rows[mine, 1], w),
+                "accuracy_plain": federation_mean(rows[mine, 2], w),
+                "test_loss": federation_mean(rows[mine, 3], w),
+            })  # fmt: skip
         return (
             federation_mean(rows[:, 1], weights),
             federation_mean(rows[:, 2], weights),
@@ -393,7 +348,7 @@ class Server:
         self.loop_started = time.time()
         t_start = time.perf_counter()
         first = self.rounds_done + 1
-        accuracy = _last_finite(self.metrics["accuracy"])
+        accuracy = _last_finite(self.record.metrics["accuracy"])
         for t in range(first, cfg.run.rounds + 1):
             bytes_before = self.comm.bytes_moved
             self.round_bytes = 0
@@ -420,8 +375,8 @@ class Server:
                 accuracy = acc
             self.rounds_done = t
             elapsed = self.elapsed_before + time.perf_counter() - t_start
-            self._record(t, reports, len(splits), acc, acc_plain, test_loss, elapsed)
-            self.timing["bytes"].append(self.comm.bytes_moved - bytes_before)
+            moved = self.comm.bytes_moved - bytes_before
+            self._record(t, reports, len(splits), acc, acc_plain, test_loss, elapsed, moved)
             self._record_workers(t)
             rate = (t - first + 1) / max(time.perf_counter() - t_start, 1e-9)
             progress.update(t, clusters=len(self.models), accuracy=acc, rounds_per_s=rate)
@@ -445,9 +400,9 @@ class Server:
             "wall_s": wall,
             "client_steps_per_s": self.client_steps / max(wall, 1e-9),
             "bytes_per_round": self.comm.bytes_moved / max(ran, 1),
-            "federation_bytes_per_round": float(np.mean(self.metrics["federation_bytes"][-ran:]))
-            if ran > 0
-            else 0.0,
+            "federation_bytes_per_round": (
+                float(np.mean(self.record.metrics["federation_bytes"][-ran:])) if ran else 0.0
+            ),
             "stopped_by": self.stop.name if self.rounds_done < cfg.run.rounds else None,
         }
         self._print_summary(summary)
@@ -457,8 +412,10 @@ class Server:
         """One row per cluster that trained this round (a split parent with the members it
         split), its size as the algorithm left it."""
         for cid in trained:
-            self.cluster_metrics.append(
-                t, cid, len(self.tree.members(cid)), sampled.get(cid, 0), stats.get(cid, {}),
+            self.record.clusters.append(
+                {"round": t, "cluster": cid, "size": len(self.tree.members(cid)),
+                 "sampled": sampled.get(cid, 0)},
+                stats.get(cid, {}),
                 source=f"algorithm {self.algorithm.name!r}",
             )  # fmt: skip
 
@@ -470,41 +427,35 @@ class Server:
         counts = np.bincount(
             assign[placed] * G + groups[placed], minlength=len(leaves) * G
         ).reshape(len(leaves), G)
-        m = self.membership
         for i, g in zip(*np.nonzero(counts), strict=True):
-            m["round"].append(t)
-            m["cluster"].append(leaves[int(i)])
-            m["group"].append(int(g))
-            m["clients"].append(int(counts[i, g]))
+            self.record.membership.append(
+                {"round": t, "cluster": leaves[int(i)], "group": g, "clients": counts[i, g]}
+            )
 
     def _record_workers(self, t: int) -> None:
-        w = self.worker_timing
         for rank in sorted(self._round_workers):
             clients, train_s, busy_s, loaded, cache_mb, rss_mb = self._round_workers[rank]
-            w["round"].append(t)
-            w["rank"].append(rank)
-            w["clients"].append(int(clients))
-            w["train_s"].append(float(train_s))
-            w["busy_s"].append(float(busy_s))
-            w["loaded"].append(int(loaded))
-            w["cache_mb"].append(float(cache_mb))
-            w["rss_mb"].append(float(rss_mb))
+            self.record.workers.append({
+                "round": t, "rank": rank, "clients": clients, "train_s": train_s,
+                "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
+            })  # fmt: skip
 
-    def _record(self, t, reports, num_splits, acc, acc_plain, test_loss, elapsed) -> None:
-        m = self.metrics
-        m["round"].append(t)
-        m["num_clusters"].append(len(self.models))
-        m["num_participants"].append(len(reports.clients))
-        m["num_splits"].append(num_splits)
-        m["train_loss_first"].append(float(reports.losses[:, 0].mean()))
-        m["train_loss_last"].append(float(reports.losses[:, -1].mean()))
-        m["accuracy"].append(acc)
-        m["accuracy_plain"].append(acc_plain)
-        m["test_loss"].append(test_loss)
-        m["federation_bytes"].append(self.round_bytes)
-        self.timing["round"].append(t)
-        self.timing["elapsed_s"].append(elapsed)
-        self.timing["rss_mb"].append(peak_rss_mb())
+    def _record(self, t, reports, num_splits, acc, acc_plain, test_loss, elapsed, moved):
+        self.record.metrics.append({
+            "round": t,
+            "num_clusters": len(self.models),
+            "num_participants": len(reports.clients),
+            "num_splits": num_splits,
+            "train_loss_first": reports.losses[:, 0].mean(),
+            "train_loss_last": reports.losses[:, -1].mean(),
+            "accuracy": acc,
+            "accuracy_plain": acc_plain,
+            "test_loss": test_loss,
+            "federation_bytes": self.round_bytes,
+        })  # fmt: skip
+        self.record.timing.append(
+            {"round": t, "elapsed_s": elapsed, "bytes": moved, "rss_mb": peak_rss_mb()}
+        )
 
     def write(self) -> None:
         leaves, assignment = self.tree.assignment()
@@ -525,28 +476,7 @@ class Server:
             leaves=leaves,
             assignment=assignment,
             leaf_models=torch.stack([self.models[c] for c in leaves]).numpy(),
-            metrics={
-                k: np.array(v, dtype=np.int64 if k in INT_COLUMNS else np.float64)
-                for k, v in self.metrics.items()
-            },
-            cluster_metrics=self.cluster_metrics.arrays(),
-            membership={
-                "round": np.array(self.membership["round"], dtype=np.int64),
-                "cluster": np.array(self.membership["cluster"], dtype=object),
-                "group": np.array(self.membership["group"], dtype=np.int64),
-                "clients": np.array(self.membership["clients"], dtype=np.int64),
-            },
-            evaluation={
-                "round": np.array(self.evaluation["round"], dtype=np.int64),
-                "cluster": np.array(self.evaluation["cluster"], dtype=object),
-                "clients": np.array(self.evaluation["clients"], dtype=np.int64),
-                **{
-                    c: np.array(self.evaluation[c], dtype=np.float64)
-                    for c in ("accuracy", "accuracy_plain", "test_loss")
-                },
-            },
-            timing=_timing_arrays(self.timing),
-            worker_timing=_timing_arrays(self.worker_timing),
+            tables=self.record.arrays(),
             trainer=self.trainer,
             loop_started=self.loop_started,
             sum_bytes_per_param=self.sum_bytes_per_param,
@@ -589,24 +519,12 @@ class Server:
         self.stream.flush()
 
 
-def _timing_arrays(columns: dict[str, list]) -> dict[str, np.ndarray]:
-    """Timing columns as arrays: seconds and MiB as float64, counts as int64."""
-    return {
-        k: np.array(v, dtype=np.float64 if k.endswith(("_s", "_mb")) else np.int64)
-        for k, v in columns.items()
-    }
-
-
 def _by_client(rows: torch.Tensor) -> torch.Tensor:
     """Rows ``[client, ...]`` in ascending client order (they arrive worker by worker)."""
     if len(rows) < 2:
         return rows
     order = torch.argsort(rows[:, 0].cpu(), stable=True)
     return rows[order.to(rows.device)]
-
-
-def _str(value) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _last_finite(values: list[float]) -> float:

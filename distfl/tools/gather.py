@@ -120,7 +120,6 @@ def gather_rows(
     the run's algorithm does not take (``beta`` of a FedAvg run). Raises CheckpointError on
     a file that cannot be read and UserError on an unknown key. ``runs``: the files'
     RunFile objects when the caller has read them already."""
-    import h5py
     import numpy as np
 
     from distfl.metrics import adjusted_rand_index, rand_index, wadb, was
@@ -131,10 +130,8 @@ def gather_rows(
     for i, path in enumerate(paths):
         run = runs[i] if runs is not None else read_run_file(path)
         try:
-            with h5py.File(path, "r") as f:
-                groups = f["clients/group"][()]
-                class_counts = f["clients/class_counts"][()]
-                assignment = f["final/assignment"][()]
+            groups, class_counts = run.clients["group"], run.clients["class_counts"]
+            assignment = run.assignment
             row: dict[str, Any] = {
                 "file": str(path),
                 "algorithm": run.config.algorithm.name,

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import numpy as np
 
@@ -17,11 +18,11 @@ def _fmt(x: float | None, digits: int = 3) -> str:
     return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
 
 
-def world_line(group) -> str:
-    """``/world`` in one line: each host with its ranks, the launcher, the backend and
-    the rendezvous (e.g. ``node1 ranks 0-1, node2 ranks 2-3; slurm, gloo, rendezvous
-    node1:15007 = 10.231.1.1``)."""
-    hosts = [h.decode() if isinstance(h, bytes) else str(h) for h in group["host"][()]]
+def world_line(world: Mapping[str, Any]) -> str:
+    """``/world`` (as :attr:`RunFile.world` holds it) in one line: each host with its
+    ranks, the launcher, the backend and the rendezvous (e.g. ``node1 ranks 0-1, node2
+    ranks 2-3; slurm, gloo, rendezvous node1:15007 = 10.231.1.1``)."""
+    hosts = [str(h) for h in world["host"]]
     spans: list[tuple[str, int, int]] = []  # (host, first rank, last rank), in rank order
     for rank, host in enumerate(hosts):
         if spans and spans[-1][0] == host and spans[-1][2] == rank - 1:
@@ -29,30 +30,24 @@ def world_line(group) -> str:
         else:
             spans.append((host, rank, rank))
     where = ", ".join(f"{h} rank {a}" if a == b else f"{h} ranks {a}-{b}" for h, a, b in spans)
-    attrs = group.attrs
-    how = f"{attrs.get('launcher', '')}, {attrs.get('backend', '')}"
-    if attrs.get("rendezvous"):
-        how += f", rendezvous {attrs['rendezvous']}"
-        if attrs.get("rendezvous_ip"):
-            how += f" = {attrs['rendezvous_ip']}"
+    how = f"{world.get('launcher', '')}, {world.get('backend', '')}"
+    if world.get("rendezvous"):
+        how += f", rendezvous {world['rendezvous']}"
+        if world.get("rendezvous_ip"):
+            how += f" = {world['rendezvous_ip']}"
     return f"{where}; {how}"
 
 
 def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None) -> None:
     """``run``: the file's RunFile when the caller has read it already."""
-    import h5py
-
     run = run if run is not None else read_run_file(path)
     cfg = run.config
-    with h5py.File(path, "r") as f:
-        groups = f["clients/group"][()]
-        class_counts = f["clients/class_counts"][()]
-        accuracy = f["clients/accuracy"][()]
-        leaves = [s.decode() if isinstance(s, bytes) else str(s) for s in f["final/leaves"][()]]
-        assignment = f["final/assignment"][()]
-        version = f.attrs["distfl_version"]
-        created = f.attrs["created"]
-        world = world_line(f["world"]) if "world" in f else None
+    groups = run.clients["group"]
+    class_counts = run.clients["class_counts"]
+    accuracy = run.clients["accuracy"]
+    leaves, assignment = run.leaves, run.assignment
+    version, created = run.version, run.created
+    world = world_line(run.world) if run.world else None
     done = int(run.state["round"])
     w = stream.write
     w(f"run file   {path} (distfl {version}, created {created}, world size {run.world_size})\n")

@@ -156,7 +156,7 @@ def test_child_labels_come_from_the_children_when_a_split_stores_none():
         node("0.1", "0", 3, -1, [4, 7]),
     ]
     data = RunData(
-        path="", config=load(), created="", version="", world_size=1, rounds_done=3,
+        path="", config=load(), created="", written="", version="", world_size=1, rounds_done=3,
         metrics={}, cluster_metrics={}, evaluation={}, hierarchy=hierarchy,
         groups=np.zeros(8, dtype=np.int64), class_counts=np.zeros((8, 2)),
         client_accuracy=np.zeros(8), leaves=["0.0", "0.1"], assignment=np.zeros(8, dtype=int),

@@ -1,4 +1,5 @@
-"""The columns of /metrics/clusters (distfl.runtime.cluster_table): every statistic an
+"""The columns of /metrics/clusters (distfl.record.tables.Rows of the layout's CLUSTERS):
+every statistic an
 algorithm returns is a float64 column, NaN in the rows of clusters and rounds without it;
 the nine statistics of the first algorithms are always written; other names follow them in
 sorted order; a name of a fixed column is refused; a run file's columns are carried on
@@ -14,7 +15,27 @@ import pytest
 
 from distfl.algorithms import FIXED_CLUSTER_COLUMNS
 from distfl.errors import CheckpointError
-from distfl.runtime.cluster_table import CLUSTER_COLUMNS, STAT_COLUMNS, ClusterTable
+from distfl.record.layout import CLUSTERS, STATISTICS
+from distfl.record.tables import Rows
+
+STAT_COLUMNS = tuple(c.name for c in STATISTICS)
+CLUSTER_COLUMNS = CLUSTERS.names
+
+
+class ClusterTable(Rows):
+    """The table as the server fills it: (round, cluster, size, sampled, statistics)."""
+
+    def __init__(self, columns=None):
+        super().__init__(CLUSTERS, columns)
+
+    def append(self, round_index, cluster, size, sampled, stats, *, source="the algorithm"):
+        values = {"round": round_index, "cluster": cluster, "size": size, "sampled": sampled}
+        super().append(values, stats, source=source)
+
+    @classmethod
+    def restore(cls, saved):
+        return cls(Rows.restore(CLUSTERS, saved).columns)
+
 
 NINE = (
     "mse", "mean_norm", "max_norm",
@@ -79,7 +100,7 @@ def test_the_order_of_the_extra_columns_does_not_depend_on_when_they_appeared():
 @pytest.mark.parametrize("name", FIXED_CLUSTER_COLUMNS)
 def test_a_statistic_may_not_take_a_fixed_columns_name(name):
     table = ClusterTable()
-    with pytest.raises(RuntimeError, match=f"statistic '{name}' for cluster 0.1 in round 3"):
+    with pytest.raises(RuntimeError, match=f"statistic '{name}' for round 3, cluster 0.1"):
         table.append(3, "0.1", 4, 2, {"mse": 1.0, name: 4.0}, source="algorithm 'toy'")
     assert len(table) == 0 and list(table.arrays()) == list(CLUSTER_COLUMNS)  # no half row
 

@@ -8,6 +8,7 @@ import socket
 import h5py
 import numpy as np
 
+from distfl.checkpoint import _read_world
 from distfl.comm.env import LaunchInfo
 from distfl.comm.local import LocalCommunicator
 from distfl.comm.world import ROW_BYTES, _decode, _encode, describe_world
@@ -44,6 +45,6 @@ def test_world_line_groups_consecutive_ranks(tmp_path):
         g.create_dataset("host", data=np.array(hosts, dtype=h5py.string_dtype()))
         g.attrs.update(launcher="slurm", backend="gloo", rendezvous="a:15001",
                        rendezvous_ip="10.1.0.1")  # fmt: skip
-        line = world_line(g)
+        line = world_line(_read_world(g))  # as a RunFile holds it
     want = "a ranks 0-1, b rank 2, a rank 3, c ranks 4-6; slurm, gloo, rendezvous a:15001"
     assert line == want + " = 10.1.0.1"

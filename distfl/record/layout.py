@@ -1,0 +1,253 @@
+"""The run file's layout, declared once: every group, every per-row table and each of its
+columns (dtype, unit, meaning). The writer (:func:`distfl.checkpoint.write_run_file`)
+places the tables by this declaration, the reader (:func:`distfl.checkpoint.read_run_file`)
+reads them by it, the server's :class:`~distfl.record.tables.Rows` fill them by it, and the
+README's layout section is rendered from it (``python -m distfl.record.layout``), so that
+none of them can drift from the others.
+
+Every part of a file is covered by its integrity record (:mod:`distfl.record.integrity`).
+"""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+import numpy as np
+
+#: dtypes of the table columns as written
+DTYPES = {"int": np.dtype(np.int64), "float": np.dtype(np.float64), "str": np.dtype(object)}
+
+
+@dataclass(frozen=True)
+class Column:
+    name: str
+    kind: str  # "int", "float" or "str" (int64, float64, a variable-length string)
+    doc: str
+    unit: str = ""
+
+    @property
+    def dtype(self) -> np.dtype:
+        return DTYPES[self.kind]
+
+    @property
+    def missing(self):
+        """What a row written before the column existed holds: NaN, 0 or ""."""
+        return {"float": float("nan"), "int": 0, "str": ""}[self.kind]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A per-row table: one resizable dataset per column under ``path``, all of the same
+    length. ``open``: further float64 columns by name are allowed (an algorithm's own
+    statistics), written after the declared ones in sorted order."""
+
+    key: str  # its name in RunFile.tables
+    path: str
+    rows: str  # what one row is
+    columns: tuple[Column, ...]
+    doc: str = ""
+    open: bool = False
+    #: an open table's columns that only the runtime fills (no statistic may take them)
+    fixed: tuple[str, ...] = ()
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.columns)
+
+    def column(self, name: str) -> Column:
+        for c in self.columns:
+            if c.name == name:
+                return c
+        if self.open:
+            return Column(name, "float", "a statistic an algorithm records")
+        raise KeyError(f"/{self.path} has no column {name!r}")
+
+
+def _c(name: str, kind: str, doc: str, unit: str = "") -> Column:
+    return Column(name, kind, doc, unit)
+
+
+ROUND = _c("round", "int", "the round (1, 2, ...)")
+CLUSTER = _c("cluster", "str", "the cluster's id in /hierarchy")
+
+METRICS = Table(
+    "metrics", "metrics", "one per round",
+    (
+        ROUND,
+        _c("num_clusters", "int", "leaf clusters at the round's end"),
+        _c("num_participants", "int", "clients that trained"),
+        _c("num_splits", "int", "splits made in the round"),
+        _c("train_loss_first", "float", "mean over participants of the first local step's loss"),
+        _c("train_loss_last", "float", "the same of the last local step"),
+        _c("accuracy", "float", "balanced accuracy of the federation (NaN in rounds without "
+           "evaluation)"),
+        _c("accuracy_plain", "float", "plain accuracy, the same way"),
+        _c("test_loss", "float", "test loss, the same way"),
+        _c("federation_bytes", "int", "what a real deployment's clients and server exchange "
+           "in the round", "bytes"),
+    ),
+    "the deterministic per-round metrics: the same bits at any world size",
+)  # fmt: skip
+
+#: the statistics the first algorithms recorded, written for every run (NaN where an
+#: algorithm has none) so that those runs' files keep their layout
+STATISTICS = (
+    _c("mse", "float", "FedGWC: MSE of the cluster's interaction matrix P between rounds"),
+    _c("mean_norm", "float", "CFL: norm of the mean update"),
+    _c("max_norm", "float", "CFL: largest update norm"),
+    _c("p_within", "float", "FedGWC: mean of P over same-group pairs"),
+    _c("p_cross", "float", "FedGWC: mean of P over cross-group pairs"),
+    _c("p_spread", "float", "FedGWC: mean spread of a row's same-group entries of P"),
+    _c("w_within", "float", "FedGWC: the same of W (every round up to 512 members, else at "
+       "split tests)"),
+    _c("w_cross", "float", "FedGWC: the same of W"),
+    _c("w_spread", "float", "FedGWC: the same of W"),
+)  # fmt: skip
+
+CLUSTERS = Table(
+    "clusters", "metrics/clusters", "one per (round, cluster that trained)",
+    (
+        ROUND, CLUSTER,
+        _c("size", "int", "members when the algorithm has updated the tree", "clients"),
+        _c("sampled", "int", "members that trained", "clients"),
+        *STATISTICS,
+    ),
+    "then one float64 column per further statistic an algorithm returns in its round "
+    "statistics (FLCL's regret and bound, a plug-in's own), by name; NaN in rows without it",
+    open=True,
+    fixed=("round", "cluster", "size", "sampled"),
+)  # fmt: skip
+#: the columns the runtime fills itself (a statistic may not take their names)
+FIXED_CLUSTER_COLUMNS = CLUSTERS.fixed
+
+EVALUATION = Table(
+    "evaluation", "metrics/evaluation", "one per (evaluation round, cluster)",
+    (
+        ROUND, CLUSTER,
+        _c("clients", "int", "clients evaluated"),
+        _c("accuracy", "float", "their mean balanced accuracy (weighted as eval.weighted says)"),
+        _c("accuracy_plain", "float", "their mean plain accuracy"),
+        _c("test_loss", "float", "their mean test loss"),
+    ),
+)  # fmt: skip
+
+MEMBERSHIP = Table(
+    "membership", "metrics/membership",
+    "one per (round, leaf cluster, ground-truth group it holds clients of)",
+    (
+        ROUND, CLUSTER,
+        _c("group", "int", "the ground-truth group (index into data.groups)"),
+        _c("clients", "int", "the group's clients in the cluster at the round's end"),
+    ),
+)  # fmt: skip
+
+TIMING = Table(
+    "timing", "timing", "one per round",
+    (
+        ROUND,
+        _c("elapsed_s", "float", "wall clock since the run's first round began", "s"),
+        _c("bytes", "int", "this world's traffic on rank 0", "bytes"),
+        _c("rss_mb", "float", "rank 0's peak resident memory so far", "MiB"),
+    ),
+    "wall-clock numbers: they differ between runs and world sizes, so they stay out of "
+    "/metrics",
+)  # fmt: skip
+
+WORKERS = Table(
+    "workers", "timing/workers", "one per (round, worker rank)",
+    (
+        ROUND,
+        _c("rank", "int", "the worker's rank (0: the in-process worker of a one-process run)"),
+        _c("clients", "int", "clients it trained in the round"),
+        _c("train_s", "float", "local training, materialising the clients included", "s"),
+        _c("busy_s", "float", "all its steps of the round: training, exact sums, probes, "
+           "evaluation", "s"),
+        _c("loaded", "int", "clients it materialised (cache misses)"),
+        _c("cache_mb", "float", "clients cached at the round's end", "MiB"),
+        _c("rss_mb", "float", "its peak resident memory so far", "MiB"),
+    ),
+)  # fmt: skip
+
+#: every per-row table, in the order of the file's description
+TABLES = (METRICS, CLUSTERS, EVALUATION, MEMBERSHIP, TIMING, WORKERS)
+BY_KEY = {t.key: t for t in TABLES}
+
+
+@dataclass(frozen=True)
+class Part:
+    """A dataset, group or attribute set outside the tables, for the description."""
+
+    path: str
+    shape: str
+    doc: str
+
+
+PARTS = (
+    Part("/", "attrs", "distfl_version, config (JSON), seed, world_size, created (the run's "
+         "first write), written (this write)"),
+    Part("/clients/group", "[K]", "ground-truth group of each client (index into data.groups)"),
+    Part("/clients/class_counts", "[K, C]", "class counts of each client's samples (train + "
+         "test)"),
+    Part("/clients/num_train", "[K]", "training samples of each client"),
+    Part("/clients/num_test", "[K]", "test samples of each client"),
+    Part("/clients/accuracy", "[K]", "balanced accuracy of each client's cluster model at the "
+         "last evaluation"),
+    Part("/clients/owner", "[K]", "natural partitions only: the writer (owner) index of each "
+         "client"),
+    Part("/hierarchy/<id>", "group", "one per cluster; \"0\" is the root, its children "
+         "\"0.0\", \"0.1\", ...; attrs parent (\"\" for the root), created_round, split_round "
+         "(-1: a leaf); members [n] client ids (a leaf: its members now; IFCA and FeSEM move "
+         "clients); at a split what the algorithm stores: db_scores [n_max-1] (Davies-Bouldin "
+         "for n = 2..n_max; inf: not possible), interaction [n, n] (P), affinity [n, n] (W), "
+         "labels [n] (the child of each member) for FedGWC; distances [K, K], adjacency "
+         "[K, K], labels for EMD-CFL (on the root also when it does not split); similarity, "
+         "labels, mean_norm, max_norm for CFL"),
+    Part("/final/assignment", "[K]", "index of each client's leaf in /final/leaves"),
+    Part("/final/leaves", "[L]", "leaf ids (strings)"),
+    Part("/final/models", "[L, P]", "float32 flat parameters of each leaf's model"),
+    Part("/timing", "attrs", "trainer (the local trainer the workers used), loop_started (Unix "
+         "time at which the writing process's rounds loop began: launch to it is the "
+         "start-up), sum_bytes_per_param (bytes each rank handed to the exact sums' reduce "
+         "per model parameter, Σ n_k aside, in the last training round)"),
+    Part("/world", "group", "where the ranks of the launch that wrote the file ran: host [W], "
+         "local_rank [W], address [W]; attrs launcher, backend, rendezvous, rendezvous_ip"),
+    Part("/state", "group", "what exact resumption needs: attrs round, sha256; model_ids, "
+         "models [clusters, P], client_accuracy, algorithm/ (the algorithm's state besides "
+         "the tree, which is /hierarchy: for FedGWC its generator, Gaussian weights, times "
+         "sampled, and per cluster P, mse, quiet rounds), aggregator/ (FedAvgM's velocity "
+         "per cluster)"),
+    Part("/integrity", "group", "path [n], sha256 [n]: the SHA-256 of every other dataset "
+         "(/metrics/accuracy) and attribute (/hierarchy/0@split_round, /@config), checked by "
+         "every reader"),
+)  # fmt: skip
+
+WIDTH = 92
+
+
+def _wrap(head: str, text: str, indent: int) -> list[str]:
+    lines = textwrap.wrap(text, WIDTH - indent) or [""]
+    first = f"{head:<{indent}}{lines[0]}" if len(head) < indent else f"{head}\n{' ' * indent}"
+    if len(head) >= indent:
+        return [head, *(" " * indent + ln for ln in lines)]
+    return [first, *(" " * indent + ln for ln in lines[1:])]
+
+
+def describe() -> str:
+    """The layout as text: each part, then each table with its columns."""
+    out: list[str] = []
+    for part in PARTS:
+        out += _wrap(f"{part.path:<22}{part.shape}", part.doc, 30)
+    for table in TABLES:
+        out.append("")
+        out += _wrap(f"/{table.path}/<column>", f"{table.rows}; resizable", 30)
+        for c in table.columns:
+            unit = f" [{c.unit}]" if c.unit else ""
+            out += _wrap(f"  {c.name:<18}{c.kind}", c.doc + unit, 30)
+        if table.doc:
+            out += _wrap("", table.doc, 30)
+    return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+if __name__ == "__main__":
+    print(describe(), end="")

@@ -1,0 +1,86 @@
+"""The run file's layout has one owner (distfl.record.layout): the README's listing is the
+one it prints, and a file the writer makes holds exactly the declared tables, columns and
+dtypes, every part of it described."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+
+from distfl.checkpoint import read_run_file, write_run_file
+from distfl.config import load
+from distfl.hierarchy import HierarchyNode
+from distfl.record import layout
+from distfl.record.tables import Record
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def test_the_readme_listing_is_the_declaration():
+    text = README.read_text(encoding="utf-8")
+    section = text[text.index("## The HDF5 run file") :]
+    start = section.index("```\n") + len("```\n")
+    assert section[start : section.index("```", start)] == layout.describe()
+
+
+def small_file(path: Path) -> None:
+    record = Record()
+    record.metrics.append({"round": 1, "num_clusters": 1, "num_participants": 2,
+                           "num_splits": 0, "federation_bytes": 10})  # fmt: skip
+    record.clusters.append({"round": 1, "cluster": "0", "size": 2, "sampled": 2},
+                           {"mse": 0.5, "regret": 1.0})  # fmt: skip
+    record.evaluation.append({"round": 1, "cluster": "0", "clients": 2})
+    record.membership.append({"round": 1, "cluster": "0", "group": 0, "clients": 2})
+    record.timing.append({"round": 1, "elapsed_s": 0.5, "bytes": 0, "rss_mb": 100.0})
+    record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2})
+    write_run_file(
+        path, config=load(preset="digits"), world_size=1,
+        clients={"group": np.zeros(2, dtype=np.int64), "class_counts": np.ones((2, 10)),
+                 "num_train": np.ones(2), "num_test": np.ones(2), "accuracy": np.zeros(2)},
+        world={"host": ["h"], "local_rank": [0], "address": ["a"], "launcher": "single"},
+        hierarchy=[HierarchyNode(id="0", parent="", created_round=0, members=np.arange(2))],
+        leaves=["0"],
+        assignment=np.zeros(2, dtype=np.int64), leaf_models=np.zeros((1, 3)),
+        tables=record.arrays(), state={"round": 1, "models": np.zeros((1, 3))},
+    )  # fmt: skip
+
+
+def test_a_written_file_holds_the_declared_tables(tmp_path):
+    small_file(tmp_path / "run.h5")
+    with h5py.File(tmp_path / "run.h5", "r") as f:
+        for table in layout.TABLES:
+            g = f[table.path]
+            columns = [k for k in g if isinstance(g[k], h5py.Dataset)]
+            extra = ["regret"] if table is layout.CLUSTERS else []
+            assert sorted(columns) == sorted([*table.names, *extra]), table.path
+            for c in table.columns:
+                ds = g[c.name]
+                assert len(ds) == 1, c.name
+                if c.kind == "str":
+                    assert h5py.check_string_dtype(ds.dtype) is not None, c.name
+                else:
+                    assert ds.dtype == c.dtype, (table.path, c.name)
+        described = {p.path.split("/")[1] for p in layout.PARTS if p.path != "/"}
+        described |= {t.path.split("/")[0] for t in layout.TABLES}
+        assert set(f) == described  # every top-level part of the file is described
+    run = read_run_file(tmp_path / "run.h5")
+    assert run.tables["clusters"]["regret"].tolist() == [1.0]
+    assert run.tables["clusters"]["cluster"].tolist() == ["0"]  # str, not bytes
+    assert np.isnan(run.metrics["accuracy"][0])  # a float column not given: NaN
+    assert run.world["host"] == ["h"] and run.world["launcher"] == "single"
+
+
+def test_a_record_restored_from_a_file_writes_the_same_tables(tmp_path):
+    small_file(tmp_path / "run.h5")
+    run = read_run_file(tmp_path / "run.h5")
+    again = Record(run.tables).arrays()
+    for key, columns in again.items():
+        stored = run.tables[key]
+        assert list(columns) == [*layout.BY_KEY[key].names, *sorted(
+            set(stored) - set(layout.BY_KEY[key].names))]  # fmt: skip
+        for name, values in columns.items():
+            assert values.tolist() == stored[name].tolist() or (
+                values.dtype.kind == "f" and np.array_equal(values, stored[name], equal_nan=True)
+            ), (key, name)
