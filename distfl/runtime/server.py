@@ -1,5 +1,7 @@
-"""The server (rank 0): asks the algorithm for each round's plan, runs it over the world,
-aggregates cluster models, evaluates, writes HDF5. It knows algorithms only through
+"""The server (rank 0): asks the algorithm for each round's plan, runs it over the world
+and aggregates cluster models; the evaluation, the run file's record, the progress display,
+the checkpoint and the summary are components it calls after each round and at the end
+(:mod:`distfl.runtime.components`). It knows algorithms only through
 :class:`~distfl.algorithms.ClusteringAlgorithm` and reads the cluster tree the algorithm
 owns."""
 
@@ -22,26 +24,28 @@ from distfl.algorithms import (
     Split,
     build_algorithm,
 )
-from distfl.checkpoint import RunFile, storable, write_run_file
+from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import Partition, Population
-from distfl.hierarchy import node_order
-from distfl.metrics import federation_mean
 from distfl.models import build_model, flat_params, last_linear, num_params
-from distfl.progress import Progress, QuietOnBrokenPipe
-from distfl.record.output import RunFileWriteError
+from distfl.progress import QuietOnBrokenPipe
 from distfl.record.tables import Record
+from distfl.runtime.components import (
+    Component,
+    Evaluation,
+    RoundResult,
+    default_components,
+    last_finite,
+)
 from distfl.runtime.placement import home_workers, place
 from distfl.runtime.protocol import (
-    EVAL,
     PROBE,
     RETURN_MODEL,
     STEP,
     TRAIN,
     Plan,
     ProbeShape,
-    peak_rss_mb,
     run_step,
     sum_layout,
 )
@@ -64,6 +68,7 @@ class Server:
         stream: TextIO | None = None,
         stop=None,
         world: dict | None = None,
+        components: list[Component] | None = None,
     ):
         self.config = config
         self.comm = comm
@@ -126,7 +131,9 @@ class Server:
         }
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
         self.record = Record()
-        self._round_workers: dict[int, np.ndarray] = {}
+        #: per worker rank, this round's clients, train s, busy s, materialised clients,
+        #: cache MiB and peak RSS (the steps' timing rows, summed)
+        self.round_workers: dict[int, np.ndarray] = {}
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
         self.loop_started = 0.0
@@ -139,6 +146,9 @@ class Server:
         self.round_bytes = 0
         #: its ``name`` is set by SIGTERM/SIGUSR1: checkpoint after this round and stop
         self.stop = stop
+        #: when and how clients evaluate; what is done after each round and at the end
+        self.evaluation = Evaluation()
+        self.components = default_components() if components is None else components
 
     # -- resumption ------------------------------------------------------------------
 
@@ -173,7 +183,7 @@ class Server:
 
     # -- one step over the world -------------------------------------------------------
 
-    def _step(
+    def step(
         self,
         model_of: dict[int, str],
         tasks: dict[int, int],
@@ -204,7 +214,7 @@ class Server:
         )  # fmt: skip
         for row in out.timing_rows.cpu().numpy():
             rank = int(row[0])
-            acc = self._round_workers.setdefault(rank, np.zeros(6))
+            acc = self.round_workers.setdefault(rank, np.zeros(6))
             acc[:3] += row[1:4]  # clients, train s, busy s
             acc[3] += row[4]  # clients materialised
             acc[4:] = row[5:7]  # cache MiB and peak RSS at the step's end
@@ -221,7 +231,7 @@ class Server:
             out.model_rows = out.model_rows[torch.from_numpy(order)]
         return clusters, out
 
-    def _count(self, nbytes: int) -> None:
+    def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
 
     def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray:
@@ -234,13 +244,13 @@ class Server:
                 f"{self.algorithm.name} asked for probe {request.op!r}; its client_ops are {ops}"
             )
         if request.federation_bytes is not None:
-            self._count(request.federation_bytes)
+            self.count(request.federation_bytes)
         else:  # each client downloads the models and uploads its row
-            self._count(n * (M * 4 * self.P + width * 8))
+            self.count(n * (M * 4 * self.P + width * 8))
         clusters = list(request.clusters)
         model_of = {int(k): clusters[0] for k in request.clients}
         tasks = {int(k): PROBE for k in request.clients}
-        _, out = self._step(
+        _, out = self.step(
             model_of, tasks, round_index, models=clusters, cost=self.num_train,
             probe_op=ops.index(request.op) + 1,
             probe=ProbeShape(width, tuple(int(a) for a in request.args)),
@@ -255,8 +265,8 @@ class Server:
         """Train the plan's clients; the aggregator makes each planned cluster's new model."""
         tasks = {k: TRAIN | (RETURN_MODEL if k in plan.return_models else 0) for k in plan.train}
         # each participant downloads its model, uploads its update and its S losses
-        self._count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
-        clusters, out = self._step(plan.train, tasks, plan.round)
+        self.count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
+        clusters, out = self.step(plan.train, tasks, plan.round)
         sums = out.sums.cpu().reshape(len(clusters), -1)
         # each rank's payload per model parameter (the Σ n_k column, 8 bytes a model, apart)
         values = sums.numel() - len(clusters)
@@ -285,49 +295,6 @@ class Server:
             cluster_models={c: m.numpy() for c, m in self.models.items()},
         )
 
-    def eval_clients(self, round_index: int) -> np.ndarray | None:
-        """The clients evaluated in ``round_index``: all (None), or with ``eval.clients`` =
-        N a sample of N drawn from (seed, round), the same at any W and on resume."""
-        n = self.config.eval.clients
-        if n == 0 or n >= self.K:
-            return None
-        rng = np.random.default_rng([self.config.run.seed, 0xE7A1, round_index])
-        return np.sort(rng.choice(self.K, size=n, replace=False))
-
-    def evaluate(self, round_index: int) -> tuple[float, float, float]:
-        """Every client (or ``eval.clients`` of them) evaluates its cluster's model on its
-        local test split."""
-        leaves, assign = self.tree.assignment()
-        chosen = self.eval_clients(round_index)
-        clients = np.arange(self.K) if chosen is None else chosen
-        clients = clients[assign[clients] >= 0]  # a client in no leaf has no model yet
-        model_of = {int(k): leaves[int(assign[k])] for k in clients}
-        _, out = self._step(
-            model_of, dict.fromkeys(model_of, EVAL), round_index, cost=self.num_test
-        )
-        self._count(len(model_of) * (4 * self.P + 8 * 5))
-        rows = out.eval_rows.cpu().numpy()
-        clients = rows[:, 0].astype(np.int64)
-        self.client_accuracy[clients] = rows[:, 1]
-        weights = rows[:, 4] if self.config.eval.weighted else None
-        cluster_of = np.array([model_of[int(k)] for k in clients], dtype=object)
-        for cid in sorted(set(model_of.values()), key=node_order):
-            mine = cluster_of == cid
-            w = None if weights is None else weights[mine]
-            self.record.evaluation.append({
-                "round": round_index,
-                "cluster": cid,
-                "clients": int(mine.sum()),
-                "accuracy": federation_mean(rows[mine, 1], w),
-                "accuracy_plain": federation_mean(rows[mine, 2], w),
-                "test_loss": federation_mean(rows[mine, 3], w),
-            })  # fmt: skip
-        return (
-            federation_mean(rows[:, 1], weights),
-            federation_mean(rows[:, 2], weights),
-            federation_mean(rows[:, 3], weights),
-        )
-
     def apply_splits(self, splits: list[Split]) -> None:
         """Children start from the parent's (just aggregated) model; the algorithm has put
         them in the tree already."""
@@ -342,55 +309,61 @@ class Server:
 
     # -- the run ---------------------------------------------------------------------
 
+    def stopping(self, t: int) -> bool:
+        """Whether a signal asked the run to stop after round ``t`` (not its last)."""
+        return bool(self.stop is not None and self.stop.name and t < self.config.run.rounds)
+
+    def round(self, t: int, t_start: float, first: int) -> RoundResult:
+        """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
+        evaluation when one is due."""
+        bytes_before = self.comm.bytes_moved
+        self.round_bytes = 0
+        self.round_workers = {}
+        request = self.algorithm.plan_probe(t)
+        if request is not None:
+            self.algorithm.update_probe(t, request, self.probe(request, t))
+        plan = self.algorithm.plan(t)
+        trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
+        sampled = dict.fromkeys(trained, 0)
+        for cid in plan.train.values():
+            sampled[cid] += 1
+        reports = self.train_round(plan)
+        update = self.algorithm.update(t, plan, reports)
+        for cid, flat in update.models.items():
+            self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
+        self.apply_splits(update.splits)
+        evaluated = self.evaluation.due(self, t)
+        scores = self.evaluation(self, t) if evaluated else (math.nan,) * 3
+        self.rounds_done = t
+        now = time.perf_counter()
+        return RoundResult(
+            round=t, reports=reports, update=update, trained=trained, sampled=sampled,
+            evaluated=evaluated, accuracy=scores[0], accuracy_plain=scores[1],
+            test_loss=scores[2], elapsed=self.elapsed_before + now - t_start,
+            moved=self.comm.bytes_moved - bytes_before,
+            rate=(t - first + 1) / max(now - t_start, 1e-9),
+        )  # fmt: skip
+
     def run(self) -> dict:
+        """Every round from the next to ``run.rounds`` (or until a signal), each followed by
+        the components' work (record, progress, checkpoint); then the file and the summary."""
         cfg = self.config
-        progress = Progress(cfg.run.rounds, cfg.run.progress, self.stream)
+        for component in self.components:
+            component.at_start(self)
         self.loop_started = time.time()
         t_start = time.perf_counter()
         first = self.rounds_done + 1
-        accuracy = _last_finite(self.record.metrics["accuracy"])
+        accuracy = last_finite(self.record.metrics["accuracy"])
         for t in range(first, cfg.run.rounds + 1):
-            bytes_before = self.comm.bytes_moved
-            self.round_bytes = 0
-            self._round_workers = {}
-            request = self.algorithm.plan_probe(t)
-            if request is not None:
-                self.algorithm.update_probe(t, request, self.probe(request, t))
-            plan = self.algorithm.plan(t)
-            trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
-            sampled = dict.fromkeys(trained, 0)
-            for cid in plan.train.values():
-                sampled[cid] += 1
-            reports = self.train_round(plan)
-            update = self.algorithm.update(t, plan, reports)
-            for cid, flat in update.models.items():
-                self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
-            self._record_clusters(t, sampled, update.stats, trained)
-            self.apply_splits(update.splits)
-            self._record_membership(t)
-            splits = update.splits
-            acc = acc_plain = test_loss = math.nan
-            if t % cfg.eval.every == 0 or t == cfg.run.rounds:
-                acc, acc_plain, test_loss = self.evaluate(t)
-                accuracy = acc
-            self.rounds_done = t
-            elapsed = self.elapsed_before + time.perf_counter() - t_start
-            moved = self.comm.bytes_moved - bytes_before
-            self._record(t, reports, len(splits), acc, acc_plain, test_loss, elapsed, moved)
-            self._record_workers(t)
-            rate = (t - first + 1) / max(time.perf_counter() - t_start, 1e-9)
-            progress.update(t, clusters=len(self.models), accuracy=acc, rounds_per_s=rate)
-            if self.stop is not None and self.stop.name and t < cfg.run.rounds:
+            result = self.round(t, t_start, first)
+            if result.evaluated:
+                accuracy = result.accuracy
+            for component in self.components:
+                component.after_round(self, result)
+            if self.stopping(t):
                 break
-            if cfg.checkpoint.every and t % cfg.checkpoint.every == 0 and t < cfg.run.rounds:
-                try:
-                    self.write()
-                except RunFileWriteError:
-                    self.stop_workers()  # the previous checkpoint stays; every rank ends
-                    raise
         self.stop_workers()
         wall = time.perf_counter() - t_start
-        self.write()
         ran = self.rounds_done - first + 1
         summary = {
             "rounds": self.rounds_done,
@@ -405,118 +378,9 @@ class Server:
             ),
             "stopped_by": self.stop.name if self.rounds_done < cfg.run.rounds else None,
         }
-        self._print_summary(summary)
+        for component in self.components:
+            component.at_end(self, summary)
         return summary
-
-    def _record_clusters(self, t, sampled, stats, trained: list[str]) -> None:
-        """One row per cluster that trained this round (a split parent with the members it
-        split), its size as the algorithm left it."""
-        for cid in trained:
-            self.record.clusters.append(
-                {"round": t, "cluster": cid, "size": len(self.tree.members(cid)),
-                 "sampled": sampled.get(cid, 0)},
-                stats.get(cid, {}),
-                source=f"algorithm {self.algorithm.name!r}",
-            )  # fmt: skip
-
-    def _record_membership(self, t: int) -> None:
-        leaves, assign = self.tree.assignment()
-        groups = self.federation_groups
-        G = int(groups.max()) + 1 if len(groups) else 1
-        placed = assign >= 0  # IFCA's clients before their first probe are nowhere yet
-        counts = np.bincount(
-            assign[placed] * G + groups[placed], minlength=len(leaves) * G
-        ).reshape(len(leaves), G)
-        for i, g in zip(*np.nonzero(counts), strict=True):
-            self.record.membership.append(
-                {"round": t, "cluster": leaves[int(i)], "group": g, "clients": counts[i, g]}
-            )
-
-    def _record_workers(self, t: int) -> None:
-        for rank in sorted(self._round_workers):
-            clients, train_s, busy_s, loaded, cache_mb, rss_mb = self._round_workers[rank]
-            self.record.workers.append({
-                "round": t, "rank": rank, "clients": clients, "train_s": train_s,
-                "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
-            })  # fmt: skip
-
-    def _record(self, t, reports, num_splits, acc, acc_plain, test_loss, elapsed, moved):
-        self.record.metrics.append({
-            "round": t,
-            "num_clusters": len(self.models),
-            "num_participants": len(reports.clients),
-            "num_splits": num_splits,
-            "train_loss_first": reports.losses[:, 0].mean(),
-            "train_loss_last": reports.losses[:, -1].mean(),
-            "accuracy": acc,
-            "accuracy_plain": acc_plain,
-            "test_loss": test_loss,
-            "federation_bytes": self.round_bytes,
-        })  # fmt: skip
-        self.record.timing.append(
-            {"round": t, "elapsed_s": elapsed, "bytes": moved, "rss_mb": peak_rss_mb()}
-        )
-
-    def write(self) -> None:
-        leaves, assignment = self.tree.assignment()
-        self.created = write_run_file(
-            self.config.run.out,
-            config=self.config,
-            world_size=self.comm.world_size,
-            world=self.world,
-            clients={
-                "group": self.partition.group,
-                "class_counts": self.partition.class_counts(self.labels),
-                "num_train": self.partition.num_train(),
-                "num_test": self.partition.num_test(),
-                "accuracy": self.client_accuracy,
-                **({} if self.partition.owners is None else {"owner": self.partition.owners}),
-            },
-            hierarchy=self.tree.to_nodes(),
-            leaves=leaves,
-            assignment=assignment,
-            leaf_models=torch.stack([self.models[c] for c in leaves]).numpy(),
-            tables=self.record.arrays(),
-            trainer=self.trainer,
-            loop_started=self.loop_started,
-            sum_bytes_per_param=self.sum_bytes_per_param,
-            state=self.state(),
-            created=self.created,
-        )
-
-    def _print_summary(self, s: dict) -> None:
-        w = self.comm.world_size
-        moved = (
-            "0 B (one process)" if w == 1 else f"{_bytes(s['bytes_per_round'])} (rank 0's traffic)"
-        )
-        head = (
-            f"distfl: {s['rounds_this_run']} rounds in {s['wall_s']:.2f} s "
-            f"({s['rounds_this_run'] / max(s['wall_s'], 1e-9):.2f} rounds/s), "
-            f"world size {w} ({self.comm.name})"
-        )
-        hosts = sorted(set(self.world["host"])) if self.world else []
-        if len(hosts) > 1:
-            more = ", ..." if len(hosts) > 4 else ""
-            head += f" on {len(hosts)} hosts ({', '.join(hosts[:4])}{more})"
-        if s["stopped_by"]:
-            head = (
-                f"distfl: stopped by {s['stopped_by']} after round {s['rounds']}/"
-                f"{self.config.run.rounds}; checkpoint written. Continue with: "
-                f"distfl run --resume {self.config.run.out}\n" + head
-            )
-        lines = [
-            head,
-            f"  final balanced accuracy  {s['accuracy']:.4f} (mean over "
-            f"{self.config.eval.clients or self.K} clients)",
-            f"  clusters                 {s['num_clusters']}",
-            f"  client-steps/s           {s['client_steps_per_s']:.1f}",
-            f"  bytes moved per round    {moved}",
-            f"  federation bytes/round   {_bytes(s['federation_bytes_per_round'])} "
-            "(clients and server of a real deployment)",
-            f"  run file                 {self.config.run.out}",
-        ]
-        self.stream.write("\n".join(lines) + "\n")
-        self.stream.flush()
 
 
 def _by_client(rows: torch.Tensor) -> torch.Tensor:
@@ -525,18 +389,3 @@ def _by_client(rows: torch.Tensor) -> torch.Tensor:
         return rows
     order = torch.argsort(rows[:, 0].cpu(), stable=True)
     return rows[order.to(rows.device)]
-
-
-def _last_finite(values: list[float]) -> float:
-    for v in reversed(values):
-        if not math.isnan(v):
-            return float(v)
-    return math.nan
-
-
-def _bytes(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GiB"

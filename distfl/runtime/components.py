@@ -1,0 +1,285 @@
+"""What the server does around each round, as small components it calls in turn (in the
+manner of pfl-research's callbacks): the evaluation of the clients' cluster models, the
+record of the run file's tables, the progress display, the checkpoint, and the summary.
+
+:meth:`Server.run <distfl.runtime.server.Server.run>` runs a round (probe, plan, train,
+update, splits), asks :class:`Evaluation` whether to evaluate, then hands the round's
+:class:`RoundResult` to each component's :meth:`~Component.after_round`; at the end each
+component's :meth:`~Component.at_end`. None of them knows which algorithm runs.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from distfl.algorithms import ClientReports, RoundUpdate
+from distfl.checkpoint import write_run_file
+from distfl.hierarchy import node_order
+from distfl.metrics import federation_mean
+from distfl.progress import Progress
+from distfl.record.output import RunFileWriteError
+from distfl.runtime.protocol import EVAL, peak_rss_mb
+
+if TYPE_CHECKING:
+    from distfl.runtime.server import Server
+
+
+@dataclass
+class RoundResult:
+    """What one round did, as the components see it."""
+
+    round: int
+    reports: ClientReports
+    update: RoundUpdate
+    #: the clusters that trained (split parents too) and how many clients each sampled
+    trained: list[str]
+    sampled: dict[str, int]
+    #: whether the round evaluated, and the federation's balanced accuracy, plain accuracy
+    #: and test loss (NaN without an evaluation)
+    evaluated: bool
+    accuracy: float
+    accuracy_plain: float
+    test_loss: float
+    #: seconds since the run's first round (across resumes), bytes this world moved
+    elapsed: float
+    moved: int
+    #: rounds per second since this process's loop began
+    rate: float
+
+
+class Component:
+    """A part of the server's work around the rounds; every hook does nothing by default."""
+
+    def at_start(self, server: Server) -> None:
+        pass
+
+    def after_round(self, server: Server, result: RoundResult) -> None:
+        pass
+
+    def at_end(self, server: Server, summary: dict[str, Any]) -> None:
+        pass
+
+
+class Evaluation:
+    """Every ``eval.every`` rounds and in the last, every client (or ``eval.clients`` of
+    them) evaluates its cluster's model on its local test split; the per-cluster means go
+    to /metrics/evaluation, each client's accuracy to /clients/accuracy."""
+
+    def due(self, server: Server, t: int) -> bool:
+        return t % server.config.eval.every == 0 or t == server.config.run.rounds
+
+    def clients(self, server: Server, t: int) -> np.ndarray | None:
+        """The clients evaluated in round ``t``: all (None), or with ``eval.clients`` = N a
+        sample of N drawn from (seed, round), the same at any W and on resume."""
+        n = server.config.eval.clients
+        if n == 0 or n >= server.K:
+            return None
+        rng = np.random.default_rng([server.config.run.seed, 0xE7A1, t])
+        return np.sort(rng.choice(server.K, size=n, replace=False))
+
+    def __call__(self, server: Server, t: int) -> tuple[float, float, float]:
+        leaves, assign = server.tree.assignment()
+        chosen = self.clients(server, t)
+        clients = np.arange(server.K) if chosen is None else chosen
+        clients = clients[assign[clients] >= 0]  # a client in no leaf has no model yet
+        model_of = {int(k): leaves[int(assign[k])] for k in clients}
+        _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=server.num_test)
+        server.count(len(model_of) * (4 * server.P + 8 * 5))
+        rows = out.eval_rows.cpu().numpy()
+        clients = rows[:, 0].astype(np.int64)
+        server.client_accuracy[clients] = rows[:, 1]
+        weights = rows[:, 4] if server.config.eval.weighted else None
+        cluster_of = np.array([model_of[int(k)] for k in clients], dtype=object)
+        for cid in sorted(set(model_of.values()), key=node_order):
+            mine = cluster_of == cid
+            w = None if weights is None else weights[mine]
+            server.record.evaluation.append({
+                "round": t,
+                "cluster": cid,
+                "clients": int(mine.sum()),
+                "accuracy": federation_mean(rows[mine, 1], w),
+                "accuracy_plain": federation_mean(rows[mine, 2], w),
+                "test_loss": federation_mean(rows[mine, 3], w),
+            })  # fmt: skip
+        return (
+            federation_mean(rows[:, 1], weights),
+            federation_mean(rows[:, 2], weights),
+            federation_mean(rows[:, 3], weights),
+        )
+
+
+class Recorder(Component):
+    """The rows of the run file's per-round tables (distfl.record.layout): /metrics,
+    /metrics/clusters, /metrics/membership, /timing and /timing/workers."""
+
+    def after_round(self, server: Server, r: RoundResult) -> None:
+        record, t = server.record, r.round
+        for cid in r.trained:  # a split parent with the members it split
+            record.clusters.append(
+                {"round": t, "cluster": cid, "size": len(server.tree.members(cid)),
+                 "sampled": r.sampled.get(cid, 0)},
+                r.update.stats.get(cid, {}),
+                source=f"algorithm {server.algorithm.name!r}",
+            )  # fmt: skip
+        self._membership(server, t)
+        record.metrics.append({
+            "round": t,
+            "num_clusters": len(server.models),
+            "num_participants": len(r.reports.clients),
+            "num_splits": len(r.update.splits),
+            "train_loss_first": r.reports.losses[:, 0].mean(),
+            "train_loss_last": r.reports.losses[:, -1].mean(),
+            "accuracy": r.accuracy,
+            "accuracy_plain": r.accuracy_plain,
+            "test_loss": r.test_loss,
+            "federation_bytes": server.round_bytes,
+        })  # fmt: skip
+        record.timing.append(
+            {"round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb()}
+        )
+        for rank in sorted(server.round_workers):
+            clients, train_s, busy_s, loaded, cache_mb, rss_mb = server.round_workers[rank]
+            record.workers.append({
+                "round": t, "rank": rank, "clients": clients, "train_s": train_s,
+                "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
+            })  # fmt: skip
+
+    @staticmethod
+    def _membership(server: Server, t: int) -> None:
+        """Each leaf's clients by ground-truth group at the round's end."""
+        leaves, assign = server.tree.assignment()
+        groups = server.federation_groups
+        G = int(groups.max()) + 1 if len(groups) else 1
+        placed = assign >= 0  # IFCA's clients before their first probe are nowhere yet
+        counts = np.bincount(
+            assign[placed] * G + groups[placed], minlength=len(leaves) * G
+        ).reshape(len(leaves), G)
+        for i, g in zip(*np.nonzero(counts), strict=True):
+            server.record.membership.append(
+                {"round": t, "cluster": leaves[int(i)], "group": g, "clients": counts[i, g]}
+            )
+
+
+class ProgressDisplay(Component):
+    """A redrawn bar on a terminal, plain lines in logs (run.progress)."""
+
+    def at_start(self, server: Server) -> None:
+        self.progress = Progress(server.config.run.rounds, server.config.run.progress,
+                                 server.stream)  # fmt: skip
+
+    def after_round(self, server: Server, r: RoundResult) -> None:
+        self.progress.update(r.round, clusters=len(server.models), accuracy=r.accuracy,
+                             rounds_per_s=r.rate)  # fmt: skip
+
+
+class Checkpoint(Component):
+    """The run file, every ``checkpoint.every`` rounds (not in a round the run stops
+    after: the end writes it) and at the end. A write that fails stops the workers and
+    ends the run (RunFileWriteError); the previous file stays."""
+
+    def after_round(self, server: Server, r: RoundResult) -> None:
+        every, t = server.config.checkpoint.every, r.round
+        if not every or t % every or t >= server.config.run.rounds or server.stopping(t):
+            return
+        try:
+            self.write(server)
+        except RunFileWriteError:
+            server.stop_workers()  # every rank ends
+            raise
+
+    def at_end(self, server: Server, summary: dict[str, Any]) -> None:
+        self.write(server)
+
+    @staticmethod
+    def write(server: Server) -> None:
+        leaves, assignment = server.tree.assignment()
+        partition = server.partition
+        server.created = write_run_file(
+            server.config.run.out,
+            config=server.config,
+            world_size=server.comm.world_size,
+            world=server.world,
+            clients={
+                "group": partition.group,
+                "class_counts": partition.class_counts(server.labels),
+                "num_train": partition.num_train(),
+                "num_test": partition.num_test(),
+                "accuracy": server.client_accuracy,
+                **({} if partition.owners is None else {"owner": partition.owners}),
+            },
+            hierarchy=server.tree.to_nodes(),
+            leaves=leaves,
+            assignment=assignment,
+            leaf_models=torch.stack([server.models[c] for c in leaves]).numpy(),
+            tables=server.record.arrays(),
+            trainer=server.trainer,
+            loop_started=server.loop_started,
+            sum_bytes_per_param=server.sum_bytes_per_param,
+            state=server.state(),
+            created=server.created,
+        )
+
+
+class Summary(Component):
+    """The lines printed at the end: rounds and time, accuracy, clusters, throughput,
+    traffic, the run file (and how to continue a stopped run)."""
+
+    def at_end(self, server: Server, s: dict[str, Any]) -> None:
+        cfg, w = server.config, server.comm.world_size
+        moved = (
+            "0 B (one process)" if w == 1 else f"{_bytes(s['bytes_per_round'])} (rank 0's traffic)"
+        )
+        head = (
+            f"distfl: {s['rounds_this_run']} rounds in {s['wall_s']:.2f} s "
+            f"({s['rounds_this_run'] / max(s['wall_s'], 1e-9):.2f} rounds/s), "
+            f"world size {w} ({server.comm.name})"
+        )
+        hosts = sorted(set(server.world["host"])) if server.world else []
+        if len(hosts) > 1:
+            more = ", ..." if len(hosts) > 4 else ""
+            head += f" on {len(hosts)} hosts ({', '.join(hosts[:4])}{more})"
+        if s["stopped_by"]:
+            head = (
+                f"distfl: stopped by {s['stopped_by']} after round {s['rounds']}/"
+                f"{cfg.run.rounds}; checkpoint written. Continue with: "
+                f"distfl run --resume {cfg.run.out}\n" + head
+            )
+        lines = [
+            head,
+            f"  final balanced accuracy  {s['accuracy']:.4f} (mean over "
+            f"{cfg.eval.clients or server.K} clients)",
+            f"  clusters                 {s['num_clusters']}",
+            f"  client-steps/s           {s['client_steps_per_s']:.1f}",
+            f"  bytes moved per round    {moved}",
+            f"  federation bytes/round   {_bytes(s['federation_bytes_per_round'])} "
+            "(clients and server of a real deployment)",
+            f"  run file                 {cfg.run.out}",
+        ]
+        server.stream.write("\n".join(lines) + "\n")
+        server.stream.flush()
+
+
+def default_components() -> list[Component]:
+    """What every run does after each round and at the end, in this order: record the
+    round, show progress, checkpoint; at the end write the file, then print the summary."""
+    return [Recorder(), ProgressDisplay(), Checkpoint(), Summary()]
+
+
+def last_finite(values) -> float:
+    for v in reversed(values):
+        if not math.isnan(v):
+            return float(v)
+    return math.nan
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GiB"
