@@ -128,6 +128,13 @@ def test_an_unwritable_out_is_refused_before_the_first_round(helpers, tmp_path, 
     assert "round " not in proc.stdout  # refused before the first round
 
 
+def test_a_device_is_not_replaced_even_with_force(helpers, tmp_path):
+    proc = distfl(helpers, tmp_path, "run", *TINY, "--out", os.devnull, "--force")
+    assert_one_line_error(proc, f"run.out = {os.devnull} exists and is not a regular file")
+    assert os.path.exists(os.devnull) and not os.path.isfile(os.devnull)
+    assert not list(Path(os.devnull).parent.glob("null.*.tmp"))
+
+
 # -- a full disk -------------------------------------------------------------------------
 
 
