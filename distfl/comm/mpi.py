@@ -99,6 +99,9 @@ class MPICommunicator(Communicator):
             file=sys.stderr,
             flush=True,
         )
+        # the line reaches the user through mpiexec's forwarding, which MPI_Abort can cut
+        # short: give the launcher a moment to forward it first
+        time.sleep(0.5)
         self._comm.Abort(3)
 
     @_collective
