@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from distfl.algorithms.base import Params
+from distfl.algorithms.base import Params, setting
 from distfl.algorithms.registry import algorithm_class, algorithm_names, key_owners, load_plugins
 from distfl.errors import ConfigError
 from distfl.presets import PRESETS
@@ -37,81 +37,218 @@ class GroupSpec:
     """A group of clients: its size, how its samples are drawn, and the transforms applied
     to its data (in the order listed; see :mod:`distfl.data.transforms`)."""
 
-    count: int
-    alpha: float
-    name: str = ""
-    samples_per_client: int = 0  # 0: data.samples_per_client
-    test_fraction: float = 0.0  # 0: data.test_fraction
-    classes: tuple[int, ...] = ()  # the classes its samples are drawn from; (): all
-    rotation: float = 0.0  # degrees, counter-clockwise
-    blur: int = 0  # Gaussian blur kernel size (odd); 0: off
-    patch: int = 0  # side of a backdoor patch whose colour encodes the class; 0: off
-    noise: float = 0.0  # standard deviation of additive Gaussian noise
-    shift: float = 0.0  # norm of a fixed per-group offset of every feature (tabular data)
-    permute_labels: bool = False
+    count: int = setting(allowed="int ≥ 1", doc="clients in the group")
+    alpha: float = setting(
+        allowed="≥ 0",
+        doc="class proportions of each client ~ Dir(α·1): α = 0 one class per client, "
+        "α = 1000 near-IID (ignored by natural partitions)",
+    )
+    name: str = setting("", "string", "a label for tables and plots")
+    samples_per_client: int = setting(
+        0, "int ≥ 0", "the group's own sample count (0: `data.samples_per_client`)"
+    )
+    test_fraction: float = setting(
+        0.0, "[0, 1)", "the group's own test share (0: `data.test_fraction`)"
+    )
+    classes: tuple[int, ...] = setting(
+        (), "list of class indices", "the classes the group's samples are drawn from (`[]`: all)"
+    )
+    rotation: float = setting(
+        0.0,
+        "degrees",
+        "rotate every image by this many degrees counter-clockwise (multiples of 90 exact, others "
+        "bilinear); on tabular data the first two features",
+    )
+    blur: int = setting(
+        0,
+        "0 or odd, ≤ 99",
+        "Gaussian blur with this odd kernel size (σ = 0.3·((k−1)/2 − 1) + 0.8, reflect padding)",
+    )
+    patch: int = setting(
+        0,
+        "int ≥ 0",
+        "a p×p patch in the top-left corner whose colour encodes the sample's class (a backdoor "
+        "feature; one colour table per seed, the same for every group)",
+    )
+    noise: float = setting(
+        0.0, "≥ 0", "add Gaussian noise of this σ to every feature, drawn per client"
+    )
+    shift: float = setting(
+        0.0,
+        "≥ 0",
+        "add a fixed vector of this norm, drawn per group, to every sample (feature shift, for "
+        "tabular data)",
+    )
+    permute_labels: bool = setting(
+        False,
+        "bool",
+        "pass the group's labels through one fixed permutation that moves every class (a concept "
+        "shift; for two classes a label flip)",
+    )
 
 
 @dataclass(frozen=True)
 class RunSection:
-    seed: int = 0
-    rounds: int = 40
-    out: str = "distfl-run.h5"
-    threads: int = 1
-    device: str = "auto"
-    progress: str = "auto"
-    #: modules (names, or paths of .py files) imported on every rank before the algorithm
-    #: is built, so that algorithms defined in them register
-    plugins: tuple[str, ...] = ()
+    seed: int = setting(
+        0,
+        "int ≥ 0",
+        "seed of the partition, the model's initialisation, the server's sampling and every "
+        "client's batches",
+    )
+    rounds: int = setting(40, "int ≥ 1", "communication rounds")
+    out: str = setting("distfl-run.h5", "string", "HDF5 run file (also `--out`)")
+    threads: int = setting(
+        1, "1..1024", "torch threads per process (fixed, so results do not depend on the machine)"
+    )
+    device: str = setting(
+        "auto", "`auto`, `cpu`, `cuda`", "where clients train; `auto` takes CUDA when present"
+    )
+    progress: str = setting(
+        "auto",
+        "`auto`, `bar`, `lines`, `none`",
+        "rank 0's progress: a redrawn bar on a terminal, lines in a log",
+    )
+    plugins: tuple[str, ...] = setting(
+        (),
+        "list of strings",
+        "Python modules (names, or paths of `.py` files) imported on every rank before the config "
+        "is checked, so that the algorithms they define register",
+    )
 
 
 @dataclass(frozen=True)
 class DataSection:
-    dataset: str = "digits"
-    root: str = ""
-    partition: str = "dirichlet"
-    #: how a Dirichlet partition draws: "per_client" (each client from (seed, client),
-    #: materialised when used) or "sequential" (distfl 0.1.0's: one generator walked
-    #: client by client, every client's indices held on every rank)
-    draw: str = "per_client"
-    #: MiB of materialised clients a worker keeps between steps (least recently used first
-    #: out)
-    cache_mb: int = 256
-    num_clients: int = 20
-    samples_per_client: int = 80
-    test_fraction: float = 0.25
-    quantity_skew: float = 0.0
-    dim: int = 2
-    groups: tuple[GroupSpec, ...] = ()
+    dataset: str = setting(
+        "digits",
+        "`digits`, `mnist5k`, `mnist`, `cifar10`, `cifar100`, `femnist`, `gaussian`",
+        "see [Datasets](datasets.md): `digits` is built in (scikit-learn), `mnist5k` is 5,000 "
+        "MNIST images shipped with the `mnist5k` extra, `gaussian` is generated, the others "
+        "are read from `data.root`",
+    )
+    root: str = setting(
+        "",
+        "string",
+        "directory holding the dataset's files (required for `mnist`, `cifar10`, `cifar100`, "
+        "`femnist`; nothing is downloaded)",
+    )
+    partition: str = setting(
+        "dirichlet",
+        "`dirichlet`, `natural`",
+        "`dirichlet`: each client's samples are drawn from the pooled dataset by its group's α; "
+        "`natural`: one client per FEMNIST writer (always so for `gaussian`)",
+    )
+    draw: str = setting(
+        "per_client",
+        "`per_client`, `sequential`",
+        "how a Dirichlet partition draws ([Datasets](datasets.md#how-each-partition-draws)): "
+        "`per_client` keeps a few numbers per client and draws a client's samples when it is "
+        "used; `sequential` is distfl 0.1.0's draw (every client's indices held on every rank), "
+        "kept so that run files written by 0.1.0 resume to the same bits",
+    )
+    cache_mb: int = setting(
+        256,
+        "int ≥ 0",
+        "MiB of materialised clients a worker keeps between steps, least recently used first out "
+        "(0: keep none)",
+    )
+    num_clients: int = setting(20, "int ≥ 1", "K, the number of simulated clients")
+    samples_per_client: int = setting(
+        80,
+        "2..2³¹−1",
+        "samples each client holds (train + test); the mean when `quantity_skew` > 0; with the "
+        "model widths and local steps, checked against the memory available before any rank "
+        "allocates",
+    )
+    test_fraction: float = setting(
+        0.25, "(0, 1)", "share of each client's samples kept as its local test split"
+    )
+    quantity_skew: float = setting(
+        0.0,
+        "≥ 0",
+        "σ of a log-normal factor on each client's sample count (mean preserved, at least 2 "
+        "samples); 0: every client of a group holds the same count",
+    )
+    dim: int = setting(2, "int ≥ 2", "features of the `gaussian` dataset")
+    groups: tuple[GroupSpec, ...] = setting(
+        (),
+        "list of tables (below)",
+        "groups of clients, each with its count, label skew, sizes and transforms; the counts "
+        "must add up to `num_clients`; each client's group is recorded as ground truth",
+    )
 
 
 @dataclass(frozen=True)
 class ModelSection:
-    name: str = "mlp"
-    hidden: tuple[int, ...] = (64,)
+    name: str = setting(
+        "mlp",
+        "`mlp`, `cnn`, `lenet5`, `mnist_cnn`",
+        "`mlp`: an MLP of `model.hidden`; `cnn`: two 5x5 conv blocks of 64 channels, dense "
+        "384-192-C; `lenet5`: LeNet-5; `mnist_cnn`: 3x3 convolutions of 64 and 128 channels, dense "
+        "128-C (a 128-wide embedding). All take the dataset's input shape and class count; which "
+        "paper each follows: [Models](datasets.md#models)",
+    )
+    hidden: tuple[int, ...] = setting((64,), "list of int ≥ 1", "hidden widths of the MLP")
 
 
 @dataclass(frozen=True)
 class TrainSection:
-    local_steps: int = 8
-    batch_size: int = 16
-    lr: float = 0.1
-    momentum: float = 0.0
-    weight_decay: float = 0.0
-    prox_mu: float = 0.0
-    trainer: str = "auto"
-    chunk_mb: int = 256
-    loss: str = "cross_entropy"
+    local_steps: int = setting(
+        8, "int ≥ 1", "S, local SGD steps per client per round (the loss of each is recorded)"
+    )
+    batch_size: int = setting(16, "int ≥ 1", "minibatch size (capped at the client's train size)")
+    lr: float = setting(0.1, "> 0, finite in float32", "local SGD learning rate")
+    momentum: float = setting(
+        0.0, "[0, 1)", "local SGD momentum (the optimiser starts fresh each round)"
+    )
+    weight_decay: float = setting(0.0, "≥ 0", "local SGD weight decay")
+    prox_mu: float = setting(
+        0.0, "≥ 0", "FedProx's μ: adds μ(w − w_start) to every local gradient (0: off)"
+    )
+    trainer: str = setting(
+        "auto",
+        "`auto`, `batched`, `vectorised`, `sequential`",
+        "local trainer ([Each round](rounds.md)): `batched` trains the clients of one cluster "
+        "model together with batched kernels (one autograd graph; the MLP's backward written "
+        "out); `vectorised` with `torch.func` (`vmap` of `grad` over stacked parameters); "
+        "`sequential` one after another (the reference); `auto` picks, per model and device, the "
+        "trainer `distfl bench` measured fastest: `batched` for the three built-in models on CPU "
+        "(on CUDA not measured yet; `batched` too), `vectorised` for another model without "
+        "buffers, else `sequential`. A stored config without `comm.sums` (written before "
+        "`batched` existed) keeps `auto` meaning `vectorised`",
+    )
+    chunk_mb: int = setting(
+        256,
+        "int ≥ 1",
+        "memory budget of one batched or vectorised chunk of clients (parameters, gradients, "
+        "momentum, activations); at least two clients per chunk",
+    )
+    loss: str = setting(
+        "cross_entropy",
+        "`cross_entropy`, `hinge`",
+        "local and test loss; `hinge` is max(0, 1 − m) on the margin m = (2y − 1)(z₁ − z₀), for "
+        "the binary `gaussian` data",
+    )
 
 
 @dataclass(frozen=True)
 class ServerSection:
-    clients_per_round: int = 10
-    aggregator: str = "fedavg"
-    lr: float = 1.0
-    momentum: float = 0.9
-    #: which worker runs each task of a step: "balanced" (by predicted cost, a client's
-    #: home worker first) or "static" (always its home worker: contiguous shards)
-    placement: str = "balanced"
+    clients_per_round: int = setting(
+        10, "1..K", "clients sampled (uniformly, without replacement) per round"
+    )
+    aggregator: str = setting(
+        "fedavg",
+        "`fedavg`, `fedavgm`, `fedprox`, `fairavg`",
+        "how a cluster's model is made from its participants (see "
+        "[Aggregators](algorithms.md#aggregators)); works with every algorithm",
+    )
+    lr: float = setting(1.0, "> 0, finite in float32", "FedAvgM: server learning rate η")
+    momentum: float = setting(0.9, "[0, 1)", "FedAvgM: server momentum β")
+    placement: str = setting(
+        "balanced",
+        "`balanced`, `static`",
+        "which worker runs each task of a step: `balanced` by predicted cost, a client's home "
+        "worker first; `static` always its home worker (contiguous shards of near-equal samples)",
+    )
 
 
 @dataclass(frozen=True)
@@ -119,7 +256,13 @@ class AlgorithmSection:
     """``algorithm.name`` and that algorithm's own keys (``params``, its ``Params``
     dataclass). ``config.algorithm.epsilon`` reads the key ``epsilon`` of the params."""
 
-    name: str = "none"
+    name: str = setting(
+        "none",
+        "a registered algorithm (the built-in ones, or one of your own: [Adding an "
+        "algorithm](adding-an-algorithm.md))",
+        "clustering algorithm ([Algorithms](algorithms.md)); `none` trains one global model. The "
+        "other keys of `[algorithm]` are that algorithm's own (below)",
+    )
     params: Any = None
 
     def __post_init__(self) -> None:
@@ -197,24 +340,41 @@ class StoredParams:
 
 @dataclass(frozen=True)
 class CommSection:
-    backend: str = "auto"
-    timeout_s: float = 300.0
-    #: the exact sums' format: "scaled" (one int64 per value on a grid agreed each round)
-    #: or "limbs" (distfl 0.1.0's three int64 limbs per value on a fixed 2^-64 grid)
-    sums: str = "scaled"
+    backend: str = setting(
+        "auto", "`auto`, `local`, `torch`, `mpi`", "communicator (also `--comm`)"
+    )
+    timeout_s: float = setting(300.0, "(0, 10⁹]", "timeout of a collective (torch.distributed)")
+    sums: str = setting(
+        "scaled",
+        "`scaled`, `limbs`",
+        "the exact sums' format ([same bits](launching.md#the-same-bits-on-any-world-size)): one "
+        "int64 per value on a grid agreed each round, or 0.1.0's three int64 limbs per value on a "
+        "fixed 2^-64 grid",
+    )
 
 
 @dataclass(frozen=True)
 class EvalSection:
-    every: int = 10
-    weighted: bool = False
-    #: clients evaluated per evaluation: 0 all, N a sample of N drawn from (seed, round)
-    clients: int = 0
+    every: int = setting(
+        10,
+        "int ≥ 1",
+        "every this many rounds (and after the last) each client evaluates its cluster's model on "
+        "its local test split",
+    )
+    weighted: bool = setting(False, "bool", "weight the federation mean by test-split size")
+    clients: int = setting(
+        0,
+        "0..K",
+        "clients evaluated per evaluation: 0 all of them; N a uniform sample of N drawn from "
+        "(seed, round), so every world size and a resumed run evaluate the same ones",
+    )
 
 
 @dataclass(frozen=True)
 class CheckpointSection:
-    every: int = 0
+    every: int = setting(
+        0, "int ≥ 0", "also write the run file every this many rounds (0: only at the end)"
+    )
 
 
 @dataclass(frozen=True)
@@ -673,7 +833,7 @@ def validate(c: Config) -> None:
     if c.data.dataset not in ("digits", "mnist5k", "gaussian") and not c.data.root:
         raise ConfigError(
             f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
-            "data.root (nothing is downloaded; see the README's dataset table)"
+            "data.root (nothing is downloaded; see the dataset table of docs/datasets.md)"
         )
     if c.data.partition == "natural" and c.data.dataset not in ("femnist", "gaussian"):
         raise ConfigError(

@@ -35,9 +35,11 @@ every = 5
 """
 
 
-def readme_example() -> str:
-    """The config example of README.md (its first ```toml block), exactly as written there."""
-    text = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+def docs_example() -> str:
+    """The config example of the docs' configuration page (its first ```toml block), exactly
+    as written there."""
+    page = Path(__file__).resolve().parents[1] / "docs" / "configuration.md"
+    text = page.read_text(encoding="utf-8")
     start = text.index("```toml\n") + len("```toml\n")
     return text[start : text.index("```", start)]
 

@@ -52,6 +52,14 @@ if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyw
 # -- parameters --------------------------------------------------------------------------
 
 
+def setting(default: Any = dataclasses.MISSING, allowed: str = "", doc: str = "") -> Any:
+    """A config key of the schema: its default (none: the key is required), the values it
+    allows as the configuration reference prints them, and what it means (Markdown; links
+    relative to the reference's page). The reference (``distfl keys``, the docs site) is
+    generated from these, and a test fails on a key without ``doc``."""
+    return field(default=default, metadata={"allowed": allowed, "doc": doc})
+
+
 @dataclass(frozen=True)
 class Params:
     """An algorithm's settings: a frozen dataclass whose fields are the keys

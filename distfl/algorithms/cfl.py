@@ -49,6 +49,7 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
     require,
+    setting,
 )
 from distfl.algorithms.registry import register
 
@@ -134,12 +135,19 @@ def bipartition(similarity: np.ndarray) -> np.ndarray:
 class CFLParams(Params):
     """CFL's keys; the defaults follow the paper."""
 
-    #: split when the mean update's norm is below ε1 ...
-    eps1: float = 0.4
-    #: ... and the largest client update's norm above ε2
-    eps2: float = 1.6
-    #: rounds before a cluster is first tested
-    warmup: int = 20
+    eps1: float = setting(
+        0.4,
+        "≥ 0",
+        "ε1: a cluster splits when its mean update's norm is below ε1 (and the "
+        "largest client update's norm above ε2)",
+    )
+    eps2: float = setting(
+        1.6,
+        "≥ 0",
+        "ε2: a cluster splits when its largest client update's norm is above ε2 "
+        "(and the mean update's norm below ε1)",
+    )
+    warmup: int = setting(20, "int ≥ 0", "rounds before a cluster is first tested")
 
     def check(self, config) -> None:
         require(self.eps1 >= 0, "eps1", self.eps1, "non-negative")

@@ -29,6 +29,7 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
     require,
+    setting,
 )
 from distfl.algorithms.registry import register
 from distfl.hierarchy import Split
@@ -298,22 +299,41 @@ def priority_sample(counts: np.ndarray, n: int, rng: np.random.Generator) -> np.
 class FedGWCParams(Params):
     """FedGWC's keys; the defaults follow the paper."""
 
-    #: β of the RBF affinity (paper grid {0.1, 0.5, 1, 2, 4})
-    beta: float = 0.5
-    #: a cluster is tested when the MSE between consecutive interaction matrices is below ε
-    epsilon: float = 1e-5
-    #: spectral clustering is tried for n = 2..n_max clusters
-    n_max: int = 5
-    #: α of the Gaussian weights and interaction matrix; 0: the participation rate
-    alpha: float = 0.0
-    #: consecutive rounds below ε before a test
-    patience: int = 1
-    #: clients sampled per cluster and round at least; the smallest cluster a split makes
-    min_clients: int = 3
-    #: per-cluster sampling: "priority" favours rarely sampled clients
-    sampling: str = "priority"
-    #: split only when the best Davies–Bouldin score is below this (the paper: 1)
-    db_threshold: float = 1.0
+    beta: float = setting(0.5, "> 0", "β of the RBF affinity (paper grid {0.1, 0.5, 1, 2, 4})")
+    epsilon: float = setting(
+        1e-5,
+        "> 0",
+        "a cluster is tested for a split when the MSE between consecutive interaction matrices is "
+        "below ε (paper: 1e-5 CIFAR, 1e-4 Landmarks, 1e-2 iNaturalist)",
+    )
+    n_max: int = setting(5, "int ≥ 2", "spectral clustering is tried for n = 2..n_max clusters")
+    alpha: float = setting(
+        0.0,
+        "[0, 1)",
+        "α of the Gaussian weights and interaction matrix; 0 means the participation rate "
+        "`clients_per_round / num_clients` (the paper's choice)",
+    )
+    patience: int = setting(
+        1,
+        "int ≥ 1",
+        "consecutive rounds below ε before a test; after a test that does not split, the count "
+        "starts again",
+    )
+    min_clients: int = setting(
+        3,
+        "int ≥ 1",
+        "clients sampled per cluster and round at least (the paper's privacy floor, ρ_n = max(ρ, "
+        "3/|C_n|)); also the smallest cluster a split may create",
+    )
+    sampling: str = setting(
+        "priority",
+        "`priority`, `uniform`",
+        "per-cluster sampling; `priority` favours rarely sampled clients (weight 1 / (1 + times "
+        "sampled − fewest))",
+    )
+    db_threshold: float = setting(
+        1.0, "> 0", "split only when the best Davies–Bouldin score is below this (the paper: 1)"
+    )
 
     choices = {"sampling": ("priority", "uniform")}
 

@@ -59,6 +59,7 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
     require,
+    setting,
 )
 from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size, with_group_count
 from distfl.algorithms.registry import register
@@ -117,17 +118,27 @@ def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Gener
 
 @dataclass(frozen=True)
 class FeSEMParams(Params):
-    #: the fixed number of centres (cluster models); 0: the number of ground-truth data groups
-    num_clusters: int = 2
-    #: re-assign the round's clients to the nearest centre every this many rounds
-    reassign_every: int = 1
-    #: how the centres start: "kmeans++" (from round 1's client models) or "random" (the
-    #: paper's: each from its own random model)
-    init: str = "kmeans++"
-    #: with "kmeans++": rounds of FedAvg (every centre the round's sample-weighted mean
-    #: model) before the seeding round, so that k-means clusters models trained from a
-    #: warmed-up model rather than from the random start
-    fedavg_rounds: int = 0
+    num_clusters: int = setting(
+        2,
+        "0..K",
+        "the fixed number of cluster models; 0: one per ground-truth data group (the papers give "
+        "these methods the true number of clusters; a suite-wide `--set algorithm.num_clusters=0` "
+        "fits every scenario)",
+    )
+    reassign_every: int = setting(1, "int ≥ 1", "rounds between re-assignments")
+    init: str = setting(
+        "kmeans++",
+        "`kmeans++`, `random`",
+        "how the cluster models start: seeded by k-means of round 1's client models, or (the "
+        "papers') each from its own random initialisation; see Algorithms",
+    )
+    fedavg_rounds: int = setting(
+        0,
+        "int ≥ 0",
+        'with `init = "kmeans++"`: rounds of FedAvg (every centre the round\'s sample-weighted '
+        "mean model) before the seeding round, so that k-means sees models trained from a "
+        "warmed-up model ([Fidelity on mnist5k](fidelity.md#fidelity-on-mnist5k))",
+    )
 
     choices = {"init": ("kmeans++", "random")}
     #: run files written before ``init`` existed started their centres at random

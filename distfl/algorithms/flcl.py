@@ -94,6 +94,7 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
     require,
+    setting,
 )
 from distfl.algorithms.registry import register
 from distfl.errors import ConfigError
@@ -240,14 +241,14 @@ def combination(Lambda: np.ndarray, active: np.ndarray) -> np.ndarray:
 class FLCLParams(Params):
     """FLCL's keys (``flcl_eta`` etc. in the former flat section)."""
 
-    #: η of the multiplicative weights (Algorithm 1)
-    eta: float = 0.9
-    #: δ of the regret bound δ/√(rounds so far)
-    delta: float = 3.0
-    #: rounds per clustering step (the K of Algorithm 2)
-    period: int = 5
-    #: which client DecompCL expels: "preference" or "regret"
-    expel: str = "preference"
+    eta: float = setting(0.9, "(0, 1)", "η of the multiplicative weights")
+    delta: float = setting(3.0, "> 0", "δ of the regret bound δ/√(rounds so far)")
+    period: int = setting(
+        5,
+        "int ≥ 1",
+        "rounds per clustering step (the K of Algorithm 2); needs `train.local_steps` ≥ 2",
+    )
+    expel: str = setting("preference", "`preference`, `regret`", "which client DecompCL expels")
 
     aliases = {"flcl_eta": "eta", "flcl_delta": "delta", "flcl_period": "period",
                "flcl_expel": "expel"}  # fmt: skip

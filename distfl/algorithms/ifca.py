@@ -45,6 +45,7 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
     require,
+    setting,
 )
 from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size, with_group_count
 from distfl.algorithms.registry import register
@@ -62,11 +63,19 @@ def assign_by_loss(losses: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class IFCAParams(Params):
-    #: the fixed number of cluster models; 0: the number of ground-truth data groups
-    num_clusters: int = 2
-    #: how the models start: "kmeans++" (k-means of round 1's client models) or "random"
-    #: (the paper's: each from its own random initialisation)
-    init: str = "kmeans++"
+    num_clusters: int = setting(
+        2,
+        "0..K",
+        "the fixed number of cluster models; 0: one per ground-truth data group (the papers give "
+        "these methods the true number of clusters; a suite-wide `--set algorithm.num_clusters=0` "
+        "fits every scenario)",
+    )
+    init: str = setting(
+        "kmeans++",
+        "`kmeans++`, `random`",
+        "how the cluster models start: seeded by k-means of round 1's client models, or (the "
+        "papers') each from its own random initialisation; see Algorithms",
+    )
 
     choices = {"init": ("kmeans++", "random")}
     #: run files written before ``init`` existed started their models at random

@@ -13,15 +13,15 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from runfile import assert_same, read_run, readme_example
+from runfile import assert_same, docs_example, read_run
 
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
-# The README's example, as written there.
-EXAMPLE_TOML = readme_example()
+# The configuration page's example (docs/configuration.md), as written there.
+EXAMPLE_TOML = docs_example()
 
 
 def _env(**extra: str) -> dict[str, str]:

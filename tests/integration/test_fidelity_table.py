@@ -1,6 +1,6 @@
-"""README's fidelity table on digits comes from the ``distfl suite`` command printed above it:
-the command, as written there, runs on a two-scenario slice (its first two scenarios, seed
-0), and every row of the slice is the table's.
+"""The fidelity table on digits (docs/fidelity.md) comes from the ``distfl suite`` command
+printed above it: the command, as written there, runs on a two-scenario slice (its first
+two scenarios, seed 0), and every row of the slice is the table's.
 
 Where this machine's float kernels are those of the machine that measured the table
 (tests/runfile.py), the clusters, Rand index and ARI of seed 0 are compared to the digits
@@ -27,15 +27,16 @@ from distfl.cli import _parser
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
-#: the heading of the README section whose command and table this test checks
-HEADING = "#### Fidelity on digits"
-#: the float kernels of the machine that measured README's table (kernel_fingerprint)
+#: the heading of the docs section whose command and table this test checks
+PAGE = ROOT / "docs" / "fidelity.md"
+HEADING = "### Fidelity on digits"
+#: the float kernels of the machine that measured the table (kernel_fingerprint)
 MEASURED_ON = "d49721036564a483487776dc7d83ee38b184caa17bb5c0137993d6aacf2035c5"
 
 
-def readme_section() -> tuple[list[str], list[dict[str, str]]]:
-    """The command (argv after ``distfl``) and the table rows of the README section."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+def docs_section() -> tuple[list[str], list[dict[str, str]]]:
+    """The command (argv after ``distfl``) and the table rows of the docs section."""
+    text = PAGE.read_text(encoding="utf-8")
     start = text.index(HEADING)
     end = text.find("\n#", start + len(HEADING))
     section = text[start : end if end >= 0 else len(text)]
@@ -57,8 +58,8 @@ def seed0(cell: str) -> str:
     return cell.split("/")[0].replace("−", "-")
 
 
-def test_the_readme_table_is_what_its_command_computes(tmp_path):
-    argv, table = readme_section()
+def test_the_docs_table_is_what_its_command_computes(tmp_path):
+    argv, table = docs_section()
     args = _parser().parse_args(argv)  # distfl's own reading of the command
     scenarios = args.scenarios
     assert len(scenarios) >= 2 and args.seeds == "0,1,2"

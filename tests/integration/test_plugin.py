@@ -246,18 +246,18 @@ def test_the_probe_rows_are_what_the_client_half_computed(runs):
     assert bytes_round[0] - bytes_round[2] == K * (4 * P + 3 * 8)
 
 
-def readme_plugin() -> str:
-    """The example algorithm of README.md's "Adding an algorithm", exactly as written."""
-    text = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("### Adding an algorithm") :]
+def docs_plugin() -> str:
+    """The example algorithm of docs/adding-an-algorithm.md, exactly as written."""
+    page = Path(__file__).resolve().parents[2] / "docs" / "adding-an-algorithm.md"
+    section = page.read_text(encoding="utf-8")
     start = section.index("```python\n") + len("```python\n")
     return section[start : section.index("```", start)]
 
 
-def test_the_readme_example_runs_as_its_first_line_says(tmp_path, helpers):
+def test_the_docs_example_runs_as_its_first_line_says(tmp_path, helpers):
     import h5py
 
-    code = readme_plugin()
+    code = docs_plugin()
     first = code.splitlines()[0]
     assert first.startswith("# median_split.py: distfl run ")
     (tmp_path / "median_split.py").write_text(code)
@@ -282,7 +282,7 @@ def test_the_readme_example_runs_as_its_first_line_says(tmp_path, helpers):
 def test_a_suite_of_an_algorithm_of_ones_own(tmp_path, helpers):
     import json
 
-    (tmp_path / "median_split.py").write_text(readme_plugin())
+    (tmp_path / "median_split.py").write_text(docs_plugin())
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "suite", "rotated", "--algorithms", "median_split,none",
          "--set", "run.plugins=['median_split.py']", "--set", "algorithm.at_round=2",

@@ -381,15 +381,17 @@ def test_bad_targets_are_one_line_errors(helpers, tmp_path, fedgwc_run):
     assert_one_line_error(blocked, "cannot write the report", "plain.txt")
 
 
-def test_the_readme_shows_figures_that_exist():
-    root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text(encoding="utf-8")
+def test_the_docs_show_figures_that_exist():
+    docs = Path(__file__).resolve().parents[2] / "docs"
     shown = [
-        line.split("](")[1].rstrip(")") for line in readme.splitlines() if line.startswith("![")
+        (page, line.split("](")[1].rstrip(")"))
+        for page in sorted(docs.glob("*.md"))
+        for line in page.read_text(encoding="utf-8").splitlines()
+        if line.startswith("![")
     ]
-    assert len(shown) >= 2 and all(p.startswith("docs/") for p in shown)
-    for p in shown:
-        check_png(root / p)
+    assert len(shown) >= 4
+    for page, p in shown:
+        check_png(page.parent / p)
 
 
 def test_a_report_reads_the_state_attributes_only(fedgwc_run):

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from runfile import readme_example
+from runfile import docs_example
 
 from distfl import config as C
 from distfl.config import Config, GroupSpec, check_world, from_json, load, parse_set
 from distfl.errors import ConfigError, UserError
 
-EXAMPLE_TOML = readme_example()
+EXAMPLE_TOML = docs_example()
 
 
 def write(tmp_path: Path, text: str, name: str = "run.toml") -> Path:

@@ -1,9 +1,10 @@
-"""The run file's layout has one owner (distfl.record.layout): the README's listing is the
-one it prints, and a file the writer makes holds exactly the declared tables, columns and
-dtypes, every part of it described."""
+"""The run file's layout has one owner (distfl.record.layout): the docs' listing is
+generated from it (scripts/docs_hooks.py), and a file the writer makes holds exactly the
+declared tables, columns and dtypes, every part of it described."""
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import h5py
@@ -15,14 +16,22 @@ from distfl.hierarchy import HierarchyNode
 from distfl.record import layout
 from distfl.record.tables import Record
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_readme_listing_is_the_declaration():
-    text = README.read_text(encoding="utf-8")
-    section = text[text.index("## The HDF5 run file") :]
-    start = section.index("```\n") + len("```\n")
-    assert section[start : section.index("```", start)] == layout.describe()
+def docs_hooks():
+    spec = importlib.util.spec_from_file_location("docs_hooks", ROOT / "scripts/docs_hooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_docs_listing_is_the_declaration():
+    page = (ROOT / "docs" / "run-file.md").read_text(encoding="utf-8")
+    assert page.count(docs_hooks().LAYOUT) == 1
+    built = docs_hooks().on_page_markdown(page, None, None, None)
+    start = built.index("```\n/") + len("```\n")
+    assert built[start : built.index("```", start)] == layout.describe()
 
 
 def small_file(path: Path) -> None:

@@ -1,0 +1,148 @@
+"""The configuration reference, generated from the schema: every key of :class:`Config`'s
+sections, of a group in ``data.groups`` and of each registered algorithm's ``Params``, with
+the values it allows, its default and what it means, all read from the keys' declarations
+(:func:`distfl.algorithms.base.setting`). The docs site inserts these tables where its
+configuration page says ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->`` and
+``<!-- distfl:algorithm-keys -->`` (``scripts/docs_hooks.py``), so they cannot drift from
+the code; ``python -m distfl.tools.reference`` prints them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, get_type_hints
+
+from distfl.algorithms.registry import algorithm_class, algorithm_names
+from distfl.config import CHOICES, Config, GroupSpec
+
+
+@dataclasses.dataclass(frozen=True)
+class KeyDoc:
+    """One key of the reference."""
+
+    key: str
+    allowed: str
+    default: str
+    doc: str
+
+
+def _value(value: Any) -> str:
+    """A default as a config file writes it (TOML)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_value(v) for v in value) + "]"
+    return repr(value)
+
+
+def _choices(values: tuple[str, ...]) -> str:
+    return ", ".join(f"`{v}`" for v in values)
+
+
+def _doc(f: dataclasses.Field, key: str, choices: tuple[str, ...] | None) -> KeyDoc:
+    meta = f.metadata
+    if f.default is not dataclasses.MISSING:
+        default = f"`{_value(f.default)}`"
+    elif f.default_factory is not dataclasses.MISSING:
+        default = f"`{_value(f.default_factory())}`"
+    else:
+        default = "required"
+    allowed = _choices(choices) if choices else meta.get("allowed", "")
+    return KeyDoc(key, allowed, default, meta.get("doc", ""))
+
+
+def config_keys() -> list[KeyDoc]:
+    """Every key of the config's sections but the algorithms' own, in declaration order;
+    ``algorithm.name`` lists the algorithms registered now."""
+    rows = []
+    for section, cls in get_type_hints(Config).items():
+        for f in dataclasses.fields(cls):
+            if f.name == "params":
+                continue
+            key = f"{section}.{f.name}"
+            doc = _doc(f, key, CHOICES.get(key))
+            if key == "algorithm.name":
+                doc = dataclasses.replace(doc, allowed=_choices(tuple(algorithm_names())))
+            rows.append(doc)
+    return rows
+
+
+def group_keys() -> list[KeyDoc]:
+    """The keys of one group of ``data.groups``."""
+    return [_doc(f, f.name, None) for f in dataclasses.fields(GroupSpec)]
+
+
+def algorithm_keys() -> dict[str, list[KeyDoc]]:
+    """Per registered algorithm, its own keys (``algorithm.<key>``)."""
+    out = {}
+    for name in algorithm_names():
+        params = algorithm_class(name).Params
+        out[name] = [
+            _doc(f, f.name, params.choices.get(f.name)) for f in dataclasses.fields(params)
+        ]
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def config_table() -> str:
+    return _table(
+        ("key", "allowed", "default", "meaning"),
+        [(f"`{d.key}`", d.allowed, d.default, d.doc) for d in config_keys()],
+    )
+
+
+def group_table() -> str:
+    return _table(
+        ("group key", "allowed", "default", "meaning"),
+        [(f"`{d.key}`", d.allowed, d.default, d.doc) for d in group_keys()],
+    )
+
+
+def algorithm_table() -> str:
+    rows = [
+        (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
+        for name, docs in algorithm_keys().items()
+        for d in docs
+    ]
+    return _table(("algorithm", "key", "allowed", "default", "meaning"), rows)
+
+
+#: the markers of the docs' configuration page and what replaces each
+MARKERS = {
+    "<!-- distfl:config-keys -->": config_table,
+    "<!-- distfl:group-keys -->": group_table,
+    "<!-- distfl:algorithm-keys -->": algorithm_table,
+}
+
+
+def fill(markdown: str) -> str:
+    """``markdown`` with every marker of :data:`MARKERS` replaced by its table."""
+    for marker, make in MARKERS.items():
+        if marker in markdown:
+            markdown = markdown.replace(marker, make().rstrip("\n"))
+    return markdown
+
+
+def missing_docs() -> list[str]:
+    """Keys declared without a meaning (``doc``) or allowed values: each is a defect."""
+    every = [*config_keys(), *group_keys()]
+    every += [d for docs in algorithm_keys().values() for d in docs]
+    return [d.key for d in every if not d.doc.strip() or not d.allowed.strip()]
+
+
+if __name__ == "__main__":
+    print(config_table())
+    print(group_table())
+    print(algorithm_table())

@@ -1,0 +1,19 @@
+"""MkDocs hooks of the docs site (mkdocs.yml): the reference parts are generated from the
+code when the site is built. ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->``
+and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema
+(:mod:`distfl.tools.reference`); ``<!-- distfl:run-file-layout -->`` becomes the run file's
+layout listing (:func:`distfl.record.layout.describe`)."""
+
+from __future__ import annotations
+
+from distfl.record.layout import describe
+from distfl.tools.reference import fill
+
+LAYOUT = "<!-- distfl:run-file-layout -->"
+
+
+def on_page_markdown(markdown, page, config, files):
+    markdown = fill(markdown)
+    if LAYOUT in markdown:
+        markdown = markdown.replace(LAYOUT, "```\n" + describe() + "```")
+    return markdown

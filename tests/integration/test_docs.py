@@ -1,0 +1,68 @@
+"""The docs site builds in strict mode (a broken link, a missing anchor or page, a page left
+out of the navigation each fail the build), its generated parts are in the built pages,
+and the README stays the short front door whose links lead to pages that exist."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from distfl.record.layout import describe
+from distfl.tools.reference import config_keys
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    mkdocs = Path(sys.executable).parent / "mkdocs"
+    if not mkdocs.exists() and shutil.which("mkdocs") is None:
+        pytest.skip("mkdocs is not installed (pip install 'distfl[docs]')")
+    out = tmp_path_factory.mktemp("site")
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
+    proc = subprocess.run(
+        [str(mkdocs) if mkdocs.exists() else "mkdocs", "build", "--strict", "-d", str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "WARNING" not in proc.stderr, proc.stderr
+    return out
+
+
+def test_the_site_builds_strictly_with_every_page(site):
+    pages = sorted(p.stem for p in (ROOT / "docs").glob("*.md"))
+    for stem in pages:
+        built = site / ("index.html" if stem == "index" else f"{stem}/index.html")
+        assert built.exists(), stem
+
+
+def test_the_configuration_page_is_generated_from_the_schema(site):
+    html = (site / "configuration" / "index.html").read_text(encoding="utf-8")
+    assert "distfl:config-keys" not in html
+    for d in config_keys():
+        assert f"<code>{d.key}</code>" in html, d.key
+
+
+def test_the_run_file_page_holds_the_declared_layout(site):
+    html = (site / "run-file" / "index.html").read_text(encoding="utf-8")
+    for line in describe().splitlines():
+        path = line.split()[0] if line.startswith("/") else None
+        if path:
+            assert path in html, path
+
+
+def test_the_readme_is_short_and_its_links_exist():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 300
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert len(links) >= 10
+    for link in links:
+        assert (ROOT / link).exists(), link

@@ -1,0 +1,76 @@
+"""The configuration reference is generated from the schema (distfl.tools.reference): every
+key of the config, of a group and of each built-in algorithm has a meaning and its allowed
+values, and the tables list exactly the declared keys with their declared defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from distfl.algorithms.base import setting
+from distfl.algorithms.registry import algorithm_class, algorithm_names
+from distfl.config import CHOICES, Config, GroupSpec, describe_keys
+from distfl.tools import reference
+
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "configuration.md"
+
+
+def test_every_key_has_a_meaning_and_its_allowed_values():
+    assert reference.missing_docs() == []
+
+
+def test_a_key_declared_without_a_meaning_is_found():
+    @dataclasses.dataclass(frozen=True)
+    class Bare:
+        plain: int = 3
+        told: int = setting(4, "int ≥ 0", "something")
+
+    bare, told = (reference._doc(f, f.name, None) for f in dataclasses.fields(Bare))
+    assert (bare.doc, bare.allowed, bare.default) == ("", "", "`3`")
+    assert (told.doc, told.allowed, told.default) == ("something", "int ≥ 0", "`4`")
+
+
+def test_the_keys_are_the_schemas():
+    keys = [d.key for d in reference.config_keys()]
+    assert keys == [k for k, _, _ in describe_keys()]
+    defaults = Config()
+    for d in reference.config_keys():
+        section, name = d.key.split(".")
+        value = getattr(getattr(defaults, section), name)
+        assert d.default == f"`{reference._value(value)}`", d.key
+    assert [d.key for d in reference.group_keys()] == [
+        f.name for f in dataclasses.fields(GroupSpec)
+    ]
+    assert [d.default for d in reference.group_keys()][:2] == ["required", "required"]
+    per_algorithm = reference.algorithm_keys()
+    assert sorted(per_algorithm) == sorted(algorithm_names())
+    for name, docs in per_algorithm.items():
+        assert [d.key for d in docs] == list(algorithm_class(name).Params.keys())
+
+
+def test_every_allowed_value_of_a_choice_is_listed():
+    rows = {d.key: d for d in reference.config_keys()}
+    for key, values in CHOICES.items():
+        for v in values:
+            assert f"`{v}`" in rows[key].allowed, (key, v)
+    assert "`mnist5k`" in rows["data.dataset"].allowed
+    for name in algorithm_names():
+        assert f"`{name}`" in rows["algorithm.name"].allowed
+    for name, docs in reference.algorithm_keys().items():
+        choices = algorithm_class(name).Params.choices
+        for d in docs:
+            for v in choices.get(d.key, ()):
+                assert f"`{v}`" in d.allowed, (name, d.key, v)
+
+
+def test_the_page_holds_each_marker_once_and_fill_replaces_them():
+    page = PAGE.read_text(encoding="utf-8")
+    for marker in reference.MARKERS:
+        assert page.count(marker) == 1, marker
+    filled = reference.fill(page)
+    assert not any(marker in filled for marker in reference.MARKERS)
+    for d in reference.config_keys():
+        assert f"| `{d.key}` |" in filled, d.key
+    assert "| `fedgwc` | `db_threshold` |" in filled
+    # a | inside a cell is escaped, so that the row keeps its columns
+    assert all(line.count(" | ") >= 3 for line in filled.splitlines() if line.startswith("| `"))
