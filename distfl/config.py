@@ -957,8 +957,8 @@ def check_world(c: Config, world_size: int) -> None:
 
 
 def describe_keys() -> list[tuple[str, str, str]]:
-    """(key, type, default) of every config key but the algorithms' own, for the README and
-    ``distfl keys`` (those are in :func:`describe_algorithm_keys`)."""
+    """(key, type, default) of every config key but the algorithms' own, for ``distfl keys``
+    (those are in :func:`describe_algorithm_keys`)."""
     rows = []
     for section, cls in get_type_hints(Config).items():
         if section == "algorithm":
