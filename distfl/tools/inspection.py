@@ -38,34 +38,19 @@ def world_line(world: Mapping[str, Any]) -> str:
     return f"{where}; {how}"
 
 
-def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None) -> None:
-    """``run``: the file's RunFile when the caller has read it already."""
-    run = run if run is not None else read_run_file(path)
-    cfg = run.config
-    groups = run.clients["group"]
-    class_counts = run.clients["class_counts"]
-    accuracy = run.clients["accuracy"]
-    leaves, assignment = run.leaves, run.assignment
-    version, created = run.version, run.created
-    world = world_line(run.world) if run.world else None
-    done = int(run.state["round"])
-    w = stream.write
-    w(f"run file   {path} (distfl {version}, created {created}, world size {run.world_size})\n")
-    if world:
-        w(f"world      {world}\n")
-    w(
-        f"run        {cfg.algorithm.name} on {cfg.data.dataset}, {cfg.data.num_clients} clients in "
-        f"{len(cfg.groups)} group(s), round {done} of {cfg.run.rounds}"
-        + (" (incomplete: resume with distfl run --resume)" if done < cfg.run.rounds else "")
-        + "\n"
-    )
-    w("hierarchy\n")
-    nodes = {n.id: n for n in run.hierarchy}
+def tree_lines(hierarchy: list[HierarchyNode], accuracy: np.ndarray) -> list[str]:
+    """The cluster tree as ``distfl inspect`` draws it, one line per node, parents before
+    children: the node's id under its parent's branch, its member count, and for a split
+    node the round it split in, its number of children and its best Davies-Bouldin score;
+    for a leaf the mean balanced accuracy of its members (``accuracy``: each client's, as
+    /clients/accuracy holds it)."""
+    out: list[str] = []
+    nodes = {n.id: n for n in hierarchy}
     children: dict[str, list[str]] = {}
-    for n in run.hierarchy:
+    for n in hierarchy:
         if n.parent:
             children.setdefault(n.parent, []).append(n.id)
-    roots = sorted((n.id for n in run.hierarchy if not n.parent), key=node_order)
+    roots = sorted((n.id for n in hierarchy if not n.parent), key=node_order)
     width = max(len(i) for i in nodes) + 4 * max(i.count(".") for i in nodes) + 4
 
     def line(node: HierarchyNode, prefix: str, last: bool, depth: int) -> None:
@@ -81,7 +66,7 @@ def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None)
         else:
             acc = federation_mean(accuracy[members]) if len(members) else math.nan
             text += f"  leaf, accuracy {_fmt(acc)}"
-        w(text + "\n")
+        out.append(text)
         kids = sorted(children.get(node.id, []), key=node_order)
         for i, kid in enumerate(kids):
             ext = "" if depth == 0 else ("    " if last else "│   ")
@@ -89,12 +74,55 @@ def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None)
 
     for root in roots:
         line(nodes[root], "", True, 0)
-    fed = _fmt(federation_mean(accuracy))
-    w(f"final      {len(leaves)} cluster(s); federation balanced accuracy {fed}\n")
-    w(f"WAS        {_fmt(was(class_counts, assignment))}   (silhouette, sorted frequencies)\n")
-    w(f"WADB       {_fmt(wadb(class_counts, assignment))}   (Davies-Bouldin, the same vectors)\n")
-    num_groups = len(np.unique(groups))
-    if num_groups > 1 or len(leaves) > 1:
-        ri = _fmt(rand_index(groups, assignment))
-        ari = _fmt(adjusted_rand_index(groups, assignment))
-        w(f"truth      Rand index {ri}, ARI {ari} against the {num_groups} recorded groups\n")
+    return out
+
+
+def final_scores(run: RunFile) -> dict[str, Any]:
+    """The numbers ``distfl inspect`` prints below the tree: ``clusters`` (the final
+    leaves, empty ones included), ``accuracy`` (the mean over the clients of their balanced
+    accuracy at the last evaluation; NaN without one), ``was`` and ``wadb`` (None where
+    undefined: one cluster, or every cluster a singleton), ``groups`` (the distinct
+    ground-truth groups recorded), ``rand`` and ``ari`` (the final assignment against
+    them)."""
+    groups = run.clients["group"]
+    class_counts = run.clients["class_counts"]
+    assignment = run.assignment
+    return {
+        "clusters": len(run.leaves),
+        "accuracy": federation_mean(run.clients["accuracy"]),
+        "was": was(class_counts, assignment),
+        "wadb": wadb(class_counts, assignment),
+        "groups": int(len(np.unique(groups))),
+        "rand": float(rand_index(groups, assignment)),
+        "ari": float(adjusted_rand_index(groups, assignment)),
+    }
+
+
+def inspect_run(path: str | Path, stream: TextIO, *, run: RunFile | None = None) -> None:
+    """``run``: the file's RunFile when the caller has read it already."""
+    run = run if run is not None else read_run_file(path)
+    cfg = run.config
+    version, created = run.version, run.created
+    world = world_line(run.world) if run.world else None
+    done = int(run.state["round"])
+    w = stream.write
+    w(f"run file   {path} (distfl {version}, created {created}, world size {run.world_size})\n")
+    if world:
+        w(f"world      {world}\n")
+    w(
+        f"run        {cfg.algorithm.name} on {cfg.data.dataset}, {cfg.data.num_clients} clients in "
+        f"{len(cfg.groups)} group(s), round {done} of {cfg.run.rounds}"
+        + (" (incomplete: resume with distfl run --resume)" if done < cfg.run.rounds else "")
+        + "\n"
+    )
+    w("hierarchy\n")
+    for text in tree_lines(run.hierarchy, run.clients["accuracy"]):
+        w(text + "\n")
+    s = final_scores(run)
+    fed = _fmt(s["accuracy"])
+    w(f"final      {s['clusters']} cluster(s); federation balanced accuracy {fed}\n")
+    w(f"WAS        {_fmt(s['was'])}   (silhouette, sorted frequencies)\n")
+    w(f"WADB       {_fmt(s['wadb'])}   (Davies-Bouldin, the same vectors)\n")
+    if s["groups"] > 1 or s["clusters"] > 1:
+        ri, ari = _fmt(s["rand"]), _fmt(s["ari"])
+        w(f"truth      Rand index {ri}, ARI {ari} against the {s['groups']} recorded groups\n")

@@ -389,37 +389,64 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
     write_text_atomic(out_dir / "suite.json", text)
 
 
-def suite_main(args, stream: TextIO = sys.stdout) -> int:
-    """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
+def suite(
+    scenarios: list[str] | None = None,
+    *,
+    algorithms: list[str],
+    seeds: list[int],
+    out: str | Path,
+    workers: int = 1,
+    overrides: list[str] | tuple[str, ...] = (),
+    variants: list[str] | tuple[str, ...] = (),
+    force: bool = False,
+    stream: TextIO = sys.stdout,
+) -> tuple[list[dict[str, Any]], list[Outcome]]:
+    """What ``distfl suite`` does once its arguments are read (shared with
+    :func:`distfl.suite`): plan and check every job (refusing before anything runs), run,
+    keep or resume each, write ``suite.csv`` and ``suite.json`` in ``out`` and report on
+    ``stream``. ``scenarios``: None or empty for :func:`default_scenarios`. Returns the
+    rows (in job order; a failed run's scores are None) and each job's outcome."""
     from distfl.tools.gather import format_table
 
-    scenarios = args.scenarios or default_scenarios()
+    scenarios = list(scenarios or default_scenarios())
+    if workers < 1:
+        raise UserError(f"--workers {workers}: must be at least 1")
+    jobs = plan_jobs(scenarios, list(algorithms), list(seeds), out, list(overrides), list(variants))
+    actions = [_existing(job, force) for job in jobs]  # refusals before any output
+    start = time.perf_counter()
+    stream.write(
+        f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
+        f"algorithms x {len(seeds)} seeds), {workers} at a time, run files in {out}\n"
+    )
+    rows, outcomes = run_suite(jobs, workers=workers, force=force, stream=stream, actions=actions)
+    write_outputs(rows, out)
+    stream.write("\n" + format_table(rows))
+    failed = [o for o in outcomes if o.returncode != 0]
+    stream.write(
+        f"\n{len(jobs) - len(failed)} of {len(jobs)} runs finished in "
+        f"{time.perf_counter() - start:.1f} s; table also in {Path(out) / 'suite.csv'}\n"
+    )
+    for o in failed:
+        stream.write(f"failed: {o.job.label}: {o.error}\n")
+    return rows, outcomes
+
+
+def suite_main(args, stream: TextIO = sys.stdout) -> int:
+    """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
     algorithms = [a for a in args.algorithms.split(",") if a]
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         raise UserError(f"--seeds {args.seeds!r}: expected integers like 0,1,2") from None
-    if args.workers < 1:
-        raise UserError(f"--workers {args.workers}: must be at least 1")
-    jobs = plan_jobs(
-        scenarios, algorithms, seeds, args.out, list(args.overrides), list(args.variants)
+    _, outcomes = suite(
+        args.scenarios,
+        algorithms=algorithms,
+        seeds=seeds,
+        out=args.out,
+        workers=args.workers,
+        overrides=args.overrides,
+        variants=args.variants,
+        force=args.force,
+        stream=stream,
     )
-    actions = [_existing(job, args.force) for job in jobs]  # refusals before any output
-    start = time.perf_counter()
-    stream.write(
-        f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
-        f"algorithms x {len(seeds)} seeds), {args.workers} at a time, run files in {args.out}\n"
-    )
-    rows, outcomes = run_suite(
-        jobs, workers=args.workers, force=args.force, stream=stream, actions=actions
-    )
-    write_outputs(rows, args.out)
-    stream.write("\n" + format_table(rows))
-    failed = [o for o in outcomes if o.returncode != 0]
-    stream.write(
-        f"\n{len(jobs) - len(failed)} of {len(jobs)} runs finished in "
-        f"{time.perf_counter() - start:.1f} s; table also in {Path(args.out) / 'suite.csv'}\n"
-    )
-    for o in failed:
-        stream.write(f"failed: {o.job.label}: {o.error}\n")
-    return 1 if failed else 0
+    return 1 if any(o.returncode != 0 for o in outcomes) else 0

@@ -243,3 +243,19 @@ def helpers() -> types.SimpleNamespace:
         kill_tree=kill_tree,
         bench_json=bench_json,
     )
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """The run file of ``distfl run`` with no arguments (the ``default`` preset: FedGWC on
+    digits, 300 rounds, one split), run once per session in a directory of its own; its
+    stdout and stderr are the fixture's ``stdout``/``stderr``. Tests only read it."""
+    cwd = tmp_path_factory.mktemp("default-run")
+    proc = subprocess.run(
+        [sys.executable, "-m", "distfl", "run"],
+        env=clean_env(), cwd=cwd, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return types.SimpleNamespace(
+        path=cwd / "distfl-run.h5", dir=cwd, stdout=proc.stdout, stderr=proc.stderr
+    )
