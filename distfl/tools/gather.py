@@ -5,8 +5,11 @@ and can be resumed (exit 1), so that a batch script can test it. ``gather`` tabu
 run files (a sweep): one row per file with its config, final accuracy and clustering scores,
 as an aligned table and, on request, as CSV; a value the run has not (``beta`` or a
 ``--key algorithm.X`` of a run whose algorithm takes no such key) is ``-`` in the table and
-an empty cell in the CSV. A file that cannot be read is a
-:class:`~distfl.errors.CheckpointError` (exit code 2, one line naming it).
+an empty cell in the CSV. A file that cannot be read is left out of the table and the CSV
+and named on stderr with the reason (``distfl gather: skipped PATH: reason``), then a count.
+``gather`` exits with 0 when every file was read, 1 when some were skipped and at least one
+was gathered, and 2 (one line, nothing written) when none could be read or an argument is
+wrong (an unknown ``--key``, a path that does not exist, nothing found).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import math
 import os
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -58,10 +62,15 @@ def run_status(path: str | Path, stream: TextIO) -> int:
 
 def find_run_files(args: Iterable[str | Path]) -> list[str]:
     """Files as given; for a directory, every ``*.h5`` file directly inside, sorted by name
-    (``RUN.h5.tmp``, a run file being written, is not one)."""
+    (``RUN.h5.tmp``, a run file being written, is not one). A path that does not exist, or
+    nothing found, is a UserError naming it."""
     found: list[str] = []
     args = list(args)
     for arg in args:
+        if not os.path.exists(arg):
+            raise UserError(
+                f"{arg} does not exist; expected distfl HDF5 run files or directories of them"
+            )
         if os.path.isdir(arg):
             names = sorted(
                 n
@@ -120,43 +129,83 @@ def gather_rows(
     the run's algorithm does not take (``beta`` of a FedAvg run). Raises CheckpointError on
     a file that cannot be read and UserError on an unknown key. ``runs``: the files'
     RunFile objects when the caller has read them already."""
+    keys = check_keys(keys)
+    paths = list(paths)
+    runs = [None] * len(paths) if runs is None else runs
+    return [_row(path, keys, run) for path, run in zip(paths, runs, strict=True)]
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A run file that ``gather`` left out: its path as found and why it cannot be read."""
+
+    path: str
+    reason: str
+
+
+def gather_files(
+    paths: Iterable[str | Path], keys: Sequence[str] = ()
+) -> tuple[list[dict[str, Any]], list[Skipped]]:
+    """The rows of :func:`gather_rows` for the files that can be read, in order, and a
+    :class:`Skipped` for each that cannot (a CheckpointError). An unknown key is a
+    UserError, raised before any file is read."""
+    keys = check_keys(keys)
+    rows: list[dict[str, Any]] = []
+    skipped: list[Skipped] = []
+    for path in paths:
+        try:
+            rows.append(_row(path, keys, None))
+        except CheckpointError as exc:
+            skipped.append(Skipped(str(path), _reason(path, str(exc))))
+    return rows, skipped
+
+
+def _reason(path: str | Path, message: str) -> str:
+    """``message`` without its leading ``checkpoint PATH`` or ``run file PATH`` (the line
+    that shows it names the file already)."""
+    for name in dict.fromkeys((str(path), str(Path(path)))):
+        for subject in (f"checkpoint {name}", f"run file {name}"):
+            rest = message.removeprefix(subject)
+            if rest != message and rest[:1] in (" ", ":"):
+                return rest.lstrip(": ") or message
+    return message
+
+
+def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
+    """The row of one run file (``run``: its RunFile, or None to read it); ``keys`` checked."""
     import numpy as np
 
     from distfl.metrics import adjusted_rand_index, rand_index, wadb, was
 
-    keys = check_keys(keys)
-    rows = []
-    paths = list(paths)
-    for i, path in enumerate(paths):
-        run = runs[i] if runs is not None else read_run_file(path)
-        try:
-            groups, class_counts = run.clients["group"], run.clients["class_counts"]
-            assignment = run.assignment
-            row: dict[str, Any] = {
-                "file": str(path),
-                "algorithm": run.config.algorithm.name,
-                "seed": run.config.run.seed,
-                "beta": _float_or_none(config_value(run.config, "algorithm.beta")),
-                "rounds_done": int(run.state["round"]),
-                "rounds": run.config.run.rounds,
-                "clusters": int(len(np.unique(assignment))),  # non-empty leaves
-                "accuracy": _last_finite(run.metrics.get("accuracy")),
-                "rand": float(rand_index(groups, assignment)),
-                "ari": float(adjusted_rand_index(groups, assignment)),
-                "was": was(class_counts, assignment),
-                "wadb": wadb(class_counts, assignment),
-                "first_split": min(
-                    (n.split_round for n in run.hierarchy if n.split_round >= 0), default=None
-                ),
-                "wall_s": _last(run.timing.get("elapsed_s")),
-            }
-        except (OSError, KeyError, ValueError, TypeError) as exc:
-            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-            raise CheckpointError(f"run file {path} cannot be read: {first}") from None
-        for key in keys:
-            row[key] = config_value(run.config, key)
-        rows.append({k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()})
-    return rows
+    if run is None:
+        run = read_run_file(path)
+    try:
+        groups, class_counts = run.clients["group"], run.clients["class_counts"]
+        assignment = run.assignment
+        row: dict[str, Any] = {
+            "file": str(path),
+            "algorithm": run.config.algorithm.name,
+            "seed": run.config.run.seed,
+            "beta": _float_or_none(config_value(run.config, "algorithm.beta")),
+            "rounds_done": int(run.state["round"]),
+            "rounds": run.config.run.rounds,
+            "clusters": int(len(np.unique(assignment))),  # non-empty leaves
+            "accuracy": _last_finite(run.metrics.get("accuracy")),
+            "rand": float(rand_index(groups, assignment)),
+            "ari": float(adjusted_rand_index(groups, assignment)),
+            "was": was(class_counts, assignment),
+            "wadb": wadb(class_counts, assignment),
+            "first_split": min(
+                (n.split_round for n in run.hierarchy if n.split_round >= 0), default=None
+            ),
+            "wall_s": _last(run.timing.get("elapsed_s")),
+        }
+    except (OSError, KeyError, ValueError, TypeError) as exc:
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"run file {path} cannot be read: {first}") from None
+    for key in keys:
+        row[key] = config_value(run.config, key)
+    return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
 def _last_finite(values) -> float | None:
@@ -241,10 +290,33 @@ def gather(
     stream: TextIO,
     csv_path: str | Path | None = None,
     keys: Sequence[str] = (),
-) -> None:
-    """``distfl gather``: every run file is read before anything is written."""
+    *,
+    errors: TextIO | None = None,
+) -> int:
+    """``distfl gather``: every run file is read before anything is written; the table of
+    the readable ones goes to ``stream`` (and the CSV to ``csv_path``), then one line per
+    file that cannot be read and a count to ``errors``. Returns the exit code: 0 when every
+    file was read, 1 when some were skipped. A UserError (exit code 2, nothing written) for
+    an unknown key, a path that does not exist, no run file found or none readable."""
     keys = check_keys(keys)
-    rows = gather_rows(find_run_files(args), keys)
+    paths = find_run_files(args)
+    rows, skipped = gather_files(paths, keys)
+    if not rows:
+        why = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
+        if len(skipped) == 1:
+            raise UserError(f"no run file could be read: {why}")
+        raise UserError(f"none of the {len(skipped)} run files could be read: {why}")
     if csv_path is not None:
         write_csv(rows, csv_path)
     stream.write(format_table(rows))
+    if not skipped:
+        return 0
+    stream.flush()
+    if errors is not None:
+        for s in skipped:
+            errors.write(f"distfl gather: skipped {s.path}: {s.reason}\n")
+        errors.write(
+            f"distfl gather: {len(skipped)} of {len(paths)} run files skipped, "
+            f"{len(rows)} gathered\n"
+        )
+    return 1

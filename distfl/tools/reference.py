@@ -136,9 +136,15 @@ def fill(markdown: str) -> str:
 
 
 def missing_docs() -> list[str]:
-    """Keys declared without a meaning (``doc``) or allowed values: each is a defect."""
+    """Keys of distfl's own declared without a meaning (``doc``) or allowed values: each is
+    a defect (a plug-in's keys, registered from elsewhere, are the plug-in's business)."""
     every = [*config_keys(), *group_keys()]
-    every += [d for docs in algorithm_keys().values() for d in docs]
+    every += [
+        d
+        for name, docs in algorithm_keys().items()
+        if algorithm_class(name).__module__.startswith("distfl.")
+        for d in docs
+    ]
     return [d.key for d in every if not d.doc.strip() or not d.allowed.strip()]
 
 

@@ -52,7 +52,9 @@ def test_the_configuration_page_is_generated_from_the_schema(site):
 
 
 def test_the_run_file_page_holds_the_declared_layout(site):
-    html = (site / "run-file" / "index.html").read_text(encoding="utf-8")
+    import html as markup
+
+    html = markup.unescape((site / "run-file" / "index.html").read_text(encoding="utf-8"))
     for line in describe().splitlines():
         path = line.split()[0] if line.startswith("/") else None
         if path:

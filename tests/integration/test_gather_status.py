@@ -1,8 +1,9 @@
 """``distfl status`` and ``distfl gather`` on real run files: status exits 0 on a finished
 run, 1 on a run stopped by SIGTERM, 2 (one line) on a missing, garbage or truncated file;
 gather tabulates a sweep, and its CSV matches values recomputed here from the HDF5 file
-with scikit-learn. ``inspect``, ``status`` and ``gather`` printing to a reader that stopped
-reading (``| head -3``) end quietly."""
+with scikit-learn; a truncated file among them is skipped, named on stderr (exit 1).
+``inspect``, ``status`` and ``gather`` printing to a reader that stopped reading
+(``| head -3``) end quietly."""
 
 from __future__ import annotations
 
@@ -285,15 +286,26 @@ def test_gather_unknown_key_exits_2(helpers, runs, tmp_path):
     assert not out.exists()
 
 
-def test_gather_bad_file_exits_2_without_csv(helpers, runs, tmp_path):
+def test_gather_skips_a_bad_file_and_exits_1(helpers, runs, tmp_path):
+    """A truncated file among the sweep's: the table and the CSV hold the three runs, the
+    bad file is named on stderr, and the exit code is 1."""
     _, sweep, fedavg, _ = runs
     bad = tmp_path / "bad.h5"
     data = fedavg[0].read_bytes()
     bad.write_bytes(data[: len(data) // 3])
     out = tmp_path / "x.csv"
     proc = distfl(helpers, tmp_path, "gather", str(sweep), str(bad), "--csv", str(out))
-    one_line_error(proc, str(bad))
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.h5"]  # no CSV, no temp file
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert [line.split()[0] for line in proc.stdout.splitlines()[1:]] == [str(p) for p in fedavg]
+    err = proc.stderr.splitlines()
+    assert len(err) == 2 and err[0].startswith(f"distfl gather: skipped {bad}: "), proc.stderr
+    assert (
+        err[1] == f"distfl gather: 1 of {len(SEEDS) + 1} run files skipped, {len(SEEDS)} gathered"
+    )
+    _, rows = read_csv(out)
+    for row, path in zip(rows, fedavg, strict=True):
+        check_csv_row(row, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.h5", "x.csv"]  # no temp file
 
 
 def test_gather_nothing_found_exits_2(helpers, tmp_path):
