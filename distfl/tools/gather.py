@@ -141,6 +141,8 @@ class Skipped:
 
     path: str
     reason: str
+    #: the reader's own message, which names the file
+    message: str = ""
 
 
 def gather_files(
@@ -156,7 +158,7 @@ def gather_files(
         try:
             rows.append(_row(path, keys, None))
         except CheckpointError as exc:
-            skipped.append(Skipped(str(path), _reason(path, str(exc))))
+            skipped.append(Skipped(str(path), _reason(path, str(exc)), str(exc)))
     return rows, skipped
 
 
@@ -302,9 +304,9 @@ def gather(
     paths = find_run_files(args)
     rows, skipped = gather_files(paths, keys)
     if not rows:
+        if len(skipped) == 1:  # the one file's own line, as status and inspect print it
+            raise CheckpointError(skipped[0].message or f"{skipped[0].path}: {skipped[0].reason}")
         why = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
-        if len(skipped) == 1:
-            raise UserError(f"no run file could be read: {why}")
         raise UserError(f"none of the {len(skipped)} run files could be read: {why}")
     if csv_path is not None:
         write_csv(rows, csv_path)
