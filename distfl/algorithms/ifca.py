@@ -15,7 +15,11 @@ The server keeps ``num_clusters`` models. How they start is ``init``:
   :mod:`distfl.algorithms.kmeans`) and sets the cluster models to the k-means centres;
   round 2 probes every client. Seeding
   from one round's sample of 4 of 12 clients instead collapsed one seed in three on the
-  0°/180° digits federation.
+  0°/180° digits federation. ``fedavg_rounds`` = W > 0 puts W rounds of FedAvg before the
+  seeding round, as FeSEM's does: no probe, the round's sampled clients train the one
+  shared model (the aggregator's mean of them becomes every cluster model), so that the
+  seeding round's models are trained from a warmed-up model whose updates k-means can
+  tell apart; the seeding round is W + 1 and round W + 2 probes every client.
 
 Each round it samples ``clients_per_round`` clients uniformly without replacement; before local
 training every sampled client evaluates every cluster model on its own *train* data, as in
@@ -77,14 +81,24 @@ class IFCAParams(Params):
         "papers') each from its own random initialisation; see Algorithms",
     )
 
+    fedavg_rounds: int = setting(
+        0,
+        "int ≥ 0",
+        'with `init = "kmeans++"`: rounds of FedAvg (every cluster model the round\'s mean '
+        "model, no probe) before the seeding round, so that k-means sees models trained from a "
+        "warmed-up model",
+    )
+
     choices = {"init": ("kmeans++", "random")}
-    #: run files written before ``init`` existed started their models at random
-    stored_defaults = {"init": "random"}
+    #: run files written before ``init`` (``fedavg_rounds``) existed started their models
+    #: at random (seeded in round 1)
+    stored_defaults = {"init": "random", "fedavg_rounds": 0}
 
     def check(self, config) -> None:
         K = config.data.num_clients
         require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
                 f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        require(self.fedavg_rounds >= 0, "fedavg_rounds", self.fedavg_rounds, "0 or more rounds")
 
 
 @register
@@ -102,9 +116,12 @@ class IFCA(ClusteringAlgorithm):
         seed: int,
         num_clusters: int,
         init: str = "random",
+        fedavg_rounds: int = 0,
     ):
         if num_clusters < 1:
             raise ValueError(f"num_clusters must be at least 1, got {num_clusters}")
+        if fedavg_rounds < 0:
+            raise ValueError(f"fedavg_rounds must be 0 or more, got {fedavg_rounds}")
         if init not in ("kmeans++", "random"):
             raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
         if not 1 <= clients_per_round <= num_clients:
@@ -128,6 +145,8 @@ class IFCA(ClusteringAlgorithm):
         #: 0: seeded (or random); 1: round 1's models are still to be clustered; 2: seeded
         #: in the last round, every client to be probed again
         self.seeding = 1 if init == "kmeans++" else 0
+        #: FedAvg rounds before the seeding round (kmeans++ only)
+        self.fedavg_rounds = int(fedavg_rounds) if init == "kmeans++" else 0
 
     @classmethod
     def from_config(cls, federation, params):
@@ -152,7 +171,7 @@ class IFCA(ClusteringAlgorithm):
         self._sampled = np.sort(chosen).astype(np.int64)
         self._sampled_round = round_index
         _, assign = self.tree.assignment()
-        if self.seeding == 1:  # identical models: no probe, the round's clients seed them
+        if self.seeding == 1:  # identical models: no probe (FedAvg, then the seeding round)
             if (assign < 0).any():
                 unassigned = np.flatnonzero(assign < 0).astype(np.int64)
                 self.tree.reassign(unassigned, [self.ids[0]] * len(unassigned))
@@ -187,6 +206,9 @@ class IFCA(ClusteringAlgorithm):
         unassigned = self._sampled[assign[self._sampled] < 0]
         if unassigned.size:
             raise RuntimeError(f"IFCA: round {round_index}: clients {unassigned} have no cluster")
+        if self.seeding == 1 and round_index <= self.fedavg_rounds:  # FedAvg on one model
+            train = dict.fromkeys(self._sampled.tolist(), self.ids[0])
+            return RoundPlan(round=round_index, train=train)
         if self.seeding == 1:  # the seeding round: every client trains once from the start
             size = seeding_size(self.federation.num_params, self.num_clusters)
             clients = seeding_clients(self.num_clients, self.rng, size)
@@ -199,6 +221,10 @@ class IFCA(ClusteringAlgorithm):
         """No split; ``models``: the k-means centres after the seeding round; no ``stats``
         (each cluster's size is the ``size`` column /metrics/clusters has for every run)."""
         models = {}
+        if self.seeding == 1 and round_index <= self.fedavg_rounds:
+            # the round's mean (the aggregator's, in the first cluster) becomes every model
+            mean = np.asarray(reports.cluster_models[self.ids[0]], dtype=np.float32)
+            return RoundUpdate(models={cid: mean.copy() for cid in self.ids[1:]})
         if self.seeding == 1 and reports.models is not None and len(reports.models):
             X = np.asarray(reports.models, dtype=np.float64)
             _, centres = kmeans(X, reports.num_samples, self.num_clusters, self.rng)

@@ -264,3 +264,60 @@ def test_kmeanspp_start():
     assert alg.plan_probe(2).clients.tolist() == list(range(K))
     assert alg.plan_probe(3).clients.tolist() == alg._sampled.tolist()
     assert alg.update(3, alg.plan(3), _reports(alg.plan(3))).models == {}
+
+
+def test_fedavg_rounds_before_the_seeding_round():
+    """fedavg_rounds = 2: rounds 1 and 2 probe nobody, train the sampled clients on cluster
+    0 without returning models, and copy its aggregated model to every other cluster;
+    round 3 seeds (every client returns its model), round 4 probes every client."""
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=2, num_clusters=3, init="kmeans++",
+               fedavg_rounds=2)  # fmt: skip
+    for t in (1, 2):
+        assert alg.plan_probe(t) is None
+        assert alg.assign.tolist() == [0] * K
+        plan = alg.plan(t)
+        assert sorted(plan.train) == alg._sampled.tolist() and len(plan.train) == CPR
+        assert set(plan.train.values()) == {"0"} and not plan.return_models
+        mean = np.full(5, float(t), dtype=np.float32)
+        reports = _reports(plan)
+        reports.cluster_models = {"0": mean, "1": np.zeros(5), "2": np.zeros(5)}
+        models = alg.update(t, plan, reports).models
+        assert sorted(models) == ["1", "2"]
+        assert all(np.array_equal(m, mean) for m in models.values())
+    assert alg.plan_probe(3) is None
+    plan = alg.plan(3)
+    assert sorted(plan.train) == list(range(K)) and plan.return_models == frozenset(plan.train)
+    X = np.repeat(np.array([[-3.0], [0.0], [3.0]]), [3, 3, 4], axis=0) * np.ones((K, 5))
+    reports = ClientReports(
+        clients=np.arange(K), losses=np.ones((K, 2)), num_samples=np.full(K, 10),
+        models=X.astype(np.float32),
+    )  # fmt: skip
+    models = alg.update(3, plan, reports).models
+    assert sorted(float(m[0]) for m in models.values()) == [-3.0, 0.0, 3.0]
+    assert alg.plan_probe(4).clients.tolist() == list(range(K))
+
+
+def test_fedavg_rounds_survive_a_restart_and_are_off_for_a_random_start():
+    kw = dict(num_clients=K, clients_per_round=CPR, seed=5, num_clusters=2, init="kmeans++",
+              fedavg_rounds=3)  # fmt: skip
+    a = IFCA(**kw)
+    for t in (1, 2):
+        a.plan_probe(t)
+        plan = a.plan(t)
+        reports = _reports(plan)
+        reports.cluster_models = {"0": np.ones(3), "1": np.zeros(3)}
+        a.update(t, plan, reports)
+    b = IFCA(**kw)
+    restore_from(b, a)
+    for alg in (a, b):  # round 3 is still FedAvg, round 4 seeds
+        assert alg.plan_probe(3) is None and not alg.plan(3).return_models
+    assert a._sampled.tolist() == b._sampled.tolist()
+    assert IFCA(**{**kw, "init": "random"}).fedavg_rounds == 0
+    with pytest.raises(ValueError, match="fedavg_rounds"):
+        IFCA(**{**kw, "fedavg_rounds": -1})
+
+
+def test_fedavg_rounds_from_the_config_and_old_files():
+    alg = build_algorithm(load(overrides=[*config_overrides(), "algorithm.fedavg_rounds=4"]))
+    assert alg.fedavg_rounds == 4
+    assert build_algorithm(load(overrides=config_overrides())).fedavg_rounds == 0
