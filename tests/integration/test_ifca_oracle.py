@@ -68,6 +68,10 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
             "--set", f'algorithm.name="{name}"',
         ]  # fmt: skip
     jobs["rotated"] = [sys.executable, "-m", "distfl", "run", *ROTATED, *_seed(0)]
+    warm = [*IFCA2, *_seed(0), "--set", "algorithm.fedavg_rounds=3"]
+    jobs["warm"] = [sys.executable, "-m", "distfl", "run", *warm]
+    jobs["warm-w3"] = [torchrun, "--standalone", "--nproc-per-node", "3", "-m", "distfl", "run",
+                       *warm]  # fmt: skip
     four = [*IFCA2, "--set", "server.clients_per_round=4", *_seed(0)]
     for init in ("random", "kmeans++"):
         jobs[f"four-{init}"] = [
@@ -160,3 +164,18 @@ def test_kmeanspp_start_recovers_where_the_papers_start_collapses(runs):
     rows, cols = np.nonzero(final)
     expect = sorted((leaves[i], int(g), int(final[i, g])) for i, g in zip(rows, cols, strict=True))
     assert table == expect
+
+
+def test_ifca_fedavg_rounds_warm_up_then_seed(runs):
+    """fedavg_rounds = 3: rounds 1-3 train the sampled 8 clients on cluster 0 alone (no
+    probe), round 4 seeds (all 12), and the groups are still recovered; the same bits
+    under torchrun."""
+    with h5py.File(runs["warm"], "r") as f:
+        sampled = f["metrics/clusters/sampled"][()]
+        rounds = f["metrics/clusters/round"][()]
+        groups, assignment = f["clients/group"][()], f["final/assignment"][()]
+    for t in (1, 2, 3):
+        assert sampled[rounds == t].tolist() == [8, 0], t
+    assert sampled[rounds == 4].tolist() == [12, 0]
+    assert adjusted_rand_index(groups, assignment) == 1.0, assignment
+    assert_same_run(runs["warm"], runs["warm-w3"])
