@@ -244,6 +244,12 @@ class ClusteringAlgorithm(ABC):
     #: its client half: a ClientHalf subclass, or "module:Class" to import on the workers
     #: (a server half loads no torch)
     client: ClassVar[type[ClientHalf] | str | None] = None
+    #: whether a round may be given up while its probe runs, when a stop signal (SIGTERM,
+    #: SIGUSR1, Ctrl-C) reaches a worker: the workers leave the rows not yet computed, and
+    #: the run stops at the end of the previous round and resumes from there. Only for an
+    #: algorithm whose ``plan_probe`` changes nothing that its state holds (a long probe,
+    #: such as EMD-CFL's one-shot round, is then no longer waited for)
+    probe_abandonable: ClassVar[bool] = False
     #: bytes it keeps per pair of clients (K×K matrices), 0 when it keeps none: the
     #: runtime refuses, before anything is allocated, a population whose pairs cannot fit
     pair_bytes: ClassVar[int] = 0

@@ -164,6 +164,9 @@ class EMDCFL(ClusteringAlgorithm):
     name = "emdcfl"
     Params = EMDCFLParams
     client_ops = ("distances",)
+    #: the one-shot round's probe (local training and a row of W1 per client: minutes with
+    #: a CNN) is given up at a stop signal; plan_probe draws nothing
+    probe_abandonable = True
     #: the gathered float64 rows and the distance matrix the server keeps
     pair_bytes = 16
     client = "distfl.algorithms.emdcfl_client:EMDCFLClient"

@@ -169,7 +169,9 @@ def _run_role(
     if comm.rank == 0:
         worker = None
         if comm.world_size == 1:
-            worker = Worker(config, dataset, partition, 0, device=device, comm_device=comm.device)
+            worker = Worker(
+                config, dataset, partition, 0, device=device, comm_device=comm.device, stop=stop
+            )
         server = Server(
             config,
             comm,
@@ -187,8 +189,9 @@ def _run_role(
             server.restore(saved)
         return server.run()
     worker = Worker(
-        config, dataset, partition, comm.rank - 1, device=device, comm_device=comm.device
-    )
+        config, dataset, partition, comm.rank - 1, device=device, comm_device=comm.device,
+        stop=stop,
+    )  # fmt: skip
     worker_loop(config, comm, worker)
     return None
 

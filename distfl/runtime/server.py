@@ -234,9 +234,10 @@ class Server:
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
 
-    def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray:
+    def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray | None:
         """The probe's rows without the client id, [n, width], as the algorithm's client
-        half answered them."""
+        half answered them; None when a worker gave up rows at a stop signal (an algorithm
+        whose probe may be abandoned: ClusteringAlgorithm.probe_abandonable)."""
         n, M, width = len(request.clients), len(request.clusters), request.row_width()
         ops = type(self.algorithm).client_ops
         if request.op not in ops:
@@ -256,6 +257,8 @@ class Server:
             probe=ProbeShape(width, tuple(int(a) for a in request.args)),
         )  # fmt: skip
         rows = out.probe_rows.cpu().numpy()
+        if self.algorithm.probe_abandonable and (rows[:, 0] < 0).any():
+            return None
         expected = np.asarray(request.clients, dtype=np.int64)
         if not np.array_equal(rows[:, 0].astype(np.int64), expected):
             raise RuntimeError(f"round {round_index}: probe rows for {rows[:, 0]}")
@@ -313,15 +316,19 @@ class Server:
         """Whether a signal asked the run to stop after round ``t`` (not its last)."""
         return bool(self.stop is not None and self.stop.name and t < self.config.run.rounds)
 
-    def round(self, t: int, t_start: float, first: int) -> RoundResult:
+    def round(self, t: int, t_start: float, first: int) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
-        evaluation when one is due."""
+        evaluation when one is due. None: a stop signal gave the round up during its probe
+        (nothing of it is kept; the run stops after round ``t - 1``)."""
         bytes_before = self.comm.bytes_moved
         self.round_bytes = 0
         self.round_workers = {}
         request = self.algorithm.plan_probe(t)
         if request is not None:
-            self.algorithm.update_probe(t, request, self.probe(request, t))
+            rows = self.probe(request, t)
+            if rows is None:
+                return None
+            self.algorithm.update_probe(t, request, rows)
         plan = self.algorithm.plan(t)
         trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
         sampled = dict.fromkeys(trained, 0)
@@ -356,6 +363,10 @@ class Server:
         accuracy = last_finite(self.record.metrics["accuracy"])
         for t in range(first, cfg.run.rounds + 1):
             result = self.round(t, t_start, first)
+            if result is None:  # given up during its probe: the run ends after round t - 1
+                if self.stop is not None and not self.stop.name:
+                    self.stop.name = "a stop signal at a worker"
+                break
             if result.evaluated:
                 accuracy = result.accuracy
             for component in self.components:

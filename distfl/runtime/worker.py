@@ -9,6 +9,7 @@ to which the worker offers itself as the :class:`~distfl.algorithms.ClientContex
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 import torch
@@ -46,8 +47,12 @@ class Worker:
         *,
         device: torch.device,
         comm_device: torch.device,
+        stop: Any = None,
     ):
         self.config = config
+        #: the process's stop flag (a signal's name once one came), read between the rows of
+        #: a probe that may be given up (ClusteringAlgorithm.probe_abandonable)
+        self.stop = stop
         #: this worker's index among the workers (its rank - 1; 0 for the in-process one)
         self.index = index
         self.device = device
@@ -85,8 +90,14 @@ class Worker:
         train_before = self.train_seconds
         loaded_before = self.cache.loaded
         trained = [k for k in own if bits[k] & TRAIN]
+        abandonable = algorithm_class(self.config.algorithm.name).probe_abandonable
         for k in own:
             if bits[k] & PROBE:  # before training: the models as broadcast
+                if abandonable and self.stop is not None and self.stop.name:
+                    # a stop signal: the row is left, marked by the id -1 - k
+                    gone = np.full(plan.probe_width(), np.nan)
+                    probe_rows.append(np.concatenate([[-1 - k], gone]))
+                    continue
                 probe_rows.append(np.concatenate([[k], self._probe(plan, k, models)]))
         evaluated = [k for k in own if bits[k] & EVAL]
         for m in sorted({model_of[k] for k in evaluated}):  # each model loaded once

@@ -187,7 +187,7 @@ def test_a_file_then_another_algorithm_on_the_command_line(tmp_path):
                                                            "warmup": 4}  # fmt: skip
     assert load(path=path, overrides=["algorithm.eps2=2"]).algorithm.eps1 == 0.3
     ifca = load(path=path, overrides=['algorithm.name="ifca"']).algorithm
-    assert ifca.params.as_kwargs() == {"num_clusters": 2, "init": "kmeans++"}
+    assert ifca.params.as_kwargs() == {"num_clusters": 2, "init": "kmeans++", "fedavg_rounds": 0}
 
 
 @pytest.mark.parametrize("name", BUILT_IN)

@@ -1,0 +1,113 @@
+"""A stop signal during EMD-CFL's one-shot round (round 1: every client trains and computes
+its row of W1 distances, minutes with a CNN) is acted on between rows: the workers leave
+the rows not yet computed, the run stops after round 0 within seconds with its checkpoint
+written, and resuming it gives the bits of the run that was never interrupted, alone and
+in a world of three ranks. A signal that reaches a worker only stops the run too."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+from runfile import assert_same_run
+
+pytestmark = pytest.mark.integration
+
+#: round 1 takes about 10 s here (40 clients × 600 local steps and a row of 40 W1 each)
+ARGS = [
+    "--preset", "rotated", "--set", 'algorithm.name="emdcfl"', "--set", "algorithm.steps=600",
+    "--set", "run.rounds=2", "--set", 'run.progress="lines"',
+]  # fmt: skip
+#: how soon after the signal every process must have exited
+PROMPT_S = 8.0
+
+
+def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        helpers.distfl_cmd(*args), cwd=cwd, env=helpers.clean_env(), capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory, helpers) -> Path:
+    tmp = tmp_path_factory.mktemp("emdcfl-signal")
+    proc = run(helpers, tmp, *ARGS, "--out", "ref.h5")
+    assert proc.returncode == 0, proc.stderr
+    return tmp / "ref.h5"
+
+
+def start(helpers, tmp_path: Path, out: str, world: int) -> list[subprocess.Popen]:
+    port = helpers.free_port()
+    return [
+        subprocess.Popen(
+            helpers.distfl_cmd(*ARGS, "--out", out),
+            cwd=tmp_path,
+            env=helpers.clean_env() if world == 1 else helpers.torch_env(r, world, port),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )  # fmt: skip
+        for r in range(world)
+    ]
+
+
+def signal_in_round_one(helpers, tmp_path: Path, procs, targets, out: str) -> list[str]:
+    """Wait until round 1 is under way (the writer's lock is taken before it), signal the
+    ``targets`` and check that every process exits 0 promptly; the server's output."""
+    try:
+        readers = [(helpers.LineReader(p.stdout), helpers.LineReader(p.stderr)) for p in procs]
+        deadline = time.monotonic() + 60
+        while not (tmp_path / f"{out}.lock").exists():
+            assert time.monotonic() < deadline and procs[0].poll() is None, readers[0][1].text(0)
+            time.sleep(0.05)
+        time.sleep(2.0)  # into the probe: the data are loaded, a few rows are done
+        for i in targets:
+            procs[i].send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        for p, (_, err) in zip(procs, readers, strict=True):
+            assert p.wait(timeout=60) == 0, err.text()
+        assert time.monotonic() - signalled < PROMPT_S
+        return readers[0][0].text().splitlines()
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
+
+
+def assert_round_zero(path: Path) -> None:
+    with h5py.File(path, "r") as f:
+        assert int(f["state"].attrs["round"]) == 0
+        assert len(f["metrics/round"]) == 0
+
+
+@pytest.mark.parametrize("world", [1, 3])
+def test_sigterm_in_the_one_shot_round_stops_promptly_and_resumes_exactly(
+    helpers, tmp_path, reference, world
+):
+    procs = start(helpers, tmp_path, "cut.h5", world)
+    lines = signal_in_round_one(helpers, tmp_path, procs, range(world), "cut.h5")
+    assert any(line.startswith("distfl: stopped by SIGTERM after round 0/2") for line in lines)
+    assert not any(line.startswith("round ") for line in lines)  # no round was completed
+    assert_round_zero(tmp_path / "cut.h5")
+    status = subprocess.run(
+        [*helpers.distfl_cmd()[:-1], "status", "cut.h5"], cwd=tmp_path,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert status.returncode == 1 and "stopped at round 0 of 2" in status.stdout
+    resumed = run(helpers, tmp_path, "--resume", "cut.h5")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(tmp_path / "cut.h5", reference)
+
+
+def test_a_signal_at_a_worker_only_stops_the_run(helpers, tmp_path):
+    procs = start(helpers, tmp_path, "cut.h5", 3)
+    lines = signal_in_round_one(helpers, tmp_path, procs, [1], "cut.h5")
+    assert any(
+        line.startswith("distfl: stopped by a stop signal at a worker after round 0/2")
+        for line in lines
+    ), lines
+    assert_round_zero(tmp_path / "cut.h5")
