@@ -18,6 +18,7 @@ import torch
 from distfl.config import Config, GroupSpec
 from distfl.data.dataset import Dataset, as_float
 from distfl.data.partition import (
+    OwnerPopulation,
     Partition,
     Population,
     dirichlet_partition,
@@ -85,7 +86,7 @@ def load_dataset(config: Config) -> Dataset:
     return load_files(name, config.data.root)
 
 
-def make_partition(config: Config, dataset: Dataset) -> Partition | Population:
+def make_partition(config: Config, dataset: Dataset) -> Partition | Population | OwnerPopulation:
     """Which samples each client holds: a Dirichlet draw per group from the pooled samples
     (``data.draw``: a :class:`Population` drawn per client, or 0.1.0's sequential
     :class:`Partition`), or, with ``data.partition = "natural"`` (always for gaussian), one
@@ -165,7 +166,7 @@ class ClientData:
 
 def load_client(
     dataset: Dataset,
-    partition: Partition | Population,
+    partition: Partition | Population | OwnerPopulation,
     k: int,
     device: torch.device,
     *,
@@ -193,7 +194,7 @@ def load_client(
 
 def load_clients(
     dataset: Dataset,
-    partition: Partition | Population,
+    partition: Partition | Population | OwnerPopulation,
     clients: Iterable[int],
     device: torch.device,
     *,
@@ -277,6 +278,7 @@ class ClientCache:
 __all__ = [
     "ClientCache",
     "ClientData",
+    "OwnerPopulation",
     "Population",
     "load_client",
     "check_transforms",

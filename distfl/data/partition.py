@@ -321,6 +321,73 @@ def per_client_population(
     )
 
 
+@dataclass(frozen=True)
+class OwnerPopulation:
+    """A natural partition, each client's samples drawn when it is used: client k is owner
+    ``owners[k]`` and holds ``order[start[k] : start[k] + count[k]]`` (the dataset's indices,
+    owner by owner), split into train and test by the provider's split where the owner has
+    one (``provided[k]``), otherwise with its own generator, (seed, k). Nothing per client
+    is held but [K] arrays; ``order`` is the dataset's [N] indices sorted by owner."""
+
+    order: np.ndarray  # [N] int64
+    start: np.ndarray  # [K] int64
+    count: np.ndarray  # [K] int64
+    n_test: np.ndarray  # [K] int64
+    provided: np.ndarray  # [K] bool
+    is_test: np.ndarray | None  # [N] bool, the provider's test split (None: none)
+    group: np.ndarray  # [K] int64
+    seed: int
+    num_classes: int
+    owners: np.ndarray | None = None
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.group)
+
+    def num_train(self) -> np.ndarray:
+        return self.count - self.n_test
+
+    def num_test(self) -> np.ndarray:
+        return self.n_test.copy()
+
+    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
+        """(client of each held sample, the sample's dataset index), every client's in turn."""
+        K = self.num_clients
+        client = np.repeat(np.arange(K, dtype=np.int64), self.count)
+        first = np.cumsum(self.count) - self.count
+        offset = np.arange(len(client), dtype=np.int64) - np.repeat(first, self.count)
+        return client, self.order[np.repeat(self.start, self.count) + offset]
+
+    def class_counts(self, labels: np.ndarray) -> np.ndarray:
+        """[K, C] counts of each class over each client's train and test samples."""
+        client, index = self._positions()
+        C = self.num_classes
+        flat = np.bincount(client * C + labels[index], minlength=self.num_clients * C)
+        return flat.reshape(self.num_clients, C).astype(np.int64)
+
+    def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Client k's (train, test) sample indices into the dataset, each sorted."""
+        a = int(self.start[k])
+        idx = self.order[a : a + int(self.count[k])]
+        if self.provided[k]:
+            test = self.is_test[idx]
+            return np.sort(idx[~test]), np.sort(idx[test])
+        perm = np.random.default_rng([self.seed, 0x0A7E, 2, k]).permutation(idx)
+        n_test = int(self.n_test[k])
+        return np.sort(perm[n_test:]), np.sort(perm[:n_test])
+
+    def eager(self) -> Partition:
+        """Every client's indices drawn (small populations, tests)."""
+        both = [self.indices(k) for k in range(self.num_clients)]
+        return Partition(
+            train=tuple(b[0] for b in both),
+            test=tuple(b[1] for b in both),
+            group=self.group,
+            num_classes=self.num_classes,
+            owners=self.owners,
+        )
+
+
 def natural_partition(
     owner: np.ndarray,
     is_test: np.ndarray | None,
@@ -329,21 +396,22 @@ def natural_partition(
     test_fraction: float,
     seed: int,
     num_classes: int,
-) -> Partition:
+) -> OwnerPopulation:
     """One client per natural owner (a FEMNIST writer, a synthetic client): with as many
     clients as owners, owner k is client k; with fewer, the clients are a seeded choice of
     the owners holding at least 2 samples, in owner order. The provider's test split is
-    kept where an owner has one; otherwise its group's test fraction is drawn at random."""
+    kept where an owner has one; otherwise its group's test fraction is drawn at random
+    (when the client is used: :class:`OwnerPopulation`)."""
     owner = np.asarray(owner, dtype=np.int64)
     num_clients = sum(g.count for g in groups)
     num_owners = int(owner.max()) + 1 if len(owner) else 0
     order = np.argsort(owner, kind="stable")
     bounds = np.searchsorted(owner[order], np.arange(num_owners + 1))
-    samples = [order[bounds[o] : bounds[o + 1]] for o in range(num_owners)]
+    sizes = np.diff(bounds)
     if num_clients == num_owners:
         chosen = np.arange(num_owners)
     else:
-        eligible = np.array([o for o in range(num_owners) if len(samples[o]) >= 2], dtype=int)
+        eligible = np.flatnonzero(sizes >= 2)
         if num_clients > len(eligible):
             raise ValueError(
                 f"{num_clients} clients asked for, but the data has {len(eligible)} owners "
@@ -351,25 +419,33 @@ def natural_partition(
             )
         rng = np.random.default_rng([seed, 0x0A7E, 1])
         chosen = np.sort(rng.choice(eligible, size=num_clients, replace=False))
-    fractions = [g.test_fraction or test_fraction for g in groups for _ in range(g.count)]
+    fractions = np.repeat(
+        np.array([g.test_fraction or test_fraction for g in groups], dtype=np.float64),
+        [g.count for g in groups],
+    )
     group = np.repeat(np.arange(len(groups)), [g.count for g in groups])
-    train, test = [], []
-    for k, o in enumerate(chosen):
-        idx = samples[o]
-        if is_test is not None and is_test[idx].any() and not is_test[idx].all():
-            train.append(np.sort(idx[~is_test[idx]]))
-            test.append(np.sort(idx[is_test[idx]]))
-            continue
-        if len(idx) < 2:
-            raise ValueError(f"owner {o} holds {len(idx)} sample; a client needs at least 2")
-        perm = np.random.default_rng([seed, 0x0A7E, 2, k]).permutation(idx)
-        n_test = test_count(len(idx), fractions[k])
-        test.append(np.sort(perm[:n_test]))
-        train.append(np.sort(perm[n_test:]))
-    return Partition(
-        train=tuple(train),
-        test=tuple(test),
+    count = sizes[chosen].astype(np.int64)
+    if is_test is not None:
+        tests = np.bincount(owner[np.asarray(is_test, dtype=bool)], minlength=num_owners)
+        held = tests[chosen]
+        provided = (held > 0) & (held < count)
+    else:
+        held = np.zeros(len(chosen), dtype=np.int64)
+        provided = np.zeros(len(chosen), dtype=bool)
+    small = np.flatnonzero(~provided & (count < 2))
+    if small.size:
+        o = int(chosen[small[0]])
+        raise ValueError(f"owner {o} holds {int(sizes[o])} sample; a client needs at least 2")
+    drawn = split_counts(count, fractions) if len(count) else count
+    return OwnerPopulation(
+        order=order.astype(np.int64),
+        start=bounds[chosen].astype(np.int64),
+        count=count,
+        n_test=np.where(provided, held, drawn).astype(np.int64),
+        provided=provided,
+        is_test=None if is_test is None else np.asarray(is_test, dtype=bool),
         group=group.astype(np.int64),
+        seed=seed,
         num_classes=num_classes,
         owners=chosen.astype(np.int64),
     )

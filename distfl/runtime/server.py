@@ -27,7 +27,7 @@ from distfl.algorithms import (
 from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
 from distfl.config import Config
-from distfl.data import Partition, Population
+from distfl.data import OwnerPopulation, Partition, Population
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.tables import Record
@@ -62,7 +62,7 @@ class Server:
         labels: np.ndarray,
         input_shape: tuple[int, ...],
         num_classes: int,
-        partition: Partition | Population,
+        partition: Partition | Population | OwnerPopulation,
         local_worker: Worker | None,
         device: torch.device | None = None,
         stream: TextIO | None = None,

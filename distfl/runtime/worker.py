@@ -18,7 +18,15 @@ from distfl.aggregators import AGGREGATORS
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
 from distfl.comm.base import Communicator
 from distfl.config import Config
-from distfl.data import ClientCache, ClientData, Dataset, Partition, Population, load_client
+from distfl.data import (
+    ClientCache,
+    ClientData,
+    Dataset,
+    OwnerPopulation,
+    Partition,
+    Population,
+    load_client,
+)
 from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds, to_limbs
 from distfl.models import build_model, load_flat, num_params
 from distfl.runtime.protocol import (
@@ -42,7 +50,7 @@ class Worker:
         self,
         config: Config,
         dataset: Dataset,
-        partition: Partition | Population,
+        partition: Partition | Population | OwnerPopulation,
         index: int,
         *,
         device: torch.device,

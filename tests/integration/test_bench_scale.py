@@ -128,4 +128,5 @@ def test_the_full_grid_is_the_one_the_readme_reports():
         assert {f"fedgwc-K{k}-N{k // 10}-W{w}-balanced" for w in (1, 3)} <= keys
     for k in (200, 1000):
         assert {f"fedavg-K{k}-N{k // 10}-W3-{p}-cnn" for p in ("balanced", "static")} <= keys
-    assert len(keys) == 12 + 6 + 4
+    assert {f"fedavg-K{k}-N100-W1-balanced-gaussian" for k in (2000, 100000)} <= keys
+    assert len(keys) == 12 + 6 + 4 + 2

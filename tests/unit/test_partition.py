@@ -517,9 +517,64 @@ def samples_of(o: int) -> np.ndarray:
 
 
 def natural(groups, *, seed=0, tf=0.25, owner=NAT_OWNER, is_test=NAT_TEST, num_classes=3):
+    """The natural partition with every client's indices drawn (the lazy one's eager())."""
     return natural_partition(
         owner, is_test, tuple(groups), test_fraction=tf, seed=seed, num_classes=num_classes
-    )
+    ).eager()
+
+
+def reference_natural(owner, is_test, groups, *, test_fraction, seed):
+    """The natural partition written out client by client (the form distfl drew it in before
+    it drew clients when used): (train, test) of each chosen owner, in owner order."""
+    owner = np.asarray(owner)
+    num_clients = sum(g.count for g in groups)
+    num_owners = int(owner.max()) + 1
+    samples = [np.flatnonzero(owner == o) for o in range(num_owners)]
+    if num_clients == num_owners:
+        chosen = np.arange(num_owners)
+    else:
+        eligible = np.array([o for o in range(num_owners) if len(samples[o]) >= 2])
+        rng = np.random.default_rng([seed, 0x0A7E, 1])
+        chosen = np.sort(rng.choice(eligible, size=num_clients, replace=False))
+    fractions = [g.test_fraction or test_fraction for g in groups for _ in range(g.count)]
+    out = []
+    for k, o in enumerate(chosen):
+        idx = samples[o]
+        if is_test is not None and is_test[idx].any() and not is_test[idx].all():
+            out.append((np.sort(idx[~is_test[idx]]), np.sort(idx[is_test[idx]])))
+            continue
+        perm = np.random.default_rng([seed, 0x0A7E, 2, k]).permutation(idx)
+        n_test = min(max(int(np.rint(len(idx) * fractions[k])), 1), len(idx) - 1)
+        out.append((np.sort(perm[n_test:]), np.sort(perm[:n_test])))
+    return chosen, out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("provided", [True, False])
+@pytest.mark.parametrize("fewer", [True, False])
+def test_natural_drawn_when_used_equals_the_client_by_client_draw(seed, provided, fewer):
+    rng = np.random.default_rng(seed)
+    owner = rng.integers(0, 60, size=900)
+    owner[:120] = np.repeat(np.arange(60), 2)  # every owner holds at least 2 samples
+    rng.shuffle(owner)
+    is_test = rng.random(900) < 0.3 if provided else None
+    if provided:
+        is_test[owner == 7] = True  # an owner whose samples are all marked test
+    labels = rng.integers(0, 5, size=900)
+    groups = (GroupSpec(count=30 if fewer else 40, alpha=1.0),
+              GroupSpec(count=10 if fewer else 20, alpha=1.0, test_fraction=0.5))  # fmt: skip
+    lazy = natural_partition(owner, is_test, groups, test_fraction=0.25, seed=seed,
+                             num_classes=5)  # fmt: skip
+    chosen, expected = reference_natural(owner, is_test, groups, test_fraction=0.25, seed=seed)
+    assert lazy.owners.tolist() == chosen.tolist()
+    counts = np.zeros((len(chosen), 5), dtype=np.int64)
+    for k, (train, test) in enumerate(expected):
+        got = lazy.indices(k)
+        assert np.array_equal(got[0], train) and np.array_equal(got[1], test), k
+        counts[k] = np.bincount(labels[np.concatenate([train, test])], minlength=5)
+    assert lazy.num_train().tolist() == [len(t) for t, _ in expected]
+    assert lazy.num_test().tolist() == [len(t) for _, t in expected]
+    assert np.array_equal(lazy.class_counts(labels), counts)
 
 
 def test_natural_one_client_per_owner_keeps_the_provider_split():

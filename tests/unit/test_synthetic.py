@@ -141,5 +141,5 @@ def test_gaussian_config_gives_one_client_per_owner():
     assert p.group.tolist() == [0, 0, 0, 0, 1, 1]
     assert (p.num_train() + p.num_test()).tolist() == sizes.tolist()
     for k in range(6):
-        both = np.sort(np.concatenate([p.train[k], p.test[k]]))
+        both = np.sort(np.concatenate(p.indices(k)))
         assert both.tolist() == np.flatnonzero(ds.owner == k).tolist()

@@ -96,20 +96,25 @@ class Case:
     placement: str = "balanced"
     rounds: int = 6
     model: str = "mlp"
+    #: digits (the clients drawn from its pooled samples) or gaussian (each client generated
+    #: from (seed, client): the FLCL paper's mixture, a natural partition)
+    dataset: str = "digits"
 
     @property
     def key(self) -> str:
         model = "" if self.model == "mlp" else f"-{self.model}"
+        data = "" if self.dataset == "digits" else f"-{self.dataset}"
         return (
             f"{self.algorithm}-K{self.clients}-N{self.cohort}-W{self.world_size}-{self.placement}"
-            f"{model}"
+            f"{model}{data}"
         )
 
     @property
     def label(self) -> str:
+        data = "" if self.dataset == "digits" else f", {self.dataset}"
         return (
             f"{self.algorithm} K={self.clients:,} cohort {self.cohort:,} W={self.world_size} "
-            f"({self.placement}, {self.model})"
+            f"({self.placement}, {self.model}{data})"
         )
 
     def config(self) -> dict[str, dict[str, Any]]:
@@ -117,7 +122,7 @@ class Case:
         return {
             "run": {"rounds": self.rounds, "progress": "none", "threads": 1, "device": "cpu"},
             "data": {
-                "dataset": "digits",
+                "dataset": self.dataset,
                 "num_clients": self.clients,
                 "samples_per_client": SAMPLES_PER_CLIENT,
             },
@@ -147,6 +152,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     for k in (200, 1000):
         for placement in ("balanced", "static"):
             cases.append(Case("fedavg", k, k // 10, SCALE_W, placement, 20, "cnn"))
+    # a dataset whose clients own their data: start-up and memory against K
+    for k in (2000, 100000):
+        cases.append(Case("fedavg", k, 100, 1, dataset="gaussian"))
     return cases
 
 
@@ -379,7 +387,8 @@ def print_scale_report(report: dict, stream: TextIO) -> None:
         f"distfl bench --scale ({report['date']}; distfl {report['distfl_version']}, torch "
         f"{report['torch_version']}, Python {report['python_version']}, {report['cpus']} CPUs)\n"
         f"command: {report['command']}\n"
-        f"digits, {SAMPLES_PER_CLIENT} samples per client, mlp (cnn where the key says), "
+        f"digits (gaussian where the key says), {SAMPLES_PER_CLIENT} samples per client, mlp (cnn "
+        f"where the key says), "
         f"{LOCAL_STEPS} local steps of "
         f"batch {BATCH}, evaluation after the last round only; CPU, 1 torch thread per "
         f"process; W={SCALE_W}: torchrun, server + {SCALE_W - 1} workers (gloo)\n\n"
