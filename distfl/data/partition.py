@@ -327,9 +327,10 @@ class OwnerPopulation:
     ``owners[k]`` and holds ``order[start[k] : start[k] + count[k]]`` (the dataset's indices,
     owner by owner), split into train and test by the provider's split where the owner has
     one (``provided[k]``), otherwise with its own generator, (seed, k). Nothing per client
-    is held but [K] arrays; ``order`` is the dataset's [N] indices sorted by owner."""
+    is held but [K] arrays; ``order`` is the dataset's [N] indices sorted by owner (None
+    where the dataset is in owner order already, as a generated one is)."""
 
-    order: np.ndarray  # [N] int64
+    order: np.ndarray | None  # [N] int64
     start: np.ndarray  # [K] int64
     count: np.ndarray  # [K] int64
     n_test: np.ndarray  # [K] int64
@@ -356,7 +357,8 @@ class OwnerPopulation:
         client = np.repeat(np.arange(K, dtype=np.int64), self.count)
         first = np.cumsum(self.count) - self.count
         offset = np.arange(len(client), dtype=np.int64) - np.repeat(first, self.count)
-        return client, self.order[np.repeat(self.start, self.count) + offset]
+        position = np.repeat(self.start, self.count) + offset
+        return client, position if self.order is None else self.order[position]
 
     def class_counts(self, labels: np.ndarray) -> np.ndarray:
         """[K, C] counts of each class over each client's train and test samples."""
@@ -367,8 +369,8 @@ class OwnerPopulation:
 
     def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Client k's (train, test) sample indices into the dataset, each sorted."""
-        a = int(self.start[k])
-        idx = self.order[a : a + int(self.count[k])]
+        a, n = int(self.start[k]), int(self.count[k])
+        idx = np.arange(a, a + n, dtype=np.int64) if self.order is None else self.order[a : a + n]
         if self.provided[k]:
             test = self.is_test[idx]
             return np.sort(idx[~test]), np.sort(idx[test])
@@ -405,8 +407,9 @@ def natural_partition(
     owner = np.asarray(owner, dtype=np.int64)
     num_clients = sum(g.count for g in groups)
     num_owners = int(owner.max()) + 1 if len(owner) else 0
-    order = np.argsort(owner, kind="stable")
-    bounds = np.searchsorted(owner[order], np.arange(num_owners + 1))
+    in_order = len(owner) < 2 or bool((owner[1:] >= owner[:-1]).all())
+    order = None if in_order else np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner if in_order else owner[order], np.arange(num_owners + 1))
     sizes = np.diff(bounds)
     if num_clients == num_owners:
         chosen = np.arange(num_owners)
@@ -438,7 +441,7 @@ def natural_partition(
         raise ValueError(f"owner {o} holds {int(sizes[o])} sample; a client needs at least 2")
     drawn = split_counts(count, fractions) if len(count) else count
     return OwnerPopulation(
-        order=order.astype(np.int64),
+        order=None if order is None else order.astype(np.int64),
         start=bounds[chosen].astype(np.int64),
         count=count,
         n_test=np.where(provided, held, drawn).astype(np.int64),

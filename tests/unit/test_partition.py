@@ -552,11 +552,16 @@ def reference_natural(owner, is_test, groups, *, test_fraction, seed):
 @pytest.mark.parametrize("seed", [0, 1, 2])
 @pytest.mark.parametrize("provided", [True, False])
 @pytest.mark.parametrize("fewer", [True, False])
-def test_natural_drawn_when_used_equals_the_client_by_client_draw(seed, provided, fewer):
+@pytest.mark.parametrize("sorted_owners", [True, False])
+def test_natural_drawn_when_used_equals_the_client_by_client_draw(
+    seed, provided, fewer, sorted_owners
+):
     rng = np.random.default_rng(seed)
     owner = rng.integers(0, 60, size=900)
     owner[:120] = np.repeat(np.arange(60), 2)  # every owner holds at least 2 samples
     rng.shuffle(owner)
+    if sorted_owners:  # a generated dataset: owner by owner (no order array is kept)
+        owner = np.sort(owner)
     is_test = rng.random(900) < 0.3 if provided else None
     if provided:
         is_test[owner == 7] = True  # an owner whose samples are all marked test
@@ -565,6 +570,7 @@ def test_natural_drawn_when_used_equals_the_client_by_client_draw(seed, provided
               GroupSpec(count=10 if fewer else 20, alpha=1.0, test_fraction=0.5))  # fmt: skip
     lazy = natural_partition(owner, is_test, groups, test_fraction=0.25, seed=seed,
                              num_classes=5)  # fmt: skip
+    assert (lazy.order is None) == sorted_owners
     chosen, expected = reference_natural(owner, is_test, groups, test_fraction=0.25, seed=seed)
     assert lazy.owners.tolist() == chosen.tolist()
     counts = np.zeros((len(chosen), 5), dtype=np.int64)
