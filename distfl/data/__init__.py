@@ -27,7 +27,7 @@ from distfl.data.partition import (
     sample_counts,
     shard_clients,
 )
-from distfl.data.synthetic import gaussian_mixture
+from distfl.data.synthetic import gaussian_dataset
 from distfl.data.transforms import apply_group
 from distfl.errors import ConfigError
 
@@ -80,7 +80,7 @@ def load_dataset(config: Config) -> Dataset:
             quantity_skew=config.data.quantity_skew,
             seed=config.run.seed,
         )
-        return gaussian_mixture(sizes, config.data.dim, config.run.seed)
+        return gaussian_dataset(sizes, config.data.dim, config.run.seed)
     from distfl.data.files import load_files
 
     return load_files(name, config.data.root)
@@ -94,7 +94,7 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
     check_transforms(config.groups, dataset)
     try:
         if config.data.partition == "natural" or dataset.name == "gaussian":
-            if dataset.owner is None:
+            if dataset.owner is None and dataset.owner_sizes is None:
                 raise ConfigError(
                     f"data.partition = 'natural': {dataset.name} has no natural owners"
                 )
@@ -105,6 +105,8 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
                 test_fraction=config.data.test_fraction,
                 seed=config.run.seed,
                 num_classes=dataset.num_classes,
+                owner_sizes=dataset.owner_sizes,
+                owner_counts=dataset.owner_class_counts,
             )
         draw = per_client_population if config.data.draw == "per_client" else dirichlet_partition
         return draw(

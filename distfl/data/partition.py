@@ -340,6 +340,8 @@ class OwnerPopulation:
     seed: int
     num_classes: int
     owners: np.ndarray | None = None
+    #: [K, C] class counts of each client where the dataset knows them without its labels
+    counts: np.ndarray | None = None
 
     @property
     def num_clients(self) -> int:
@@ -351,21 +353,19 @@ class OwnerPopulation:
     def num_test(self) -> np.ndarray:
         return self.n_test.copy()
 
-    def _positions(self) -> tuple[np.ndarray, np.ndarray]:
-        """(client of each held sample, the sample's dataset index), every client's in turn."""
-        K = self.num_clients
-        client = np.repeat(np.arange(K, dtype=np.int64), self.count)
-        first = np.cumsum(self.count) - self.count
-        offset = np.arange(len(client), dtype=np.int64) - np.repeat(first, self.count)
-        position = np.repeat(self.start, self.count) + offset
-        return client, position if self.order is None else self.order[position]
-
     def class_counts(self, labels: np.ndarray) -> np.ndarray:
-        """[K, C] counts of each class over each client's train and test samples."""
-        client, index = self._positions()
-        C = self.num_classes
-        flat = np.bincount(client * C + labels[index], minlength=self.num_clients * C)
-        return flat.reshape(self.num_clients, C).astype(np.int64)
+        """[K, C] counts of each class over each client's train and test samples: per class,
+        a running count over the samples in owner order, read at each client's ends (a few
+        bytes a sample at a time, whatever K); the known counts of a generated dataset."""
+        if self.counts is not None:
+            return self.counts.astype(np.int64)
+        in_order = labels if self.order is None else labels[self.order]
+        out = np.zeros((self.num_clients, self.num_classes), dtype=np.int64)
+        ends = self.start + self.count
+        for c in range(self.num_classes):
+            running = np.concatenate([[0], np.cumsum(in_order == c, dtype=np.int64)])
+            out[:, c] = running[ends] - running[self.start]
+        return out
 
     def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Client k's (train, test) sample indices into the dataset, each sorted."""
@@ -391,26 +391,34 @@ class OwnerPopulation:
 
 
 def natural_partition(
-    owner: np.ndarray,
+    owner: np.ndarray | None,
     is_test: np.ndarray | None,
     groups: tuple[GroupSpec, ...],
     *,
     test_fraction: float,
     seed: int,
     num_classes: int,
+    owner_sizes: np.ndarray | None = None,
+    owner_counts: np.ndarray | None = None,
 ) -> OwnerPopulation:
     """One client per natural owner (a FEMNIST writer, a synthetic client): with as many
     clients as owners, owner k is client k; with fewer, the clients are a seeded choice of
     the owners holding at least 2 samples, in owner order. The provider's test split is
     kept where an owner has one; otherwise its group's test fraction is drawn at random
-    (when the client is used: :class:`OwnerPopulation`)."""
-    owner = np.asarray(owner, dtype=np.int64)
+    (when the client is used: :class:`OwnerPopulation`). A generated dataset, in owner
+    order, gives ``owner_sizes`` (and ``owner_counts``, [owners, C]) instead of ``owner``."""
     num_clients = sum(g.count for g in groups)
-    num_owners = int(owner.max()) + 1 if len(owner) else 0
-    in_order = len(owner) < 2 or bool((owner[1:] >= owner[:-1]).all())
-    order = None if in_order else np.argsort(owner, kind="stable")
-    bounds = np.searchsorted(owner if in_order else owner[order], np.arange(num_owners + 1))
-    sizes = np.diff(bounds)
+    if owner is None:
+        sizes = np.asarray(owner_sizes, dtype=np.int64)
+        num_owners, order = len(sizes), None
+        bounds = np.concatenate([[0], np.cumsum(sizes)])
+    else:
+        owner = np.asarray(owner, dtype=np.int64)
+        num_owners = int(owner.max()) + 1 if len(owner) else 0
+        in_order = len(owner) < 2 or bool((owner[1:] >= owner[:-1]).all())
+        order = None if in_order else np.argsort(owner, kind="stable")
+        bounds = np.searchsorted(owner if in_order else owner[order], np.arange(num_owners + 1))
+        sizes = np.diff(bounds)
     if num_clients == num_owners:
         chosen = np.arange(num_owners)
     else:
@@ -429,6 +437,7 @@ def natural_partition(
     group = np.repeat(np.arange(len(groups)), [g.count for g in groups])
     count = sizes[chosen].astype(np.int64)
     if is_test is not None:
+        assert owner is not None, "a provider's test split comes with its owners"
         tests = np.bincount(owner[np.asarray(is_test, dtype=bool)], minlength=num_owners)
         held = tests[chosen]
         provided = (held > 0) & (held < count)
@@ -451,6 +460,7 @@ def natural_partition(
         seed=seed,
         num_classes=num_classes,
         owners=chosen.astype(np.int64),
+        counts=None if owner_counts is None else np.asarray(owner_counts)[chosen],
     )
 
 

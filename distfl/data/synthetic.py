@@ -71,3 +71,72 @@ def gaussian_mixture(sizes: np.ndarray, dim: int, seed: int) -> Dataset:
         num_classes=2,
         owner=np.repeat(np.arange(len(sizes), dtype=np.int64), sizes),
     )
+
+
+class MixtureSamples:
+    """The mixture's clients, made when their rows are asked for: client k's samples come
+    from (seed, k) alone (:func:`client_samples`), so any row is the row
+    :func:`gaussian_mixture` holds at that index. The last client made is kept (a client's
+    features and labels are asked for one after the other)."""
+
+    def __init__(self, sizes: np.ndarray, dim: int, seed: int) -> None:
+        self.sizes = np.asarray(sizes, dtype=np.int64)
+        self.ends = np.cumsum(self.sizes)
+        self.dim, self.seed = int(dim), int(seed)
+        self.num_samples = int(self.ends[-1]) if len(self.sizes) else 0
+        self._last: tuple[int, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def client(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self._last is None or self._last[0] != k:
+            self._last = (k, client_samples(k, int(self.sizes[k]), self.dim, self.seed))
+        return self._last[1]
+
+    def rows(self, idx: np.ndarray, part: int) -> np.ndarray:
+        """Rows ``idx`` of the features (``part`` 0) or the labels (1)."""
+        idx = np.asarray(idx, dtype=np.int64).reshape(-1)
+        if len(idx) and (idx.min() < 0 or idx.max() >= self.num_samples):
+            raise IndexError(f"rows out of range for {self.num_samples} samples")
+        shape = (len(idx), self.dim) if part == 0 else (len(idx),)
+        out = np.empty(shape, dtype=np.float32 if part == 0 else np.int64)
+        owner = np.searchsorted(self.ends, idx, side="right")
+        for k in np.unique(owner).tolist():
+            sel = owner == k
+            out[sel] = self.client(k)[part][idx[sel] - (self.ends[k] - self.sizes[k])]
+        return out
+
+
+class MixtureRows:
+    """Features or labels of a :class:`MixtureSamples` as a read-only array-like: indexing
+    with an integer array (or a slice) makes those rows."""
+
+    def __init__(self, source: MixtureSamples, part: int) -> None:
+        self.source, self.part = source, part
+        n = source.num_samples
+        self.shape = (n, source.dim) if part == 0 else (n,)
+        self.dtype = np.dtype(np.float32 if part == 0 else np.int64)
+        self.ndim = len(self.shape)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, idx) -> np.ndarray:
+        if isinstance(idx, slice):
+            idx = np.arange(*idx.indices(len(self)))
+        return self.source.rows(np.asarray(idx), self.part)
+
+
+def gaussian_dataset(sizes: np.ndarray, dim: int, seed: int) -> Dataset:
+    """The federation of :func:`gaussian_mixture`, holding none of its samples: a client's
+    rows are made when it is used, and what the partition needs (each owner's size and
+    class counts) is known without them: a client of n samples has (n + 1) // 2 positives."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    source = MixtureSamples(sizes, dim, seed)
+    positives = (sizes + 1) // 2
+    return Dataset(
+        name="gaussian",
+        x=MixtureRows(source, 0),
+        y=MixtureRows(source, 1),
+        num_classes=2,
+        owner_sizes=sizes,
+        owner_class_counts=np.stack([sizes - positives, positives], axis=1),
+    )

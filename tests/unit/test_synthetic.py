@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from distfl import config as C
-from distfl.data import load_dataset, make_partition
-from distfl.data.partition import sample_counts
+from distfl.data import load_client, load_dataset, make_partition
+from distfl.data.partition import natural_partition, sample_counts
 from distfl.data.synthetic import (
     client_parameters,
     client_samples,
+    gaussian_dataset,
     gaussian_mixture,
     mixture_plane,
 )
@@ -134,12 +136,39 @@ def test_gaussian_config_gives_one_client_per_owner():
     )
     ds = load_dataset(config)
     sizes = sample_counts(config.groups, samples_per_client=30, quantity_skew=0.5, seed=4)
-    assert np.bincount(ds.owner).tolist() == sizes.tolist()
-    assert ds.x.shape == (int(sizes.sum()), 5)
+    assert ds.owner is None and ds.owner_sizes.tolist() == sizes.tolist()  # nothing held
+    assert ds.x.shape == (int(sizes.sum()), 5) and ds.num_owners == 6
     p = make_partition(config, ds)
     assert p.owners.tolist() == list(range(6))
     assert p.group.tolist() == [0, 0, 0, 0, 1, 1]
     assert (p.num_train() + p.num_test()).tolist() == sizes.tolist()
+    owner = np.repeat(np.arange(6), sizes)
     for k in range(6):
         both = np.sort(np.concatenate(p.indices(k)))
-        assert both.tolist() == np.flatnonzero(ds.owner == k).tolist()
+        assert both.tolist() == np.flatnonzero(owner == k).tolist()
+
+
+def test_the_dataset_made_when_used_is_the_held_one():
+    """gaussian_dataset holds no sample: its rows, labels, class counts, partition and every
+    client's materialised data equal those of the held gaussian_mixture."""
+    sizes = np.array([7, 2, 12, 5, 9, 3, 8])
+    lazy, held = gaussian_dataset(sizes, dim=3, seed=2), gaussian_mixture(sizes, dim=3, seed=2)
+    assert lazy.x.shape == held.x.shape and lazy.input_shape == (3,)
+    idx = np.random.default_rng(0).permutation(len(held.y))[:25]
+    assert lazy.x[idx].tobytes() == held.x[idx].tobytes()
+    assert np.array_equal(lazy.y[idx], held.y[idx]) and lazy.y[idx].dtype == np.int64
+    assert lazy.x[2:9].tobytes() == held.x[2:9].tobytes()
+    with pytest.raises(IndexError):
+        lazy.x[np.array([len(held.y)])]
+    groups = (C.GroupSpec(count=4, alpha=1.0), C.GroupSpec(count=3, alpha=1.0, permute_labels=True))
+    kw = dict(test_fraction=0.25, seed=2, num_classes=2)
+    a = natural_partition(None, None, groups, owner_sizes=lazy.owner_sizes,
+                          owner_counts=lazy.owner_class_counts, **kw)  # fmt: skip
+    b = natural_partition(held.owner, None, groups, **kw)
+    assert np.array_equal(a.class_counts(lazy.y), b.class_counts(held.y))
+    for k in range(len(sizes)):
+        assert all(np.array_equal(u, v) for u, v in zip(a.indices(k), b.indices(k), strict=True))
+        one = load_client(lazy, a, k, torch.device("cpu"), groups=groups, seed=2)
+        two = load_client(held, b, k, torch.device("cpu"), groups=groups, seed=2)
+        for name in ("x_train", "y_train", "x_test", "y_test"):
+            assert torch.equal(getattr(one, name), getattr(two, name)), (k, name)
