@@ -10,6 +10,13 @@ and splits the cluster if the best Davies–Bouldin score is below 1 (Algorithm 
 cluster keeps its own model, P sub-block and MSE, and splits again on its own
 (Algorithm 2).
 
+The calibrated split test (``stable_tests``, ``reference_draws``; off by default, on in the
+presets) adds two conditions to Algorithm 1's: the same partition proposed by consecutive
+tests, and a score well below that of Gaussian references of P's rows (one cloud with P's
+mean and covariance, SigClust's null): clients that differ along a continuum, such as
+how hard their data are, give a Davies–Bouldin score near 0.5 whatever the dataset, and
+only groups score far below their reference.
+
 The pure math is in module-level functions; :class:`FedGWC` holds the per-cluster state.
 """
 
@@ -292,6 +299,40 @@ def priority_sample(counts: np.ndarray, n: int, rng: np.random.Generator) -> np.
     return np.sort(rng.choice(len(counts), size=n, replace=False, p=w / w.sum()))
 
 
+def gaussian_reference(P: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A draw of K rows from the Gaussian with the mean and the sample covariance of the K
+    rows of P: μ + G X / sqrt(K - 1), X the centred rows, G a K×K standard normal matrix.
+    One cloud with P's spread in every direction and no groups (the null of SigClust, Liu,
+    Hayes, Nobel & Marron 2008): what the split test sees when clients differ along a
+    continuum, such as how hard their data are, rather than fall into groups."""
+    P = np.asarray(P, dtype=np.float64)
+    K = P.shape[0]
+    mu = P.mean(axis=0)
+    X = P - mu
+    return mu + rng.standard_normal((K, K)) @ X / math.sqrt(max(K - 1, 1))
+
+
+def best_split_score(W: np.ndarray, n_max: int, seed: int, min_size: int) -> float:
+    """The lowest Davies–Bouldin score of Algorithm 1's candidate splits of W (inf when
+    none is possible)."""
+    scores = choose_split(W, n_max, seed, min_size=min_size, threshold=math.inf)[2]
+    return float(scores.min()) if len(scores) else math.inf
+
+
+def reference_score(
+    P: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int, draws: int,
+    rng: np.random.Generator,
+) -> float:  # fmt: skip
+    """The median, over ``draws`` Gaussian references of P's rows (:func:`gaussian_reference`),
+    of the best split score that Algorithm 1 finds in them (their affinity by eq. 4, the
+    same spectral clustering and Davies–Bouldin score as the real test)."""
+    scores = [
+        best_split_score(affinity(gaussian_reference(P, rng), beta), n_max, seed, min_size)
+        for _ in range(draws)
+    ]
+    return float(np.median(scores))
+
+
 # -- the algorithm -----------------------------------------------------------------
 
 
@@ -334,6 +375,26 @@ class FedGWCParams(Params):
     db_threshold: float = setting(
         1.0, "> 0", "split only when the best Davies–Bouldin score is below this (the paper: 1)"
     )
+    stable_tests: int = setting(
+        1,
+        "int ≥ 1",
+        "split only when this many consecutive split tests of the cluster propose the same "
+        "partition (1: the paper's, each test decides alone); see [the calibrated split "
+        "test](algorithms.md#the-calibrated-split-test)",
+    )
+    reference_draws: int = setting(
+        0,
+        "int ≥ 0",
+        "Gaussian references drawn for a split test (0: none, the paper's test); with B ≥ 1 "
+        "a split also needs the best Davies–Bouldin score below `reference_ratio` times the "
+        "median of the B references' (the same test on a Gaussian cloud with the rows' mean "
+        "and covariance of P: one group, no clusters)",
+    )
+    reference_ratio: float = setting(
+        0.5,
+        "(0, 1]",
+        "how far below the Gaussian references' median Davies–Bouldin score a split's must be",
+    )
 
     choices = {"sampling": ("priority", "uniform")}
 
@@ -346,6 +407,15 @@ class FedGWCParams(Params):
         require(self.patience >= 1, "patience", self.patience, "at least 1")
         require(self.db_threshold > 0, "db_threshold", self.db_threshold, "positive (paper: 1)")
         require(self.min_clients >= 1, "min_clients", self.min_clients, "at least 1")
+        require(self.stable_tests >= 1, "stable_tests", self.stable_tests, "at least 1")
+        require(0 <= self.reference_draws <= MAX_REFERENCE_DRAWS, "reference_draws",
+                self.reference_draws, f"between 0 and {MAX_REFERENCE_DRAWS}")  # fmt: skip
+        require(0.0 < self.reference_ratio <= 1.0, "reference_ratio", self.reference_ratio,
+                "in (0, 1]")  # fmt: skip
+
+
+#: the most Gaussian references a split test may draw (each costs a spectral clustering)
+MAX_REFERENCE_DRAWS = 999
 
 
 @dataclass
@@ -356,6 +426,10 @@ class ClusterState:
     mse: float = 1.0
     quiet: int = 0  # consecutive rounds with mse < ε
     last_sampled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: the partition the last split tests proposed (labels, None: no proposal) and how many
+    #: consecutive tests proposed it
+    proposal: np.ndarray | None = None
+    repeats: int = 0
 
 
 @register
@@ -389,6 +463,9 @@ class FedGWC(ClusteringAlgorithm):
         min_clients: int = 3,
         sampling: str = "priority",
         db_threshold: float = 1.0,
+        stable_tests: int = 1,
+        reference_draws: int = 0,
+        reference_ratio: float = 0.5,
     ):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.rate = clients_per_round / num_clients
@@ -400,6 +477,9 @@ class FedGWC(ClusteringAlgorithm):
         self.min_clients = min_clients
         self.sampling = sampling
         self.db_threshold = db_threshold
+        self.stable_tests = stable_tests
+        self.reference_draws = reference_draws
+        self.reference_ratio = reference_ratio
         self.rng = np.random.default_rng([seed, 0xF6C])
         self.gamma = np.zeros(num_clients)  # Gaussian weights, eq. 2
         self.times_sampled = np.zeros(num_clients, dtype=np.int64)
@@ -448,7 +528,7 @@ class FedGWC(ClusteringAlgorithm):
             testing = st.quiet >= self.patience and len(members) >= 2 * self.min_clients
             W = self._diagnose(out.stats[cid], st.P, members, testing)
             if testing:
-                split = self._try_split(cid, st, round_index, W)
+                split = self._try_split(cid, st, round_index, W, out.stats[cid])
                 if split is not None:
                     out.splits.append(split)
                 else:
@@ -480,8 +560,18 @@ class FedGWC(ClusteringAlgorithm):
         return W
 
     def _try_split(
-        self, cid: str, st: ClusterState, round_index: int, W: np.ndarray | None = None
+        self,
+        cid: str,
+        st: ClusterState,
+        round_index: int,
+        W: np.ndarray | None = None,
+        stats: dict[str, float] | None = None,
     ) -> Split | None:
+        """Algorithm 1 on the cluster's W: a partition is proposed when the best
+        Davies–Bouldin score is below ``db_threshold``, and made when ``stable_tests``
+        consecutive tests proposed it and (with ``reference_draws``) the score is below
+        ``reference_ratio`` times the Gaussian references' (:meth:`_beats_reference`).
+        ``stats`` gets ``db``, the best score, and ``db_reference``, the references'."""
         self.split_tests += 1
         W = affinity(st.P, self.beta) if W is None else W
         n, labels, scores = choose_split(
@@ -491,7 +581,17 @@ class FedGWC(ClusteringAlgorithm):
             min_size=self.min_clients,
             threshold=self.db_threshold,
         )
+        best = float(scores.min()) if len(scores) else math.inf
+        if stats is not None and math.isfinite(best):
+            stats["db"] = best
         if n == 1:
+            st.proposal, st.repeats = None, 0
+            return None
+        same = st.proposal is not None and np.array_equal(st.proposal, labels)
+        st.proposal, st.repeats = labels, (st.repeats + 1 if same else 1)
+        if st.repeats < self.stable_tests:
+            return None
+        if not self._beats_reference(st, round_index, best, stats):
             return None
         members = self.tree.members(cid)
         children = {}
@@ -500,9 +600,31 @@ class FedGWC(ClusteringAlgorithm):
             children[f"{cid}.{c}"] = members[pos]
             self.state[f"{cid}.{c}"] = ClusterState(P=st.P[np.ix_(pos, pos)].copy())
         # above SMALL_K clients the run file keeps the matrices in float32 (W already is)
+        st.proposal, st.repeats = None, 0
         P_out = st.P if len(members) <= spectral.SMALL_K else st.P.astype(np.float32)
         info = {"db_scores": scores, "interaction": P_out, "affinity": W, "labels": labels}
         return self.tree.split(cid, children, round_index, info)
+
+    def _beats_reference(
+        self, st: ClusterState, round_index: int, best: float, stats: dict[str, float] | None
+    ) -> bool:
+        """Whether ``best`` is below ``reference_ratio`` times the median best score of
+        ``reference_draws`` Gaussian references of the cluster's P (:func:`reference_score`);
+        True without references (the paper's test)."""
+        if not self.reference_draws:
+            return True
+        reference = reference_score(
+            st.P,
+            beta=self.beta,
+            n_max=self.n_max,
+            seed=self.seed + round_index,
+            min_size=self.min_clients,
+            draws=self.reference_draws,
+            rng=np.random.default_rng([self.seed, 0x5C, round_index, self.split_tests]),
+        )
+        if stats is not None:
+            stats["db_reference"] = reference
+        return best < self.reference_ratio * reference
 
     def state_dict(self) -> dict:
         return {
@@ -510,10 +632,16 @@ class FedGWC(ClusteringAlgorithm):
             "gamma": self.gamma.copy(),
             "times_sampled": self.times_sampled.copy(),
             "split_tests": self.split_tests,
-            "clusters": {
-                cid: {"P": st.P, "mse": st.mse, "quiet": st.quiet} for cid, st in self.state.items()
-            },
+            "clusters": {cid: self._cluster_state(st) for cid, st in self.state.items()},
         }
+
+    @staticmethod
+    def _cluster_state(st: ClusterState) -> dict:
+        out = {"P": st.P, "mse": st.mse, "quiet": st.quiet}
+        if st.proposal is not None:  # (a file without it has no proposal pending)
+            out["proposal"] = st.proposal
+            out["repeats"] = st.repeats
+        return out
 
     def load_state_dict(self, state: dict) -> None:
         """(Files written before the tree held the members also stored them here.)"""
@@ -523,7 +651,11 @@ class FedGWC(ClusteringAlgorithm):
         self.split_tests = int(state["split_tests"])
         self.state = {
             cid: ClusterState(
-                P=np.asarray(c["P"], dtype=np.float64), mse=float(c["mse"]), quiet=int(c["quiet"])
+                P=np.asarray(c["P"], dtype=np.float64),
+                mse=float(c["mse"]),
+                quiet=int(c["quiet"]),
+                proposal=np.asarray(c["proposal"], dtype=np.int64) if "proposal" in c else None,
+                repeats=int(c.get("repeats", 0)),
             )
             for cid, c in state["clusters"].items()
         }
@@ -533,11 +665,14 @@ __all__ = [
     "FedGWC",
     "FedGWCParams",
     "affinity",
+    "best_split_score",
     "block_contrast",
+    "gaussian_reference",
     "gaussian_rewards",
     "interaction_mse",
     "participants",
     "perception_distances",
     "priority_sample",
+    "reference_score",
     "update_interaction",
 ]

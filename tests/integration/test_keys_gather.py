@@ -64,7 +64,7 @@ def test_keys_shows_what_a_plain_run_uses(helpers, tmp_path):
     assert keys["run.rounds"] == ["300", "preset", "default", "an", "integer"]
     assert keys["algorithm.name"][:3] == ['"fedgwc"', "preset", "default"]
     assert keys["algorithm.epsilon"][:3] == ["0.0001", "preset", "default"]
-    assert keys["algorithm.db_threshold"][:3] == ["0.5", "preset", "default"]
+    assert keys["algorithm.reference_draws"][:3] == ["15", "preset", "default"]
     assert keys["algorithm.beta"][:3] == ["0.5", "built-in", "default"]
     assert "mnist5k," in keys["data.dataset"]
     assert proc.stdout.splitlines()[-1] == "presets: " + ", ".join(PRESETS)

@@ -19,12 +19,15 @@ from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import (
     FedGWC,
     affinity,
+    best_split_score,
     block_contrast,
+    gaussian_reference,
     gaussian_rewards,
     interaction_mse,
     participants,
     perception_distances,
     priority_sample,
+    reference_score,
     update_interaction,
 )
 from distfl.spectral import choose_split, davies_bouldin_rows, spectral_embedding
@@ -753,6 +756,126 @@ def test_fedgwc_first_update_tracks_rewards():
     assert P[np.ix_(others, others)].sum() == 0.0
     expected_mse = sum(4 * (alpha * w) ** 2 for w in omega) / 144
     assert update.stats["0"]["mse"] == pytest.approx(expected_mse, rel=1e-12)
+
+
+# ------------------------------------------------------------------ the calibrated split test
+
+
+def _continuum_p(K: int, seed: int) -> np.ndarray:
+    """P of clients that differ along one continuum: row k is client k's level (uniform in
+    [0.3, 0.9]: how hard its data are) plus independent noise. No groups."""
+    rng = np.random.default_rng(seed)
+    level = rng.uniform(0.3, 0.9, K)
+    return level[:, None] + rng.normal(0.0, 0.02, (K, K))
+
+
+def _two_group_p(K: int, minority: int, seed: int) -> np.ndarray:
+    """P of a majority at level 0.8 and a minority at 0.4, the same noise."""
+    rng = np.random.default_rng(seed)
+    level = np.where(np.arange(K) < K - minority, 0.8, 0.4)
+    return level[:, None] + rng.normal(0.0, 0.02, (K, K))
+
+
+def test_gaussian_reference_has_the_rows_mean_and_covariance():
+    rng = np.random.default_rng(0)
+    P = rng.uniform(0.0, 1.0, (5, 5)) @ np.diag([1.0, 0.5, 0.2, 0.1, 0.05])
+    X = P - P.mean(axis=0)
+    cov = X.T @ X / 4  # the sample covariance of P's 5 rows
+    draws = np.concatenate([gaussian_reference(P, rng) for _ in range(40_000)])
+    np.testing.assert_allclose(draws.mean(axis=0), P.mean(axis=0), atol=0.01)
+    np.testing.assert_allclose(np.cov(draws, rowvar=False), cov, atol=0.01)
+    # a draw is the same for the same generator state
+    a = gaussian_reference(P, np.random.default_rng(3))
+    np.testing.assert_array_equal(a, gaussian_reference(P, np.random.default_rng(3)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_groups_score_far_below_their_reference_and_a_continuum_does_not(seed):
+    args = dict(beta=0.5, n_max=5, seed=seed, min_size=3, draws=9)
+    groups = _two_group_p(40, 10, seed)
+    continuum = _continuum_p(40, seed)
+    g_best = best_split_score(affinity(groups, 0.5), 5, seed, 3)
+    c_best = best_split_score(affinity(continuum, 0.5), 5, seed, 3)
+    g_ref = reference_score(groups, rng=np.random.default_rng(seed), **args)
+    c_ref = reference_score(continuum, rng=np.random.default_rng(seed), **args)
+    # both pass the paper's test (DB below 1): the continuum splits somewhere too
+    assert g_best < 1.0 and c_best < 1.0
+    # only the groups stand below half of what one Gaussian cloud of their rows gives
+    assert g_best < 0.5 * g_ref
+    assert c_best > 0.5 * c_ref
+
+
+def _splitter(**keys) -> FedGWC:
+    alg = FedGWC(num_clients=40, clients_per_round=10, seed=0, **keys)
+    alg.state["0"].P = _two_group_p(40, 10, 0)
+    return alg
+
+
+def test_stable_tests_wait_for_the_same_partition_twice():
+    once, twice = _splitter(), _splitter(stable_tests=2)
+    assert once._try_split("0", once.state["0"], 5) is not None  # the paper: one test
+    st = twice.state["0"]
+    stats: dict[str, float] = {}
+    assert twice._try_split("0", st, 5, stats=stats) is None
+    assert st.repeats == 1 and sorted(np.bincount(st.proposal)) == [10, 30]
+    assert stats["db"] < 1.0 and "db_reference" not in stats
+    split = twice._try_split("0", st, 6)
+    assert split is not None
+    assert sorted(len(m) for m in split.children.values()) == [10, 30]
+
+
+def test_a_changed_proposal_starts_the_count_again():
+    alg = _splitter(stable_tests=2)
+    st = alg.state["0"]
+    assert alg._try_split("0", st, 5) is None
+    st.proposal = 1 - st.proposal  # the same partition named otherwise is another proposal
+    assert alg._try_split("0", st, 6) is None and st.repeats == 1
+    assert alg._try_split("0", st, 7) is not None
+
+
+def test_a_test_without_a_proposal_forgets_the_last_one():
+    alg = _splitter(stable_tests=2, db_threshold=1.0)
+    st = alg.state["0"]
+    assert alg._try_split("0", st, 5) is None and st.proposal is not None
+    good = st.P.copy()
+    st.P = np.full((40, 40), 0.5)  # every row alike: nothing below the threshold
+    assert alg._try_split("0", st, 6) is None and st.proposal is None and st.repeats == 0
+    st.P = good
+    assert alg._try_split("0", st, 7) is None  # counting from one again
+    assert alg._try_split("0", st, 8) is not None
+
+
+def test_the_reference_refuses_a_continuum_the_paper_would_split():
+    paper = FedGWC(num_clients=40, clients_per_round=10, seed=0)
+    calibrated = FedGWC(num_clients=40, clients_per_round=10, seed=0, reference_draws=9)
+    for alg in (paper, calibrated):
+        alg.state["0"].P = _continuum_p(40, 0)
+    assert paper._try_split("0", paper.state["0"], 5) is not None
+    stats: dict[str, float] = {}
+    assert calibrated._try_split("0", calibrated.state["0"], 5, stats=stats) is None
+    assert stats["db"] >= 0.5 * stats["db_reference"]
+    groups = FedGWC(num_clients=40, clients_per_round=10, seed=0, reference_draws=9)
+    groups.state["0"].P = _two_group_p(40, 10, 0)
+    stats = {}
+    assert groups._try_split("0", groups.state["0"], 5, stats=stats) is not None
+    assert stats["db"] < 0.5 * stats["db_reference"]
+
+
+def test_a_pending_proposal_survives_the_state_dict():
+    alg = _splitter(stable_tests=2)
+    assert alg._try_split("0", alg.state["0"], 5) is None
+    copy = _splitter(stable_tests=2)
+    restore(copy, snapshot(alg))
+    np.testing.assert_array_equal(copy.state["0"].proposal, alg.state["0"].proposal)
+    assert copy.state["0"].repeats == 1
+    assert copy._try_split("0", copy.state["0"], 6) is not None
+    # a state written before proposals were kept has none pending
+    old = alg.state_dict()
+    for c in old["clusters"].values():
+        c.pop("proposal"), c.pop("repeats")
+    fresh = _splitter(stable_tests=2)
+    fresh.load_state_dict(old)
+    assert fresh.state["0"].proposal is None and fresh.state["0"].repeats == 0
 
 
 # ------------------------------------------------------------------ block contrast

@@ -90,7 +90,15 @@ def test_plain_run_is_the_default_preset():
         1e-4,
         "preset default",
     )
-    assert mine["algorithm.db_threshold"].value == 0.5
+    assert mine["algorithm.db_threshold"].value == 1.0
+    assert (mine["algorithm.reference_draws"].value, mine["algorithm.reference_draws"].source) == (
+        15,
+        "preset default",
+    )
+    assert (mine["algorithm.stable_tests"].value, mine["algorithm.stable_tests"].source) == (
+        2,
+        "preset default",
+    )
     assert (mine["algorithm.beta"].value, mine["algorithm.beta"].source) == (0.5, BUILT_IN)
     assert (mine["data.dataset"].value, mine["data.dataset"].source) == ("digits", BUILT_IN)
     assert (mine["eval.every"].value, mine["eval.every"].source) == (50, "preset default")

@@ -36,7 +36,7 @@ def test_a_key_of_two_algorithms_and_a_scenarios_own_keys(tmp_path):
         plan_jobs(["default"], algorithms, [0], tmp_path, ["algorithm.epsilon=0.5"])
     )
     fedgwc, emdcfl = jobs["fedgwc"].config.algorithm, jobs["emdcfl"].config.algorithm
-    assert (fedgwc.epsilon, fedgwc.patience, fedgwc.db_threshold) == (0.5, 10, 0.5)
+    assert (fedgwc.epsilon, fedgwc.patience, fedgwc.stable_tests) == (0.5, 10, 2)
     assert emdcfl.epsilon == 0.5 and "patience" not in emdcfl.to_dict()
     assert jobs["none"].config.algorithm.to_dict() == {"name": "none"}
 
@@ -74,7 +74,7 @@ def test_a_variant_is_an_algorithm_with_settings_of_its_own(tmp_path):
         )  # fmt: skip
     )
     tuned, mine, emd = (jobs[a] for a in ("fedgwc", "fedgwc_paper", "emdcfl"))
-    assert (tuned.config.algorithm.db_threshold, tuned.config.algorithm.patience) == (0.5, 10)
+    assert (tuned.config.algorithm.reference_draws, tuned.config.algorithm.patience) == (15, 10)
     assert tuned.config.algorithm.epsilon == 0.2
     p = mine.config.algorithm
     assert (p.name, p.db_threshold, p.epsilon, p.patience) == ("fedgwc", 1.0, 1e-5, 1)
