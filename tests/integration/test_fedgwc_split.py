@@ -16,8 +16,8 @@ from distfl.metrics import rand_index
 
 pytestmark = pytest.mark.integration
 
-# the default preset, cut where the first split (round 168 for seed 0) has happened
-ARGS = ["--set", "run.rounds=180", "--set", "run.seed=0", "--set", 'run.progress="none"']
+# the default preset, cut where the first split (round 239 for seed 0) has happened
+ARGS = ["--set", "run.rounds=245", "--set", "run.seed=0", "--set", 'run.progress="none"']
 
 
 @pytest.fixture(scope="module")
@@ -57,8 +57,18 @@ def test_first_split_separates_the_groups(runs):
         assert children == ["0.0", "0.1"]
         W = root["affinity"][()]
         P = root["interaction"][()]
+        clusters = f["metrics/clusters"]
+        at_split = (clusters["round"][()] == root.attrs["split_round"]) & (
+            clusters["cluster"][()].astype(str) == "0"
+        )
+        db, reference = clusters["db"][at_split][0], clusters["db_reference"][at_split][0]
+        tests = np.isfinite(clusters["db"][()]) & (clusters["cluster"][()].astype(str) == "0")
     assert rand_index(groups[members], labels) == 1.0
-    assert scores.min() < 0.5 and np.argmin(scores) == 0  # two clusters chosen
+    assert scores.min() < 1.0 and np.argmin(scores) == 0  # two clusters chosen
+    # the calibrated test: far below the Gaussian references, after an earlier test that
+    # proposed it
+    assert db == scores.min() and db < 0.5 * reference
+    assert tests.sum() >= 2
     assert W.shape == P.shape == (40, 40)
     assert np.allclose(W, W.T) and np.allclose(np.diag(W), 1.0)
 

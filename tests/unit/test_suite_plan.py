@@ -62,7 +62,8 @@ def test_a_variant_is_an_algorithm_with_settings_of_its_own(tmp_path):
     """FedGWC with the tuned settings of the default preset and with the paper's, in one
     suite: the variant's keys come after the suite-wide items, its name names the run file
     and the table's row; EMD-CFL takes the suite-wide epsilon, the variant its own."""
-    paper = "fedgwc_paper=fedgwc:db_threshold=1,epsilon=1e-5,patience=1"
+    keys = "db_threshold=1,epsilon=1e-5,patience=1,stable_tests=1,reference_draws=0"
+    paper = f"fedgwc_paper=fedgwc:{keys}"
     jobs = by_algorithm(
         plan_jobs(
             ["default"],
@@ -78,6 +79,7 @@ def test_a_variant_is_an_algorithm_with_settings_of_its_own(tmp_path):
     assert tuned.config.algorithm.epsilon == 0.2
     p = mine.config.algorithm
     assert (p.name, p.db_threshold, p.epsilon, p.patience) == ("fedgwc", 1.0, 1e-5, 1)
+    assert (p.stable_tests, p.reference_draws) == (1, 0)  # the paper's test alone
     assert emd.config.algorithm.epsilon == 0.2
     assert mine.out.name == "default--fedgwc_paper--s0.h5"
     assert (mine.name, tuned.name) == ("fedgwc_paper", "fedgwc")
