@@ -438,7 +438,8 @@ class FedGWC(ClusteringAlgorithm):
     Params = FedGWCParams
     #: P (float64), the affinity and the Gram product (float32) of a split test
     pair_bytes = 16
-    #: each cluster's MSE of P against ε, and the block contrast of its P and W by group
+    #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
+    #: the scores of its split tests
     figures = (
         ReportFigure(ReportFigure.TRAINING, "mse.png", "distfl.report.figures:mse", stats=("mse",)),
         ReportFigure(
@@ -446,6 +447,12 @@ class FedGWC(ClusteringAlgorithm):
             "contrast.png",
             "distfl.report.figures:contrast",
             stats=("p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread"),
+        ),
+        ReportFigure(
+            ReportFigure.WHY,
+            "db-tests.png",
+            "distfl.report.figures:split_tests",
+            stats=("db", "db_reference"),
         ),
     )
 

@@ -517,6 +517,45 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
     )
 
 
+def split_tests(data: RunData, palette: Palette) -> Drawn | None:
+    """FedGWC's split tests: each test's best Davies–Bouldin score against the threshold
+    and, with the calibrated test, against the Gaussian references' score."""
+    db = series(data.cluster_metrics, "db")
+    if not db:
+        return None
+    reference = series(data.cluster_metrics, "db_reference")
+    threshold, ratio = _setting(data, "db_threshold"), _setting(data, "reference_ratio")
+    fig = _figure(8, 4.5)
+    ax = fig.add_subplot()
+    for cid, (r, v) in db.items():
+        ax.plot(r, v, "o", ms=4, color=palette.of(cid), label=f"{cid}: best DB")
+        if cid in reference and ratio is not None:
+            rr, vr = reference[cid]
+            ax.plot(rr, ratio * vr, "x", ms=6, color=palette.of(cid),
+                    label=f"{cid}: {ratio:g} × references' DB")  # fmt: skip
+    if threshold is not None:
+        ax.axhline(threshold, color="crimson", ls="--", lw=1.2, label=f"threshold {threshold:g}")
+    _split_markers(ax, data)
+    ax.set_xlabel("round")
+    ax.set_ylabel("Davies–Bouldin score")
+    ax.grid(alpha=0.3)
+    if len(db) <= 8:
+        ax.legend(fontsize=7, loc="best", ncols=2)
+    ax.set_title("Each split test: the best partition's score and what it must beat")
+    caption = (
+        "The best Davies–Bouldin score of each split test's spectral partitions (dots; lower "
+        "is more clustered). A partition is proposed when the score is below the threshold"
+    )
+    if reference:
+        caption += (
+            "; it is made when consecutive tests propose the same one and its score is below "
+            "the crosses, the given fraction of the median score of Gaussian references "
+            "(one cloud with P's mean and covariance, no groups), drawn only when the other "
+            "conditions hold (see the calibrated split test in the algorithms page)"
+        )
+    return fig, caption + "."
+
+
 def membership(data: RunData, palette: Palette) -> Drawn | None:
     """Where each ground-truth group's clients are, round by round."""
     table = data.run.membership if data.run is not None else {}

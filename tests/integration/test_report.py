@@ -111,10 +111,12 @@ def check_png(path: Path) -> tuple[int, int]:
 
 
 #: the per-cluster statistics the package's algorithms' own figures draw (mse.png, norms.png,
-#: contrast.png): every other one with a finite value gets a plot of its own, stat-NAME.png
+#: contrast.png, db-tests.png): every other one with a finite value gets a plot of its own,
+#: stat-NAME.png
 DRAWN_STATS = {
     "mse", "mean_norm", "max_norm",
     "p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread",
+    "db", "db_reference",
 }  # fmt: skip
 
 
@@ -132,6 +134,8 @@ def expected_figures(run_file: Path) -> set[str]:
             names.add("norms.png")
         if np.isfinite(f["metrics/clusters/p_within"][()]).any():
             names.add("contrast.png")
+        if "db" in f["metrics/clusters"] and np.isfinite(f["metrics/clusters/db"][()]).any():
+            names.add("db-tests.png")
         clusters = set(f["metrics/membership/cluster"][()].tolist())
         if len(clusters) >= 2 or len(f["final/leaves"]) >= 2:
             names.add("membership.png")
