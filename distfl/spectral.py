@@ -20,6 +20,24 @@ SMALL_K = 2048
 BLOCK_ELEMS = 1 << 22
 
 
+_controller: tuple[int, object] | None = None
+
+
+def one_thread(user_api: str):
+    """``threadpoolctl.threadpool_limits(1, user_api=user_api)``, the same limit, through a
+    ThreadpoolController kept while no module is imported: a fresh limit scans every loaded
+    library (a few milliseconds, every round of FedGWC's diagnostics); a module imported
+    since may have brought a library, so the controller is then made anew."""
+    import sys
+
+    from threadpoolctl import ThreadpoolController
+
+    global _controller
+    if _controller is None or _controller[0] != len(sys.modules):
+        _controller = (len(sys.modules), ThreadpoolController())
+    return _controller[1].limit(limits=1, user_api=user_api)
+
+
 def row_block(K: int, rows: int | None = None) -> int:
     """Rows per block of an elementwise pass over a K×K matrix (``rows`` if given)."""
     if rows is not None:
@@ -55,7 +73,6 @@ def spectral_embedding(
     rounding anyway, 1e-8 for float64), started from the vector scikit-learn starts from."""
     from scipy.linalg import blas, eigh
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
-    from threadpoolctl import threadpool_limits
 
     K = W.shape[0]
     diag = np.diagonal(W).astype(np.float64)
@@ -87,7 +104,7 @@ def spectral_embedding(
         if tol is None:
             tol = 1e-5 if W.dtype == np.float32 else 1e-8
         # symv is memory-bound: a second thread gains little and, on a busy machine, waits
-        with threadpool_limits(1, user_api="blas"):
+        with one_thread("blas"):
             try:
                 vals, vecs = eigsh(op, k=n_components, which="LA", v0=v0, tol=tol)
             except ArpackNoConvergence:
@@ -174,7 +191,6 @@ def choose_split(
     :func:`spectral_embedding`) is built once with n_max components; each n runs k-means on
     its first n components. W must be symmetric (float32 or float64: it is not copied)."""
     from sklearn.cluster import KMeans
-    from threadpoolctl import threadpool_limits
 
     W = square_float(W, "W")
     K = W.shape[0]
@@ -187,7 +203,7 @@ def choose_split(
             km = KMeans(n_clusters=n, n_init=10, random_state=seed)
             # K×n is little work: OpenMP threads only add waiting (seconds on a busy machine)
             # and make the order of k-means' partial sums, hence its last bits, vary
-            with threadpool_limits(1, user_api="openmp"):
+            with one_thread("openmp"):
                 labels = km.fit_predict(maps[:, :n])
             sizes = np.bincount(labels, minlength=n)
             if len(np.unique(labels)) < 2 or sizes.min() < min_size:
@@ -216,6 +232,7 @@ __all__ = [
     "SMALL_K",
     "choose_split",
     "davies_bouldin_rows",
+    "one_thread",
     "row_block",
     "spectral_embedding",
     "square_float",

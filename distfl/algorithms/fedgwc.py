@@ -139,8 +139,6 @@ def _perception_into(
     only (half a matrix product), straight into ``out``, where float32 then loses little to
     cancellation. The corrections come from P itself in float64, row block by row block;
     the lower triangle is then mirrored."""
-    from threadpoolctl import threadpool_limits
-
     K = P.shape[0]
     if K == 0:
         return out
@@ -156,10 +154,10 @@ def _perception_into(
 
     r = min(_DEFLATE_RANK, K)
     Z = np.random.default_rng(0).standard_normal((K, r))
-    with threadpool_limits(1, user_api="blas"):  # K×16: threads only add waiting
+    with spectral.one_thread("blas"):  # K×16: threads only add waiting
         Q = np.linalg.qr(xt_times(Z))[0]
     Z = xt_times(x_times(Q))  # one power iteration
-    with threadpool_limits(1, user_api="blas"):
+    with spectral.one_thread("blas"):
         Q = np.linalg.qr(Z)[0]
     exact = P.dtype == np.float64
     Y = x_times(Q) if exact else np.empty((K, r))  # y_k = x_k Q, float64
