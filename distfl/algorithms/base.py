@@ -275,6 +275,12 @@ class ClusteringAlgorithm(ABC):
         self.tree = ClusterTree(roots, num_clients=num_clients)
 
     @classmethod
+    def working_pair_bytes(cls, params: Params) -> int:
+        """Bytes per pair of clients it needs at its peak with these settings (what the
+        runtime checks the memory against): :attr:`pair_bytes` unless a setting needs more."""
+        return cls.pair_bytes
+
+    @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:
         """The algorithm for a run: by default ``cls(num_clients=..., clients_per_round=...,
         seed=..., **params)``, with :attr:`federation` set to the run's facts."""

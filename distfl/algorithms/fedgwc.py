@@ -307,7 +307,13 @@ def gaussian_reference(P: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     K = P.shape[0]
     mu = P.mean(axis=0)
     X = P - mu
-    return mu + rng.standard_normal((K, K)) @ X / math.sqrt(max(K - 1, 1))
+    out = np.empty((K, K))
+    rows = row_block(K)  # G a strip of rows at a time: one K×K beside X and the result
+    for lo in range(0, K, rows):
+        out[lo : lo + rows] = rng.standard_normal((min(rows, K - lo), K)) @ X
+    out /= math.sqrt(max(K - 1, 1))
+    out += mu
+    return out
 
 
 def best_split_score(W: np.ndarray, n_max: int, seed: int, min_size: int) -> float:
@@ -436,6 +442,14 @@ class FedGWC(ClusteringAlgorithm):
     Params = FedGWCParams
     #: P (float64), the affinity and the Gram product (float32) of a split test
     pair_bytes = 16
+
+    @classmethod
+    def working_pair_bytes(cls, params: Params) -> int:
+        """With Gaussian references, a split test also holds, beside its own P and W, a
+        reference's rows (float64) and either the centred rows they are drawn from (float64)
+        or their affinity and its Gram product (float32 above SMALL_K)."""
+        return cls.pair_bytes + (16 if getattr(params, "reference_draws", 0) else 0)
+
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
     #: the scores of its split tests
     figures = (

@@ -51,7 +51,7 @@ def population_bytes(config: Config) -> tuple[int, int, int]:
     client, bytes per pair of clients)."""
     K = config.data.num_clients
     per_client = BYTES_PER_CLIENT + BYTES_PER_CLASS * NUM_CLASSES.get(config.data.dataset, 10)
-    per_pair = algorithm_class(config.algorithm.name).pair_bytes
+    per_pair = algorithm_class(config.algorithm.name).working_pair_bytes(config.algorithm.params)
     return K * per_client + K * K * per_pair, per_client, per_pair
 
 

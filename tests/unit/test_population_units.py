@@ -244,3 +244,15 @@ def test_pairs_are_counted_for_the_algorithms_that_keep_them():
     assert per_pair == 16
     with pytest.raises(ConfigError, match="fedgwc keeps K×K matrices"):
         check_population(cfg, 16 * 2**30)
+
+
+def test_gaussian_references_count_their_own_pairs():
+    base = ["data.num_clients=20000", 'algorithm.name="fedgwc"']
+    plain = C.load(preset="digits", overrides=base)
+    calibrated = C.load(preset="digits", overrides=[*base, "algorithm.reference_draws=15"])
+    assert population_bytes(plain)[2] == 16
+    assert population_bytes(calibrated)[2] == 32  # a reference's rows and its affinity
+    # 20,000 clients: 6.4 GB of pairs fit in 8 GiB, 12.8 GB with references do not
+    check_population(plain, 8 * 2**30)
+    with pytest.raises(ConfigError, match="32 bytes per pair"):
+        check_population(calibrated, 8 * 2**30)
