@@ -45,22 +45,30 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
     tmp, config, env, reference = work
     out = tmp / f"{template}.h5"
 
+    def defective(job: str) -> bool:
+        """Whether the pmi2 plugin logged, on any node, that it rejected a request of this
+        job's step (slurmd prefixes each step's lines with its id)."""
+        step = f"[{job}."
+        return any(PMI_DEFECT in line and step in line for line in slurm2.slurmd_log().splitlines())
+
     def submit() -> tuple[str, str]:
         """Submit and wait; the final state, or "PMI_DEFECT" (the job cancelled if still
-        there) when the pmi2 plugin logged that it rejected a request of this job's step."""
-        seen = len(slurm2.slurmd_log())
+        there) when the pmi2 plugin rejected a request of this job's step. A cancelled
+        attempt may have checkpointed: its file goes first, since distfl never replaces a
+        run file."""
+        out.unlink(missing_ok=True)
         job_env = {**env, **extra, "CONFIG": str(config), "OUT": str(out)}
         job = slurm2.sbatch(TEMPLATES / template, *args, cwd=tmp, env=job_env)
         deadline = time.monotonic() + 150
         while (state := slurm2.state(job)) in ("PENDING", "RUNNING", "COMPLETING"):
-            if PMI_DEFECT in slurm2.slurmd_log()[seen:] or time.monotonic() > deadline:
+            if defective(job) or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         if state == "COMPLETED":
             return job, state
         slurm2.run("scancel", job, check=False)
         slurm2.wait(job, timeout=60)
-        defect = PMI_DEFECT in slurm2.slurmd_log()[seen:] + job_output(tmp, job)
+        defect = defective(job) or PMI_DEFECT in job_output(tmp, job)
         return job, "PMI_DEFECT" if defect else slurm2.state(job) or "TIMEOUT"
 
     job, state = submit()
