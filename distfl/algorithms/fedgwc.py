@@ -316,11 +316,16 @@ def gaussian_reference(P: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return out
 
 
+def lowest_score(scores: np.ndarray) -> float:
+    """The best (lowest) of :func:`~distfl.spectral.choose_split`'s Davies–Bouldin scores,
+    inf when no split is possible."""
+    return float(scores.min()) if len(scores) else math.inf
+
+
 def best_split_score(W: np.ndarray, n_max: int, seed: int, min_size: int) -> float:
     """The lowest Davies–Bouldin score of Algorithm 1's candidate splits of W (inf when
     none is possible)."""
-    scores = choose_split(W, n_max, seed, min_size=min_size, threshold=math.inf)[2]
-    return float(scores.min()) if len(scores) else math.inf
+    return lowest_score(choose_split(W, n_max, seed, min_size=min_size, threshold=math.inf)[2])
 
 
 def reference_score(
@@ -463,7 +468,7 @@ class FedGWC(ClusteringAlgorithm):
         ReportFigure(
             ReportFigure.WHY,
             "db-tests.png",
-            "distfl.report.figures:split_tests",
+            "distfl.report.figures:db_tests",
             stats=("db", "db_reference"),
         ),
     )
@@ -600,7 +605,7 @@ class FedGWC(ClusteringAlgorithm):
             min_size=self.min_clients,
             threshold=self.db_threshold,
         )
-        best = float(scores.min()) if len(scores) else math.inf
+        best = lowest_score(scores)
         if stats is not None and math.isfinite(best):
             stats["db"] = best
         if n == 1:
@@ -619,7 +624,6 @@ class FedGWC(ClusteringAlgorithm):
             children[f"{cid}.{c}"] = members[pos]
             self.state[f"{cid}.{c}"] = ClusterState(P=st.P[np.ix_(pos, pos)].copy())
         # above SMALL_K clients the run file keeps the matrices in float32 (W already is)
-        st.proposal, st.repeats = None, 0
         P_out = st.P if len(members) <= spectral.SMALL_K else st.P.astype(np.float32)
         info = {"db_scores": scores, "interaction": P_out, "affinity": W, "labels": labels}
         return self.tree.split(cid, children, round_index, info)

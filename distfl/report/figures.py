@@ -517,7 +517,7 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
     )
 
 
-def split_tests(data: RunData, palette: Palette) -> Drawn | None:
+def db_tests(data: RunData, palette: Palette) -> Drawn | None:
     """FedGWC's split tests: each test's best Davies–Bouldin score against the threshold
     and, with the calibrated test, against the Gaussian references' score."""
     db = series(data.cluster_metrics, "db")
