@@ -9,12 +9,21 @@ labellings in two passes over it; :func:`choose_split` runs both for n = 2..n_ma
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 #: Up to this many points the work is float64 and the spectral embedding comes from a dense
 #: eigensolver; above it ARPACK works on the affinity matrix itself (O(K²) per step, no
 #: copy), and FedGWC's affinity is float32 (half the memory and time).
 SMALL_K = 2048
+
+#: Eigenvalue gap below which the n-th and (n+1)-th eigenvalues of the normalised affinity
+#: (largest 1) count as one: a split into n clusters is then not offered. Dense float64
+#: eigenvalues are exact to ~1e-15; ARPACK's to its tolerance (ARPACK_GAP_TOL, or 10 times
+#: the tolerance asked for, whichever is larger).
+GAP_TOL = 1e-9
+ARPACK_GAP_TOL = 1e-6
 
 #: Row blocks of the elementwise passes hold about this many float64 numbers (32 MiB).
 BLOCK_ELEMS = 1 << 22
@@ -56,8 +65,9 @@ def square_float(M: np.ndarray, name: str) -> np.ndarray:
 
 
 def spectral_embedding(
-    W: np.ndarray, n_components: int, seed: int, *, tol: float | None = None
-) -> np.ndarray:
+    W: np.ndarray, n_components: int, seed: int, *, tol: float | None = None,
+    gaps: bool = False,
+) -> np.ndarray | tuple[np.ndarray, np.ndarray]:  # fmt: skip
     """The normalised-Laplacian spectral embedding of the symmetric affinity W, as
     ``sklearn.manifold.spectral_embedding(W, n_components, norm_laplacian=True,
     drop_first=False, random_state=seed)`` defines it (Ng, Jordan & Weiss 2001).
@@ -70,31 +80,55 @@ def spectral_embedding(
     For K <= :data:`SMALL_K` a dense float64 eigensolver finds them; above, ARPACK (eigsh)
     on an operator that reads W in place (symv on its lower triangle: no K×K copy) with
     relative residual ``tol`` (default 1e-5 for a float32 W, whose entries carry ~1e-7
-    rounding anyway, 1e-8 for float64), started from the vector scikit-learn starts from."""
+    rounding anyway, 1e-8 for float64), started from the vector scikit-learn starts from.
+
+    ``gaps``: also return, for n = 1..``n_components``, whether the span of the first n
+    columns is determined by W: the n-th largest eigenvalue exceeds the (n+1)-th by more
+    than :data:`GAP_TOL` (``ARPACK_GAP_TOL`` on the ARPACK path). Where it does not (a
+    constant affinity, identical rows, a repeated eigenvalue), the eigensolver may return
+    any basis of the eigenspace, and which one depends on the BLAS: no clustering read
+    from those columns means anything."""
+    import scipy.sparse as sp
     from scipy.linalg import blas, eigh
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
     K = W.shape[0]
-    diag = np.diagonal(W).astype(np.float64)
-    if K <= SMALL_K:
+    sparse = sp.issparse(W)
+    diag = (W.diagonal() if sparse else np.diagonal(W)).astype(np.float64)
+    if K <= SMALL_K and not sparse:
         A = W.astype(np.float64, copy=True)
         np.fill_diagonal(A, 0.0)
         deg = A.sum(axis=0)
         dd = np.where(deg == 0, 1.0, np.sqrt(deg))
         A /= dd
         A /= dd[:, None]
-        _, vecs = eigh(A, subset_by_index=[K - n_components, K - 1])
-        del A
+        vals, vecs = eigh(A, subset_by_index=[K - n_components, K - 1])
         U = vecs[:, ::-1]
+        vals = vals[::-1]
+        if gaps:  # the next eigenvalue alone (the vectors' bits stay those of n_components)
+            nxt = (
+                eigh(A, subset_by_index=[K - n_components - 1] * 2, eigvals_only=True)
+                if K > n_components
+                else np.array([-np.inf])
+            )
+            vals = np.concatenate([vals, nxt])
+        del A
+        gap_tol = GAP_TOL
     else:
-        deg = W.sum(axis=1, dtype=np.float64) - diag
+        deg = np.asarray(W.sum(axis=1, dtype=np.float64)).reshape(-1) - diag
         dd = np.where(deg == 0, 1.0, np.sqrt(np.maximum(deg, 0.0)))
-        symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
-        WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
+        if sparse:
+            product = W.tocsr().astype(np.float64).__matmul__
+        else:
+            symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
+            WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
+
+            def product(z: np.ndarray) -> np.ndarray:
+                return symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
 
         def matvec(x: np.ndarray) -> np.ndarray:
             z = x.reshape(-1) / dd
-            y = symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
+            y = product(z)
             y -= diag * z
             y /= dd
             return y
@@ -118,11 +152,41 @@ def spectral_embedding(
                     ncv=ncv,
                     maxiter=50 * K,
                 )
-        U = vecs[:, np.argsort(vals)[::-1]]
+        order = np.argsort(vals)[::-1]
+        U = vecs[:, order]
+        vals = vals[order]
+        if gaps:
+            vals = np.concatenate([vals, [_next_eigenvalue(matvec, U, vals, K, seed)]])
+        gap_tol = max(ARPACK_GAP_TOL, 10.0 * tol)
     emb = U / dd[:, None]
     peak = np.argmax(np.abs(emb), axis=0)
     emb *= np.sign(emb[peak, np.arange(emb.shape[1])])
+    if gaps:
+        return emb, np.diff(-vals[: n_components + 1]) > gap_tol
     return emb
+
+
+def _next_eigenvalue(matvec, U: np.ndarray, vals: np.ndarray, K: int, seed: int) -> float:
+    """The largest eigenvalue of the normalised affinity (``matvec``) after the ones in
+    ``vals`` (eigenvectors U): the largest of (A + I) with those directions deflated, less 1.
+    A's eigenvalues lie in [-1, 1], so A + I is positive semi-definite and the deflated
+    directions (eigenvalue 0 there) cannot be taken for the next one."""
+    from scipy.sparse.linalg import LinearOperator, eigsh
+
+    n = U.shape[1]
+    if K <= n:
+        return -math.inf
+    shifted = vals + 1.0
+
+    def deflated(x: np.ndarray) -> np.ndarray:
+        x = x.reshape(-1)
+        return matvec(x) + x - U @ (shifted * (U.T @ x))
+
+    op = LinearOperator((K, K), matvec=deflated, dtype=np.float64)
+    v0 = np.random.RandomState(seed + 1).uniform(-1.0, 1.0, K)
+    with one_thread("blas"):
+        top = eigsh(op, k=1, which="LA", v0=v0, tol=1e-6, maxiter=50 * K)[0]
+    return float(top[0]) - 1.0
 
 
 def davies_bouldin_rows(
@@ -134,8 +198,9 @@ def davies_bouldin_rows(
 
     Pass 1 gives the centroids C (Σn × K) and ||w_k||²; pass 2 the products W Cᵀ, so that
     each row's distance to its centroid is sqrt(||w||² - 2 w·c + ||c||²), the expansion
-    scikit-learn's euclidean_distances uses too."""
-    from sklearn.metrics.pairwise import euclidean_distances
+    scikit-learn's euclidean_distances uses too. A scipy.sparse W gives the same sums
+    from sparse products."""
+    import scipy.sparse as sp
 
     K = W.shape[0]
     labelings = [np.asarray(lab, dtype=np.int64) for lab in labelings]
@@ -144,20 +209,40 @@ def davies_bouldin_rows(
     M = np.zeros((K, int(offs[-1])))
     for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
         M[np.arange(K), offs[i] + lab] = 1.0 / size[lab]
+    if sp.issparse(W):  # a sparse affinity: the same sums as sparse products
+        W = W.tocsr().astype(np.float64)
+        C = np.asarray((W.T @ M).T)
+        sqn = np.asarray(W.multiply(W).sum(axis=1)).reshape(-1)
+        X = np.asarray(W @ C.T)
+    else:
+        C, sqn, X = _row_products(W, M, block_rows)
+    csq = np.einsum("ij,ij->i", C, C)
+    return _davies_bouldin(labelings, sizes, offs, C, sqn, X, csq)
+
+
+def _row_products(W: np.ndarray, M: np.ndarray, block_rows: int | None):
+    """Centroids C = Mᵀ W, squared row norms and W Cᵀ of a dense W, in row blocks."""
+    K = W.shape[0]
     if W.dtype == np.float64 and block_rows is None:
         rows = K  # no conversion needed: BLAS on W itself
     else:
-        rows = row_block(K, block_rows)
-    C = np.zeros((int(offs[-1]), K))
+        rows = row_block(W.shape[1], block_rows)
+    C = np.zeros((M.shape[1], W.shape[1]))
     sqn = np.empty(K)
     for lo in range(0, K, rows):
         blk = W[lo : lo + rows].astype(np.float64, copy=False)
         C += M[lo : lo + rows].T @ blk
         sqn[lo : lo + rows] = np.einsum("ij,ij->i", blk, blk)
-    X = np.empty((K, int(offs[-1])))
+    X = np.empty((K, M.shape[1]))
     for lo in range(0, K, rows):
         X[lo : lo + rows] = W[lo : lo + rows].astype(np.float64, copy=False) @ C.T
-    csq = np.einsum("ij,ij->i", C, C)
+    return C, sqn, X
+
+
+def _davies_bouldin(labelings, sizes, offs, C, sqn, X, csq) -> list[float]:
+    from sklearn.metrics.pairwise import euclidean_distances
+
+    K = len(sqn)
     out = []
     for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
         col = offs[i] + lab
@@ -177,8 +262,9 @@ def davies_bouldin_rows(
 
 
 def choose_split(
-    W: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0
-) -> tuple[int, np.ndarray, np.ndarray]:
+    W: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0,
+    rows: np.ndarray | None = None,
+) -> tuple[int, np.ndarray, np.ndarray]:  # fmt: skip
     """Algorithm 1: spectral clustering of the precomputed affinity W for n = 2..n_max, the
     Davies–Bouldin score of each labelling on the rows of W; split into argmin_n DB_n
     clusters if that score is below 1.
@@ -189,17 +275,34 @@ def choose_split(
 
     The spectral embedding (Ng, Jordan & Weiss 2001, as scikit-learn computes it: see
     :func:`spectral_embedding`) is built once with n_max components; each n runs k-means on
-    its first n components. W must be symmetric (float32 or float64: it is not copied)."""
+    its first n components. W must be symmetric (float32 or float64: it is not copied).
+
+    A degenerate W proposes nothing, whatever the BLAS: an n whose first n eigenvectors are
+    not determined by W (no gap after the n-th eigenvalue: a constant affinity, identical
+    rows) is not tried. A W holding NaN or inf raises :class:`DegenerateAffinity`.
+
+    W may be a scipy.sparse matrix (a neighbour graph). ``rows``: the points the
+    Davies–Bouldin score reads instead of W's rows (K × d)."""
+    import scipy.sparse as sp
     from sklearn.cluster import KMeans
 
-    W = square_float(W, "W")
+    if sp.issparse(W):
+        if W.shape[0] != W.shape[1]:
+            raise ValueError(f"W must be square, not {W.shape}")
+        W = W.tocsr()
+    else:
+        W = square_float(W, "W")
     K = W.shape[0]
     n_hi = min(n_max, K - 1)
     scores = np.full(max(n_max - 1, 0), np.inf)
     labels_by_n: dict[int, np.ndarray] = {}
+    if n_hi >= 2 and not finite(W.data if sp.issparse(W) else W):
+        raise DegenerateAffinity("the affinity holds NaN or infinite entries")
     if n_hi >= 2:
-        maps = spectral_embedding(W, n_hi, seed)
+        maps, determined = spectral_embedding(W, n_hi, seed, gaps=True)
         for n in range(2, n_hi + 1):
+            if not determined[n - 1]:  # no eigengap after the n-th: the columns are arbitrary
+                continue
             km = KMeans(n_clusters=n, n_init=10, random_state=seed)
             # K×n is little work: OpenMP threads only add waiting (seconds on a busy machine)
             # and make the order of k-means' partial sums, hence its last bits, vary
@@ -210,13 +313,25 @@ def choose_split(
                 continue
             labels_by_n[n] = _canonical(labels)
         if labels_by_n:
-            dbs = davies_bouldin_rows(W, list(labels_by_n.values()))
+            dbs = davies_bouldin_rows(W if rows is None else rows, list(labels_by_n.values()))
             for n, db in zip(labels_by_n, dbs, strict=True):
                 scores[n - 2] = db
     if not np.isfinite(scores).any() or scores.min() >= threshold:
         return 1, np.zeros(K, dtype=np.int64), scores
     best = int(np.argmin(scores)) + 2
     return best, labels_by_n[best], scores
+
+
+class DegenerateAffinity(ValueError):
+    """The affinity cannot be clustered (NaN or infinite entries)."""
+
+
+def finite(M: np.ndarray) -> bool:
+    """Whether every entry of M is finite, a strip of rows at a time (no K×K temporary)."""
+    rows = row_block(M.shape[1] if M.ndim == 2 else 1)
+    if M.ndim < 2:
+        return bool(np.isfinite(M).all())
+    return all(np.isfinite(M[lo : lo + rows]).all() for lo in range(0, M.shape[0], rows))
 
 
 def _canonical(labels: np.ndarray) -> np.ndarray:
@@ -230,6 +345,8 @@ def _canonical(labels: np.ndarray) -> np.ndarray:
 
 __all__ = [
     "SMALL_K",
+    "DegenerateAffinity",
+    "finite",
     "choose_split",
     "davies_bouldin_rows",
     "one_thread",

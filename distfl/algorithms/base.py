@@ -281,6 +281,13 @@ class ClusteringAlgorithm(ABC):
         return cls.pair_bytes
 
     @classmethod
+    def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
+                    rounds: int) -> int:  # fmt: skip
+        """Bytes its per-pair state needs at its peak in a run of ``rounds`` rounds: K² times
+        :meth:`working_pair_bytes` unless it keeps only the pairs it observed."""
+        return num_clients * num_clients * cls.working_pair_bytes(params)
+
+    @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:
         """The algorithm for a run: by default ``cls(num_clients=..., clients_per_round=...,
         seed=..., **params)``, with :attr:`federation` set to the run's facts."""

@@ -38,9 +38,19 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
+from distfl.algorithms.interaction import (
+    ENTRY_BYTES,
+    KNN_ABOVE,
+    REFERENCE_ROWS,
+    PairStore,
+    gaussian_coordinates,
+    imputed_coordinates,
+    knn_affinity,
+    stored_pairs,
+)
 from distfl.algorithms.registry import register
 from distfl.hierarchy import Split
-from distfl.spectral import choose_split, row_block, square_float
+from distfl.spectral import DegenerateAffinity, choose_split, finite, row_block, square_float
 
 # -- pure functions --------------------------------------------------------------------
 
@@ -328,6 +338,40 @@ def best_split_score(W: np.ndarray, n_max: int, seed: int, min_size: int) -> flo
     return lowest_score(choose_split(W, n_max, seed, min_size=min_size, threshold=math.inf)[2])
 
 
+def coordinates_split(
+    Y: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int,
+    threshold: float = math.inf,
+) -> tuple[int, np.ndarray, np.ndarray, object]:  # fmt: skip
+    """Algorithm 1 on low-rank coordinates of P's rows (:func:`~distfl.algorithms.
+    interaction.imputed_coordinates`): the k-nearest-neighbour affinity of eq. 4, its
+    spectral clustering, and the Davies–Bouldin score of each candidate on the coordinates
+    (the rows of P, as the rows of a neighbour graph's W score nothing comparable).
+    Returns ``choose_split``'s triple and W."""
+    W = knn_affinity(Y, beta)
+    n, labels, scores = choose_split(W, n_max, seed, min_size=min_size, threshold=threshold,
+                                     rows=Y)  # fmt: skip
+    return n, labels, scores, W
+
+
+def coordinates_reference(
+    Y: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int, draws: int,
+    rng: np.random.Generator,
+) -> tuple[float, float]:  # fmt: skip
+    """(the real coordinates' best score, the references' median) compared on the same
+    number of rows: at most :data:`~distfl.algorithms.interaction.REFERENCE_ROWS`, the real
+    ones a random subsample of them where there are more. Each reference is that many draws
+    from the Gaussian with the coordinates' mean and covariance."""
+    rows = min(len(Y), REFERENCE_ROWS)
+    real = Y if rows == len(Y) else Y[np.sort(rng.choice(len(Y), rows, replace=False))]
+    kw = dict(beta=beta, n_max=n_max, seed=seed, min_size=min_size)
+    score = lowest_score(coordinates_split(real, **kw)[2])
+    refs = [
+        lowest_score(coordinates_split(gaussian_coordinates(Y, rows, rng), **kw)[2])
+        for _ in range(draws)
+    ]
+    return score, float(np.median(refs))
+
+
 def reference_score(
     P: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int, draws: int,
     rng: np.random.Generator,
@@ -351,20 +395,40 @@ class FedGWCParams(Params):
 
     beta: float = setting(0.5, "> 0", "β of the RBF affinity (paper grid {0.1, 0.5, 1, 2, 4})")
     epsilon: float = setting(
-        1e-5,
+        1e-4,
         "> 0",
         "a cluster is tested for a split when the MSE between consecutive interaction matrices is "
-        "below ε (paper: 1e-5 CIFAR, 1e-4 Landmarks, 1e-2 iNaturalist)",
+        "below ε for `patience` rounds (paper: 1e-5 CIFAR, 1e-4 Landmarks, 1e-2 iNaturalist)",
     )
     n_max: int = setting(5, "int ≥ 2", "spectral clustering is tried for n = 2..n_max clusters")
     alpha: float = setting(
         0.0,
         "[0, 1)",
         "α of the Gaussian weights and interaction matrix; 0 means the participation rate "
-        "`clients_per_round / num_clients` (the paper's choice)",
+        "`clients_per_round / num_clients`, at least `min_alpha` (the paper's choices)",
+    )
+    min_alpha: float = setting(
+        0.1,
+        "[0, 1)",
+        "the smallest α that `alpha = 0` gives: the paper uses the participation rate in its "
+        "100-client runs and 0.1 in its large ones (10 of 823 and of 2,714 clients a round)",
+    )
+    interaction: str = setting(
+        "dense",
+        "`dense`, `observed`",
+        "`dense`: the paper's K×K P, MSE over all K² entries, missing entries 0; `observed`: P "
+        "holds only the pairs sampled together (memory that follows the rounds, not K²), its "
+        "MSE is over those entries, and the split test reads a missing entry as the row's mean "
+        "of observed ones (see [Population scale](scale.md#fedgwc-on-observed-entries))",
+    )
+    min_observations: int = setting(
+        3,
+        "int ≥ 0",
+        "a cluster is tested only when each of its members has been sampled at least this many "
+        "times (0: no such condition, the paper's)",
     )
     patience: int = setting(
-        1,
+        10,
         "int ≥ 1",
         "consecutive rounds below ε before a test; after a test that does not split, the count "
         "starts again",
@@ -385,14 +449,14 @@ class FedGWCParams(Params):
         1.0, "> 0", "split only when the best Davies–Bouldin score is below this (the paper: 1)"
     )
     stable_tests: int = setting(
-        1,
+        2,
         "int ≥ 1",
         "split only when this many consecutive split tests of the cluster propose the same "
         "partition (1: the paper's, each test decides alone); see [the calibrated split "
         "test](algorithms.md#the-calibrated-split-test)",
     )
     reference_draws: int = setting(
-        0,
+        15,
         "int ≥ 0",
         "Gaussian references drawn for a split test (0: none, the paper's test); with B ≥ 1 "
         "a split also needs the best Davies–Bouldin score below `reference_ratio` times the "
@@ -405,7 +469,15 @@ class FedGWCParams(Params):
         "how far below the Gaussian references' median Davies–Bouldin score a split's must be",
     )
 
-    choices = {"sampling": ("priority", "uniform")}
+    choices = {"sampling": ("priority", "uniform"), "interaction": ("dense", "observed")}
+    #: what a run file written before these keys (or before their defaults changed) did
+    stored_defaults = {
+        "stable_tests": 1,
+        "reference_draws": 0,
+        "interaction": "dense",
+        "min_observations": 0,
+        "min_alpha": 0.0,
+    }
 
     def check(self, config) -> None:
         require(self.beta > 0, "beta", self.beta, "positive")
@@ -414,6 +486,9 @@ class FedGWCParams(Params):
         require(0.0 <= self.alpha <= 0.999999, "alpha", self.alpha,
                 "in [0, 1) (0: the participation rate)")  # fmt: skip
         require(self.patience >= 1, "patience", self.patience, "at least 1")
+        require(0.0 <= self.min_alpha <= 0.999999, "min_alpha", self.min_alpha, "in [0, 1)")
+        require(self.min_observations >= 0, "min_observations", self.min_observations,
+                "at least 0")  # fmt: skip
         require(self.db_threshold > 0, "db_threshold", self.db_threshold, "positive (paper: 1)")
         require(self.min_clients >= 1, "min_clients", self.min_clients, "at least 1")
         require(self.stable_tests >= 1, "stable_tests", self.stable_tests, "at least 1")
@@ -423,6 +498,9 @@ class FedGWCParams(Params):
                 "in (0, 1]")  # fmt: skip
 
 
+#: what a split test that cannot be computed raises (recorded as ``test_failed``, no proposal)
+NUMERICAL_FAILURES = (np.linalg.LinAlgError, ArithmeticError, ValueError, RuntimeError)
+
 #: the most Gaussian references a split test may draw (each costs a spectral clustering)
 MAX_REFERENCE_DRAWS = 999
 
@@ -431,7 +509,9 @@ MAX_REFERENCE_DRAWS = 999
 class ClusterState:
     """FedGWC's own state of one cluster (its members are the tree's)."""
 
-    P: np.ndarray  # [|C|, |C|] interaction sub-block, rows in the order of the members
+    #: [|C|, |C|] interaction sub-block, rows in the order of the members (``dense``), or its
+    #: observed entries (``observed``)
+    P: np.ndarray | PairStore
     mse: float = 1.0
     quiet: int = 0  # consecutive rounds with mse < ε
     last_sampled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -452,8 +532,27 @@ class FedGWC(ClusteringAlgorithm):
     def working_pair_bytes(cls, params: Params) -> int:
         """With Gaussian references, a split test also holds, beside its own P and W, a
         reference's rows (float64) and either the centred rows they are drawn from (float64)
-        or their affinity and its Gram product (float32 above SMALL_K)."""
+        or their affinity and its Gram product (float32 above SMALL_K). With observed
+        entries, each costs :data:`~distfl.algorithms.interaction.ENTRY_BYTES`."""
+        if getattr(params, "interaction", "dense") == "observed":
+            return ENTRY_BYTES
         return cls.pair_bytes + (16 if getattr(params, "reference_draws", 0) else 0)
+
+    @classmethod
+    def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
+                    rounds: int) -> int:  # fmt: skip
+        """``dense``: K² pairs. ``observed``: the entries the rounds can add (at most K²) and
+        the dense split test of a cluster of up to KNN_ABOVE clients (the imputed P, W and
+        their Gram product; twice that with references); above, the test works on
+        k-nearest-neighbour graphs (a few hundred bytes a client)."""
+        if getattr(params, "interaction", "dense") != "observed":
+            return super().pair_memory(
+                params, num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds
+            )
+        entries = stored_pairs(num_clients, clients_per_round, rounds,
+                               params.min_clients, params.n_max)  # fmt: skip
+        dense = min(num_clients, KNN_ABOVE) ** 2 * (32 if params.reference_draws else 16)
+        return entries * ENTRY_BYTES + dense + num_clients * 512
 
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
     #: the scores of its split tests
@@ -490,10 +589,15 @@ class FedGWC(ClusteringAlgorithm):
         stable_tests: int = 1,
         reference_draws: int = 0,
         reference_ratio: float = 0.5,
+        interaction: str = "dense",
+        min_observations: int = 0,
+        min_alpha: float = 0.0,
     ):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.rate = clients_per_round / num_clients
-        self.alpha = alpha if alpha > 0 else self.rate
+        self.alpha = alpha if alpha > 0 else max(self.rate, min_alpha)
+        self.observed = interaction == "observed"
+        self.min_observations = min_observations
         self.beta = beta
         self.epsilon = epsilon
         self.n_max = n_max
@@ -507,8 +611,18 @@ class FedGWC(ClusteringAlgorithm):
         self.rng = np.random.default_rng([seed, 0xF6C])
         self.gamma = np.zeros(num_clients)  # Gaussian weights, eq. 2
         self.times_sampled = np.zeros(num_clients, dtype=np.int64)
-        self.state: dict[str, ClusterState] = {"0": ClusterState(P=np.zeros((num_clients,) * 2))}
+        self.state: dict[str, ClusterState] = {"0": ClusterState(P=self._empty_p(num_clients))}
         self.split_tests = 0
+
+    def _empty_p(self, n: int) -> np.ndarray | PairStore:
+        return PairStore(n) if self.observed else np.zeros((n, n))
+
+    def _dense_p(self, st: ClusterState) -> np.ndarray | None:
+        """The cluster's P as an array (observed: missing entries the row's mean), None where
+        the test works on coordinates instead (observed, more than KNN_ABOVE members)."""
+        if not self.observed:
+            return st.P
+        return st.P.dense() if st.P.n <= KNN_ABOVE else None
 
     def plan(self, round_index: int) -> RoundPlan:
         train: dict[int, str] = {}
@@ -542,15 +656,24 @@ class FedGWC(ClusteringAlgorithm):
             self.gamma[ids] = (1.0 - self.alpha) * self.gamma[ids] + self.alpha * omega
             self.times_sampled[ids] += 1
             # eq. 3 in place: only the sampled block changes
-            block = np.ix_(pos, pos)
-            old = st.P[block]
-            new = (1.0 - self.alpha) * old + self.alpha * omega[:, None]
-            st.mse = interaction_mse(new - old, block, st.P.shape)
-            st.P[block] = new
+            if self.observed:  # the MSE over the entries observed so far
+                st.mse = st.P.update(pos, omega, self.alpha) / len(st.P)
+            else:
+                block = np.ix_(pos, pos)
+                old = st.P[block]
+                new = (1.0 - self.alpha) * old + self.alpha * omega[:, None]
+                st.mse = interaction_mse(new - old, block, st.P.shape)
+                st.P[block] = new
             out.stats[cid] = {"mse": st.mse}
             st.quiet = st.quiet + 1 if st.mse < self.epsilon else 0
-            testing = st.quiet >= self.patience and len(members) >= 2 * self.min_clients
-            W = self._diagnose(out.stats[cid], st.P, members, testing)
+            testing = (
+                st.quiet >= self.patience
+                and len(members) >= 2 * self.min_clients
+                and int(self.times_sampled[members].min()) >= self.min_observations
+            )
+            small = not self.observed or len(members) <= max(DIAGNOSE_W_UP_TO, KNN_ABOVE * testing)
+            P = self._dense_p(st) if small else None
+            W = self._diagnose(out.stats[cid], P, members, testing)
             if testing:
                 split = self._try_split(cid, st, round_index, W, out.stats[cid])
                 if split is not None:
@@ -570,7 +693,11 @@ class FedGWC(ClusteringAlgorithm):
         :data:`DIAGNOSE_W_UP_TO` members, and for a split test)."""
         groups = self.federation.groups
         W = None
+        if P is None:
+            return None
         if testing or (groups is not None and len(members) <= DIAGNOSE_W_UP_TO):
+            if not finite(P):
+                return None  # the split test records it
             W = affinity(P, self.beta)
         if groups is None:
             return W
@@ -597,14 +724,14 @@ class FedGWC(ClusteringAlgorithm):
         ``reference_ratio`` times the Gaussian references' (:meth:`_beats_reference`).
         ``stats`` gets ``db``, the best score, and ``db_reference``, the references'."""
         self.split_tests += 1
-        W = affinity(st.P, self.beta) if W is None else W
-        n, labels, scores = choose_split(
-            W,
-            self.n_max,
-            self.seed + round_index,
-            min_size=self.min_clients,
-            threshold=self.db_threshold,
-        )
+        try:
+            P, W, Y, (n, labels, scores) = self._split_candidates(st, round_index, W)
+        except NUMERICAL_FAILURES:
+            # a test that cannot be computed is recorded as its outcome and proposes nothing
+            if stats is not None:
+                stats["test_failed"] = 1.0
+            st.proposal, st.repeats = None, 0
+            return None
         best = lowest_score(scores)
         if stats is not None and math.isfinite(best):
             stats["db"] = best
@@ -615,29 +742,76 @@ class FedGWC(ClusteringAlgorithm):
         st.proposal, st.repeats = labels, (st.repeats + 1 if same else 1)
         if st.repeats < self.stable_tests:
             return None
-        if not self._beats_reference(st, round_index, best, stats):
+        try:
+            beats = self._beats_reference(st, round_index, best, stats, P, Y)
+        except NUMERICAL_FAILURES:
+            if stats is not None:
+                stats["test_failed"] = 1.0
+            return None
+        if not beats:
             return None
         members = self.tree.members(cid)
         children = {}
         for c in range(n):
             pos = np.flatnonzero(labels == c)
             children[f"{cid}.{c}"] = members[pos]
-            self.state[f"{cid}.{c}"] = ClusterState(P=st.P[np.ix_(pos, pos)].copy())
-        # above SMALL_K clients the run file keeps the matrices in float32 (W already is)
-        P_out = st.P if len(members) <= spectral.SMALL_K else st.P.astype(np.float32)
-        info = {"db_scores": scores, "interaction": P_out, "affinity": W, "labels": labels}
+            sub = st.P.subset(pos) if self.observed else st.P[np.ix_(pos, pos)].copy()
+            self.state[f"{cid}.{c}"] = ClusterState(P=sub)
+        info: dict[str, np.ndarray] = {"db_scores": scores, "labels": labels}
+        if P is not None:
+            # above SMALL_K clients the run file keeps the matrices in float32 (W already is)
+            info["interaction"] = P if len(members) <= spectral.SMALL_K else P.astype(np.float32)
+            info["affinity"] = W
+        else:  # the coordinates the test clustered (W is a neighbour graph there)
+            info["coordinates"] = Y
         return self.tree.split(cid, children, round_index, info)
 
+    def _split_candidates(self, st: ClusterState, round_index: int, W: np.ndarray | None):
+        """(P, W, Y, choose_split's triple) of a split test: P the dense (imputed) matrix and
+        W its affinity, or, above KNN_ABOVE observed members, Y the coordinates of P's rows
+        and W their neighbour graph (P None). Raises DegenerateAffinity for a P or W that
+        holds NaN or inf."""
+        seed = self.seed + round_index
+        P = self._dense_p(st)
+        if P is None:
+            if not finite(st.P.values):
+                raise DegenerateAffinity("P holds NaN or infinite entries")
+            Y = imputed_coordinates(st.P, max(self.n_max - 1, 1), seed)
+            scale = float(np.abs(st.P.values).max(initial=0.0))
+            if math.sqrt(float(Y.var(axis=0).sum())) <= 1e-9 * max(scale, 1e-300):
+                # every row alike: rounding noise, whose neighbour graph is arbitrary
+                return None, None, Y, (1, np.zeros(st.P.n, dtype=np.int64), np.full(
+                    max(self.n_max - 1, 0), np.inf))  # fmt: skip
+            n, labels, scores, W = coordinates_split(
+                Y, beta=self.beta, n_max=self.n_max, seed=seed, min_size=self.min_clients,
+                threshold=self.db_threshold,
+            )  # fmt: skip
+            return None, W, Y, (n, labels, scores)
+        if W is None:
+            if not finite(P):
+                raise DegenerateAffinity("P holds NaN or infinite entries")
+            W = affinity(P, self.beta)
+        split = choose_split(W, self.n_max, seed, min_size=self.min_clients,
+                             threshold=self.db_threshold)  # fmt: skip
+        return P, W, None, split
+
     def _beats_reference(
-        self, st: ClusterState, round_index: int, best: float, stats: dict[str, float] | None
+        self,
+        st: ClusterState,
+        round_index: int,
+        best: float,
+        stats: dict[str, float] | None,
+        P: np.ndarray | None = None,
+        Y: np.ndarray | None = None,
     ) -> bool:
         """Whether ``best`` is below ``reference_ratio`` times the median best score of
-        ``reference_draws`` Gaussian references of the cluster's P (:func:`reference_score`);
+        ``reference_draws`` Gaussian references of the cluster's P (:func:`reference_score`)
+        or, on the coordinates path, of its rows' coordinates (:func:`coordinates_reference`,
+        which compares a subsample of at most REFERENCE_ROWS rows with references of as many);
         True without references (the paper's test)."""
         if not self.reference_draws:
             return True
-        reference = reference_score(
-            st.P,
+        kw = dict(
             beta=self.beta,
             n_max=self.n_max,
             seed=self.seed + round_index,
@@ -645,6 +819,10 @@ class FedGWC(ClusteringAlgorithm):
             draws=self.reference_draws,
             rng=np.random.default_rng([self.seed, 0x5C, round_index, self.split_tests]),
         )
+        if Y is not None:
+            best, reference = coordinates_reference(Y, **kw)
+        else:
+            reference = reference_score(st.P if P is None else P, **kw)
         if stats is not None:
             stats["db_reference"] = reference
         return best < self.reference_ratio * reference
@@ -660,7 +838,11 @@ class FedGWC(ClusteringAlgorithm):
 
     @staticmethod
     def _cluster_state(st: ClusterState) -> dict:
-        out = {"P": st.P, "mse": st.mse, "quiet": st.quiet}
+        if isinstance(st.P, PairStore):
+            P = {"P_size": st.P.n, "P_keys": st.P.keys, "P_values": st.P.values}
+        else:
+            P = {"P": st.P}
+        out = {**P, "mse": st.mse, "quiet": st.quiet}
         if st.proposal is not None:  # (a file without it has no proposal pending)
             out["proposal"] = st.proposal
             out["repeats"] = st.repeats
@@ -674,7 +856,11 @@ class FedGWC(ClusteringAlgorithm):
         self.split_tests = int(state["split_tests"])
         self.state = {
             cid: ClusterState(
-                P=np.asarray(c["P"], dtype=np.float64),
+                P=(
+                    PairStore(int(c["P_size"]), np.array(c["P_keys"]), np.array(c["P_values"]))
+                    if "P_keys" in c
+                    else np.asarray(c["P"], dtype=np.float64)
+                ),
                 mse=float(c["mse"]),
                 quiet=int(c["quiet"]),
                 proposal=np.asarray(c["proposal"], dtype=np.int64) if "proposal" in c else None,

@@ -51,8 +51,19 @@ def population_bytes(config: Config) -> tuple[int, int, int]:
     client, bytes per pair of clients)."""
     K = config.data.num_clients
     per_client = BYTES_PER_CLIENT + BYTES_PER_CLASS * NUM_CLASSES.get(config.data.dataset, 10)
+    pairs = _pair_memory(config)
     per_pair = algorithm_class(config.algorithm.name).working_pair_bytes(config.algorithm.params)
-    return K * per_client + K * K * per_pair, per_client, per_pair
+    return K * per_client + pairs, per_client, per_pair
+
+
+def _pair_memory(config: Config) -> int:
+    """The algorithm's per-pair state at its peak (see ClusteringAlgorithm.pair_memory)."""
+    return algorithm_class(config.algorithm.name).pair_memory(
+        config.algorithm.params,
+        num_clients=config.data.num_clients,
+        clients_per_round=config.server.clients_per_round,
+        rounds=config.run.rounds,
+    )
 
 
 def available_bytes() -> int | None:
@@ -88,7 +99,7 @@ def check_population(config: Config, available: int | None) -> None:
         return
     K = config.data.num_clients
     fits = fitting_clients(available, per_client, per_pair)
-    if per_pair and K * K * per_pair > K * per_client:
+    if per_pair and need - K * per_client > K * per_client:
         why = (
             f"algorithm {config.algorithm.name} keeps K×K matrices ({per_pair} bytes per pair "
             f"of clients), {_gib(need)} for {K:,} clients"
@@ -468,8 +479,11 @@ def run_file_bytes(config: Config) -> int:
         config.model.name, input_shape(config), classes, tuple(config.model.hidden)
     )
     clusters = max(2, len(config.groups), int(getattr(config.algorithm.params, "num_clusters", 0)))
-    per_pair = algorithm_class(config.algorithm.name).pair_bytes
+    cls = algorithm_class(config.algorithm.name)
+    per_pair = cls.pair_bytes
+    working = max(cls.working_pair_bytes(config.algorithm.params), 1)
+    stored = _pair_memory(config) * per_pair // working
     models = 2 * 4 * params * clusters
     clients = K * (classes + 8) * 8
     rounds = config.run.rounds * clusters * ROUND_RECORD_BYTES
-    return (1 << 20) + models + clients + 2 * K * K * per_pair + rounds
+    return (1 << 20) + models + clients + 2 * stored + rounds

@@ -1,0 +1,280 @@
+"""FedGWC's interaction matrix as observations (distfl.algorithms.interaction), the split
+test on degenerate matrices, and a split test that cannot be computed."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import adjusted_rand_score
+
+import distfl.algorithms.fedgwc as fedgwc_module
+import distfl.algorithms.interaction as interaction
+from distfl.algorithms.base import ClientReports
+from distfl.algorithms.fedgwc import FedGWC, FedGWCParams, update_interaction
+from distfl.algorithms.interaction import (
+    PairStore,
+    gaussian_coordinates,
+    imputed_coordinates,
+    knn_affinity,
+    stored_pairs,
+)
+from distfl.spectral import choose_split, spectral_embedding
+
+
+def _rounds(K: int, cohort: int, rounds: int, seed: int, level=None):
+    """(sampled positions, rewards) of ``rounds`` random rounds."""
+    rng = np.random.default_rng(seed)
+    level = np.full(K, 0.7) if level is None else level
+    for _ in range(rounds):
+        pos = np.sort(rng.choice(K, cohort, replace=False))
+        yield pos, level[pos] + rng.normal(0.0, 0.05, cohort)
+
+
+def test_the_store_holds_the_dense_matrix_observed_entries():
+    K, alpha = 30, 0.2
+    store, dense = PairStore(K), np.zeros((K, K))
+    observed = np.zeros((K, K), dtype=bool)
+    for pos, omega in _rounds(K, 6, 40, 0):
+        new = update_interaction(dense, pos, omega, alpha)
+        change = store.update(pos, omega, alpha)
+        assert change == pytest.approx(float(np.sum((new - dense) ** 2)), rel=1e-12)
+        dense = new
+        observed[np.ix_(pos, pos)] = True
+    np.testing.assert_array_equal(store.dense(impute=False), dense)
+    assert len(store) == observed.sum()
+    assert np.all(np.diff(store.keys) > 0)  # sorted, no key twice
+
+
+def test_missing_entries_read_as_the_rows_mean():
+    store = PairStore(3)
+    store.update(np.array([0, 1]), np.array([0.5, 1.0]), 0.5)  # P[0, 0:2] = 0.25, P[1, 0:2] = 0.5
+    store.update(np.array([0, 2]), np.array([1.0, 0.2]), 0.5)  # P[0,0] = .625, P[0,2] = .5, ...
+    expected = np.array(
+        [
+            [0.625, 0.25, 0.5],  # row 0: all observed
+            [0.5, 0.5, 0.5],  # row 1: P[1, 2] missing, the mean of 0.5 and 0.5
+            [0.1, 0.1, 0.1],  # row 2: P[2, 1] missing, the mean of 0.1 and 0.1
+        ]
+    )
+    np.testing.assert_allclose(store.dense(), expected)
+    np.testing.assert_allclose(store.row_means(), [(0.625 + 0.25 + 0.5) / 3, 0.5, 0.1])
+
+
+def test_a_subset_is_the_dense_sub_block():
+    K = 25
+    store, dense = PairStore(K), np.zeros((K, K))
+    for pos, omega in _rounds(K, 5, 30, 1):
+        store.update(pos, omega, 0.3)
+        dense = update_interaction(dense, pos, omega, 0.3)
+    pos = np.array([1, 4, 5, 9, 17, 24])
+    np.testing.assert_array_equal(store.subset(pos).dense(impute=False), dense[np.ix_(pos, pos)])
+
+
+def test_coordinates_keep_the_distances_of_low_rank_rows():
+    """Rows that are a level per client (rank one once imputed) keep their distances."""
+    K = 60
+    level = np.repeat([0.2, 0.5, 0.9], 20)
+    store = PairStore(K)
+    for pos, _ in _rounds(K, 12, 80, 2):
+        store.update(pos, level[pos], 1.0)  # each observed entry is the client's level
+    X = store.dense()
+    Y = imputed_coordinates(store, 2, seed=0)
+    d_full = np.square(X[:, None, :] - X[None, :, :]).sum(-1)
+    d_low = np.square(Y[:, None, :] - Y[None, :, :]).sum(-1)
+    np.testing.assert_allclose(d_low, d_full, rtol=1e-6, atol=1e-9)
+
+
+def test_knn_affinity_is_symmetric_with_the_rbf_weights():
+    rng = np.random.default_rng(3)
+    Y = rng.normal(size=(50, 2))
+    W = knn_affinity(Y, 0.5, knn=5).toarray()
+    np.testing.assert_array_equal(W, W.T)
+    np.testing.assert_array_equal(np.diagonal(W), 1.0)
+    k, j = np.argwhere(np.triu(W, 1) > 0)[0]
+    assert W[k, j] == pytest.approx(np.exp(-0.5 * np.sum((Y[k] - Y[j]) ** 2)))
+    assert ((W > 0).sum(axis=1) >= 6).all()  # itself and at least its 5 neighbours
+
+
+def test_gaussian_coordinates_have_the_mean_and_covariance():
+    rng = np.random.default_rng(4)
+    Y = rng.normal(size=(200, 3)) @ np.diag([2.0, 1.0, 0.1]) + [1.0, -1.0, 0.0]
+    draws = gaussian_coordinates(Y, 200_000, rng)
+    np.testing.assert_allclose(draws.mean(axis=0), Y.mean(axis=0), atol=0.02)
+    np.testing.assert_allclose(np.cov(draws, rowvar=False), np.cov(Y, rowvar=False), atol=0.03)
+
+
+def test_stored_pairs_follow_the_rounds_up_to_k_squared():
+    assert stored_pairs(100_000, 1000, 100, 3, 5) == 100 * 1015**2
+    assert stored_pairs(100, 10, 10_000, 3, 5) == 100**2
+
+
+# ----------------------------------------------------------- degenerate matrices
+
+
+def _observed_fedgwc(K: int = 40, **keys) -> FedGWC:
+    return FedGWC(num_clients=K, clients_per_round=10, seed=0, interaction="observed", **keys)
+
+
+def _store_from(P: np.ndarray) -> PairStore:
+    K = len(P)
+    keys = np.arange(K * K, dtype=np.int64)
+    return PairStore(K, keys, P.reshape(-1).astype(np.float64))
+
+
+#: every row alike (constant), identical rows that vary along them (rank one), two rows
+#: repeated in alternation (rank two, but every client's perception the same)
+DEGENERATE = {
+    "constant": np.full((40, 40), 0.5),
+    "identical rows": np.tile(np.linspace(0.1, 0.9, 40), (40, 1)),
+    "zeros": np.zeros((40, 40)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEGENERATE))
+@pytest.mark.parametrize("path", ["dense", "observed", "coordinates"])
+def test_a_degenerate_p_proposes_nothing(monkeypatch, name, path):
+    if path == "coordinates":
+        monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", 10)
+    alg = FedGWC(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
+        _observed_fedgwc()
+    )  # fmt: skip
+    P = DEGENERATE[name]
+    alg.state["0"].P = P.copy() if path == "dense" else _store_from(P)
+    stats: dict[str, float] = {}
+    assert alg._try_split("0", alg.state["0"], 5, stats=stats) is None
+    assert alg.state["0"].proposal is None
+
+
+def test_a_constant_affinity_has_no_determined_eigenvectors():
+    _, determined = spectral_embedding(np.ones((30, 30)), 4, 0, gaps=True)
+    assert determined.tolist() == [True, False, False, False]
+    n, labels, scores = choose_split(np.ones((30, 30)), 4, 0)
+    assert n == 1 and not labels.any() and np.isinf(scores).all()
+
+
+def test_a_rank_deficient_affinity_offers_only_its_blocks():
+    """Two blocks of identical rows: the first two eigenvectors are determined (the two
+    blocks), the rest (a repeated eigenvalue) are not."""
+    W = np.kron(np.array([[1.0, 0.1], [0.1, 1.0]]), np.ones((15, 15)))
+    _, determined = spectral_embedding(W, 4, 0, gaps=True)
+    assert determined.tolist() == [True, True, False, False]
+    n, labels, _ = choose_split(W, 4, 0)
+    assert n == 2 and sorted(np.bincount(labels)) == [15, 15]
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+@pytest.mark.parametrize("path", ["dense", "observed", "coordinates"])
+def test_a_p_holding_nan_or_inf_is_a_failed_test_not_a_crash(monkeypatch, bad, path):
+    if path == "coordinates":
+        monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", 10)
+    rng = np.random.default_rng(0)
+    P = np.where(np.arange(40) < 30, 0.8, 0.4)[:, None] + rng.normal(0, 0.02, (40, 40))
+    P[3, 7] = bad
+    alg = FedGWC(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
+        _observed_fedgwc()
+    )  # fmt: skip
+    alg.state["0"].P = P if path == "dense" else _store_from(P)
+    stats: dict[str, float] = {}
+    assert alg._try_split("0", alg.state["0"], 5, stats=stats) is None
+    assert stats["test_failed"] == 1.0 and "db" not in stats
+
+
+def test_a_numerical_failure_inside_a_split_test_leaves_the_run_going(monkeypatch):
+    """eigh failing (scipy's LinAlgError, as it does on some BLAS for some matrices): every
+    round still updates, the failed tests are recorded, no split is made; once the
+    eigensolver works again, the same algorithm splits."""
+    import scipy.linalg
+
+    def broken(*args, **kwargs):
+        raise np.linalg.LinAlgError("Internal Error")
+
+    alg = FedGWC(num_clients=12, clients_per_round=4, seed=0, epsilon=1e9, patience=1)
+    rng = np.random.default_rng(0)
+
+    def one_round(r):
+        plan = alg.plan(r)
+        ids = np.array(sorted(plan.train), dtype=np.int64)
+        losses = np.where(ids < 6, 0.1, 2.0)[:, None] + rng.normal(0.0, 0.01, (len(ids), 5))
+        reports = ClientReports(
+            clients=ids, losses=losses, num_samples=np.full(len(ids), 10, dtype=np.int64)
+        )
+        return alg.update(r, plan, reports)
+
+    with monkeypatch.context() as m:
+        m.setattr(scipy.linalg, "eigh", broken)
+        updates = [one_round(r) for r in range(4)]
+    assert not any(u.splits for u in updates)
+    assert all(u.stats["0"]["test_failed"] == 1.0 for u in updates)
+    assert alg.times_sampled.sum() == 16  # every round's rewards were taken
+    assert any(one_round(r).splits for r in range(4, 8))
+
+
+# ----------------------------------------------------------- the two paths agree
+
+
+def _two_group_store(
+    K: int, minority: int, rounds: int, seed: int, alpha: float = 1.0
+) -> tuple[PairStore, np.ndarray]:
+    """A majority rewarded 0.8 and a minority 0.4 (with noise); α = 1: each entry the last
+    reward, the same whatever how often the pair was sampled together."""
+    groups = (np.arange(K) >= K - minority).astype(int)
+    store = PairStore(K)
+    for pos, omega in _rounds(K, 20, rounds, seed, level=np.where(groups == 0, 0.8, 0.4)):
+        store.update(pos, omega, alpha)
+    return store, groups
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_dense_and_coordinates_paths_agree_at_small_k(monkeypatch, seed):
+    store, groups = _two_group_store(150, 40, 150, seed)
+    outcomes = []
+    for knn_above in (10_000, 10):  # the exact dense path, then the neighbour-graph path
+        monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", knn_above)
+        alg = _observed_fedgwc(150, stable_tests=1, reference_draws=0)
+        alg.state["0"].P = PairStore(store.n, store.keys.copy(), store.values.copy())
+        split = alg._try_split("0", alg.state["0"], 5)
+        assert split is not None
+        labels = split.info["labels"]
+        assert adjusted_rand_score(groups, labels) == 1.0
+        outcomes.append((sorted(split.info), labels))
+    assert "affinity" in outcomes[0][0] and "coordinates" in outcomes[1][0]
+    np.testing.assert_array_equal(outcomes[0][1], outcomes[1][1])
+
+
+def test_the_coordinates_reference_refuses_one_cloud_and_passes_groups(monkeypatch):
+    monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", 10)
+    rng = np.random.default_rng(5)
+    level = rng.uniform(0.3, 0.9, 150)  # a continuum: how hard each client's data are
+    cloud = PairStore(150)
+    for pos, omega in _rounds(150, 20, 150, 6, level=level):
+        cloud.update(pos, omega, 1.0)
+    groups, _ = _two_group_store(150, 40, 150, 7)
+    decided = {}
+    for name, store in (("cloud", cloud), ("groups", groups)):
+        alg = _observed_fedgwc(150, stable_tests=1, reference_draws=9, db_threshold=10.0)
+        alg.state["0"].P = store
+        stats: dict[str, float] = {}
+        decided[name] = alg._try_split("0", alg.state["0"], 5, stats=stats) is not None
+        assert np.isfinite(stats["db_reference"])
+    assert decided == {"cloud": False, "groups": True}
+
+
+def test_defaults_are_one_fedgwc_and_old_files_keep_theirs():
+    params = FedGWCParams()
+    assert (params.stable_tests, params.reference_draws, params.min_observations) == (2, 15, 3)
+    old = FedGWCParams.stored_defaults
+    assert old["interaction"] == "dense" and old["stable_tests"] == 1
+    assert old["reference_draws"] == 0 and old["min_observations"] == 0
+
+
+def test_the_memory_check_counts_observed_entries_not_k_squared():
+    observed = FedGWC.pair_memory(
+        FedGWCParams(interaction="observed"), num_clients=100_000, clients_per_round=1000,
+        rounds=100,
+    )  # fmt: skip
+    dense = FedGWC.pair_memory(
+        FedGWCParams(), num_clients=100_000, clients_per_round=1000, rounds=100
+    )
+    assert dense == 100_000**2 * 32  # P, W, a reference and its Gram product
+    assert observed < 4 * 2**30 < dense
+    assert observed >= stored_pairs(100_000, 1000, 100, 3, 5) * interaction.ENTRY_BYTES
