@@ -63,6 +63,9 @@ def test_rows_cover_both_world_sizes_and_algorithms(report):
         "name": "fedgwc",
         "epsilon": 1.0,
         "patience": 1,
+        "min_observations": 0,
+        "stable_tests": 1,
+        "reference_draws": 0,
     }
     assert gwc["clusters"] > 1  # ε = 1: the split test ran and split within 3 rounds
 
