@@ -88,14 +88,12 @@ def spectral_embedding(
     constant affinity, identical rows, a repeated eigenvalue), the eigensolver may return
     any basis of the eigenspace, and which one depends on the BLAS: no clustering read
     from those columns means anything."""
-    import scipy.sparse as sp
     from scipy.linalg import blas, eigh
     from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
 
     K = W.shape[0]
-    sparse = sp.issparse(W)
-    diag = (W.diagonal() if sparse else np.diagonal(W)).astype(np.float64)
-    if K <= SMALL_K and not sparse:
+    diag = np.diagonal(W).astype(np.float64)
+    if K <= SMALL_K:
         A = W.astype(np.float64, copy=True)
         np.fill_diagonal(A, 0.0)
         deg = A.sum(axis=0)
@@ -115,16 +113,13 @@ def spectral_embedding(
         del A
         gap_tol = GAP_TOL
     else:
-        deg = np.asarray(W.sum(axis=1, dtype=np.float64)).reshape(-1) - diag
+        deg = W.sum(axis=1, dtype=np.float64) - diag
         dd = np.where(deg == 0, 1.0, np.sqrt(np.maximum(deg, 0.0)))
-        if sparse:
-            product = W.tocsr().astype(np.float64).__matmul__
-        else:
-            symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
-            WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
+        symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
+        WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
 
-            def product(z: np.ndarray) -> np.ndarray:
-                return symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
+        def product(z: np.ndarray) -> np.ndarray:
+            return symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
 
         def matvec(x: np.ndarray) -> np.ndarray:
             z = x.reshape(-1) / dd
@@ -198,10 +193,7 @@ def davies_bouldin_rows(
 
     Pass 1 gives the centroids C (Σn × K) and ||w_k||²; pass 2 the products W Cᵀ, so that
     each row's distance to its centroid is sqrt(||w||² - 2 w·c + ||c||²), the expansion
-    scikit-learn's euclidean_distances uses too. A scipy.sparse W gives the same sums
-    from sparse products."""
-    import scipy.sparse as sp
-
+    scikit-learn's euclidean_distances uses too. W may be any K × d array of rows."""
     K = W.shape[0]
     labelings = [np.asarray(lab, dtype=np.int64) for lab in labelings]
     sizes = [np.bincount(lab) for lab in labelings]
@@ -209,13 +201,7 @@ def davies_bouldin_rows(
     M = np.zeros((K, int(offs[-1])))
     for i, (lab, size) in enumerate(zip(labelings, sizes, strict=True)):
         M[np.arange(K), offs[i] + lab] = 1.0 / size[lab]
-    if sp.issparse(W):  # a sparse affinity: the same sums as sparse products
-        W = W.tocsr().astype(np.float64)
-        C = np.asarray((W.T @ M).T)
-        sqn = np.asarray(W.multiply(W).sum(axis=1)).reshape(-1)
-        X = np.asarray(W @ C.T)
-    else:
-        C, sqn, X = _row_products(W, M, block_rows)
+    C, sqn, X = _row_products(W, M, block_rows)
     csq = np.einsum("ij,ij->i", C, C)
     return _davies_bouldin(labelings, sizes, offs, C, sqn, X, csq)
 
@@ -262,9 +248,8 @@ def _davies_bouldin(labelings, sizes, offs, C, sqn, X, csq) -> list[float]:
 
 
 def choose_split(
-    W: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0,
-    rows: np.ndarray | None = None,
-) -> tuple[int, np.ndarray, np.ndarray]:  # fmt: skip
+    W: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0
+) -> tuple[int, np.ndarray, np.ndarray]:
     """Algorithm 1: spectral clustering of the precomputed affinity W for n = 2..n_max, the
     Davies–Bouldin score of each labelling on the rows of W; split into argmin_n DB_n
     clusters if that score is below 1.
@@ -279,43 +264,62 @@ def choose_split(
 
     A degenerate W proposes nothing, whatever the BLAS: an n whose first n eigenvectors are
     not determined by W (no gap after the n-th eigenvalue: a constant affinity, identical
-    rows) is not tried. A W holding NaN or inf raises :class:`DegenerateAffinity`.
-
-    W may be a scipy.sparse matrix (a neighbour graph). ``rows``: the points the
-    Davies–Bouldin score reads instead of W's rows (K × d)."""
-    import scipy.sparse as sp
-    from sklearn.cluster import KMeans
-
-    if sp.issparse(W):
-        if W.shape[0] != W.shape[1]:
-            raise ValueError(f"W must be square, not {W.shape}")
-        W = W.tocsr()
-    else:
-        W = square_float(W, "W")
+    rows) is not tried. A W holding NaN or inf raises :class:`DegenerateAffinity`."""
+    W = square_float(W, "W")
     K = W.shape[0]
     n_hi = min(n_max, K - 1)
-    scores = np.full(max(n_max - 1, 0), np.inf)
-    labels_by_n: dict[int, np.ndarray] = {}
-    if n_hi >= 2 and not finite(W.data if sp.issparse(W) else W):
+    if n_hi >= 2 and not finite(W):
         raise DegenerateAffinity("the affinity holds NaN or infinite entries")
-    if n_hi >= 2:
-        maps, determined = spectral_embedding(W, n_hi, seed, gaps=True)
-        for n in range(2, n_hi + 1):
-            if not determined[n - 1]:  # no eigengap after the n-th: the columns are arbitrary
-                continue
-            km = KMeans(n_clusters=n, n_init=10, random_state=seed)
-            # K×n is little work: OpenMP threads only add waiting (seconds on a busy machine)
-            # and make the order of k-means' partial sums, hence its last bits, vary
-            with one_thread("openmp"):
-                labels = km.fit_predict(maps[:, :n])
-            sizes = np.bincount(labels, minlength=n)
-            if len(np.unique(labels)) < 2 or sizes.min() < min_size:
-                continue
-            labels_by_n[n] = _canonical(labels)
-        if labels_by_n:
-            dbs = davies_bouldin_rows(W if rows is None else rows, list(labels_by_n.values()))
-            for n, db in zip(labels_by_n, dbs, strict=True):
-                scores[n - 2] = db
+    if n_hi < 2:
+        return _decide({}, max(n_max - 1, 0), threshold, K, W)
+    maps, determined = spectral_embedding(W, n_hi, seed, gaps=True)
+    ns = [n for n in range(2, n_hi + 1) if determined[n - 1]]  # the others: arbitrary columns
+    return _decide(_kmeans(maps, ns, seed, min_size), max(n_max - 1, 0), threshold, K, W)
+
+
+def choose_split_rows(
+    Y: np.ndarray, n_max: int, seed: int, *, min_size: int = 1, threshold: float = 1.0
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """:func:`choose_split` on points instead of an affinity: k-means on the first n
+    columns of Y for n = 2..n_max (Y's columns ordered by decreasing variance, as the
+    spectral embedding's are by eigenvalue) and the Davies–Bouldin score on Y's rows."""
+    Y = np.asarray(Y, dtype=np.float64)
+    K = Y.shape[0]
+    n_hi = min(n_max, K - 1)
+    if n_hi >= 2 and not finite(Y):
+        raise DegenerateAffinity("the coordinates hold NaN or infinite entries")
+    ns = list(range(2, n_hi + 1))
+    return _decide(_kmeans(Y, ns, seed, min_size), max(n_max - 1, 0), threshold, K, Y)
+
+
+def _kmeans(maps: np.ndarray, ns: list[int], seed: int, min_size: int) -> dict[int, np.ndarray]:
+    """k-means labellings (canonical) of the first n columns of ``maps`` for each n in
+    ``ns``, those with two clusters or more, none smaller than ``min_size``."""
+    from sklearn.cluster import KMeans
+
+    labels_by_n: dict[int, np.ndarray] = {}
+    for n in ns:
+        km = KMeans(n_clusters=n, n_init=10, random_state=seed)
+        # K×n is little work: OpenMP threads only add waiting (seconds on a busy machine)
+        # and make the order of k-means' partial sums, hence its last bits, vary
+        with one_thread("openmp"):
+            labels = km.fit_predict(maps[:, : min(n, maps.shape[1])])
+        sizes = np.bincount(labels, minlength=n)
+        if len(np.unique(labels)) < 2 or sizes.min() < min_size:
+            continue
+        labels_by_n[n] = _canonical(labels)
+    return labels_by_n
+
+
+def _decide(
+    labels_by_n: dict[int, np.ndarray], width: int, threshold: float, K: int, rows: np.ndarray
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """The Davies–Bouldin score of each labelling on ``rows`` and the split they give."""
+    scores = np.full(width, np.inf)
+    if labels_by_n:
+        dbs = davies_bouldin_rows(rows, list(labels_by_n.values()))
+        for n, db in zip(labels_by_n, dbs, strict=True):
+            scores[n - 2] = db
     if not np.isfinite(scores).any() or scores.min() >= threshold:
         return 1, np.zeros(K, dtype=np.int64), scores
     best = int(np.argmin(scores)) + 2
@@ -328,9 +332,9 @@ class DegenerateAffinity(ValueError):
 
 def finite(M: np.ndarray) -> bool:
     """Whether every entry of M is finite, a strip of rows at a time (no K×K temporary)."""
-    rows = row_block(M.shape[1] if M.ndim == 2 else 1)
     if M.ndim < 2:
         return bool(np.isfinite(M).all())
+    rows = row_block(M.shape[1])
     return all(np.isfinite(M[lo : lo + rows]).all() for lo in range(0, M.shape[0], rows))
 
 
@@ -346,8 +350,9 @@ def _canonical(labels: np.ndarray) -> np.ndarray:
 __all__ = [
     "SMALL_K",
     "DegenerateAffinity",
-    "finite",
     "choose_split",
+    "choose_split_rows",
+    "finite",
     "davies_bouldin_rows",
     "one_thread",
     "row_block",

@@ -45,12 +45,20 @@ from distfl.algorithms.interaction import (
     PairStore,
     gaussian_coordinates,
     imputed_coordinates,
-    knn_affinity,
+    same_partition,
     stored_pairs,
+    valley_test,
 )
 from distfl.algorithms.registry import register
 from distfl.hierarchy import Split
-from distfl.spectral import DegenerateAffinity, choose_split, finite, row_block, square_float
+from distfl.spectral import (
+    DegenerateAffinity,
+    choose_split,
+    choose_split_rows,
+    finite,
+    row_block,
+    square_float,
+)
 
 # -- pure functions --------------------------------------------------------------------
 
@@ -339,22 +347,17 @@ def best_split_score(W: np.ndarray, n_max: int, seed: int, min_size: int) -> flo
 
 
 def coordinates_split(
-    Y: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int,
-    threshold: float = math.inf,
-) -> tuple[int, np.ndarray, np.ndarray, object]:  # fmt: skip
-    """Algorithm 1 on low-rank coordinates of P's rows (:func:`~distfl.algorithms.
-    interaction.imputed_coordinates`): the k-nearest-neighbour affinity of eq. 4, its
-    spectral clustering, and the Davies–Bouldin score of each candidate on the coordinates
-    (the rows of P, as the rows of a neighbour graph's W score nothing comparable).
-    Returns ``choose_split``'s triple and W."""
-    W = knn_affinity(Y, beta)
-    n, labels, scores = choose_split(W, n_max, seed, min_size=min_size, threshold=threshold,
-                                     rows=Y)  # fmt: skip
-    return n, labels, scores, W
+    Y: np.ndarray, *, n_max: int, seed: int, min_size: int, threshold: float = math.inf
+) -> tuple[int, np.ndarray, np.ndarray]:
+    """Algorithm 1's candidates on low-rank coordinates of P's rows (:func:`~distfl.
+    algorithms.interaction.imputed_coordinates`), whose distances are those of eq. 4:
+    k-means on the coordinates for n = 2..n_max, the Davies–Bouldin score on them (see
+    :func:`~distfl.spectral.choose_split_rows`)."""
+    return choose_split_rows(Y, n_max, seed, min_size=min_size, threshold=threshold)
 
 
 def coordinates_reference(
-    Y: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int, draws: int,
+    Y: np.ndarray, *, n_max: int, seed: int, min_size: int, draws: int,
     rng: np.random.Generator,
 ) -> tuple[float, float]:  # fmt: skip
     """(the real coordinates' best score, the references' median) compared on the same
@@ -363,7 +366,7 @@ def coordinates_reference(
     from the Gaussian with the coordinates' mean and covariance."""
     rows = min(len(Y), REFERENCE_ROWS)
     real = Y if rows == len(Y) else Y[np.sort(rng.choice(len(Y), rows, replace=False))]
-    kw = dict(beta=beta, n_max=n_max, seed=seed, min_size=min_size)
+    kw = dict(n_max=n_max, seed=seed, min_size=min_size)
     score = lowest_score(coordinates_split(real, **kw)[2])
     refs = [
         lowest_score(coordinates_split(gaussian_coordinates(Y, rows, rng), **kw)[2])
@@ -497,6 +500,14 @@ class FedGWCParams(Params):
         require(0.0 < self.reference_ratio <= 1.0, "reference_ratio", self.reference_ratio,
                 "in (0, 1]")  # fmt: skip
 
+
+#: consecutive proposals count as the same partition when at most one client in this many
+#: changed side (none below 2 × this many clients): a partition of thousands of clients,
+#: whose rows gain observations between tests, never repeats to the client
+STABLE_SHARE = 200
+#: with observed entries, the test where at least this share of the cluster's pairs were
+#: sampled together is the Gaussian reference's; below, the valley test's
+DENSE_SHARE = 0.5
 
 #: what a split test that cannot be computed raises (recorded as ``test_failed``, no proposal)
 NUMERICAL_FAILURES = (np.linalg.LinAlgError, ArithmeticError, ValueError, RuntimeError)
@@ -738,12 +749,17 @@ class FedGWC(ClusteringAlgorithm):
         if n == 1:
             st.proposal, st.repeats = None, 0
             return None
-        same = st.proposal is not None and np.array_equal(st.proposal, labels)
+        same = st.proposal is not None and same_partition(
+            st.proposal, labels, tolerance=len(labels) // STABLE_SHARE
+        )
         st.proposal, st.repeats = labels, (st.repeats + 1 if same else 1)
         if st.repeats < self.stable_tests:
             return None
         try:
-            beats = self._beats_reference(st, round_index, best, stats, P, Y)
+            if self.observed and self._sparse(st):
+                beats = self._separated(st, round_index, labels, stats, Y)
+            else:
+                beats = self._beats_reference(st, round_index, best, stats, P, Y)
         except NUMERICAL_FAILURES:
             if stats is not None:
                 stats["test_failed"] = 1.0
@@ -762,9 +778,41 @@ class FedGWC(ClusteringAlgorithm):
             # above SMALL_K clients the run file keeps the matrices in float32 (W already is)
             info["interaction"] = P if len(members) <= spectral.SMALL_K else P.astype(np.float32)
             info["affinity"] = W
-        else:  # the coordinates the test clustered (W is a neighbour graph there)
+        else:  # the coordinates the test clustered (there is no W)
             info["coordinates"] = Y
         return self.tree.split(cid, children, round_index, info)
+
+    @staticmethod
+    def _sparse(st: ClusterState) -> bool:
+        """Whether fewer than :data:`DENSE_SHARE` of the cluster's pairs of clients were
+        ever sampled together (observed entries): most of each row is then imputed."""
+        n = st.P.n
+        if n < 2:
+            return False
+        off = int(np.count_nonzero(st.P.rows() != st.P.cols()))
+        return off < DENSE_SHARE * n * (n - 1)
+
+    def _separated(
+        self,
+        st: ClusterState,
+        round_index: int,
+        labels: np.ndarray,
+        stats: dict[str, float] | None,
+        Y: np.ndarray | None,
+    ) -> bool:
+        """Where most of P is imputed, whether the proposed clusters are separated by a
+        valley in the coordinates of P's rows (:func:`~distfl.algorithms.interaction.
+        valley_test` against ``reference_draws`` uniform samples); True without references.
+        ``stats`` gets ``valley`` and ``valley_reference``."""
+        if not self.reference_draws:
+            return True
+        if Y is None:
+            Y = imputed_coordinates(st.P, max(self.n_max - 1, 1), self.seed + round_index)
+        rng = np.random.default_rng([self.seed, 0x5D, round_index, self.split_tests])
+        gap, reference = valley_test(Y, labels, draws=self.reference_draws, rng=rng)
+        if stats is not None:
+            stats["valley"], stats["valley_reference"] = gap, reference
+        return gap > reference
 
     def _split_candidates(self, st: ClusterState, round_index: int, W: np.ndarray | None):
         """(P, W, Y, choose_split's triple) of a split test: P the dense (imputed) matrix and
@@ -782,11 +830,11 @@ class FedGWC(ClusteringAlgorithm):
                 # every row alike: rounding noise, whose neighbour graph is arbitrary
                 return None, None, Y, (1, np.zeros(st.P.n, dtype=np.int64), np.full(
                     max(self.n_max - 1, 0), np.inf))  # fmt: skip
-            n, labels, scores, W = coordinates_split(
-                Y, beta=self.beta, n_max=self.n_max, seed=seed, min_size=self.min_clients,
+            split = coordinates_split(
+                Y, n_max=self.n_max, seed=seed, min_size=self.min_clients,
                 threshold=self.db_threshold,
             )  # fmt: skip
-            return None, W, Y, (n, labels, scores)
+            return None, None, Y, split
         if W is None:
             if not finite(P):
                 raise DegenerateAffinity("P holds NaN or infinite entries")
@@ -820,6 +868,7 @@ class FedGWC(ClusteringAlgorithm):
             rng=np.random.default_rng([self.seed, 0x5C, round_index, self.split_tests]),
         )
         if Y is not None:
+            del kw["beta"]  # the coordinates are clustered without an affinity
             best, reference = coordinates_reference(Y, **kw)
         else:
             reference = reference_score(st.P if P is None else P, **kw)

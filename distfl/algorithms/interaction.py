@@ -8,9 +8,14 @@ of P with each missing entry replaced by the mean of the row's observed entries 
 client's average reward, as far as it was observed). Up to :data:`KNN_ABOVE` clients
 that imputed P is built dense and Algorithm 1 runs on it exactly; above, each row is
 reduced to its coordinates in the dominant subspace of the imputed rows (a randomised
-range finder on the sparse entries, never an n×n array), the affinity of eq. 4 becomes a
-k-nearest-neighbour graph of those coordinates, and the spectral embedding comes from a
-sparse eigensolver.
+range finder on the sparse entries, never an n×n array), whose distances are those of
+eq. 4, and the candidates are k-means partitions of those coordinates (the last step of
+spectral clustering, on points instead of an embedding).
+
+Where most of P is missing, the rows say little more than each client's average reward,
+and a cut of that one-dimensional cloud scores a Davies–Bouldin value close to a Gaussian
+reference's whether or not it holds groups. There the split is decided by whether the
+proposed clusters are separated by a valley (:func:`valley_test`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,8 @@ import numpy as np
 from distfl import spectral
 
 #: Above this many clients the split test works on low-rank coordinates of the imputed rows
-#: and a k-nearest-neighbour affinity (below, on the dense imputed P, exactly).
+#: (below, on the dense imputed P, exactly).
 KNN_ABOVE = spectral.SMALL_K
-#: Neighbours of each client in the k-nearest-neighbour affinity (scikit-learn's
-#: SpectralClustering uses 10 too).
-KNN = 10
 #: Oversampling and power iterations of the randomised range finder.
 _OVERSAMPLE = 10
 _POWER_ITERATIONS = 2
@@ -79,10 +81,13 @@ class PairStore:
         return self.keys % self.n
 
     def row_means(self) -> np.ndarray:
-        """The mean of each row's observed entries (0 for a row with none)."""
-        rows = self.rows()
-        counts = np.bincount(rows, minlength=self.n)
-        sums = np.bincount(rows, weights=self.values, minlength=self.n)
+        """The mean of each row's observed entries off the diagonal (0 for a row with none).
+        The diagonal P[k, k] is updated every time k is sampled, so it grows with that
+        count; eq. 4 leaves it out of the perception vectors, and so does this mean."""
+        rows, cols = self.rows(), self.cols()
+        off = rows != cols
+        counts = np.bincount(rows[off], minlength=self.n)
+        sums = np.bincount(rows[off], weights=self.values[off], minlength=self.n)
         return np.where(counts > 0, sums / np.maximum(counts, 1), 0.0)
 
     def dense(self, *, impute: bool = True) -> np.ndarray:
@@ -103,17 +108,20 @@ class PairStore:
 
 
 def imputed_coordinates(store: PairStore, rank: int, seed: int) -> np.ndarray:
-    """Coordinates Y (n × ``rank``) of the imputed rows x_k of P (missing entries the row's
-    mean), centred, in their dominant subspace: ||y_k - y_j||² approximates ||x_k - x_j||²,
-    the distance of eq. 4 (up to the two entries k and j it leaves out, 2 of n). A
-    randomised range finder (Halko, Martinsson & Tropp 2011; fixed seed) on products with
-    the sparse entries: X = μ 1ᵀ + E, E the observed entries less their row's mean."""
+    """Coordinates Y (n × ``rank``) of the imputed rows x_k of P (missing entries and the
+    diagonal the row's mean), centred, in their dominant subspace: ||y_k - y_j||²
+    approximates ||x_k - x_j||², the distance of eq. 4 (up to the two entries k and j it
+    leaves out, 2 of n). A randomised range finder (Halko, Martinsson & Tropp 2011; fixed
+    seed) on products with the sparse entries: X = μ 1ᵀ + E, E the observed entries less
+    their row's mean."""
     import scipy.sparse as sp
 
     n = store.n
     mu = store.row_means()
     rows, cols = store.rows(), store.cols()
-    E = sp.csr_matrix((store.values - mu[rows], (rows, cols)), shape=(n, n))
+    off = rows != cols  # the diagonal reads as the row's mean, as eq. 4 leaves it out
+    rows, cols = rows[off], cols[off]
+    E = sp.csr_matrix((store.values[off] - mu[rows], (rows, cols)), shape=(n, n))
     ET = E.T.tocsr()
     colmean = mu.mean() + np.asarray(E.sum(axis=0)).reshape(-1) / max(n, 1)
 
@@ -136,28 +144,6 @@ def imputed_coordinates(store: PairStore, rank: int, seed: int) -> np.ndarray:
     peak = np.argmax(np.abs(Y), axis=0)  # a sign convention, as the spectral embedding's
     Y *= np.sign(Y[peak, np.arange(r)])
     return Y
-
-
-def knn_affinity(Y: np.ndarray, beta: float, knn: int = KNN):
-    """Eq. 4 on the k-nearest-neighbour graph of the rows of Y: W[k, j] = exp(-β ||y_k -
-    y_j||²) where j is among k's ``knn`` nearest or k among j's, ones on the diagonal; a
-    symmetric scipy.sparse CSR matrix (float64)."""
-    import scipy.sparse as sp
-    from sklearn.neighbors import NearestNeighbors
-
-    n = len(Y)
-    k = min(knn, n - 1)
-    if k < 1:
-        return sp.identity(n, format="csr")
-    with spectral.one_thread("blas"):
-        dist, idx = NearestNeighbors(n_neighbors=k + 1).fit(Y).kneighbors(Y)
-    rows = np.repeat(np.arange(n), k + 1)
-    vals = np.exp(-beta * np.square(dist.reshape(-1)))
-    A = sp.csr_matrix((vals, (rows, idx.reshape(-1))), shape=(n, n))
-    W = A.maximum(A.T).tocsr()
-    W.setdiag(1.0)
-    W.sort_indices()
-    return W
 
 
 def gaussian_coordinates(Y: np.ndarray, rows: int, rng: np.random.Generator) -> np.ndarray:
@@ -183,12 +169,96 @@ def stored_pairs(num_clients: int, clients_per_round: int, rounds: int, min_clie
 
 __all__ = [
     "ENTRY_BYTES",
-    "KNN",
     "KNN_ABOVE",
     "REFERENCE_ROWS",
     "PairStore",
     "gaussian_coordinates",
     "imputed_coordinates",
-    "knn_affinity",
     "stored_pairs",
 ]
+
+
+def _hull_gaps(x: np.ndarray, F: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """For each index m in ``at`` (ascending), sup over i <= m of F_i minus the greatest
+    convex minorant of the points (x_0, F_0) .. (x_m, F_m): one pass of Andrew's monotone
+    chain, whose stack after point m is that minorant's vertices."""
+    out = np.empty(len(at))
+    hull: list[int] = []
+    want = 0
+    for i in range(len(x)):
+        while len(hull) >= 2:
+            o, a = hull[-2], hull[-1]
+            if (x[a] - x[o]) * (F[i] - F[o]) - (F[a] - F[o]) * (x[i] - x[o]) > 0:
+                break
+            hull.pop()
+        hull.append(i)
+        while want < len(at) and at[want] == i:
+            h = np.asarray(hull)
+            out[want] = float(np.max(F[: i + 1] - np.interp(x[: i + 1], x[h], F[h])))
+            want += 1
+    return out
+
+
+def unimodality_gap(values: np.ndarray, *, modes: int = 64) -> float:
+    """How far the empirical distribution of ``values`` is from any unimodal one, in the
+    manner of Hartigan's dip (Hartigan & Hartigan 1985): a unimodal distribution function
+    is convex left of its mode and concave right of it, and the sup-distance of a function
+    to the convex ones is half the largest gap above its greatest convex minorant (to the
+    concave ones, below its least concave majorant). The statistic is the least, over
+    ``modes`` candidate modes at the sample's quantiles, of the larger of the two half-gaps
+    (the dip also joins the two sides; this does not). 0.25 for two equal point masses,
+    near 0 for a large sample of any unimodal law; its law under the uniform, the least
+    favourable unimodal one, is what :func:`valley_test` calibrates it against."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(x)
+    if n < 4:
+        return 0.0
+    F = (np.arange(n) + 0.5) / n
+    at = np.unique(np.linspace(0, n - 1, min(modes, n)).round().astype(np.int64))
+    left = _hull_gaps(x, F, at)  # F below its convex minorant's gap, prefix up to m
+    # right of m: concave majorant of the suffix = convex minorant of the reflected points
+    right = _hull_gaps(-x[::-1], 1.0 - F[::-1], (n - 1 - at)[::-1])[::-1]
+    return float(np.min(np.maximum(left, right)) / 2.0)
+
+
+def valley_test(
+    Y: np.ndarray, labels: np.ndarray, *, draws: int, rng: np.random.Generator
+) -> tuple[float, float]:
+    """Whether every pair of the proposed clusters is separated by a valley: the clients of
+    each pair projected on the line through the pair's centroids, and the
+    :func:`unimodality_gap` of that projection. Returns (the smallest gap over the pairs,
+    the largest gap of ``draws`` uniform samples of that pair's size): the pairs are
+    separated when the first exceeds the second (a Monte Carlo test of unimodality at level
+    1 / (draws + 1) against the uniform law, as Hartigan calibrates the dip)."""
+    labels = np.asarray(labels)
+    n_clusters = int(labels.max()) + 1
+    worst, worst_size = np.inf, 0
+    for a in range(n_clusters):
+        for b in range(a + 1, n_clusters):
+            pair = (labels == a) | (labels == b)
+            axis = Y[labels == b].mean(axis=0) - Y[labels == a].mean(axis=0)
+            norm = float(np.linalg.norm(axis))
+            gap = unimodality_gap(Y[pair] @ (axis / norm)) if norm > 0 else 0.0
+            if gap < worst:
+                worst, worst_size = gap, int(pair.sum())
+    reference = max(
+        (unimodality_gap(rng.uniform(size=worst_size)) for _ in range(draws)), default=0.0
+    )
+    return float(worst), float(reference)
+
+
+def same_partition(a: np.ndarray, b: np.ndarray, *, tolerance: int) -> bool:
+    """Whether two labellings of the same clients have as many clusters and differ by at
+    most ``tolerance`` clients (each cluster of ``a`` matched with the cluster of ``b``
+    that shares most of its clients)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.shape != b.shape or a.max() != b.max():
+        return False
+    if tolerance == 0:
+        return bool(np.array_equal(a, b))
+    table = np.zeros((int(a.max()) + 1,) * 2, dtype=np.int64)
+    np.add.at(table, (a, b), 1)
+    matched = table.argmax(axis=1)
+    if len(np.unique(matched)) != len(matched):
+        return False
+    return int(len(a) - table.max(axis=1).sum()) <= tolerance

@@ -15,7 +15,6 @@ from distfl.algorithms.interaction import (
     PairStore,
     gaussian_coordinates,
     imputed_coordinates,
-    knn_affinity,
     stored_pairs,
 )
 from distfl.spectral import choose_split, spectral_embedding
@@ -52,12 +51,12 @@ def test_missing_entries_read_as_the_rows_mean():
     expected = np.array(
         [
             [0.625, 0.25, 0.5],  # row 0: all observed
-            [0.5, 0.5, 0.5],  # row 1: P[1, 2] missing, the mean of 0.5 and 0.5
-            [0.1, 0.1, 0.1],  # row 2: P[2, 1] missing, the mean of 0.1 and 0.1
+            [0.5, 0.5, 0.5],  # row 1: P[1, 2] missing, the mean of P[1, 0]
+            [0.1, 0.1, 0.1],  # row 2: P[2, 1] missing, the mean of P[2, 0]
         ]
     )
     np.testing.assert_allclose(store.dense(), expected)
-    np.testing.assert_allclose(store.row_means(), [(0.625 + 0.25 + 0.5) / 3, 0.5, 0.1])
+    np.testing.assert_allclose(store.row_means(), [(0.25 + 0.5) / 2, 0.5, 0.1])  # off-diagonal
 
 
 def test_a_subset_is_the_dense_sub_block():
@@ -82,17 +81,6 @@ def test_coordinates_keep_the_distances_of_low_rank_rows():
     d_full = np.square(X[:, None, :] - X[None, :, :]).sum(-1)
     d_low = np.square(Y[:, None, :] - Y[None, :, :]).sum(-1)
     np.testing.assert_allclose(d_low, d_full, rtol=1e-6, atol=1e-9)
-
-
-def test_knn_affinity_is_symmetric_with_the_rbf_weights():
-    rng = np.random.default_rng(3)
-    Y = rng.normal(size=(50, 2))
-    W = knn_affinity(Y, 0.5, knn=5).toarray()
-    np.testing.assert_array_equal(W, W.T)
-    np.testing.assert_array_equal(np.diagonal(W), 1.0)
-    k, j = np.argwhere(np.triu(W, 1) > 0)[0]
-    assert W[k, j] == pytest.approx(np.exp(-0.5 * np.sum((Y[k] - Y[j]) ** 2)))
-    assert ((W > 0).sum(axis=1) >= 6).all()  # itself and at least its 5 neighbours
 
 
 def test_gaussian_coordinates_have_the_mean_and_covariance():
@@ -278,3 +266,89 @@ def test_the_memory_check_counts_observed_entries_not_k_squared():
     assert dense == 100_000**2 * 32  # P, W, a reference and its Gram product
     assert observed < 4 * 2**30 < dense
     assert observed >= stored_pairs(100_000, 1000, 100, 3, 5) * interaction.ENTRY_BYTES
+
+
+# ----------------------------------------------------------- where most of P is missing
+
+
+def test_unimodality_gap_of_two_point_masses_is_a_quarter():
+    """Hartigan's dip of two equal point masses is 1/4; so is this statistic's."""
+    x = np.r_[np.zeros(200), np.ones(200)] + np.linspace(0, 1e-9, 400)
+    assert interaction.unimodality_gap(x) == pytest.approx(0.25, abs=0.01)
+
+
+def test_unimodality_gap_tells_two_modes_from_one():
+    rng = np.random.default_rng(0)
+    n = 2000
+    uniform = max(interaction.unimodality_gap(rng.uniform(size=n)) for _ in range(15))
+    skewed = interaction.unimodality_gap(rng.exponential(size=n))  # one mode, a long tail
+    normal = interaction.unimodality_gap(rng.normal(size=n))
+    two = interaction.unimodality_gap(np.r_[rng.normal(0, 1, 1500), rng.normal(5, 1, 500)])
+    assert skewed < uniform and normal < uniform < two
+    assert two > 3 * uniform
+
+
+def test_valley_test_separates_groups_and_not_a_split_cloud():
+    rng = np.random.default_rng(1)
+    groups = np.r_[rng.normal(0, 0.3, (300, 2)), rng.normal(0, 0.3, (100, 2)) + [3.0, 0.0]]
+    labels = np.r_[np.zeros(300, int), np.ones(100, int)]
+    gap, reference = interaction.valley_test(groups, labels, draws=15, rng=rng)
+    assert gap > reference
+    cloud = rng.normal(size=(400, 2))
+    halves = (cloud[:, 0] > 0).astype(int)  # what k-means makes of one cloud
+    gap, reference = interaction.valley_test(cloud, halves, draws=15, rng=rng)
+    assert gap <= reference
+
+
+def test_same_partition_allows_a_few_clients_to_change_side():
+    a = np.r_[np.zeros(10, int), np.ones(10, int)]
+    b = a.copy()
+    b[[0, 19]] = 1 - b[[0, 19]]
+    renamed = 1 - a  # the same partition, other labels
+    assert interaction.same_partition(a, renamed, tolerance=0) is False  # exact: the labels
+    assert interaction.same_partition(a, renamed, tolerance=1)
+    assert interaction.same_partition(a, b, tolerance=2)
+    assert not interaction.same_partition(a, b, tolerance=1)
+    assert not interaction.same_partition(a, np.r_[a[:-1], 2], tolerance=5)  # 3 clusters
+
+
+def test_choose_split_rows_is_kmeans_scored_on_the_rows():
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import davies_bouldin_score
+
+    from distfl.spectral import choose_split_rows
+
+    rng = np.random.default_rng(2)
+    Y = np.r_[rng.normal(0, 0.2, (40, 3)), rng.normal(0, 0.2, (20, 3)) + 2.0]
+    n, labels, scores = choose_split_rows(Y, 4, 7, min_size=3, threshold=1.0)
+    assert n == 2 and sorted(np.bincount(labels)) == [20, 40]
+    for k in (2, 3, 4):
+        km = KMeans(n_clusters=k, n_init=10, random_state=7).fit_predict(Y[:, :k])
+        assert scores[k - 2] == pytest.approx(davies_bouldin_score(Y, km), rel=1e-9)
+
+
+def _sparse_store(level: np.ndarray, rounds: int, seed: int) -> PairStore:
+    """Ten clients a round: most pairs never meet."""
+    store = PairStore(len(level))
+    for pos, omega in _rounds(len(level), 10, rounds, seed, level=level):
+        store.update(pos, omega, 0.1)
+    return store
+
+
+def test_where_most_pairs_never_met_groups_split_and_a_continuum_does_not():
+    K = 300
+    rng = np.random.default_rng(8)
+    two = np.where(np.arange(K) < 225, 0.8, 0.4)
+    continuum = rng.uniform(0.4, 0.8, K)
+    outcome = {}
+    for name, level in (("groups", two), ("continuum", continuum)):
+        alg = _observed_fedgwc(K, stable_tests=1, reference_draws=15, db_threshold=10.0)
+        alg.state["0"].P = _sparse_store(level, 300, 9)
+        assert alg._sparse(alg.state["0"])  # fewer than half of the pairs observed
+        stats: dict[str, float] = {}
+        split = alg._try_split("0", alg.state["0"], 5, stats=stats)
+        outcome[name] = split is not None
+        assert {"valley", "valley_reference"} <= set(stats) and "db_reference" not in stats
+        if split is not None:
+            assert adjusted_rand_score(two == 0.4, split.info["labels"]) == 1.0
+    assert outcome == {"groups": True, "continuum": False}
