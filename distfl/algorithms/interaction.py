@@ -118,11 +118,16 @@ def imputed_coordinates(store: PairStore, rank: int, seed: int) -> np.ndarray:
 
     n = store.n
     mu = store.row_means()
-    rows, cols = store.rows(), store.cols()
-    off = rows != cols  # the diagonal reads as the row's mean, as eq. 4 leaves it out
-    rows, cols = rows[off], cols[off]
-    E = sp.csr_matrix((store.values[off] - mu[rows], (rows, cols)), shape=(n, n))
-    ET = E.T.tocsr()
+    rows = store.rows()
+    off = rows != store.cols()  # the diagonal reads as the row's mean, as eq. 4 leaves it out
+    rows = rows[off]
+    # CSR straight from the sorted keys (row-major already): no COO copy beside it
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+    indices = (store.keys[off] % n).astype(np.int32 if n < 2**31 else np.int64)
+    data = store.values[off] - mu[rows]
+    del rows, off
+    E = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+    ET = E.T  # a CSC view of the same arrays
     colmean = mu.mean() + np.asarray(E.sum(axis=0)).reshape(-1) / max(n, 1)
 
     def times(Z: np.ndarray) -> np.ndarray:  # (X - 1 colmeanᵀ) Z
