@@ -98,7 +98,7 @@ def test_unknown_algorithm_names_the_registered_ones():
 def test_the_named_algorithms_keys_and_defaults():
     c = load(overrides=['algorithm.name="fedgwc"', "algorithm.beta=2"])
     assert c.algorithm.params == FedGWCParams(beta=2.0)
-    assert c.algorithm.beta == 2.0 and c.algorithm.epsilon == 1e-5
+    assert c.algorithm.beta == 2.0 and c.algorithm.epsilon == 1e-4
     assert c.to_dict()["algorithm"] == {"name": "fedgwc", **FedGWCParams(beta=2.0).as_kwargs()}
     with pytest.raises(AttributeError, match="no key"):
         _ = c.algorithm.eps1

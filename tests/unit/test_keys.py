@@ -77,7 +77,8 @@ def test_values_and_sources_follow_the_preset_and_the_defaults(preset):
 
 def test_plain_run_is_the_default_preset():
     """``distfl keys`` shows the ``default`` preset: run.rounds 300 from it, not the
-    dataclass's 40; FedGWC with its ε and DB threshold from the preset and β built in."""
+    dataclass's 40; FedGWC named by the preset, its keys (the calibrated split test) built
+    in, the same for a config file that names only fedgwc."""
     assert PLAIN_RUN_PRESET == "default"
     mine = run_rows(key_rows())
     assert (mine["run.rounds"].value, mine["run.rounds"].source) == (300, "preset default")
@@ -88,16 +89,16 @@ def test_plain_run_is_the_default_preset():
     )
     assert (mine["algorithm.epsilon"].value, mine["algorithm.epsilon"].source) == (
         1e-4,
-        "preset default",
+        "built-in default",
     )
     assert mine["algorithm.db_threshold"].value == 1.0
     assert (mine["algorithm.reference_draws"].value, mine["algorithm.reference_draws"].source) == (
         15,
-        "preset default",
+        "built-in default",
     )
     assert (mine["algorithm.stable_tests"].value, mine["algorithm.stable_tests"].source) == (
         2,
-        "preset default",
+        "built-in default",
     )
     assert (mine["algorithm.beta"].value, mine["algorithm.beta"].source) == (0.5, BUILT_IN)
     assert (mine["data.dataset"].value, mine["data.dataset"].source) == ("digits", BUILT_IN)
@@ -211,7 +212,7 @@ def test_format():
     by_key = {line.split()[0]: line for line in lines[2:] if line and not line[0].isspace()}
     assert by_key["run.rounds"].split() == ["run.rounds", "300", "preset", "default", "an",
                                             "integer"]  # fmt: skip
-    assert by_key["algorithm.epsilon"].split()[:4] == ["algorithm.epsilon", "0.0001", "preset",
+    assert by_key["algorithm.epsilon"].split()[:4] == ["algorithm.epsilon", "0.0001", "built-in",
                                                        "default"]  # fmt: skip
     # a long value (the preset's groups) is on the next line
     i = lines.index(by_key["data.groups"])

@@ -241,15 +241,15 @@ def test_a_population_that_cannot_fit_is_refused_with_what_fits():
 def test_pairs_are_counted_for_the_algorithms_that_keep_them():
     cfg = C.load(preset="digits", overrides=["data.num_clients=200000", 'algorithm.name="fedgwc"'])
     _, _, per_pair = population_bytes(cfg)
-    assert per_pair == 16
+    assert per_pair == 32  # P, W and the Gram product, and a Gaussian reference's
     with pytest.raises(ConfigError, match="fedgwc keeps K×K matrices"):
         check_population(cfg, 16 * 2**30)
 
 
 def test_gaussian_references_count_their_own_pairs():
     base = ["data.num_clients=20000", 'algorithm.name="fedgwc"']
-    plain = C.load(preset="digits", overrides=base)
-    calibrated = C.load(preset="digits", overrides=[*base, "algorithm.reference_draws=15"])
+    plain = C.load(preset="digits", overrides=[*base, "algorithm.reference_draws=0"])
+    calibrated = C.load(preset="digits", overrides=base)  # 15 references, the default
     assert population_bytes(plain)[2] == 16
     assert population_bytes(calibrated)[2] == 32  # a reference's rows and its affinity
     # 20,000 clients: 6.4 GB of pairs fit in 8 GiB, 12.8 GB with references do not
