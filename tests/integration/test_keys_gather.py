@@ -63,8 +63,8 @@ def test_keys_shows_what_a_plain_run_uses(helpers, tmp_path):
     keys = key_lines(proc.stdout)
     assert keys["run.rounds"] == ["300", "preset", "default", "an", "integer"]
     assert keys["algorithm.name"][:3] == ['"fedgwc"', "preset", "default"]
-    assert keys["algorithm.epsilon"][:3] == ["0.0001", "preset", "default"]
-    assert keys["algorithm.reference_draws"][:3] == ["15", "preset", "default"]
+    assert keys["algorithm.epsilon"][:3] == ["0.0001", "built-in", "default"]
+    assert keys["algorithm.reference_draws"][:3] == ["15", "built-in", "default"]
     assert keys["algorithm.beta"][:3] == ["0.5", "built-in", "default"]
     assert "mnist5k," in keys["data.dataset"]
     assert proc.stdout.splitlines()[-1] == "presets: " + ", ".join(PRESETS)
@@ -100,7 +100,7 @@ def test_keys_preset_digits(helpers, tmp_path):
     assert not [k for k in keys if k.startswith("algorithm.") and k != "algorithm.name"]
     # FedGWC's keys follow among the other algorithms', at their defaults
     i = lines.index('with algorithm.name = "fedgwc":')
-    assert lines[i + 2].split()[:4] == ["algorithm.epsilon", "1e-05", "built-in", "default"]
+    assert lines[i + 2].split()[:4] == ["algorithm.epsilon", "0.0001", "built-in", "default"]
 
 
 def test_keys_unknown_preset_exits_2(helpers, tmp_path):
