@@ -288,6 +288,17 @@ class ClusteringAlgorithm(ABC):
         return num_clients * num_clients * cls.working_pair_bytes(params)
 
     @classmethod
+    def round_models(
+        cls, params: Params, *, num_clients: int, clients_per_round: int, num_params: int
+    ) -> int:
+        """Client models the server holds at once in a round at most (the rows of
+        :attr:`ClientReports.models`, float32 [n, P]) with these settings, for a model of
+        ``num_params`` parameters: what the runtime's memory check counts as the round's
+        models. ``clients_per_round`` unless the algorithm asks more clients for their
+        models (every member, or a seeding round)."""
+        return clients_per_round
+
+    @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:
         """The algorithm for a run: by default ``cls(num_clients=..., clients_per_round=...,
         seed=..., **params)``, with :attr:`federation` set to the run's facts."""

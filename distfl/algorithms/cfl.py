@@ -159,6 +159,23 @@ class CFLParams(Params):
 class CFL(ClusteringAlgorithm):
     name = "cfl"
     Params = CFLParams
+    #: a split keeps the cosine similarities of its parent's members (float64) in the
+    #: hierarchy: K² entries at the root's split
+    pair_bytes = 8
+    #: at a split: the similarities and their symmetrised copies, the linkage's distances
+    #: (square and condensed) and its work arrays (about 44 bytes per pair measured at
+    #: n = 1,000), besides the similarities earlier splits keep
+    working_bytes = 48
+
+    @classmethod
+    def working_pair_bytes(cls, params: Params) -> int:
+        return cls.working_bytes
+
+    @classmethod
+    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
+        """Every member trains and returns its model every round: all K at the root."""
+        return num_clients
+
     #: each cluster's update norms against ε₁ and ε₂
     figures = (
         ReportFigure(

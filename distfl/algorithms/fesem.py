@@ -198,6 +198,14 @@ class FeSEM(ClusteringAlgorithm):
     def from_config(cls, federation, params):
         return super().from_config(federation, with_group_count(params, federation))
 
+    @classmethod
+    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
+        """With ``init = "kmeans++"``, the seeding round's clients (:func:`seeding_size`)."""
+        if params.init != "kmeans++":
+            return clients_per_round
+        seeding = min(num_clients, seeding_size(num_params, max(params.num_clusters, 1)))
+        return max(clients_per_round, seeding)
+
     def initial_models(self) -> dict[str, int]:
         """``random``: centre m starts from its own random initialisation (offset m + 1);
         ``kmeans++``: every centre from the run's initial model, until round 1 seeds them."""

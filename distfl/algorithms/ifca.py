@@ -152,6 +152,14 @@ class IFCA(ClusteringAlgorithm):
     def from_config(cls, federation, params):
         return super().from_config(federation, with_group_count(params, federation))
 
+    @classmethod
+    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
+        """With ``init = "kmeans++"``, the seeding round's clients (:func:`seeding_size`)."""
+        if params.init != "kmeans++":
+            return clients_per_round
+        seeding = min(num_clients, seeding_size(num_params, max(params.num_clusters, 1)))
+        return max(clients_per_round, seeding)
+
     def initial_models(self) -> dict[str, int]:
         if self.init == "kmeans++":
             return dict.fromkeys(self.ids, 0)

@@ -253,7 +253,12 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     chunk = min(N, clients_per_chunk(P, B, features, t.chunk_mb))
     of = f"{features:,} float32 features"
     held = largest_clients(runs, N)
-    copies = MODEL_COPIES + 2 * N
+    # an algorithm may take more client models in a round than the cohort (CFL and FLCL:
+    # every member; IFCA's and FeSEM's seeding round)
+    M = max(N, algorithm_class(config.algorithm.name).round_models(
+        config.algorithm.params, num_clients=d.num_clients, clients_per_round=N, num_params=P
+    ))  # fmt: skip
+    copies = MODEL_COPIES + 2 * M
     terms = {
         "population": (
             population_bytes(config)[0],
@@ -274,7 +279,7 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
         "model": (
             P * 4 * copies,
             f"the {model} of {P:,} parameters in {copies:,} float32 copies (two for each of "
-            f"the round's {N:,} clients)",
+            f"the round's {M:,} client models)",
         ),
         "trainer": (
             chunk * (16 * P + S * B * (features * 4 + 16) + 4 * B * act)

@@ -369,3 +369,12 @@ def test_state_round_trip_continues_identically():
     assert alg.rounds_seen == restored.rounds_seen == 11
     assert alg.clusters().keys() == restored.clusters().keys()
     assert sorted(alg.clusters()) == ["0.0.0", "0.0.1", "0.1"]  # 0.0 split again
+
+
+def test_what_the_memory_check_counts_for_cfl():
+    """Every member's model reaches the server every round (all K at the root), and a
+    split's complete linkage holds about 48 bytes per pair of members at its peak."""
+    params = CFL.Params()
+    assert CFL.round_models(params, num_clients=2714, clients_per_round=10, num_params=99) == 2714
+    assert CFL.working_pair_bytes(params) == 48 and CFL.pair_bytes == 8
+    assert CFL.pair_memory(params, num_clients=100, clients_per_round=10, rounds=5) == 480_000

@@ -340,3 +340,11 @@ def test_kmeanspp_is_the_configs_default():
     stored = load_config(overrides=['algorithm.name="fesem"']).to_dict()
     del stored["algorithm"]["init"]
     assert build(stored, stored=True).algorithm.params.init == "random"
+
+
+def test_the_seeding_round_is_what_the_memory_check_counts():
+    """FeSEM's seeding round sends up to 2,048 clients' models; later rounds the round's."""
+    count = FeSEM.round_models
+    assert count(FeSEM.Params(), num_clients=2714, clients_per_round=10, num_params=99) == 2048
+    assert count(FeSEM.Params(init="random"), num_clients=2714, clients_per_round=10,
+                 num_params=99) == 10  # fmt: skip

@@ -321,3 +321,15 @@ def test_fedavg_rounds_from_the_config_and_old_files():
     alg = build_algorithm(load(overrides=[*config_overrides(), "algorithm.fedavg_rounds=4"]))
     assert alg.fedavg_rounds == 4
     assert build_algorithm(load(overrides=config_overrides())).fedavg_rounds == 0
+
+
+def test_the_seeding_round_is_what_the_memory_check_counts():
+    """k-means++ seeding asks up to 2,048 clients (and 1 GiB of float32 models) for their
+    models in one round; a random start never more than the round's clients."""
+    kmeans = IFCA.Params(num_clusters=2)
+    count = IFCA.round_models
+    assert count(kmeans, num_clients=2714, clients_per_round=10, num_params=4810) == 2048
+    assert count(kmeans, num_clients=300, clients_per_round=10, num_params=4810) == 300
+    assert count(kmeans, num_clients=2714, clients_per_round=10, num_params=1 << 20) == 256
+    random = IFCA.Params(num_clusters=2, init="random")
+    assert count(random, num_clients=2714, clients_per_round=10, num_params=4810) == 10
