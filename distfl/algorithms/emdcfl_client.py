@@ -5,19 +5,27 @@ into ω_c, embeds its own samples and those of every other client c' with ω_c (
 the model's last linear layer), projects each pair with the pair's private Gaussian matrix
 and returns d_cc' = W1(Z_c|c R, Z_c'|c R) − τ_c for every c' (see
 :mod:`distfl.algorithms.emdcfl`). Every rank holds the dataset, so the worker materialises
-the other clients' samples itself; only the row travels.
+the other clients' samples itself; only the row travels. The embedding samples of every
+client are kept while they take at most ``data.cache_mb`` MiB; past that, a client's are
+taken from the worker's client cache when a row needs them.
+
+With ``algorithm.anchors = L`` the row is [d_c,a for each anchor a, d_a,c for each anchor
+a] (2L values): the worker trains each anchor's ω_a itself, once (from the same start and
+seed as the anchor's own worker, so the same bits), and keeps the anchors' models, τ_a and
+embedded samples.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torch import nn
 
 from distfl.algorithms.base import ClientHalf
-from distfl.algorithms.emdcfl import embed_size, projection, wasserstein1
+from distfl.algorithms.emdcfl import draw_anchors, embed_size, projection, wasserstein1
 from distfl.models import last_linear, load_flat
 from distfl.train import SequentialTrainer, client_seed
 
@@ -46,7 +54,7 @@ def embed_sets(num_train: int, samples: int, *, seed: int, client: int) -> tuple
 def emd_row(
     model: nn.Module,
     own: int,
-    features: dict[int, torch.Tensor],
+    features: Mapping[int, torch.Tensor],
     validation: torch.Tensor,
     *,
     ratio: float,
@@ -54,21 +62,40 @@ def emd_row(
     solver: str,
     reg: float,
 ) -> np.ndarray:
-    """[K] the row d_own,· with ``model`` = ω_own loaded: ``features[c]`` are client c's
-    embedding samples (inputs), ``validation`` own's validation samples."""
+    """The row d_own,c for the clients c of ``features`` in ascending order (every client:
+    [K]), with ``model`` = ω_own loaded: ``features[c]`` are client c's embedding samples
+    (inputs), ``validation`` own's validation samples."""
     model.eval()
     z_own = last_linear_inputs(model, features[own]).double().cpu().numpy()
     z_val = last_linear_inputs(model, validation).double().cpu().numpy()
     tau = wasserstein1(z_own, z_val, solver=solver, reg=reg)
     out = np.empty(len(features), dtype=np.float64)
-    for c in sorted(features):
+    for i, c in enumerate(sorted(features)):
         if c == own:
-            out[c] = 0.0 - tau
+            out[i] = 0.0 - tau
             continue
         r = projection(z_own.shape[1], ratio, seed=seed, a=own, b=c)
         z_c = last_linear_inputs(model, features[c]).double().cpu().numpy()
-        out[c] = wasserstein1(z_own @ r, z_c @ r, solver=solver, reg=reg) - tau
+        out[i] = wasserstein1(z_own @ r, z_c @ r, solver=solver, reg=reg) - tau
     return out
+
+
+class _Embeddings(Mapping):
+    """Every client's embedding samples, fetched when read (``get(c)``)."""
+
+    def __init__(self, num_clients: int, get):
+        self._n, self._get = num_clients, get
+
+    def __getitem__(self, client: int) -> torch.Tensor:
+        if not 0 <= client < self._n:
+            raise KeyError(client)
+        return self._get(client)
+
+    def __iter__(self):
+        return iter(range(self._n))
+
+    def __len__(self) -> int:
+        return self._n
 
 
 class EMDCFLClient(ClientHalf):
@@ -76,7 +103,11 @@ class EMDCFLClient(ClientHalf):
 
     def __init__(self, params, context):
         super().__init__(params, context)
-        self._samples: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
+        #: client -> its embedding samples (inputs), while they fit in data.cache_mb
+        self._samples: dict[int, torch.Tensor] | None = None
+        #: anchor -> (ω_a, τ_a, Z_a|a): the anchors' models, reference distances and own
+        #: embeddings, once trained
+        self._anchors: dict[int, tuple[torch.Tensor, float, np.ndarray]] = {}
 
     def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]) -> np.ndarray:
         if op != "distances":
@@ -84,30 +115,98 @@ class EMDCFLClient(ClientHalf):
         (steps,) = args
         ctx, p = self.context, self.params
         cfg = ctx.config
-        local = SequentialTrainer(
-            ctx.model, dataclasses.replace(cfg.train, local_steps=int(steps)), ctx.device
-        )
         start = models[0].to(ctx.device)
-        omega, _ = local.train(start, ctx.data(client), seed=client_seed(cfg.run.seed, 0, client))
+        omega = self._train(start, client, steps)
         load_flat(ctx.model, omega)
-        samples = self._samples_of_all()
+        if p.anchors:
+            return self._anchor_row(client, start, steps)
+        self._samples_of_all()
+        features = _Embeddings(cfg.data.num_clients, self._embedding)
         return emd_row(
-            ctx.model, client, {c: s[0] for c, s in samples.items()}, samples[client][1],
+            ctx.model, client, features, self._validation(client),
             ratio=p.projection, seed=cfg.run.seed, solver=p.solver, reg=p.reg,
         )  # fmt: skip
 
-    def _samples_of_all(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
-        """(embedding, validation) samples of every client, from its train split."""
+    def _train(self, start: torch.Tensor, client: int, steps: int) -> torch.Tensor:
+        """ω_client: ``steps`` local steps from ``start`` with the client's round-0 seed."""
+        ctx = self.context
+        cfg = ctx.config
+        local = SequentialTrainer(
+            ctx.model, dataclasses.replace(cfg.train, local_steps=int(steps)), ctx.device
+        )
+        omega, _ = local.train(start, ctx.data(client), seed=client_seed(cfg.run.seed, 0, client))
+        return omega
+
+    def _embedding(self, client: int) -> torch.Tensor:
+        """The client's embedding samples (inputs), kept or from the client cache."""
+        if self._samples is not None and client in self._samples:
+            return self._samples[client]
+        data = self.context.data(client)
+        emb, _ = embed_sets(data.num_train, self.params.samples,
+                            seed=self.context.config.run.seed, client=client)  # fmt: skip
+        return data.x_train[emb]
+
+    def _validation(self, client: int) -> torch.Tensor:
+        data = self.context.data(client)
+        _, val = embed_sets(data.num_train, self.params.samples,
+                            seed=self.context.config.run.seed, client=client)  # fmt: skip
+        return data.x_train[val]
+
+    def _samples_of_all(self) -> dict[int, torch.Tensor]:
+        """The embedding samples of every client, from its train split, kept up to
+        ``data.cache_mb`` MiB (the clients past it are left to :meth:`_embedding`)."""
         if self._samples is None:
-            ctx = self.context
-            seed = ctx.config.run.seed
-            out = {}
-            for k in range(ctx.config.data.num_clients):
-                data = ctx.data(k)
-                emb, val = embed_sets(data.num_train, self.params.samples, seed=seed, client=k)
-                out[k] = (data.x_train[emb], data.x_train[val])
+            budget = self.context.config.data.cache_mb * 2**20
+            out, held = {}, 0
+            for k in range(self.context.config.data.num_clients):
+                x = self._embedding(k)
+                held += x.numel() * x.element_size()
+                if held > budget:
+                    break
+                out[k] = x
             self._samples = out
         return self._samples
+
+    def _anchor(self, anchor: int, start: torch.Tensor, steps: int):
+        """(ω_a, τ_a, Z_a|a) of an anchor, trained and embedded once on this worker."""
+        if anchor not in self._anchors:
+            ctx, p = self.context, self.params
+            omega = self._train(start, anchor, steps)
+            load_flat(ctx.model, omega)
+            ctx.model.eval()
+            z_own = last_linear_inputs(ctx.model, self._embedding(anchor)).double().cpu().numpy()
+            z_val = last_linear_inputs(ctx.model, self._validation(anchor)).double().cpu().numpy()
+            tau = wasserstein1(z_own, z_val, solver=p.solver, reg=p.reg)
+            self._anchors[anchor] = (omega.detach().clone(), tau, z_own)
+        return self._anchors[anchor]
+
+    def _anchor_row(self, client: int, start: torch.Tensor, steps: int) -> np.ndarray:
+        """[d_client,a for each anchor a, d_a,client for each anchor a]; ``ctx.model`` holds
+        ω_client on entry."""
+        ctx, p = self.context, self.params
+        cfg = ctx.config
+        anchors = draw_anchors(cfg.data.num_clients, p.anchors, cfg.run.seed)
+        if self._samples is None:  # the anchors' embedding samples, kept
+            self._samples = {int(a): self._embedding(int(a)) for a in anchors}
+        features = {int(a): self._embedding(int(a)) for a in anchors}
+        features[client] = self._embedding(client)
+        row = emd_row(
+            ctx.model, client, features, self._validation(client),
+            ratio=p.projection, seed=cfg.run.seed, solver=p.solver, reg=p.reg,
+        )  # fmt: skip
+        own = row[np.searchsorted(np.array(sorted(features)), anchors)]
+        theirs = np.empty(len(anchors), dtype=np.float64)
+        for i, a in enumerate(anchors.tolist()):
+            omega, tau, z_a = self._anchor(a, start, steps)
+            if a == client:
+                theirs[i] = 0.0 - tau
+                continue
+            load_flat(ctx.model, omega)
+            ctx.model.eval()
+            r = projection(z_a.shape[1], p.projection, seed=cfg.run.seed, a=a, b=client)
+            z_c = last_linear_inputs(ctx.model, features[client]).double().cpu().numpy()
+            theirs[i] = wasserstein1(z_a @ r, z_c @ r, solver=p.solver, reg=p.reg) - tau
+        return np.concatenate([own, theirs])
 
 
 __all__ = ["EMDCFLClient", "embed_sets", "emd_row", "last_linear_inputs"]

@@ -200,8 +200,11 @@ PARTS = (
          "(-1: a leaf); members [n] client ids (a leaf: its members now; IFCA and FeSEM move "
          "clients); at a split what the algorithm stores: db_scores [n_max-1] (Davies-Bouldin "
          "for n = 2..n_max; inf: not possible), interaction [n, n] (P), affinity [n, n] (W), "
-         "labels [n] (the child of each member) for FedGWC; distances [K, K], adjacency "
-         "[K, K], labels for EMD-CFL (on the root also when it does not split); similarity, "
+         "labels [n] (the child of each member) for FedGWC (on observed entries above 2,048 "
+         "members, coordinates [n, n_max - 1] in place of P and W); distances [K, K], adjacency "
+         "[K, K], labels for EMD-CFL (on the root also when it does not split; with "
+         "algorithm.anchors = L: anchors [L], anchor_distances [K, 2L] (d_c,a then d_a,c), "
+         "adjacency [K, L]); similarity, "
          "labels, mean_norm, max_norm for CFL"),
     Part("/final/assignment", "[K]", "index of each client's leaf in /final/leaves"),
     Part("/final/leaves", "[L]", "leaf ids (strings)"),

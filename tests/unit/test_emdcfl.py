@@ -10,12 +10,20 @@ from scipy.stats import wasserstein_distance
 from distfl.algorithms.base import ClientReports, RoundPlan
 from distfl.algorithms.emdcfl import (
     EMDCFL,
+    ENTRY_SECONDS,
+    PAIR_SECONDS,
+    anchor_adjacency,
+    draw_anchors,
     embed_size,
     mutual_adjacency,
     neighbourhood_clusters,
+    one_shot_cost,
+    pair_seconds,
     projected_dim,
     projection,
     protocol_bytes,
+    refusal,
+    sample_seconds,
     wasserstein1,
 )
 from distfl.algorithms.emdcfl_client import embed_sets, emd_row, last_linear_inputs
@@ -148,3 +156,145 @@ def test_protocol_bytes_hand_computed():
     assert got == 800 + 800 + 576 + 16
     assert embed_size(np.array([1, 10, 5000]), 512).tolist() == [1, 5, 512]
     assert projected_dim(10, 0.9) == 9 and projected_dim(3, 0.1) == 1
+
+
+# -- the anchors' approximation and the one-shot round's cost -------------------------------
+
+
+def test_anchor_adjacency_with_every_client_an_anchor_is_the_mutual_adjacency():
+    rng = np.random.default_rng(4)
+    d = rng.uniform(-0.1, 0.3, (7, 7))
+    everyone = np.arange(7)
+    m = anchor_adjacency(d[:, everyone], d[everyone, :].T, everyone, 0.1)
+    assert np.array_equal(m, mutual_adjacency(d, 0.1))
+    # two anchors of three groups' clients: the columns of the exact adjacency, and the
+    # neighbourhoods among them are the groups' when every group holds an anchor
+    anchors = np.array([1, 4])
+    got = anchor_adjacency(d[:, anchors], d[anchors, :].T, anchors, 0.1)
+    assert np.array_equal(got, mutual_adjacency(d, 0.1)[:, anchors])
+    g = np.array([0, 0, 0, 1, 1, 1, 2])
+    blocks = np.where(g[:, None] == g[None, :], -0.05, 0.4)
+    m = anchor_adjacency(blocks[:, anchors], blocks[anchors, :].T, anchors, 0.1)
+    assert neighbourhood_clusters(m).tolist() == [0, 0, 0, 1, 1, 1, 2]
+    # a group without an anchor: its clients have no neighbour among the anchors
+    m = anchor_adjacency(blocks[:, [1]], blocks[[1], :].T, np.array([1]), 0.1)
+    assert neighbourhood_clusters(m).tolist() == [0, 0, 0, 1, 1, 1, 1]
+    with pytest.raises(ValueError):
+        anchor_adjacency(d[:, :2], d[:, :3], anchors, 0.1)
+
+
+def test_draw_anchors_is_a_seeded_uniform_choice():
+    a = draw_anchors(100, 8, seed=3)
+    assert a.tolist() == sorted(set(a.tolist())) and len(a) == 8 and a.max() < 100
+    assert np.array_equal(a, draw_anchors(100, 8, seed=3))
+    assert not np.array_equal(a, draw_anchors(100, 8, seed=4))
+    assert draw_anchors(5, 5, seed=0).tolist() == [0, 1, 2, 3, 4]
+    with pytest.raises(ValueError):
+        draw_anchors(5, 6, seed=0)
+
+
+def test_protocol_bytes_with_every_client_an_anchor_is_every_pair():
+    n = np.array([10, 7, 30, 12])
+    kw = {"num_params": 100, "embed_dim": 10, "samples": 512, "ratio": 0.9}
+    assert protocol_bytes(n, anchors=np.arange(4), **kw) == protocol_bytes(n, **kw)
+    # anchor 0 of three clients: pairs (0, 1), (0, 2) and back; m = (5, 3, 15)
+    got = protocol_bytes(n[:3], anchors=np.array([0]), **kw)
+    assert got == 3 * 400 + 4 * 400 + 2 * (2 * 5 + 3 + 15) * 9 * 4 + 3 * 8
+
+
+def test_one_shot_cost_counts_pairs_and_their_samples():
+    # two groups: 3 clients of 60 train samples (30 a side), 1 of 10 (5 a side)
+    cost = one_shot_cost([3, 1], [60, 10], samples=512, anchors=0, solver="exact", sample_s=0.0)
+    assert cost.pairs == 12 and (cost.low, cost.high) == (5, 30)
+    share = np.array([0.75, 0.25])
+    m = np.array([30.0, 5.0])
+    mean = share @ (PAIR_SECONDS["exact"] + ENTRY_SECONDS["exact"] * np.outer(m, m)) @ share
+    assert cost.pair_s == pytest.approx(mean) and cost.seconds == pytest.approx(12 * mean)
+    assert one_shot_cost([3, 1], [60, 10], samples=4, anchors=0, solver="exact",
+                         sample_s=0.0).high == 4  # fmt: skip
+    anchored = one_shot_cost([3, 1], [60, 10], samples=512, anchors=2, solver="exact",
+                             sample_s=0.0)  # fmt: skip
+    assert anchored.pairs == 2 * 2 * 3
+    # what fits: K(K − 1) pairs, or 2·L·K
+    assert cost.fitting_clients(12 * cost.pair_s) == 4
+    assert cost.fitting_clients(11.9 * cost.pair_s) == 3
+    assert cost.fitting_anchors(8 * cost.pair_s) == 1
+    assert pair_seconds(10, 20, solver="exact", sample_s=1e-3) == pytest.approx(
+        PAIR_SECONDS["exact"] + ENTRY_SECONDS["exact"] * 200 + 20e-3
+    )
+    assert sample_seconds("cnn", "cifar10") == pytest.approx(2.1e-3)
+    assert sample_seconds("mlp", "gaussian", dim=2, hidden=(64,)) == pytest.approx(
+        0.5e-6 + 0.25e-9 * (2 * 64 + 64 * 2)
+    )
+
+
+def test_refusal_names_the_key_and_what_fits():
+    cost = one_shot_cost([2714], [60], samples=512, anchors=0, solver="exact", sample_s=1e-6)
+    assert refusal(cost, 0.0) is None  # no limit
+    assert refusal(cost, cost.seconds / 3600) is None
+    line = refusal(cost, 1.0)
+    assert line.startswith("data.num_clients = 2714: ") and "\n" not in line
+    fits = cost.fitting_clients(3600)
+    assert f"at most about {fits:,} clients fit" in line
+    assert f"algorithm.anchors = L ≤ {cost.fitting_anchors(3600):,} " in line
+    anchored = one_shot_cost([2714], [60], samples=512, anchors=2000, solver="exact",
+                             sample_s=1e-6)  # fmt: skip
+    line = refusal(anchored, 1.0)
+    assert line.startswith("algorithm.anchors = 2000: ")
+    assert f"at most {anchored.fitting_anchors(3600):,} anchors fit" in line
+
+
+def test_config_check_refuses_before_round_one_and_old_files_run_unlimited():
+    from distfl.config import build
+    from distfl.errors import ConfigError
+
+    def raw(**algorithm):
+        return {
+            "data": {"num_clients": 2714, "samples_per_client": 80},
+            "algorithm": {"name": "emdcfl", **algorithm},
+        }
+
+    with pytest.raises(ConfigError, match=r"^data\.num_clients = 2714: EMD-CFL's one-shot"):
+        build(raw())
+    assert build(raw(anchors=64)).algorithm.params.anchors == 64
+    assert build(raw(max_hours=0)).algorithm.params.max_hours == 0
+    stored = build(raw(), stored=True).algorithm.params  # written before the estimate
+    assert (stored.anchors, stored.max_hours) == (0, 0.0)
+    with pytest.raises(ConfigError, match=r"algorithm\.anchors = 2714: must be"):
+        build(raw(anchors=2714))
+    small = build({"data": {"num_clients": 40}, "algorithm": {"name": "emdcfl"}})
+    assert small.algorithm.params.max_hours == 1.0
+    # the gathered K×K rows count against the memory, the anchors' K×2L do not
+    assert EMDCFL.working_pair_bytes(small.algorithm.params) == 16
+    assert EMDCFL.working_pair_bytes(build(raw(anchors=64)).algorithm.params) == 0
+
+
+def test_emd_row_of_some_clients_is_in_ascending_client_order():
+    torch.manual_seed(1)
+    model = MLP((1, 4, 4), 3, (8,))
+    rng = torch.Generator().manual_seed(2)
+    x = {c: torch.rand(10, 1, 4, 4, generator=rng) + c for c in range(5)}
+    val = torch.rand(10, 1, 4, 4, generator=rng)
+    kw = {"ratio": 0.9, "seed": 0, "solver": "exact", "reg": 0.05}
+    full = emd_row(model, 2, x, val, **kw)
+    some = emd_row(model, 2, {c: x[c] for c in (4, 0, 2)}, val, **kw)
+    assert np.array_equal(some, full[[0, 2, 4]])
+
+
+def test_anchor_run_plans_a_row_of_2l_and_splits_by_the_anchors():
+    algo = EMDCFL(num_clients=6, clients_per_round=3, seed=0, epsilon=0.1, anchors=2)
+    req = algo.plan_probe(1)
+    assert req.width == 4 and req.clients.tolist() == list(range(6))
+    anchors = algo.anchors
+    assert np.array_equal(anchors, draw_anchors(6, 2, 0))
+    g = np.array([0, 0, 1, 1, 1, 0])
+    g[anchors] = [0, 1]  # one anchor in each group
+    d = np.where(g[:, None] == g[None, :], -0.05, 0.4)
+    algo.update_probe(1, req, np.concatenate([d[:, anchors], d[anchors, :].T], axis=1))
+    (split,) = algo.update(1, algo.plan(1), reports([0])).splits
+    assert sorted(m.tolist() for m in split.children.values()) == sorted(
+        np.flatnonzero(g == i).tolist() for i in (0, 1)
+    )
+    root = algo.tree["0"].datasets
+    assert np.array_equal(root["anchors"], anchors) and root["anchor_distances"].shape == (6, 4)
+    assert "distances" not in root
