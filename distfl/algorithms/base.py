@@ -253,6 +253,12 @@ class ClusteringAlgorithm(ABC):
     #: bytes it keeps per pair of clients (K×K matrices), 0 when it keeps none: the
     #: runtime refuses, before anything is allocated, a population whose pairs cannot fit
     pair_bytes: ClassVar[int] = 0
+    #: bytes per pair at its peak within a round or a split, where that is more than what
+    #: it keeps (0: :attr:`pair_bytes`)
+    working_bytes: ClassVar[int] = 0
+    #: whether every member of a cluster trains and returns its model every round, whatever
+    #: ``server.clients_per_round`` (CFL and FLCL, as their papers run them)
+    every_member_trains: ClassVar[bool] = False
     #: its own figures in ``distfl report`` (:class:`ReportFigure`); any statistic it records
     #: that none of them draws is plotted per cluster over rounds by the report itself
     figures: ClassVar[tuple[ReportFigure, ...]] = ()
@@ -277,8 +283,9 @@ class ClusteringAlgorithm(ABC):
     @classmethod
     def working_pair_bytes(cls, params: Params) -> int:
         """Bytes per pair of clients it needs at its peak with these settings (what the
-        runtime checks the memory against): :attr:`pair_bytes` unless a setting needs more."""
-        return cls.pair_bytes
+        runtime checks the memory against): :attr:`pair_bytes`, or :attr:`working_bytes`
+        where larger, unless a setting needs more."""
+        return max(cls.pair_bytes, cls.working_bytes)
 
     @classmethod
     def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
@@ -296,7 +303,7 @@ class ClusteringAlgorithm(ABC):
         ``num_params`` parameters: what the runtime's memory check counts as the round's
         models. ``clients_per_round`` unless the algorithm asks more clients for their
         models (every member, or a seeding round)."""
-        return clients_per_round
+        return num_clients if cls.every_member_trains else clients_per_round
 
     @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:

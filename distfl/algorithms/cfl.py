@@ -166,15 +166,8 @@ class CFL(ClusteringAlgorithm):
     #: (square and condensed) and its work arrays (about 44 bytes per pair measured at
     #: n = 1,000), besides the similarities earlier splits keep
     working_bytes = 48
-
-    @classmethod
-    def working_pair_bytes(cls, params: Params) -> int:
-        return cls.working_bytes
-
-    @classmethod
-    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
-        """Every member trains and returns its model every round: all K at the root."""
-        return num_clients
+    #: every member trains and returns its model every round: all K at the root
+    every_member_trains = True
 
     #: each cluster's update norms against ε₁ and ε₂
     figures = (

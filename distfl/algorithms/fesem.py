@@ -61,7 +61,13 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size, with_group_count
+from distfl.algorithms.kmeans import (
+    kmeans,
+    seeding_clients,
+    seeding_round_models,
+    seeding_size,
+    with_group_count,
+)
 from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
@@ -199,12 +205,8 @@ class FeSEM(ClusteringAlgorithm):
         return super().from_config(federation, with_group_count(params, federation))
 
     @classmethod
-    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
-        """With ``init = "kmeans++"``, the seeding round's clients (:func:`seeding_size`)."""
-        if params.init != "kmeans++":
-            return clients_per_round
-        seeding = min(num_clients, seeding_size(num_params, max(params.num_clusters, 1)))
-        return max(clients_per_round, seeding)
+    def round_models(cls, params, **sizes) -> int:
+        return seeding_round_models(params, **sizes)
 
     def initial_models(self) -> dict[str, int]:
         """``random``: centre m starts from its own random initialisation (offset m + 1);

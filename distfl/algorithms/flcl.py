@@ -340,15 +340,8 @@ class FLCL(ClusteringAlgorithm):
     #: from, the updated weights and their normalisation, and the reduction's copy of Λ
     #: (about 40 bytes per pair measured at n = 1,000), and a split's copy of Λ
     working_bytes = 48
-
-    @classmethod
-    def working_pair_bytes(cls, params: Params) -> int:
-        return cls.working_bytes
-
-    @classmethod
-    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
-        """Every member trains and returns its model every round: all K at the root."""
-        return num_clients
+    #: every member trains and returns its model every round: all K at the root
+    every_member_trains = True
 
     def __init__(
         self,

@@ -51,7 +51,13 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import kmeans, seeding_clients, seeding_size, with_group_count
+from distfl.algorithms.kmeans import (
+    kmeans,
+    seeding_clients,
+    seeding_round_models,
+    seeding_size,
+    with_group_count,
+)
 from distfl.algorithms.registry import register
 
 
@@ -153,12 +159,8 @@ class IFCA(ClusteringAlgorithm):
         return super().from_config(federation, with_group_count(params, federation))
 
     @classmethod
-    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
-        """With ``init = "kmeans++"``, the seeding round's clients (:func:`seeding_size`)."""
-        if params.init != "kmeans++":
-            return clients_per_round
-        seeding = min(num_clients, seeding_size(num_params, max(params.num_clusters, 1)))
-        return max(clients_per_round, seeding)
+    def round_models(cls, params, **sizes) -> int:
+        return seeding_round_models(params, **sizes)
 
     def initial_models(self) -> dict[str, int]:
         if self.init == "kmeans++":

@@ -41,6 +41,16 @@ def seeding_size(num_params: int, num_clusters: int) -> int:
     return max(int(cap), int(num_clusters), 1)
 
 
+def seeding_round_models(params, *, num_clients: int, clients_per_round: int,
+                         num_params: int) -> int:  # fmt: skip
+    """Client models a round of IFCA or FeSEM brings at most: with ``init = "kmeans++"``,
+    those of the seeding round's clients (:func:`seeding_size`), else the cohort's."""
+    if params.init != "kmeans++":
+        return clients_per_round
+    seeding = min(num_clients, seeding_size(num_params, max(params.num_clusters, 1)))
+    return max(clients_per_round, seeding)
+
+
 def seeding_clients(num_clients: int, rng: np.random.Generator, size: int) -> np.ndarray:
     """The clients of a seeding round, ascending: all of them, or ``size`` drawn uniformly
     without replacement when there are more."""
