@@ -17,6 +17,10 @@ mean and covariance, SigClust's null): clients that differ along a continuum, su
 how hard their data are, give a Davies–Bouldin score near 0.5 whatever the dataset, and
 only groups score far below their reference.
 
+``interaction = "observed"`` keeps P as the entries of the pairs sampled together and reads
+a missing entry as the row's mean (:mod:`distfl.algorithms.interaction`); where most of a
+cluster's pairs never met, a split also needs its clusters separated by a valley.
+
 The pure math is in module-level functions; :class:`FedGWC` holds the per-cluster state.
 """
 
@@ -39,8 +43,8 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.interaction import (
+    COORDINATES_ABOVE,
     ENTRY_BYTES,
-    KNN_ABOVE,
     REFERENCE_ROWS,
     PairStore,
     gaussian_coordinates,
@@ -502,7 +506,7 @@ class FedGWCParams(Params):
 
 
 #: consecutive proposals count as the same partition when at most one client in this many
-#: changed side (none below 2 × this many clients): a partition of thousands of clients,
+#: changed side (none below this many clients): a partition of thousands of clients,
 #: whose rows gain observations between tests, never repeats to the client
 STABLE_SHARE = 200
 #: with observed entries, the test where at least this share of the cluster's pairs were
@@ -553,16 +557,16 @@ class FedGWC(ClusteringAlgorithm):
     def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
                     rounds: int) -> int:  # fmt: skip
         """``dense``: K² pairs. ``observed``: the entries the rounds can add (at most K²) and
-        the dense split test of a cluster of up to KNN_ABOVE clients (the imputed P, W and
-        their Gram product; twice that with references); above, the test works on
-        k-nearest-neighbour graphs (a few hundred bytes a client)."""
+        the dense split test of a cluster of up to COORDINATES_ABOVE clients (the imputed P, W and
+        their Gram product; twice that with references); above, the test works on low-rank
+        coordinates of the rows (a few hundred bytes a client)."""
         if getattr(params, "interaction", "dense") != "observed":
             return super().pair_memory(
                 params, num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds
             )
         entries = stored_pairs(num_clients, clients_per_round, rounds,
                                params.min_clients, params.n_max)  # fmt: skip
-        dense = min(num_clients, KNN_ABOVE) ** 2 * (32 if params.reference_draws else 16)
+        dense = min(num_clients, COORDINATES_ABOVE) ** 2 * (32 if params.reference_draws else 16)
         return entries * ENTRY_BYTES + dense + num_clients * 512
 
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
@@ -630,10 +634,10 @@ class FedGWC(ClusteringAlgorithm):
 
     def _dense_p(self, st: ClusterState) -> np.ndarray | None:
         """The cluster's P as an array (observed: missing entries the row's mean), None where
-        the test works on coordinates instead (observed, more than KNN_ABOVE members)."""
+        the test works on coordinates instead (observed, more than COORDINATES_ABOVE members)."""
         if not self.observed:
             return st.P
-        return st.P.dense() if st.P.n <= KNN_ABOVE else None
+        return st.P.dense() if st.P.n <= COORDINATES_ABOVE else None
 
     def plan(self, round_index: int) -> RoundPlan:
         train: dict[int, str] = {}
@@ -682,8 +686,10 @@ class FedGWC(ClusteringAlgorithm):
                 and len(members) >= 2 * self.min_clients
                 and int(self.times_sampled[members].min()) >= self.min_observations
             )
-            small = not self.observed or len(members) <= max(DIAGNOSE_W_UP_TO, KNN_ABOVE * testing)
-            P = self._dense_p(st) if small else None
+            # observed entries are made dense for the diagnostics up to DIAGNOSE_W_UP_TO
+            # members, and for a test up to COORDINATES_ABOVE
+            bound = COORDINATES_ABOVE if testing else DIAGNOSE_W_UP_TO
+            P = self._dense_p(st) if not self.observed or len(members) <= bound else None
             W = self._diagnose(out.stats[cid], P, members, testing)
             if testing:
                 split = self._try_split(cid, st, round_index, W, out.stats[cid])
@@ -816,7 +822,7 @@ class FedGWC(ClusteringAlgorithm):
 
     def _split_candidates(self, st: ClusterState, round_index: int, W: np.ndarray | None):
         """(P, W, Y, choose_split's triple) of a split test: P the dense (imputed) matrix and
-        W its affinity, or, above KNN_ABOVE observed members, Y the coordinates of P's rows
+        W its affinity, or, above COORDINATES_ABOVE observed members, Y the coordinates of P's rows
         and W their neighbour graph (P None). Raises DegenerateAffinity for a P or W that
         holds NaN or inf."""
         seed = self.seed + round_index

@@ -5,7 +5,7 @@ operations"), and the split test reads a missing entry as missing, not as zero.
 A cluster of n clients whose rounds sample c of them adds at most c² entries a round, so
 memory follows what was observed (16 bytes an entry), not n². The split test sees the rows
 of P with each missing entry replaced by the mean of the row's observed entries (the
-client's average reward, as far as it was observed). Up to :data:`KNN_ABOVE` clients
+client's average reward, as far as it was observed). Up to :data:`COORDINATES_ABOVE` clients
 that imputed P is built dense and Algorithm 1 runs on it exactly; above, each row is
 reduced to its coordinates in the dominant subspace of the imputed rows (a randomised
 range finder on the sparse entries, never an n×n array), whose distances are those of
@@ -26,7 +26,7 @@ from distfl import spectral
 
 #: Above this many clients the split test works on low-rank coordinates of the imputed rows
 #: (below, on the dense imputed P, exactly).
-KNN_ABOVE = spectral.SMALL_K
+COORDINATES_ABOVE = spectral.SMALL_K
 #: Oversampling and power iterations of the randomised range finder.
 _OVERSAMPLE = 10
 _POWER_ITERATIONS = 2
@@ -174,7 +174,7 @@ def stored_pairs(num_clients: int, clients_per_round: int, rounds: int, min_clie
 
 __all__ = [
     "ENTRY_BYTES",
-    "KNN_ABOVE",
+    "COORDINATES_ABOVE",
     "REFERENCE_ROWS",
     "PairStore",
     "gaussian_coordinates",

@@ -122,7 +122,7 @@ DEGENERATE = {
 @pytest.mark.parametrize("path", ["dense", "observed", "coordinates"])
 def test_a_degenerate_p_proposes_nothing(monkeypatch, name, path):
     if path == "coordinates":
-        monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", 10)
+        monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", 10)
     alg = FedGWC(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
         _observed_fedgwc()
     )  # fmt: skip
@@ -154,7 +154,7 @@ def test_a_rank_deficient_affinity_offers_only_its_blocks():
 @pytest.mark.parametrize("path", ["dense", "observed", "coordinates"])
 def test_a_p_holding_nan_or_inf_is_a_failed_test_not_a_crash(monkeypatch, bad, path):
     if path == "coordinates":
-        monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", 10)
+        monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", 10)
     rng = np.random.default_rng(0)
     P = np.where(np.arange(40) < 30, 0.8, 0.4)[:, None] + rng.normal(0, 0.02, (40, 40))
     P[3, 7] = bad
@@ -217,7 +217,7 @@ def test_the_dense_and_coordinates_paths_agree_at_small_k(monkeypatch, seed):
     store, groups = _two_group_store(150, 40, 150, seed)
     outcomes = []
     for knn_above in (10_000, 10):  # the exact dense path, then the neighbour-graph path
-        monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", knn_above)
+        monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", knn_above)
         alg = _observed_fedgwc(150, stable_tests=1, reference_draws=0)
         alg.state["0"].P = PairStore(store.n, store.keys.copy(), store.values.copy())
         split = alg._try_split("0", alg.state["0"], 5)
@@ -230,7 +230,7 @@ def test_the_dense_and_coordinates_paths_agree_at_small_k(monkeypatch, seed):
 
 
 def test_the_coordinates_reference_refuses_one_cloud_and_passes_groups(monkeypatch):
-    monkeypatch.setattr(fedgwc_module, "KNN_ABOVE", 10)
+    monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", 10)
     rng = np.random.default_rng(5)
     level = rng.uniform(0.3, 0.9, 150)  # a continuum: how hard each client's data are
     cloud = PairStore(150)
