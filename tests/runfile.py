@@ -30,6 +30,9 @@ clients_per_round = 8
 name = "fedgwc"
 epsilon = 0.001
 patience = 2
+stable_tests = 1
+reference_draws = 0
+min_observations = 0
 [eval]
 every = 5
 """

@@ -49,6 +49,11 @@ local_steps = 2
 clients_per_round = 4
 [algorithm]
 name = "fedgwc"
+epsilon = 1e-5
+patience = 1
+stable_tests = 1
+reference_draws = 0
+min_observations = 0
 [eval]
 every = 4
 """
