@@ -103,8 +103,9 @@ class EMDCFLClient(ClientHalf):
 
     def __init__(self, params, context):
         super().__init__(params, context)
-        #: client -> its embedding samples (inputs), while they fit in data.cache_mb
-        self._samples: dict[int, torch.Tensor] | None = None
+        #: client -> its (embedding, validation) samples (inputs), while they fit in
+        #: data.cache_mb: a row reads every client's, and materialising one takes time
+        self._samples: dict[int, tuple[torch.Tensor, torch.Tensor]] | None = None
         #: anchor -> (ω_a, τ_a, Z_a|a): the anchors' models, reference distances and own
         #: embeddings, once trained
         self._anchors: dict[int, tuple[torch.Tensor, float, np.ndarray]] = {}
@@ -137,33 +138,34 @@ class EMDCFLClient(ClientHalf):
         omega, _ = local.train(start, ctx.data(client), seed=client_seed(cfg.run.seed, 0, client))
         return omega
 
-    def _embedding(self, client: int) -> torch.Tensor:
-        """The client's embedding samples (inputs), kept or from the client cache."""
+    def _sets(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The client's (embedding, validation) samples (inputs), kept or from the client
+        cache."""
         if self._samples is not None and client in self._samples:
             return self._samples[client]
         data = self.context.data(client)
-        emb, _ = embed_sets(data.num_train, self.params.samples,
-                            seed=self.context.config.run.seed, client=client)  # fmt: skip
-        return data.x_train[emb]
+        emb, val = embed_sets(data.num_train, self.params.samples,
+                              seed=self.context.config.run.seed, client=client)  # fmt: skip
+        return data.x_train[emb], data.x_train[val]
+
+    def _embedding(self, client: int) -> torch.Tensor:
+        return self._sets(client)[0]
 
     def _validation(self, client: int) -> torch.Tensor:
-        data = self.context.data(client)
-        _, val = embed_sets(data.num_train, self.params.samples,
-                            seed=self.context.config.run.seed, client=client)  # fmt: skip
-        return data.x_train[val]
+        return self._sets(client)[1]
 
-    def _samples_of_all(self) -> dict[int, torch.Tensor]:
-        """The embedding samples of every client, from its train split, kept up to
-        ``data.cache_mb`` MiB (the clients past it are left to :meth:`_embedding`)."""
+    def _samples_of_all(self) -> dict[int, tuple[torch.Tensor, torch.Tensor]]:
+        """The (embedding, validation) samples of every client, from its train split, kept
+        up to ``data.cache_mb`` MiB (the clients past it are left to :meth:`_sets`)."""
         if self._samples is None:
             budget = self.context.config.data.cache_mb * 2**20
             out, held = {}, 0
             for k in range(self.context.config.data.num_clients):
-                x = self._embedding(k)
-                held += x.numel() * x.element_size()
+                sets = self._sets(k)
+                held += sum(x.numel() * x.element_size() for x in sets)
                 if held > budget:
                     break
-                out[k] = x
+                out[k] = sets
             self._samples = out
         return self._samples
 
@@ -187,7 +189,7 @@ class EMDCFLClient(ClientHalf):
         cfg = ctx.config
         anchors = draw_anchors(cfg.data.num_clients, p.anchors, cfg.run.seed)
         if self._samples is None:  # the anchors' embedding samples, kept
-            self._samples = {int(a): self._embedding(int(a)) for a in anchors}
+            self._samples = {int(a): self._sets(int(a)) for a in anchors}
         features = {int(a): self._embedding(int(a)) for a in anchors}
         features[client] = self._embedding(client)
         row = emd_row(

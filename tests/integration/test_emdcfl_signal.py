@@ -57,9 +57,12 @@ def start(helpers, tmp_path: Path, out: str, world: int) -> list[subprocess.Pope
     ]
 
 
-def signal_in_round_one(helpers, tmp_path: Path, procs, targets, out: str) -> list[str]:
+def signal_in_round_one(
+    helpers, tmp_path: Path, procs, targets, out: str, prompt: bool = True
+) -> list[str]:
     """Wait until round 1 is under way (the writer's lock is taken before it), signal the
-    ``targets`` and check that every process exits 0 promptly; the server's output."""
+    ``targets`` and check that every process exits 0 (``prompt``: within PROMPT_S); the
+    server's output."""
     try:
         readers = [(helpers.LineReader(p.stdout), helpers.LineReader(p.stderr)) for p in procs]
         deadline = time.monotonic() + 60
@@ -72,7 +75,7 @@ def signal_in_round_one(helpers, tmp_path: Path, procs, targets, out: str) -> li
         signalled = time.monotonic()
         for p, (_, err) in zip(procs, readers, strict=True):
             assert p.wait(timeout=60) == 0, err.text()
-        assert time.monotonic() - signalled < PROMPT_S
+        assert not prompt or time.monotonic() - signalled < PROMPT_S
         return readers[0][0].text().splitlines()
     finally:
         helpers.kill_tree(procs, marker=str(tmp_path))
@@ -104,8 +107,11 @@ def test_sigterm_in_the_one_shot_round_stops_promptly_and_resumes_exactly(
 
 
 def test_a_signal_at_a_worker_only_stops_the_run(helpers, tmp_path):
+    """The server learns of it from the worker's next message, after the worker's row: it
+    stops the run after round 0, as promptly as the row allows (no bound on a loaded
+    machine, where a row of 40 W1 distances takes seconds)."""
     procs = start(helpers, tmp_path, "cut.h5", 3)
-    lines = signal_in_round_one(helpers, tmp_path, procs, [1], "cut.h5")
+    lines = signal_in_round_one(helpers, tmp_path, procs, [1], "cut.h5", prompt=False)
     assert any(
         line.startswith("distfl: stopped by a stop signal at a worker after round 0/2")
         for line in lines

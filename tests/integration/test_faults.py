@@ -249,8 +249,9 @@ def test_ctrl_c_checkpoints_and_a_second_ctrl_c_aborts(helpers, tmp_path):
                      "--set", f"run.rounds={done + 1}")  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
 
-    # a second Ctrl-C does not wait for the round in flight (rounds of many seconds here)
-    slow = ("--set", "train.local_steps=10000")
+    # a second Ctrl-C does not wait for the round in flight (rounds of minutes here: the
+    # bound below is far from one even on a loaded machine)
+    slow = ("--set", "train.local_steps=200000")
     proc = start(helpers, tmp_path, *args, *slow, "--out", "twice.h5")
     try:
         err = helpers.LineReader(proc.stderr)
@@ -264,7 +265,7 @@ def test_ctrl_c_checkpoints_and_a_second_ctrl_c_aborts(helpers, tmp_path):
         proc.send_signal(signal.SIGINT)
         second = time.monotonic()
         assert proc.wait(timeout=30) == 130
-        assert time.monotonic() - second < 3
+        assert time.monotonic() - second < 15
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     assert err.text().strip() == "distfl: interrupted"
