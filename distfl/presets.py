@@ -110,19 +110,14 @@ PRESETS: dict[str, dict[str, Any]] = {
     # The FedGWC paper's large-scale regime (iNaturalist: 2,714 clients, 10 a round, 2,000
     # rounds) with the default job's concept shift: a quarter of the clients, 678, see the
     # labels through one permutation.
-    "permuted-large": {
-        "run": {"rounds": 2000},
-        "data": {
-            "num_clients": 2714,
-            "groups": [
-                {"count": 2036, "alpha": 1000.0, "name": "clean"},
-                {"count": 678, "alpha": 1000.0, "name": "permuted", "permute_labels": True},
-            ],
-        },
-        "server": {"clients_per_round": 10},
-        "algorithm": dict(FEDGWC),
-        "eval": {"every": 500},
-    },
+    "permuted-large": _scenario(
+        [
+            {"count": 2036, "alpha": 1000.0, "name": "clean"},
+            {"count": 678, "alpha": 1000.0, "name": "permuted", "permute_labels": True},
+        ],
+        run={"rounds": 2000},
+        eval={"every": 500},
+    ),
     # The mixed label-skew example of the README: 8 near-IID clients, 4 single-class.
     "digits-mixed": {
         "run": {"seed": 7, "rounds": 20},
