@@ -166,6 +166,9 @@ WORKERS = Table(
         _c("loaded", "int", "clients it materialised (cache misses)"),
         _c("cache_mb", "float", "clients cached at the round's end", "MiB"),
         _c("rss_mb", "float", "its peak resident memory so far", "MiB"),
+        _c("pooled", "int", "pieces of the server's clustering it computed in the round "
+           "(FedGWC's Gaussian references; rank 0 itself at W = 1)"),
+        _c("pooled_s", "float", "seconds it spent on them", "s"),
     ),
 )  # fmt: skip
 

@@ -143,10 +143,12 @@ class Recorder(Component):
             {"round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb()}
         )
         for rank in sorted(server.round_workers):
-            clients, train_s, busy_s, loaded, cache_mb, rss_mb = server.round_workers[rank]
+            (clients, train_s, busy_s, loaded, cache_mb, rss_mb, pooled,
+             pooled_s) = server.round_workers[rank]  # fmt: skip
             record.workers.append({
                 "round": t, "rank": rank, "clients": clients, "train_s": train_s,
                 "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
+                "pooled": pooled, "pooled_s": pooled_s,
             })  # fmt: skip
 
     @staticmethod

@@ -30,7 +30,9 @@ One step:
    rows arrive in rank order, each worker's in client order: the server sorts them.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
-ranks agree. With W=1 the server passes its own in-process worker.
+ranks agree. With W=1 the server passes its own in-process worker. A header of kind
+``COMPUTE`` is followed by a pooled job of the server's instead
+(:mod:`distfl.runtime.pool`).
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ from distfl.exact import SumLayout, grid_exponents
 # step kinds
 STOP = 0
 STEP = 1
+#: a piece of the server's work for the workers (:mod:`distfl.runtime.pool`)
+COMPUTE = 2
 # per-client task bits
 TRAIN = 1
 EVAL = 2
@@ -58,6 +62,9 @@ EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 #: rank, clients trained, seconds in local training, seconds in the step, clients
 #: materialised, MiB of clients cached, peak resident MiB of the process
 TIMING_WIDTH = 7
+#: what the server sums per worker and round: the timing row's six numbers after the rank,
+#: then the server's pooled tasks the rank computed and their seconds
+WORKER_FIELDS = 8
 #: the probe's shape: width, number of arguments, up to MAX_PROBE_ARGS arguments
 MAX_PROBE_ARGS = 8
 PROBE_SHAPE = 2 + MAX_PROBE_ARGS
@@ -165,6 +172,12 @@ class Plan:
         none = np.zeros(0, dtype=np.int64)
         return Plan(STOP, 0, 0, none, none, none, none)
 
+    @staticmethod
+    def compute() -> Plan:
+        """The header of a pooled job (:func:`distfl.runtime.pool.exchange` follows)."""
+        none = np.zeros(0, dtype=np.int64)
+        return Plan(COMPUTE, 0, 0, none, none, none, none)
+
 
 @dataclass
 class StepOutput:
@@ -252,7 +265,7 @@ def run_step(
         )
         comm.broadcast(tasks, src=0)
     plan = Plan.decode(header, tasks if n else None)
-    if plan.kind == STOP:
+    if plan.kind in (STOP, COMPUTE):  # a pooled job's own exchange follows its header
         return plan, None
     if models is None:
         models = torch.empty(

@@ -21,6 +21,7 @@ from distfl.algorithms import (
     Federation,
     ProbeRequest,
     RoundPlan,
+    ServerPool,
     Split,
     build_algorithm,
 )
@@ -39,11 +40,13 @@ from distfl.runtime.components import (
     last_finite,
 )
 from distfl.runtime.placement import home_workers, place
+from distfl.runtime.pool import RankPool
 from distfl.runtime.protocol import (
     PROBE,
     RETURN_MODEL,
     STEP,
     TRAIN,
+    WORKER_FIELDS,
     Plan,
     ProbeShape,
     run_step,
@@ -132,8 +135,15 @@ class Server:
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
         self.record = Record()
         #: per worker rank, this round's clients, train s, busy s, materialised clients,
-        #: cache MiB and peak RSS (the steps' timing rows, summed)
+        #: cache MiB and peak RSS (the steps' timing rows, summed), and the server's pooled
+        #: tasks it computed and their seconds
         self.round_workers: dict[int, np.ndarray] = {}
+        #: the algorithm's pieces of server work go to the workers when there are any
+        self.algorithm.pool = (
+            RankPool(comm, self._announce_pooled, self._pooled)
+            if comm.world_size > 1
+            else TimedPool(self._pooled)
+        )
         self.client_accuracy = np.full(self.K, np.nan)
         self.rounds_done = 0
         self.loop_started = 0.0
@@ -214,10 +224,10 @@ class Server:
         )  # fmt: skip
         for row in out.timing_rows.cpu().numpy():
             rank = int(row[0])
-            acc = self.round_workers.setdefault(rank, np.zeros(6))
+            acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
             acc[:3] += row[1:4]  # clients, train s, busy s
             acc[3] += row[4]  # clients materialised
-            acc[4:] = row[5:7]  # cache MiB and peak RSS at the step's end
+            acc[4:6] = row[5:7]  # cache MiB and peak RSS at the step's end
         out.loss_rows = _by_client(out.loss_rows)
         out.eval_rows = _by_client(out.eval_rows)
         if out.probe_rows is not None:
@@ -230,6 +240,15 @@ class Server:
             order[arrived] = np.arange(len(arrived))
             out.model_rows = out.model_rows[torch.from_numpy(order)]
         return clusters, out
+
+    def _announce_pooled(self) -> None:
+        run_step(self.comm, Plan.compute(), None, layout=self.layout, num_steps=self.S,
+                 execute=None)  # fmt: skip
+
+    def _pooled(self, rank: int, tasks: int, seconds: float) -> None:
+        acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
+        acc[6] += tasks
+        acc[7] += seconds
 
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
@@ -392,6 +411,20 @@ class Server:
         for component in self.components:
             component.at_end(self, summary)
         return summary
+
+
+class TimedPool(ServerPool):
+    """The one-process pool, which tells the server (as rank 0's work) what it computed."""
+
+    def __init__(self, account) -> None:
+        self._account = account
+
+    def map(self, fn, payload, tasks, width):
+        t0 = time.perf_counter()
+        try:
+            return super().map(fn, payload, tasks, width)
+        finally:
+            self._account(0, int(tasks), time.perf_counter() - t0)
 
 
 def _by_client(rows: torch.Tensor) -> torch.Tensor:

@@ -29,7 +29,9 @@ from distfl.data import (
 )
 from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds, to_limbs
 from distfl.models import build_model, load_flat, num_params
+from distfl.runtime.pool import exchange
 from distfl.runtime.protocol import (
+    COMPUTE,
     EVAL,
     EVAL_WIDTH,
     PROBE,
@@ -261,3 +263,5 @@ def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
         )
         if plan.kind == STOP:
             return
+        if plan.kind == COMPUTE:
+            exchange(comm, None)

@@ -1,6 +1,8 @@
 """FedGWC finds the embedded scenario's groups: the first split of the root separates the
 clean clients from the label-permuted ones (Rand index 1.0), with the same hierarchy, bit
-for bit, in one process and under torchrun with 3 ranks."""
+for bit, in one process, under torchrun with 3 ranks and under mpiexec with 3 ranks. Over
+several ranks the split tests' Gaussian references are computed by the worker ranks
+(/timing/workers' ``pooled``), in one process by rank 0."""
 
 from __future__ import annotations
 
@@ -42,7 +44,14 @@ def runs(tmp_path_factory, helpers):
         env=env, cwd=tmp, capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return single, three
+    mpi = tmp / "mpi3.h5"
+    proc = subprocess.run(
+        [helpers.venv_tool("mpiexec"), "-n", "3", sys.executable, "-m", "distfl", "run",
+         "--comm", "mpi", "--out", str(mpi), *ARGS],
+        env=env, cwd=tmp, capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return single, three, mpi
 
 
 def test_first_split_separates_the_groups(runs):
@@ -73,8 +82,32 @@ def test_first_split_separates_the_groups(runs):
     assert np.allclose(W, W.T) and np.allclose(np.diag(W), 1.0)
 
 
-def test_same_hierarchy_in_one_process_and_under_torchrun(runs):
-    assert_same_run(*runs, tops=("hierarchy", "final", "metrics"))
+def test_same_hierarchy_in_one_process_and_under_torchrun_and_mpiexec(runs):
+    assert_same_run(runs[0], runs[1], tops=("hierarchy", "final", "metrics"))
+    assert_same_run(runs[0], runs[2], tops=("hierarchy", "final", "metrics"))
+
+
+def _pooled(path):
+    """{rank: references it drew over the run}, and the split tests that drew any."""
+    with h5py.File(path, "r") as f:
+        w = f["timing/workers"]
+        ranks, pooled = w["rank"][()], w["pooled"][()]
+        c = f["metrics/clusters"]
+        tested = int(np.isfinite(c["db_reference"][()]).sum())
+    return {int(r): int(pooled[ranks == r].sum()) for r in np.unique(ranks)}, tested
+
+
+def test_the_references_are_drawn_by_the_worker_ranks(runs):
+    """The split tests' references (15 a test at the defaults) are the same pieces in every
+    world: rank 0 draws them all in one process; over 3 ranks, the two workers share them
+    (8 and 7 a test) and rank 0 draws none."""
+    one, tested = _pooled(runs[0])
+    assert tested >= 1
+    assert one == {0: 15 * tested}
+    for path in runs[1:]:
+        many, tested_there = _pooled(path)
+        assert tested_there == tested
+        assert many == {1: 8 * tested, 2: 7 * tested}
 
 
 def test_inspect_shows_the_tree(runs):

@@ -13,6 +13,11 @@ last-step loss of the cluster's even clients minus its odd clients', for a clust
 both): a column of /metrics/clusters of its own, drawn by the toy's own figure when a
 report imports the plug-in (``--trust-plugins``) and by the report's generic per-cluster
 plot when it does not. (Nothing else in the package names it.)
+
+Its server work goes through its pool, with functions of its own: each round "loss_square",
+the sum of the squared last losses of its clients, one piece per client (computed by the
+worker ranks under torchrun and mpiexec), and in round 3 a map whose odd pieces raise,
+which it records as "pool_failed" and carries on.
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ from distfl.algorithms import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
+    PooledTaskFailed,
     ProbeRequest,
     ReportFigure,
     RoundPlan,
     RoundUpdate,
+    pooled,
     register,
     require,
 )
@@ -70,6 +77,19 @@ def parity_gap(members: np.ndarray, reports: ClientReports) -> float | None:
     if not even or not odd:
         return None
     return float(np.mean(even) - np.mean(odd))
+
+
+@pooled
+def square_piece(payload, i):
+    """Piece i of the toy's pooled work: the square of loss i."""
+    return [payload["losses"][i] ** 2]
+
+
+@pooled
+def odd_pieces_raise(payload, i):
+    if i % 2:
+        raise FloatingPointError(f"piece {i} of the toy fails on purpose")
+    return [float(i)]
 
 
 PARITY_CAPTION = "The toy's own figure: the parity gap of each cluster that holds both parities."
@@ -128,6 +148,14 @@ class ToyParity(ClusteringAlgorithm):
             gap = parity_gap(self.tree.members(cid), reports)
             if gap is not None:  # a cluster of one parity records none: NaN in its rows
                 out.stats[cid]["parity_gap"] = gap
+        last = np.ascontiguousarray(reports.losses[:, -1])
+        squares = self.pool.map(square_piece, {"losses": last}, len(last), 1)
+        out.stats[plan.clusters()[0]]["loss_square"] = float(squares.sum())
+        if round_index == 3:
+            try:
+                self.pool.map(odd_pieces_raise, {}, 4, 1)
+            except PooledTaskFailed:
+                out.stats[plan.clusters()[0]]["pool_failed"] = 1.0
         if round_index == self.split_round and self.tree["0"].is_leaf:
             members = self.tree.members("0")
             children = {"0.0": members[members % 2 == 0], "0.1": members[members % 2 == 1]}
@@ -195,6 +223,26 @@ def test_the_toy_gives_the_same_bits_on_every_world(runs, world):
     assert_same_run(runs["w1"], runs[world])
 
 
+def test_the_pooled_pieces_ran_on_the_workers(runs):
+    """In one process rank 0 computes every piece (K a round, 4 more in round 3); over 3
+    ranks the two workers share them and rank 0 computes none."""
+    import h5py
+
+    def pooled(path):
+        with h5py.File(path, "r") as f:
+            w = f["timing/workers"]
+            ranks, rounds, n = w["rank"][()], w["round"][()], w["pooled"][()]
+        return {(int(t), int(r)): int(c) for t, r, c in zip(rounds, ranks, n, strict=True)}
+
+    assert pooled(runs["w1"]) == {(1, 0): K, (2, 0): K, (3, 0): K + 4, (4, 0): K}
+    for world in ("torchrun3", "mpiexec3"):
+        got = pooled(runs[world])
+        assert {k: v for k, v in got.items() if k[1] == 0} == {}
+        for t in range(1, ROUNDS + 1):
+            assert got[(t, 1)] + got[(t, 2)] == (K + 4 if t == 3 else K)
+            assert got[(t, 1)] == got[(t, 2)]  # K = 12 and 4 pieces share evenly
+
+
 def test_the_toy_split_and_its_stats_are_in_the_run_file(runs):
     import h5py
 
@@ -215,6 +263,13 @@ def test_the_toy_split_and_its_stats_are_in_the_run_file(runs):
         gap = clusters["parity_gap"]
         assert gap.dtype == np.float64 and gap.shape == rounds.shape
         assert np.isfinite(gap[()]).tolist() == [True, True, False, False, False, False]
+        # the pooled statistics: every round's sum of squared last losses, in the first
+        # cluster's row; the failed map of round 3, recorded
+        with_sum = np.isfinite(clusters["loss_square"][()])
+        assert rounds[with_sum].tolist() == [1, 2, 3, 4]
+        assert (clusters["loss_square"][with_sum] > 0).all()
+        failed = clusters["pool_failed"][()]
+        assert rounds[np.isfinite(failed)].tolist() == [3] and np.nansum(failed) == 1.0
         # the statistics of the first algorithms are written for every run, NaN here
         assert np.isnan(clusters["mean_norm"][()]).all() and len(clusters["p_within"]) == 6
 
@@ -333,11 +388,13 @@ def test_a_report_of_the_toy_run(runs, helpers, tmp_path):
 
 def test_a_report_that_trusts_the_plugin_draws_its_own_figure(runs, helpers, tmp_path):
     """With --trust-plugins the report imports the toy (run.plugins): its own figure draws
-    its statistic, which the generic plot then leaves alone."""
+    its statistic, which the generic plot then leaves alone (it still draws the pooled
+    statistics, which no figure of the toy claims)."""
     out = tmp_path / "r"
     written = report(helpers, runs["w1"], out, "--trust-plugins")
     assert {"mse.png", "parity.png"} <= written
-    assert not any(name.startswith("stat-") for name in written)
+    stats = {name for name in written if name.startswith("stat-")}
+    assert stats == {"stat-loss_square.png", "stat-pool_failed.png"}
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "<h2>Parity</h2>" in page and html.escape(PARITY_CAPTION) in page
 

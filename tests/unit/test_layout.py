@@ -43,7 +43,7 @@ def small_file(path: Path) -> None:
     record.evaluation.append({"round": 1, "cluster": "0", "clients": 2})
     record.membership.append({"round": 1, "cluster": "0", "group": 0, "clients": 2})
     record.timing.append({"round": 1, "elapsed_s": 0.5, "bytes": 0, "rss_mb": 100.0})
-    record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2})
+    record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2, "pooled": 0})
     write_run_file(
         path, config=load(preset="digits"), world_size=1,
         clients={"group": np.zeros(2, dtype=np.int64), "class_counts": np.ones((2, 10)),

@@ -1,0 +1,146 @@
+"""The server's pieces of work on the worker ranks (:class:`~distfl.algorithms.base.ServerPool`
+over the collectives).
+
+While the server clusters, the workers wait for the next step. An algorithm's
+``pool.map(fn, payload, tasks, width)`` becomes one step of kind ``COMPUTE``:
+
+1. the step's header (:func:`~distfl.runtime.protocol.run_step`'s first broadcast) says
+   ``COMPUTE``;
+2. a broadcast of two int64 lengths, then one of the job as bytes: a JSON description
+   (the function's name, the number of tasks, the row width, each payload array's name,
+   dtype and shape) followed by the arrays' raw bytes. No pickle: a rank reads numbers only;
+3. task i runs on rank ``1 + i mod (W - 1)``;
+4. one gather of float64 rows: per task ``[ok, row...]``, and one row per worker
+   ``[tasks, seconds]``. The server puts the rows back in task order.
+
+A task's row depends on the payload and its index alone, so the result is the same on any
+world size (the one-process pool runs the same function on the same arrays).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+import numpy as np
+import torch
+
+from distfl.algorithms.base import (
+    PooledTaskFailed,
+    ServerPool,
+    pooled_function,
+    pooled_name,
+    pooled_row,
+)
+from distfl.comm.base import Communicator
+from distfl.runtime.protocol import gather_blocks
+
+#: the dtypes a payload array may have (the job's description names them)
+DTYPES = ("bool", "int32", "int64", "uint64", "float32", "float64")
+
+
+def encode_job(name: str, tasks: int, width: int, payload: dict[str, np.ndarray]) -> bytes:
+    arrays = []
+    blobs = []
+    for key in sorted(payload):
+        a = np.ascontiguousarray(payload[key])
+        if a.dtype.name not in DTYPES:
+            raise TypeError(f"pooled payload {key!r}: dtype {a.dtype} (allowed: {DTYPES})")
+        a = a.astype(a.dtype.newbyteorder("<"), copy=False)
+        arrays.append([key, a.dtype.name, list(a.shape)])
+        blobs.append(a.tobytes())
+    head = json.dumps({"fn": name, "tasks": tasks, "width": width, "arrays": arrays}).encode()
+    return len(head).to_bytes(8, "little") + head + b"".join(blobs)
+
+
+def decode_job(data: bytes) -> tuple[str, int, int, dict[str, np.ndarray]]:
+    n = int.from_bytes(data[:8], "little")
+    head = json.loads(data[8 : 8 + n].decode())
+    pos = 8 + n
+    payload = {}
+    for key, dtype, shape in head["arrays"]:
+        if dtype not in DTYPES:
+            raise ValueError(f"pooled payload {key!r}: dtype {dtype}")
+        dt = np.dtype(dtype).newbyteorder("<")
+        size = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+        payload[key] = np.frombuffer(data, dtype=dt, count=size // dt.itemsize, offset=pos)
+        payload[key] = payload[key].reshape(shape)
+        pos += size
+    return head["fn"], int(head["tasks"]), int(head["width"]), payload
+
+
+def tasks_of(rank: int, tasks: int, world_size: int) -> np.ndarray:
+    """The task indices rank ``rank`` (1..W-1) computes."""
+    return np.arange(rank - 1, tasks, world_size - 1, dtype=np.int64)
+
+
+def exchange(comm: Communicator, job: bytes | None) -> tuple[np.ndarray, np.ndarray] | None:
+    """One pooled job over the world, after its header: the job travels from rank 0, each
+    worker computes its tasks, and rank 0 gets (``[tasks, 1 + width]`` rows ``[ok, row...]``
+    in task order, ``[W - 1, 2]`` per worker ``[tasks, seconds]``); None on the workers."""
+    size = torch.zeros(1, dtype=torch.int64)
+    if job is not None:
+        size[0] = len(job)
+    size = comm.broadcast(size.to(comm.device), src=0).cpu()
+    buf = torch.zeros(int(size[0]), dtype=torch.uint8)
+    if job is not None:
+        buf = torch.frombuffer(bytearray(job), dtype=torch.uint8)
+    buf = comm.broadcast(buf.to(comm.device), src=0).cpu()
+    name, tasks, width, payload = decode_job(buf.numpy().tobytes())
+    W = comm.world_size
+    rows = torch.zeros((0, 1 + width), dtype=torch.float64)
+    timing = torch.zeros((0, 2), dtype=torch.float64)
+    if comm.rank > 0:
+        t0 = time.perf_counter()
+        mine = tasks_of(comm.rank, tasks, W)
+        out = np.zeros((len(mine), 1 + width), dtype=np.float64)
+        fn = pooled_function(name)
+        for j, i in enumerate(mine):
+            try:
+                out[j, 1:] = pooled_row(fn, payload, int(i), width)
+                out[j, 0] = 1.0
+            except Exception as e:
+                print(f"rank {comm.rank}: {name} task {i}: {type(e).__name__}: {e}",
+                      file=sys.stderr, flush=True)  # fmt: skip
+                out[j, 1:] = np.nan
+        rows = torch.from_numpy(out)
+        timing = torch.tensor([[len(mine), time.perf_counter() - t0]], dtype=torch.float64)
+    counts = [0] + [len(tasks_of(r, tasks, W)) for r in range(1, W)]
+    got = gather_blocks(comm, [(rows, counts), (timing, [0] + [1] * (W - 1))])
+    if got is None:
+        return None
+    flat, per_rank = (g.numpy() for g in got)
+    order = np.concatenate([tasks_of(r, tasks, W) for r in range(1, W)])
+    result = np.empty_like(flat)
+    result[order] = flat
+    return result, per_rank
+
+
+class RankPool(ServerPool):
+    """The server's pool in a run over W > 1 ranks: each map is one ``COMPUTE`` step.
+    ``announce()`` sends the step's header (the workers then call :func:`exchange`);
+    ``account(rank, tasks, seconds)`` is told what each worker did."""
+
+    def __init__(self, comm: Communicator, announce, account) -> None:
+        self.comm = comm
+        self.ranks = comm.world_size - 1
+        self._announce = announce
+        self._account = account
+
+    def map(self, fn, payload, tasks, width):
+        name = pooled_name(fn)
+        job = encode_job(name, int(tasks), int(width), payload)
+        self._announce()
+        result, per_rank = exchange(self.comm, job)
+        for r, (n, seconds) in enumerate(per_rank, start=1):
+            self._account(r, int(n), float(seconds))
+        bad = np.flatnonzero(result[:, 0] != 1.0)
+        if len(bad):
+            raise PooledTaskFailed(
+                f"{name}: tasks {bad.tolist()} raised on their ranks (each said why on stderr)"
+            )
+        return result[:, 1:]
+
+
+__all__ = ["RankPool", "decode_job", "encode_job", "exchange", "tasks_of"]
