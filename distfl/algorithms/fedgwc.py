@@ -90,6 +90,17 @@ def gaussian_rewards(losses: np.ndarray) -> np.ndarray:
     return r.mean(axis=1)
 
 
+def round_rewards(losses: np.ndarray) -> np.ndarray:
+    """Rewards of eq. 1 on each client's loss averaged over the round's S steps: one
+    Gaussian reward per client and round (``reward = "round"``). The mean over steps takes
+    the minibatch noise out of each step's loss before the reward, where eq. 1 per step
+    lets it dominate a client seen only a few times."""
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.ndim != 2:
+        raise ValueError(f"losses must be [n, S], not shape {losses.shape}")
+    return gaussian_rewards(losses.mean(axis=1, keepdims=True))
+
+
 def update_interaction(
     P: np.ndarray, sampled: np.ndarray, rewards: np.ndarray, alpha: float
 ) -> np.ndarray:
@@ -501,12 +512,23 @@ class FedGWCParams(Params):
         "100-client runs and 0.1 in its large ones (10 of 823 and of 2,714 clients a round)",
     )
     interaction: str = setting(
-        "dense",
-        "`dense`, `observed`",
+        "auto",
+        "`auto`, `dense`, `observed`",
         "`dense`: the paper's K×K P, MSE over all K² entries, missing entries 0; `observed`: P "
         "holds only the pairs sampled together (memory that follows the rounds, not K²), its "
         "MSE is over those entries, and the split test reads a missing entry as the row's mean "
-        "of observed ones (see [Population scale](scale.md#fedgwc-on-observed-entries))",
+        "of observed ones (see [Population scale](scale.md#fedgwc-on-observed-entries)); "
+        "`auto`: `observed` where the population is far larger than the cohort "
+        "(`clients_per_round` at most 5% of `num_clients`), else `dense`",
+    )
+    reward: str = setting(
+        "auto",
+        "`auto`, `steps`, `round`",
+        "`steps`: eq. 1 at every local step, averaged over the S steps (the paper's); `round`: "
+        "eq. 1 on each client's loss averaged over the round's S steps, one reward per client "
+        "and round; `auto`: `round` where the population is far larger than the cohort (as "
+        "`interaction`), else `steps` (see [FedGWC where the population is far larger than "
+        "the cohort](algorithms.md#fedgwc-where-the-population-is-far-larger-than-the-cohort))",
     )
     min_observations: int = setting(
         3,
@@ -556,12 +578,17 @@ class FedGWCParams(Params):
         "how far below the Gaussian references' median Davies–Bouldin score a split's must be",
     )
 
-    choices = {"sampling": ("priority", "uniform"), "interaction": ("dense", "observed")}
+    choices = {
+        "sampling": ("priority", "uniform"),
+        "interaction": ("auto", "dense", "observed"),
+        "reward": ("auto", "steps", "round"),
+    }
     #: what a run file written before these keys (or before their defaults changed) did
     stored_defaults = {
         "stable_tests": 1,
         "reference_draws": 0,
         "interaction": "dense",
+        "reward": "steps",
         "min_observations": 0,
         "min_alpha": 0.0,
     }
@@ -583,6 +610,25 @@ class FedGWCParams(Params):
                 self.reference_draws, f"between 0 and {MAX_REFERENCE_DRAWS}")  # fmt: skip
         require(0.0 < self.reference_ratio <= 1.0, "reference_ratio", self.reference_ratio,
                 "in (0, 1]")  # fmt: skip
+
+
+#: the population is far larger than the cohort where at most this share of it is sampled
+#: a round: each client then comes back a few times in a run, not dozens (``auto`` keys)
+SPARSE_RATE = 0.05
+
+
+def sparse_federation(num_clients: int, clients_per_round: int) -> bool:
+    """Whether ``clients_per_round`` is at most :data:`SPARSE_RATE` of ``num_clients``."""
+    return clients_per_round <= SPARSE_RATE * num_clients
+
+
+def resolved(value: str, num_clients: int, clients_per_round: int, sparse: str,
+             dense: str) -> str:  # fmt: skip
+    """An ``auto`` key's value for this federation: ``sparse`` where the population is far
+    larger than the cohort, else ``dense``; any other value as it is."""
+    if value != "auto":
+        return value
+    return sparse if sparse_federation(num_clients, clients_per_round) else dense
 
 
 #: consecutive proposals count as the same partition when at most one client in this many
@@ -636,11 +682,14 @@ class FedGWC(ClusteringAlgorithm):
     @classmethod
     def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
                     rounds: int) -> int:  # fmt: skip
-        """``dense``: K² pairs. ``observed``: the entries the rounds can add (at most K²) and
-        the dense split test of a cluster of up to COORDINATES_ABOVE clients (the imputed P, W and
-        their Gram product; twice that with references); above, the test works on low-rank
-        coordinates of the rows (a few hundred bytes a client)."""
-        if getattr(params, "interaction", "dense") != "observed":
+        """``dense``: K² pairs. ``observed`` (``auto`` resolved for this federation): the
+        entries the rounds can add (at most K²) and the dense split test of a cluster of up to
+        COORDINATES_ABOVE clients (the imputed P, W and their Gram product; twice that with
+        references); above, the test works on low-rank coordinates of the rows (a few hundred
+        bytes a client)."""
+        interaction = resolved(getattr(params, "interaction", "dense"), num_clients,
+                               clients_per_round, "observed", "dense")  # fmt: skip
+        if interaction != "observed":
             return super().pair_memory(
                 params, num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds
             )
@@ -685,13 +734,18 @@ class FedGWC(ClusteringAlgorithm):
         reference_draws: int = 0,
         reference_ratio: float = 0.5,
         interaction: str = "dense",
+        reward: str = "steps",
         min_observations: int = 0,
         min_alpha: float = 0.0,
     ):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.rate = clients_per_round / num_clients
         self.alpha = alpha if alpha > 0 else max(self.rate, min_alpha)
-        self.observed = interaction == "observed"
+        self.interaction = resolved(interaction, num_clients, clients_per_round, "observed",
+                                    "dense")  # fmt: skip
+        self.observed = self.interaction == "observed"
+        self.reward = resolved(reward, num_clients, clients_per_round, "round", "steps")
+        self._rewards = round_rewards if self.reward == "round" else gaussian_rewards
         self.min_observations = min_observations
         self.beta = beta
         self.epsilon = epsilon
@@ -747,7 +801,7 @@ class FedGWC(ClusteringAlgorithm):
             if len(ids) == 0:
                 continue
             losses = reports.losses[[row_of[int(k)] for k in ids]]
-            omega = gaussian_rewards(losses)
+            omega = self._rewards(losses)
             self.gamma[ids] = (1.0 - self.alpha) * self.gamma[ids] + self.alpha * omega
             self.times_sampled[ids] += 1
             # eq. 3 in place: only the sampled block changes
@@ -1019,5 +1073,6 @@ __all__ = [
     "perception_distances",
     "priority_sample",
     "reference_score",
+    "round_rewards",
     "update_interaction",
 ]

@@ -253,6 +253,32 @@ def test_defaults_are_one_fedgwc_and_old_files_keep_theirs():
     old = FedGWCParams.stored_defaults
     assert old["interaction"] == "dense" and old["stable_tests"] == 1
     assert old["reference_draws"] == 0 and old["min_observations"] == 0
+    assert old["reward"] == "steps"
+    assert (params.interaction, params.reward) == ("auto", "auto")
+
+
+@pytest.mark.parametrize(
+    ("K", "cohort", "interaction", "reward"),
+    [(100, 10, "dense", "steps"), (40, 10, "dense", "steps"), (2000, 100, "observed", "round"),
+     (2714, 10, "observed", "round"), (100_000, 1000, "observed", "round"),
+     (1000, 51, "dense", "steps")],
+)  # fmt: skip
+def test_auto_keys_follow_the_participation_rate(K, cohort, interaction, reward):
+    """The paper's P and reward where a round samples more than 5% of the population (its
+    100 clients at 10%), observed entries and the round's reward at 5% and below."""
+    alg = FedGWC(num_clients=K, clients_per_round=cohort, seed=0, interaction="auto",
+                 reward="auto")  # fmt: skip
+    assert (alg.interaction, alg.reward) == (interaction, reward)
+    assert alg.observed == (interaction == "observed")
+
+
+def test_the_round_reward_is_eq_1_on_the_mean_loss():
+    """Three clients whose mean losses are 1, 2 and 6: m = 3, σ² = 7, by hand."""
+    losses = np.array([[0.5, 1.5], [2.0, 2.0], [5.0, 7.0]])
+    want = np.exp(-np.array([4.0, 1.0, 9.0]) / 14.0)
+    np.testing.assert_allclose(fedgwc_module.round_rewards(losses), want, rtol=1e-15)
+    # per step it is another number: the steps' own means and variances
+    assert not np.allclose(fedgwc_module.gaussian_rewards(losses), want)
 
 
 def test_the_memory_check_counts_observed_entries_not_k_squared():
@@ -261,8 +287,13 @@ def test_the_memory_check_counts_observed_entries_not_k_squared():
         rounds=100,
     )  # fmt: skip
     dense = FedGWC.pair_memory(
+        FedGWCParams(interaction="dense"), num_clients=100_000, clients_per_round=1000,
+        rounds=100,
+    )  # fmt: skip
+    auto = FedGWC.pair_memory(
         FedGWCParams(), num_clients=100_000, clients_per_round=1000, rounds=100
     )
+    assert auto == observed  # 1% a round: observed entries
     assert dense == 100_000**2 * 32  # P, W, a reference and its Gram product
     assert observed < 4 * 2**30 < dense
     assert observed >= stored_pairs(100_000, 1000, 100, 3, 5) * interaction.ENTRY_BYTES
