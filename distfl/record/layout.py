@@ -149,6 +149,8 @@ TIMING = Table(
         _c("elapsed_s", "float", "wall clock since the run's first round began", "s"),
         _c("bytes", "int", "this world's traffic on rank 0", "bytes"),
         _c("rss_mb", "float", "rank 0's peak resident memory so far", "MiB"),
+        _c("update_s", "float", "the clustering algorithm's update of the round on the "
+           "server, its split tests included (NaN in files written before the column)", "s"),
     ),
     "wall-clock numbers: they differ between runs and world sizes, so they stay out of "
     "/metrics",

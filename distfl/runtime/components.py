@@ -50,6 +50,8 @@ class RoundResult:
     moved: int
     #: rounds per second since this process's loop began
     rate: float
+    #: seconds the algorithm's update took on the server (its split tests included)
+    update_s: float = math.nan
 
 
 class Component:
@@ -139,9 +141,10 @@ class Recorder(Component):
             "test_loss": r.test_loss,
             "federation_bytes": server.round_bytes,
         })  # fmt: skip
-        record.timing.append(
-            {"round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb()}
-        )
+        record.timing.append({
+            "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
+            "update_s": r.update_s,
+        })  # fmt: skip
         for rank in sorted(server.round_workers):
             (clients, train_s, busy_s, loaded, cache_mb, rss_mb, pooled,
              pooled_s) = server.round_workers[rank]  # fmt: skip

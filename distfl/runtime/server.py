@@ -354,7 +354,9 @@ class Server:
         for cid in plan.train.values():
             sampled[cid] += 1
         reports = self.train_round(plan)
+        update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)
+        update_s = time.perf_counter() - update_started
         for cid, flat in update.models.items():
             self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
         self.apply_splits(update.splits)
@@ -367,7 +369,7 @@ class Server:
             evaluated=evaluated, accuracy=scores[0], accuracy_plain=scores[1],
             test_loss=scores[2], elapsed=self.elapsed_before + now - t_start,
             moved=self.comm.bytes_moved - bytes_before,
-            rate=(t - first + 1) / max(now - t_start, 1e-9),
+            rate=(t - first + 1) / max(now - t_start, 1e-9), update_s=update_s,
         )  # fmt: skip
 
     def run(self) -> dict:
