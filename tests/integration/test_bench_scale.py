@@ -1,6 +1,7 @@
 """``distfl bench --scale --scale-quick``: every tiny row runs a real ``distfl run`` (W=1 and
-under torchrun W=3) and reports sane numbers read from its run file. No timing assertions
-beyond "positive" (a shared machine)."""
+under torchrun W=3) and reports sane numbers read from its run file, a FedGWC row on observed
+entries its split tests' seconds too. No timing assertions beyond "positive" (a shared
+machine)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ import sys
 import pytest
 
 pytestmark = pytest.mark.integration
+
+#: (K, clients per round) of the full grid's FedGWC rows on observed entries
+OBSERVED = ((2714, 10), (20000, 200), (100000, 1000))
 
 FIELDS = (
     "algorithm",
@@ -51,13 +55,15 @@ def test_header_and_configs(report):
         assert cfg["run"]["rounds"] == r["rounds"] == 3
         assert cfg["eval"]["clients"] == min(1000, r["clients"])
         assert "groups" not in cfg["data"]
-        assert cfg["model"] == {"name": r["model"]} and r["key"].count("-") == 4
+        assert cfg["model"] == {"name": r["model"]}
+        size = f"K{r['clients']}-N{r['cohort']}-W{r['world_size']}"
+        assert r["key"] == f"{r['algorithm']}-{size}-balanced"  # the mlp on digits
 
 
 def test_rows_cover_both_world_sizes_and_algorithms(report):
     rows = report["rows"]
     assert {r["world_size"] for r in rows} == {1, 3}
-    assert {r["algorithm"] for r in rows} == {"fedavg", "ifca", "fedgwc"}
+    assert {r["algorithm"] for r in rows} == {"fedavg", "ifca", "fedgwc", "fedgwc-observed"}
     gwc = next(r for r in rows if r["algorithm"] == "fedgwc")
     assert report["configs"][gwc["key"]]["algorithm"] == {
         "name": "fedgwc",
@@ -68,6 +74,28 @@ def test_rows_cover_both_world_sizes_and_algorithms(report):
         "reference_draws": 0,
     }
     assert gwc["clusters"] > 1  # ε = 1: the split test ran and split within 3 rounds
+
+
+def test_a_clustering_row_times_its_split_tests(report):
+    """FedGWC on observed entries with the default references: a split test in every round,
+    timed by /timing/update_s (no bound on the seconds: a shared machine)."""
+    row = next(r for r in report["rows"] if r["algorithm"] == "fedgwc-observed")
+    algorithm = report["configs"][row["key"]]["algorithm"]
+    assert algorithm["interaction"] == "observed" and algorithm["stable_tests"] == 1
+    assert "reference_draws" not in algorithm  # the default (15): the calibrated test
+    assert row["status"] == "ok" and row["admitted"] is True
+    assert row["split_test_rounds"] == row["rounds"] and row["split_tests"] >= row["rounds"]
+    assert all(n >= 1 for n in row["split_tests_by_round"])  # a test in every round
+    assert 0 <= row["referenced_tests"] <= row["split_tests"]
+    for field in ("split_test_s", "split_round_s", "split_round_s_max"):
+        assert math.isfinite(row[field]) and row[field] > 0, field
+    assert row["split_test_s"] <= row["split_round_s"] <= row["split_round_s_max"]
+    assert len(row["update_s_by_round"]) == row["rounds"]
+    assert row["split_round_s_max"] == max(row["update_s_by_round"][1:])
+    assert 0 < row["memory_estimate_mib"] < row["memory_available_mib"]
+    for r in report["rows"]:
+        if r["algorithm"] in ("fedavg", "ifca"):  # no split test: nothing to time
+            assert r["split_tests"] == 0 and r["split_test_s"] is None
 
 
 def test_rows_have_sane_numbers(report):
@@ -101,9 +129,10 @@ def test_table_prints_every_row(report):
     assert report["command"] in text and f"torch {report['torch_version']}" in text
     lines = text.splitlines()
     header = next(line for line in lines if line.startswith("algorithm"))
-    for name in ("start-up s", "s/round", "rank-0 peak MiB", "run file MiB"):
+    for name in ("start-up s", "s/round", "rank-0 peak MiB", "run file MiB", "split test s"):
         assert name in header
-    rows = [line for line in lines if line.split(" ")[0] in ("fedavg", "ifca", "fedgwc")]
+    names = ("fedavg", "ifca", "fedgwc", "fedgwc-observed")
+    rows = [line for line in lines if line.split(" ")[0] in names]
     assert len(rows) == len(report["rows"])
 
 
@@ -132,4 +161,20 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     for k in (200, 1000):
         assert {f"fedavg-K{k}-N{k // 10}-W3-{p}-cnn" for p in ("balanced", "static")} <= keys
     assert {f"fedavg-K{k}-N100-W1-balanced-gaussian" for k in (2000, 100000)} <= keys
-    assert len(keys) == 12 + 6 + 4 + 2
+    observed = {f"fedgwc-observed-K{k}-N{n}-W1-balanced" for k, n in OBSERVED}
+    assert observed <= keys
+    assert len(keys) == 12 + 6 + 4 + 2 + 3
+
+
+def test_a_refusal_is_the_rows_status():
+    from distfl.tools.bench.scale import REFUSED, Case, refused, scale_row
+
+    line = (  # what `distfl run` writes (distfl.runtime.capacity)
+        "distfl: error: data.num_clients = 1000000: algorithm fedgwc keeps K×K matrices (32 "
+        "bytes per pair of clients), 29802.8 GiB for 1,000,000 clients, more than the 22.2 GiB "
+        "this machine has available; at most about 27,256 clients fit"
+    )
+    assert refused(2, line + "\n")
+    assert not refused(1, line) and not refused(2, "distfl: error: run.rounds = 0: ...")
+    row = scale_row(Case("fedgwc-observed", 9, 1, 1), REFUSED, admitted=False)
+    assert row["status"] == REFUSED and row["split_test_s"] is None

@@ -1,6 +1,6 @@
 """``distfl bench --scale``: what a population of clients costs, run by run, from K = 1,000 to
-K = 100,000: start-up, steady seconds per round, peak memory, run-file size and how evenly the
-workers share the training.
+K = 100,000: start-up, steady seconds per round, peak memory, run-file size, how evenly the
+workers share the training, and what the server's clustering costs.
 
 Every row is a real ``distfl run`` subprocess on its own TOML config (digits, 80 samples per
 client, no groups, the mlp, 8 local steps of batch 16, 6 rounds, evaluation only after the
@@ -22,11 +22,24 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   with ``server.placement = "balanced"`` and ``"static"``, on the paper's CNN
   (``model.name = "cnn"``): the MLP's vectorised training of 10 to 50 clients takes 10 to
   20 ms a round, under this machine's noise, and batches them so well that its time
-  hardly follows the number of clients; the CNN's time is proportional to it.
+  hardly follows the number of clients; the CNN's time is proportional to it;
+- FedAvg on the ``gaussian`` dataset (clients that own their data) for K = 2,000 and
+  100,000 with a cohort of 100, W=1;
+- FedGWC on observed entries (``algorithm.interaction = "observed"``: only the pairs of P
+  sampled together are kept, which a dense K×K P of 100,000 clients could not be) at
+  (K, cohort) = (2,714, 10), (20,000, 200) and (100,000, 1,000), W=1, with
+  ``epsilon = 1.0``, ``patience = 1``, ``min_observations = 0`` and ``stable_tests = 1``, so
+  that a split test runs in every round, and the default ``reference_draws`` (15): the
+  measured test is the calibrated one. Its references are drawn only for a partition the
+  test proposes (a Davies–Bouldin score below 1): the valley test's uniform samples where
+  fewer than half of the cluster's pairs were observed, as in each of these rows, else the
+  Gaussian references.
 
-``--scale-quick`` runs a few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the
-tests. Each number comes from the run file each run writes (read with h5py) and the clock
-of this process:
+``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
+few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
+
+Each number comes from the run file each run writes (read with h5py) and the clock of this
+process:
 
 - start-up: ``/timing`` attribute ``loop_started`` (when rank 0's rounds loop began, Unix
   seconds) less the time just before the launch: process start, imports, data, partition
@@ -39,7 +52,19 @@ of this process:
   the workers' mean, averaged over those rounds and at its worst round (1.0 is even;
   always 1.0 at W=1), with the mean ``train_s`` per worker and round and the clients each
   worker trains per round;
-- the run file's size in MiB, and the clusters at the end (``/metrics/num_clusters``).
+- the run file's size in MiB, and the clusters at the end (``/metrics/num_clusters``);
+- the split tests (rows of ``/metrics/clusters`` with a finite ``db`` or with
+  ``test_failed``; none for an algorithm without them), timed by ``/timing/update_s``, the
+  server's seconds in the algorithm's update: the round's update of P and every split test
+  of the round (once its clusters have split, one test per cluster that trained). Over the
+  rounds after the first in which a test ran: the median of the round's update over its
+  tests (seconds per split test), the median and the largest update (a round of tests),
+  the number of tests, and of those that drew references (a finite ``valley_reference``
+  or ``db_reference``); each round's update and tests are in the JSON;
+- the memory check's estimate of the run (every term of
+  :func:`distfl.runtime.capacity.size_terms`) and the memory available before the launch.
+  A run the check refuses (exit 2, one line) is the row's status, "refused by the memory
+  check", with that line.
 
 A row that fails (non-zero exit, no run file, over :data:`SCALE_TIMEOUT_S`) reports its
 status and the tail of its stderr; the others still run.
@@ -88,7 +113,20 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
         "stable_tests": 1,
         "reference_draws": 0,
     },
+    # FedGWC on observed entries (memory that follows the rounds, not K²) with the default
+    # Gaussian references of the calibrated test (reference_draws = 15), a test every round
+    "fedgwc-observed": {
+        "name": "fedgwc",
+        "interaction": "observed",
+        "epsilon": 1.0,
+        "patience": 1,
+        "min_observations": 0,
+        "stable_tests": 1,
+    },
 }
+#: (K, clients per round) of the FedGWC rows on observed entries: the paper's large-scale
+#: regime (2,714 clients, 10 a round) and two populations far beyond a dense K×K P
+OBSERVED_SIZES = ((2714, 10), (20000, 200), (100000, 1000))
 SAMPLES_PER_CLIENT = 80
 LOCAL_STEPS = 8
 BATCH = 16
@@ -152,6 +190,7 @@ def scale_cases(quick: bool = False) -> list[Case]:
             Case("fedavg", 400, 50, 1, rounds=3),
             Case("ifca", 200, 50, 1, rounds=3),
             Case("fedgwc", 200, 20, SCALE_W, rounds=3),
+            Case("fedgwc-observed", 400, 10, 1, rounds=3),
         ]
     cases = []
     for k in (1000, 10000, 100000):
@@ -165,6 +204,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # a dataset whose clients own their data: start-up and memory against K
     for k in (2000, 100000):
         cases.append(Case("fedavg", k, 100, 1, dataset="gaussian"))
+    # the server's clustering at scale: a split test in every round
+    for k, n in OBSERVED_SIZES:
+        cases.append(Case("fedgwc-observed", k, n, 1))
     return cases
 
 
@@ -197,6 +239,17 @@ def scale_row(case: Case, status: str = "ok", **fields: Any) -> dict:
         "train_s_per_round": None,
         "clients_per_worker": None,
         "clusters": None,
+        "split_test_s": None,
+        "split_round_s": None,
+        "split_round_s_max": None,
+        "split_tests": None,
+        "split_test_rounds": None,
+        "referenced_tests": None,
+        "update_s_by_round": None,
+        "split_tests_by_round": None,
+        "admitted": None,
+        "memory_estimate_mib": None,
+        "memory_available_mib": None,
         "process_wall_s": None,
         "command": "",
         "stderr_tail": "",
@@ -218,7 +271,14 @@ def run_file_numbers(path: Path, launched: float) -> dict:
         rss = np.asarray(timing["rss_mb"][()], dtype=np.float64)
         w = {name: np.asarray(col[()]) for name, col in timing["workers"].items()}
         clusters = f["metrics/num_clusters"][()]
+        rounds = np.asarray(timing["round"][()], dtype=np.int64)
+        update_s = np.asarray(timing["update_s"][()], dtype=np.float64)
+        tested, referenced = split_test_rows(f["metrics/clusters"])
     steady = np.diff(elapsed)  # rounds 2..R: round 1 pays torch's lazy imports
+    test_rounds = np.unique(tested)
+    per_round = np.array([np.count_nonzero(tested == t) for t in rounds], dtype=np.int64)
+    measured = (rounds > 1) & (per_round > 0) & np.isfinite(update_s)
+    round_s = update_s[measured]
     later = w["round"] > 1
     ratios, train, clients = [], [], []
     for t in np.unique(w["round"][later]):
@@ -246,6 +306,48 @@ def run_file_numbers(path: Path, launched: float) -> dict:
         "train_s_per_round": float(np.mean(train)) if train else None,
         "clients_per_worker": float(np.mean(clients)) if clients else None,
         "clusters": int(clusters[-1]) if len(clusters) else None,
+        "split_test_s": float(np.median(round_s / per_round[measured])) if round_s.size else None,
+        "split_round_s": float(np.median(round_s)) if round_s.size else None,
+        "split_round_s_max": float(round_s.max()) if round_s.size else None,
+        "split_tests": int(tested.size),
+        "split_test_rounds": int(test_rounds.size),
+        "referenced_tests": int(referenced),
+        "update_s_by_round": [float(v) for v in update_s],
+        "split_tests_by_round": [int(n) for n in per_round],
+    }
+
+
+def split_test_rows(clusters) -> tuple[Any, int]:
+    """The round of each split test in a run file's /metrics/clusters group (a row with a
+    finite ``db``, the best Davies–Bouldin score, or ``test_failed`` set: a test that could
+    not be computed; none for an algorithm without split tests), and how many tests drew
+    references (a finite ``valley_reference`` or ``db_reference``)."""
+    import numpy as np
+
+    rounds = np.asarray(clusters["round"][()], dtype=np.int64)
+
+    def column(name: str) -> np.ndarray:
+        if name not in clusters:
+            return np.full(rounds.size, np.nan)
+        return np.asarray(clusters[name][()], dtype=np.float64)
+
+    ran = np.isfinite(column("db")) | (column("test_failed") > 0)
+    drew = np.isfinite(column("valley_reference")) | np.isfinite(column("db_reference"))
+    return rounds[ran], int(np.count_nonzero(ran & drew))
+
+
+def memory_check(config: Path) -> dict:
+    """The memory check's estimate of the run (MiB: every term
+    :func:`~distfl.runtime.capacity.size_terms` counts, the population and the algorithm's
+    pairs included) and the memory available now, which the run compares it with."""
+    from distfl.config import load
+    from distfl.runtime.capacity import available_bytes, size_terms
+
+    need = sum(b for b, _ in size_terms(load(path=config)).values())
+    available = available_bytes()
+    return {
+        "memory_estimate_mib": need / 2**20,
+        "memory_available_mib": None if available is None else available / 2**20,
     }
 
 
@@ -274,6 +376,17 @@ def _kill_group(proc: subprocess.Popen) -> None:
         pass
 
 
+#: a row's status when the run's memory check refused it
+REFUSED = "refused by the memory check"
+
+
+def refused(returncode: int, stderr: str) -> bool:
+    """Whether a run was refused by its memory check: exit 2, its last line comparing the
+    estimate with the memory this machine has available (distfl.runtime.capacity)."""
+    lines = (stderr or "").strip().splitlines()
+    return returncode == 2 and bool(lines) and "this machine has available" in lines[-1]
+
+
 def run_case(case: Case, tmp: Path, timeout_s: float = SCALE_TIMEOUT_S) -> dict:
     """One row: write its config, run it as a subprocess in its own process group (all of
     it killed on timeout), read its run file, remove the file."""
@@ -281,6 +394,7 @@ def run_case(case: Case, tmp: Path, timeout_s: float = SCALE_TIMEOUT_S) -> dict:
     out = tmp / f"{case.key}.h5"
     config.write_text(config_toml(case.config()))
     cmd = _command(case, config, out)
+    check = memory_check(config)
     launched = time.time()
     proc = subprocess.Popen(
         cmd,
@@ -301,13 +415,16 @@ def run_case(case: Case, tmp: Path, timeout_s: float = SCALE_TIMEOUT_S) -> dict:
             f"failed: timed out after {timeout_s:g} s",
             command=shlex.join(cmd),
             stderr_tail=tail(stderr or stdout),
+            **check,
         )
     except BaseException:  # interrupted: its own session would not see the Ctrl-C
         _kill_group(proc)
         proc.wait()
         raise
     wall = time.time() - launched
-    common = {"process_wall_s": wall, "command": shlex.join(cmd)}
+    common = {"process_wall_s": wall, "command": shlex.join(cmd), **check}
+    if refused(proc.returncode, stderr):
+        return scale_row(case, REFUSED, admitted=False, stderr_tail=tail(stderr), **common)
     if proc.returncode != 0 or not out.exists():
         return scale_row(
             case,
@@ -320,7 +437,7 @@ def run_case(case: Case, tmp: Path, timeout_s: float = SCALE_TIMEOUT_S) -> dict:
     finally:
         out.unlink()
     status = "ok" if got["rounds_run"] == case.rounds else f"ran {got['rounds_run']} rounds"
-    return scale_row(case, status, **got, **common)
+    return scale_row(case, status, admitted=True, **got, **common)
 
 
 def _select(cases: list[Case], only: list[str]) -> list[Case]:
@@ -385,6 +502,12 @@ COLUMNS = (
     ("train s/round", "train_s_per_round", "{:.2f}"),
     ("clients/worker", "clients_per_worker", "{:.0f}"),
     ("clusters", "clusters", "{}"),
+    ("split test s", "split_test_s", "{:.2f}"),
+    ("test round s", "split_round_s", "{:.2f}"),
+    ("slowest", "split_round_s_max", "{:.2f}"),
+    ("tests", "split_tests", "{}"),
+    ("with refs", "referenced_tests", "{}"),
+    ("check est. MiB", "memory_estimate_mib", "{:.0f}"),
 )
 #: columns a failed row still has (its status follows them)
 KEY_COLUMNS = 5
@@ -435,7 +558,13 @@ def print_scale_report(report: dict, stream: TextIO) -> None:
         "rounds after the first (the last one evaluates); peaks: resident memory, from the "
         "run file; worker max/mean train: the slowest worker's training time over the "
         "workers' mean, per round after the first, averaged and at the worst round "
-        "(train s/round and clients/worker: per worker and round)\n"
+        "(train s/round and clients/worker: per worker and round); tests: the run's split "
+        "tests (rows of /metrics/clusters with a db score or test_failed), with refs: those "
+        "that drew references; over the rounds after the first with a test, the server's "
+        "update (/timing/update_s: the round's interaction update and its split tests) over "
+        "the round's tests (split test s, the median), and whole (test round s: the median; "
+        "slowest); check est. MiB: the memory check's estimate of the run (a refused row "
+        "exits 2)\n"
     )
     for r in report["rows"]:
         if r["status"] != "ok" and r["stderr_tail"]:
