@@ -239,15 +239,19 @@ def test_a_population_that_cannot_fit_is_refused_with_what_fits():
 
 
 def test_pairs_are_counted_for_the_algorithms_that_keep_them():
-    cfg = C.load(preset="digits", overrides=["data.num_clients=200000", 'algorithm.name="fedgwc"'])
+    base = ["data.num_clients=200000", 'algorithm.name="fedgwc"']
+    cfg = C.load(preset="digits", overrides=[*base, 'algorithm.interaction="dense"'])
     _, _, per_pair = population_bytes(cfg)
     assert per_pair == 32  # P, W and the Gram product, and a Gaussian reference's
     with pytest.raises(ConfigError, match="fedgwc keeps K×K matrices"):
         check_population(cfg, 16 * 2**30)
+    # at its default (auto: 10 of 200,000 a round is below 5%) it keeps the observed
+    # entries, which the rounds bound: admitted
+    check_population(C.load(preset="digits", overrides=base), 16 * 2**30)
 
 
 def test_gaussian_references_count_their_own_pairs():
-    base = ["data.num_clients=20000", 'algorithm.name="fedgwc"']
+    base = ["data.num_clients=20000", 'algorithm.name="fedgwc"', 'algorithm.interaction="dense"']
     plain = C.load(preset="digits", overrides=[*base, "algorithm.reference_draws=0"])
     calibrated = C.load(preset="digits", overrides=base)  # 15 references, the default
     assert population_bytes(plain)[2] == 16
