@@ -296,7 +296,7 @@ class ServerPool:
         """``[tasks, width]`` float64: row i is ``fn(payload, i)``; ``fn`` registered with
         :func:`pooled`, ``payload`` arrays of bool, integer or float dtypes. Raises
         :class:`PooledTaskFailed` when a piece raised (after every piece ran)."""
-        fn = pooled_function(pooled_name(fn))
+        name = pooled_name(fn)  # what a worker rank would look up: registered, or refused
         out = np.empty((tasks, width), dtype=np.float64)
         failed = []
         for i in range(tasks):
@@ -305,7 +305,7 @@ class ServerPool:
             except Exception as e:  # the same outcome as on a worker rank
                 failed.append(f"task {i}: {type(e).__name__}: {e}")
         if failed:
-            raise PooledTaskFailed(f"{pooled_name(fn)}: " + "; ".join(failed))
+            raise PooledTaskFailed(f"{name}: " + "; ".join(failed))
         return out
 
 

@@ -75,24 +75,29 @@ def tasks_of(rank: int, tasks: int, world_size: int) -> np.ndarray:
     return np.arange(rank - 1, tasks, world_size - 1, dtype=np.int64)
 
 
-def exchange(comm: Communicator, job: bytes | None) -> tuple[np.ndarray, np.ndarray] | None:
-    """One pooled job over the world, after its header: the job travels from rank 0, each
-    worker computes its tasks, and rank 0 gets (``[tasks, 1 + width]`` rows ``[ok, row...]``
-    in task order, ``[W - 1, 2]`` per worker ``[tasks, seconds]``); None on the workers."""
+def exchange(
+    comm: Communicator, job: tuple[bytes, int, int] | None
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """One pooled job over the world, after its header: ``job`` (rank 0: its bytes, its
+    tasks and its row width) travels from rank 0, each worker decodes it and computes its
+    tasks, and rank 0 gets (``[tasks, 1 + width]`` rows ``[ok, row...]`` in task order,
+    ``[W - 1, 2]`` per worker ``[tasks, seconds]``); None on the workers."""
     size = torch.zeros(1, dtype=torch.int64)
     if job is not None:
-        size[0] = len(job)
+        size[0] = len(job[0])
     size = comm.broadcast(size.to(comm.device), src=0).cpu()
     buf = torch.zeros(int(size[0]), dtype=torch.uint8)
     if job is not None:
-        buf = torch.frombuffer(bytearray(job), dtype=torch.uint8)
+        buf = torch.frombuffer(bytearray(job[0]), dtype=torch.uint8)
     buf = comm.broadcast(buf.to(comm.device), src=0).cpu()
-    name, tasks, width, payload = decode_job(buf.numpy().tobytes())
     W = comm.world_size
-    rows = torch.zeros((0, 1 + width), dtype=torch.float64)
-    timing = torch.zeros((0, 2), dtype=torch.float64)
-    if comm.rank > 0:
+    if job is not None:  # rank 0 sent the job: it knows its shape and computes no task
+        _, tasks, width = job
+        rows = torch.zeros((0, 1 + width), dtype=torch.float64)
+        timing = torch.zeros((0, 2), dtype=torch.float64)
+    else:
         t0 = time.perf_counter()
+        name, tasks, width, payload = decode_job(buf.numpy().tobytes())
         mine = tasks_of(comm.rank, tasks, W)
         out = np.zeros((len(mine), 1 + width), dtype=np.float64)
         fn = pooled_function(name)
@@ -132,7 +137,7 @@ class RankPool(ServerPool):
         name = pooled_name(fn)
         job = encode_job(name, int(tasks), int(width), payload)
         self._announce()
-        result, per_rank = exchange(self.comm, job)
+        result, per_rank = exchange(self.comm, (job, int(tasks), int(width)))
         for r, (n, seconds) in enumerate(per_rank, start=1):
             self._account(r, int(n), float(seconds))
         bad = np.flatnonzero(result[:, 0] != 1.0)
@@ -143,4 +148,19 @@ class RankPool(ServerPool):
         return result[:, 1:]
 
 
-__all__ = ["RankPool", "decode_job", "encode_job", "exchange", "tasks_of"]
+class TimedPool(ServerPool):
+    """The one-process pool, which tells ``account(0, tasks, seconds)`` (rank 0's work) what
+    it computed."""
+
+    def __init__(self, account) -> None:
+        self._account = account
+
+    def map(self, fn, payload, tasks, width):
+        t0 = time.perf_counter()
+        try:
+            return super().map(fn, payload, tasks, width)
+        finally:
+            self._account(0, int(tasks), time.perf_counter() - t0)
+
+
+__all__ = ["RankPool", "TimedPool", "decode_job", "encode_job", "exchange", "tasks_of"]

@@ -21,7 +21,6 @@ from distfl.algorithms import (
     Federation,
     ProbeRequest,
     RoundPlan,
-    ServerPool,
     Split,
     build_algorithm,
 )
@@ -40,7 +39,7 @@ from distfl.runtime.components import (
     last_finite,
 )
 from distfl.runtime.placement import home_workers, place
-from distfl.runtime.pool import RankPool
+from distfl.runtime.pool import RankPool, TimedPool
 from distfl.runtime.protocol import (
     PROBE,
     RETURN_MODEL,
@@ -413,20 +412,6 @@ class Server:
         for component in self.components:
             component.at_end(self, summary)
         return summary
-
-
-class TimedPool(ServerPool):
-    """The one-process pool, which tells the server (as rank 0's work) what it computed."""
-
-    def __init__(self, account) -> None:
-        self._account = account
-
-    def map(self, fn, payload, tasks, width):
-        t0 = time.perf_counter()
-        try:
-            return super().map(fn, payload, tasks, width)
-        finally:
-            self._account(0, int(tasks), time.perf_counter() - t0)
 
 
 def _by_client(rows: torch.Tensor) -> torch.Tensor:
