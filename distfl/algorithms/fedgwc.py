@@ -622,12 +622,17 @@ def sparse_federation(num_clients: int, clients_per_round: int) -> bool:
     return clients_per_round <= SPARSE_RATE * num_clients
 
 
-def resolved(value: str, num_clients: int, clients_per_round: int, sparse: str,
-             dense: str) -> str:  # fmt: skip
-    """An ``auto`` key's value for this federation: ``sparse`` where the population is far
-    larger than the cohort, else ``dense``; any other value as it is."""
+#: what each ``auto`` key becomes: (where the population is far larger than the cohort,
+#: elsewhere)
+AUTO = {"interaction": ("observed", "dense"), "reward": ("round", "steps")}
+
+
+def resolved(key: str, value: str, num_clients: int, clients_per_round: int) -> str:
+    """Key ``key``'s value for this federation: an ``auto`` one as :data:`AUTO` says, any
+    other value as it is."""
     if value != "auto":
         return value
+    sparse, dense = AUTO[key]
     return sparse if sparse_federation(num_clients, clients_per_round) else dense
 
 
@@ -687,8 +692,8 @@ class FedGWC(ClusteringAlgorithm):
         COORDINATES_ABOVE clients (the imputed P, W and their Gram product; twice that with
         references); above, the test works on low-rank coordinates of the rows (a few hundred
         bytes a client)."""
-        interaction = resolved(getattr(params, "interaction", "dense"), num_clients,
-                               clients_per_round, "observed", "dense")  # fmt: skip
+        interaction = resolved("interaction", getattr(params, "interaction", "dense"),
+                               num_clients, clients_per_round)  # fmt: skip
         if interaction != "observed":
             return super().pair_memory(
                 params, num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds
@@ -741,10 +746,9 @@ class FedGWC(ClusteringAlgorithm):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
         self.rate = clients_per_round / num_clients
         self.alpha = alpha if alpha > 0 else max(self.rate, min_alpha)
-        self.interaction = resolved(interaction, num_clients, clients_per_round, "observed",
-                                    "dense")  # fmt: skip
+        self.interaction = resolved("interaction", interaction, num_clients, clients_per_round)
         self.observed = self.interaction == "observed"
-        self.reward = resolved(reward, num_clients, clients_per_round, "round", "steps")
+        self.reward = resolved("reward", reward, num_clients, clients_per_round)
         self._rewards = round_rewards if self.reward == "round" else gaussian_rewards
         self.min_observations = min_observations
         self.beta = beta
@@ -956,9 +960,8 @@ class FedGWC(ClusteringAlgorithm):
 
     def _split_candidates(self, st: ClusterState, round_index: int, W: np.ndarray | None):
         """(P, W, Y, choose_split's triple) of a split test: P the dense (imputed) matrix and
-        W its affinity, or, above COORDINATES_ABOVE observed members, Y the coordinates of P's rows
-        and W their neighbour graph (P None). Raises DegenerateAffinity for a P or W that
-        holds NaN or inf."""
+        W its affinity, or, above COORDINATES_ABOVE observed members, Y the coordinates of P's
+        rows (P and W None). Raises DegenerateAffinity for a P or W that holds NaN or inf."""
         seed = self.seed + round_index
         P = self._dense_p(st)
         if P is None:
