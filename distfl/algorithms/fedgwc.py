@@ -49,11 +49,13 @@ from distfl.algorithms.interaction import (
     COORDINATES_ABOVE,
     ENTRY_BYTES,
     REFERENCE_ROWS,
+    BlockStore,
     PairStore,
     gaussian_coordinates,
     imputed_coordinates,
     same_partition,
-    stored_pairs,
+    store_from_state,
+    stored_bytes,
     valley_test,
 )
 from distfl.algorithms.registry import register
@@ -657,7 +659,7 @@ class ClusterState:
 
     #: [|C|, |C|] interaction sub-block, rows in the order of the members (``dense``), or its
     #: observed entries (``observed``)
-    P: np.ndarray | PairStore
+    P: np.ndarray | PairStore | BlockStore
     mse: float = 1.0
     quiet: int = 0  # consecutive rounds with mse < ε
     last_sampled: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -687,21 +689,23 @@ class FedGWC(ClusteringAlgorithm):
     @classmethod
     def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
                     rounds: int) -> int:  # fmt: skip
-        """``dense``: K² pairs. ``observed`` (``auto`` resolved for this federation): the
-        entries the rounds can add (at most K²) and the dense split test of a cluster of up to
-        COORDINATES_ABOVE clients (the imputed P, W and their Gram product; twice that with
-        references); above, the test works on low-rank coordinates of the rows (a few hundred
-        bytes a client)."""
+        """``dense``: K² pairs. ``observed`` (``auto`` resolved for this federation): what the
+        rounds can add (:func:`~distfl.algorithms.interaction.stored_bytes`: entries up to
+        COORDINATES_ABOVE clients, above, the rounds and the pairs sampled together more
+        than once) and the dense split test of a cluster of up to COORDINATES_ABOVE
+        clients (the imputed P, W and their Gram product; twice that with references);
+        above, the test works on low-rank coordinates of the rows (a few hundred bytes a
+        client)."""
         interaction = resolved("interaction", getattr(params, "interaction", "dense"),
                                num_clients, clients_per_round)  # fmt: skip
         if interaction != "observed":
             return super().pair_memory(
                 params, num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds
             )
-        entries = stored_pairs(num_clients, clients_per_round, rounds,
-                               params.min_clients, params.n_max)  # fmt: skip
+        stored = stored_bytes(num_clients, clients_per_round, rounds,
+                              params.min_clients, params.n_max)  # fmt: skip
         dense = min(num_clients, COORDINATES_ABOVE) ** 2 * (32 if params.reference_draws else 16)
-        return entries * ENTRY_BYTES + dense + num_clients * 512
+        return stored + dense + num_clients * 512
 
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
     #: the scores of its split tests
@@ -767,8 +771,12 @@ class FedGWC(ClusteringAlgorithm):
         self.state: dict[str, ClusterState] = {"0": ClusterState(P=self._empty_p(num_clients))}
         self.split_tests = 0
 
-    def _empty_p(self, n: int) -> np.ndarray | PairStore:
-        return PairStore(n) if self.observed else np.zeros((n, n))
+    def _empty_p(self, n: int) -> np.ndarray | PairStore | BlockStore:
+        """P⁰ = 0: dense, or observed entries (above COORDINATES_ABOVE clients, where the
+        split test never needs them one by one, kept as the rounds that wrote them)."""
+        if not self.observed:
+            return np.zeros((n, n))
+        return BlockStore(n) if n > COORDINATES_ABOVE else PairStore(n)
 
     def _dense_p(self, st: ClusterState) -> np.ndarray | None:
         """The cluster's P as an array (observed: missing entries the row's mean), None where
@@ -933,8 +941,7 @@ class FedGWC(ClusteringAlgorithm):
         n = st.P.n
         if n < 2:
             return False
-        off = int(np.count_nonzero(st.P.rows() != st.P.cols()))
-        return off < DENSE_SHARE * n * (n - 1)
+        return st.P.off_diagonal() < DENSE_SHARE * n * (n - 1)
 
     def _separated(
         self,
@@ -965,10 +972,10 @@ class FedGWC(ClusteringAlgorithm):
         seed = self.seed + round_index
         P = self._dense_p(st)
         if P is None:
-            if not finite(st.P.values):
+            if not st.P.finite():
                 raise DegenerateAffinity("P holds NaN or infinite entries")
             Y = imputed_coordinates(st.P, max(self.n_max - 1, 1), seed)
-            scale = float(np.abs(st.P.values).max(initial=0.0))
+            scale = st.P.scale()
             if math.sqrt(float(Y.var(axis=0).sum())) <= 1e-9 * max(scale, 1e-300):
                 # every row alike: rounding noise, whose neighbour graph is arbitrary
                 return None, None, Y, (1, np.zeros(st.P.n, dtype=np.int64), np.full(
@@ -1031,10 +1038,7 @@ class FedGWC(ClusteringAlgorithm):
 
     @staticmethod
     def _cluster_state(st: ClusterState) -> dict:
-        if isinstance(st.P, PairStore):
-            P = {"P_size": st.P.n, "P_keys": st.P.keys, "P_values": st.P.values}
-        else:
-            P = {"P": st.P}
+        P = {"P": st.P} if isinstance(st.P, np.ndarray) else st.P.state()
         out = {**P, "mse": st.mse, "quiet": st.quiet}
         if st.proposal is not None:  # (a file without it has no proposal pending)
             out["proposal"] = st.proposal
@@ -1049,11 +1053,7 @@ class FedGWC(ClusteringAlgorithm):
         self.split_tests = int(state["split_tests"])
         self.state = {
             cid: ClusterState(
-                P=(
-                    PairStore(int(c["P_size"]), np.array(c["P_keys"]), np.array(c["P_values"]))
-                    if "P_keys" in c
-                    else np.asarray(c["P"], dtype=np.float64)
-                ),
+                P=(store_from_state(c) if "P_size" in c else np.asarray(c["P"], dtype=np.float64)),
                 mse=float(c["mse"]),
                 quiet=int(c["quiet"]),
                 proposal=np.asarray(c["proposal"], dtype=np.int64) if "proposal" in c else None,

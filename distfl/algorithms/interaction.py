@@ -20,6 +20,8 @@ proposed clusters are separated by a valley (:func:`valley_test`).
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from distfl import spectral
@@ -106,35 +108,313 @@ class PairStore:
         keep = (r >= 0) & (c >= 0)
         return PairStore(len(pos), r[keep] * len(pos) + c[keep], self.values[keep].copy())
 
+    def off_diagonal(self) -> int:
+        """How many entries lie off the diagonal (pairs of two clients)."""
+        return int(np.count_nonzero(self.rows() != self.cols()))
 
-def imputed_coordinates(store: PairStore, rank: int, seed: int) -> np.ndarray:
+    def finite(self) -> bool:
+        return bool(np.isfinite(self.values).all())
+
+    def scale(self) -> float:
+        """The largest magnitude of an entry (0 for none)."""
+        return float(np.abs(self.values).max(initial=0.0))
+
+    def centred(self, mu: np.ndarray):
+        """(E·Z, Eᵀ·Z) as functions of Z and E's column sums, E the observed entries off the
+        diagonal less their row's mean ``mu`` (0 elsewhere): a CSR matrix of the entries."""
+        import scipy.sparse as sp
+
+        n = self.n
+        rows = self.rows()
+        off = rows != self.cols()
+        rows = rows[off]
+        # CSR straight from the sorted keys (row-major already): no COO copy beside it
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+        indices = (self.keys[off] % n).astype(np.int32 if n < 2**31 else np.int64)
+        data = self.values[off] - mu[rows]
+        del rows, off
+        E = sp.csr_matrix((data, indices, indptr), shape=(n, n))
+        ET = E.T  # a CSC view of the same arrays
+        return (lambda Z: E @ Z), (lambda Z: ET @ Z), np.asarray(E.sum(axis=0)).reshape(-1)
+
+    def state(self) -> dict[str, np.ndarray | int]:
+        return {"P_size": self.n, "P_keys": self.keys, "P_values": self.values}
+
+
+class _Growing:
+    """An array appended to at amortised O(1) a value (capacity doubles)."""
+
+    def __init__(self, data: np.ndarray):
+        self._buf = np.asarray(data).copy()
+        self.size = len(self._buf)
+
+    def append(self, values: np.ndarray) -> None:
+        need = self.size + len(values)
+        if need > len(self._buf):
+            grown = np.empty(max(need, 2 * len(self._buf), 16), dtype=self._buf.dtype)
+            grown[: self.size] = self._buf[: self.size]
+            self._buf = grown
+        self._buf[self.size : need] = values
+        self.size = need
+
+    @property
+    def view(self) -> np.ndarray:
+        return self._buf[: self.size]
+
+
+class BlockStore:
+    """One cluster's P as the rounds that made it, not as its entries. Eq. 3 writes
+    α·ω_k into every entry (k, j) of a round's sampled block whose pair was never sampled
+    together before, so such an entry is known from the round's positions and rewards
+    alone: the store keeps each round's sampled positions and α·ω (``pos``, ``first``, one
+    slice of ``ptr`` a round), and, apart, the pairs sampled together more than once
+    (``multi_*``: the key k·n + j, the entry's value, the sum of the α·ω_k its rounds
+    wrote, how many rounds). Memory follows rounds × cohort plus the repeated pairs, not
+    the entries (at 1,000 of 100,000 clients a round, 300 rounds hold 3·10⁸ entries in
+    3·10⁵ positions and a few million repeated pairs).
+
+    The same P as :class:`PairStore` to the bit (the same entries, and the same change in
+    eq. 3's MSE: the round's block in the same order); the split test's products with P's
+    rows are computed from the rounds (:meth:`centred`), without its entries."""
+
+    def __init__(self, n: int, pos=None, first=None, ptr=None, multi_keys=None,
+                 multi_values=None, multi_sums=None, multi_counts=None):  # fmt: skip
+        self.n = int(n)
+        self._pos = _Growing(np.zeros(0, np.int64) if pos is None else np.asarray(pos, np.int64))
+        self._first = _Growing(np.zeros(0) if first is None else np.asarray(first, np.float64))
+        self._ptr = _Growing(np.zeros(1, np.int64) if ptr is None else np.asarray(ptr, np.int64))
+        empty = np.zeros(0, np.int64)
+        self.multi_keys = empty if multi_keys is None else np.asarray(multi_keys, np.int64)
+        self.multi_values = np.zeros(0) if multi_values is None else np.asarray(
+            multi_values, np.float64)  # fmt: skip
+        self.multi_sums = np.zeros(0) if multi_sums is None else np.asarray(
+            multi_sums, np.float64)  # fmt: skip
+        self.multi_counts = empty if multi_counts is None else np.asarray(multi_counts, np.int64)
+        lengths = {len(self.multi_keys), len(self.multi_values), len(self.multi_sums),
+                   len(self.multi_counts)}  # fmt: skip
+        if len(lengths) != 1 or self._pos.size != self._first.size or (
+                self.ptr[-1] != self._pos.size or np.any(np.diff(self.ptr) <= 0)):  # fmt: skip
+            raise ValueError("the store's arrays do not describe one history of rounds")
+        sizes = np.diff(self.ptr)
+        self.entries = int(np.dot(sizes, sizes) - (self.multi_counts - 1).sum())
+        self.diagonal = int(np.count_nonzero(np.bincount(self.pos, minlength=self.n)))
+
+    @property
+    def pos(self) -> np.ndarray:
+        return self._pos.view
+
+    @property
+    def first(self) -> np.ndarray:
+        return self._first.view
+
+    @property
+    def ptr(self) -> np.ndarray:
+        return self._ptr.view
+
+    def __len__(self) -> int:
+        return self.entries
+
+    def _round_of(self) -> np.ndarray:
+        """The round (0..R-1) of each stored position."""
+        return np.repeat(np.arange(len(self.ptr) - 1), np.diff(self.ptr))
+
+    def update(self, pos: np.ndarray, omega: np.ndarray, alpha: float) -> float:
+        """Eq. 3 on the block ``pos`` (sorted positions), as :meth:`PairStore.update`; returns
+        the sum of the squared changes."""
+        pos = np.asarray(pos, np.int64)
+        c = len(pos)
+        if c == 0:
+            return 0.0
+        a = alpha * np.asarray(omega, np.float64)
+        change = np.repeat(a, c)  # a new entry: (1-α)·0 + α·ω_k, less 0
+        nonfresh = diagonal_seen = 0
+        flag = np.zeros(self.n, dtype=bool)
+        flag[pos] = True
+        hit = np.flatnonzero(flag[self.pos])
+        if hit.size:
+            keys, once_value = self._met_before(hit)
+            order = np.argsort(keys, kind="stable")
+            unique, index, counts = np.unique(keys[order], return_index=True, return_counts=True)
+            once = counts == 1
+            old = np.empty(len(unique))
+            old[once] = once_value[order][index[once]]
+            repeated = unique[~once]
+            at = np.searchsorted(self.multi_keys, repeated)
+            old[~once] = self.multi_values[at]
+            ai = np.searchsorted(pos, unique // self.n)
+            bi = np.searchsorted(pos, unique % self.n)
+            new = (1.0 - alpha) * old + a[ai]
+            change[ai * c + bi] = new - old
+            self.multi_values[at] = new[~once]
+            self.multi_sums[at] += a[ai[~once]]
+            self.multi_counts[at] += 1
+            fresh_keys = unique[once]
+            into = np.searchsorted(self.multi_keys, fresh_keys)
+            self.multi_keys = np.insert(self.multi_keys, into, fresh_keys)
+            self.multi_values = np.insert(self.multi_values, into, new[once])
+            self.multi_sums = np.insert(self.multi_sums, into, old[once] + a[ai[once]])
+            self.multi_counts = np.insert(self.multi_counts, into, 2)
+            nonfresh = len(unique)
+            diagonal_seen = int(np.count_nonzero(ai == bi))
+        self.entries += c * c - nonfresh
+        self.diagonal += c - diagonal_seen
+        self._pos.append(pos)
+        self._first.append(a)
+        self._ptr.append(np.array([self._pos.size]))
+        return float(np.dot(change, change))
+
+    def _met_before(self, hit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Every pair (k, j) of this round's clients for every earlier round that sampled
+        both (``hit``: the stored indices of this round's clients, ascending): their keys,
+        and α·ω_k of that earlier round."""
+        rounds = np.searchsorted(self.ptr, hit, side="right") - 1
+        starts = np.flatnonzero(np.r_[True, rounds[1:] != rounds[:-1]])
+        sizes = np.diff(np.r_[starts, len(hit)])
+        group = np.repeat(np.arange(len(starts)), sizes)
+        per = sizes[group]  # each hit pairs with every hit of its round
+        ki = np.repeat(np.arange(len(hit)), per)
+        within = np.arange(per.sum()) - np.repeat(np.cumsum(per) - per, per)
+        kj = np.repeat(starts[group], per) + within
+        k = self.pos[hit]
+        return k[ki] * self.n + k[kj], self.first[hit][ki]
+
+    def _multi_off(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(row, column, index) of the repeated pairs off the diagonal."""
+        rows, cols = self.multi_keys // self.n, self.multi_keys % self.n
+        off = np.flatnonzero(rows != cols)
+        return rows[off], cols[off], off
+
+    def row_means(self) -> np.ndarray:
+        """As :meth:`PairStore.row_means`: each round adds α·ω_k to row k once for each other
+        client of the round; a repeated pair counts once, at its value."""
+        sizes = np.diff(self.ptr)[self._round_of()] - 1.0
+        sums = np.bincount(self.pos, weights=self.first * sizes, minlength=self.n)
+        counts = np.bincount(self.pos, weights=sizes, minlength=self.n)
+        rows, _, off = self._multi_off()
+        sums += np.bincount(rows, weights=self.multi_values[off] - self.multi_sums[off],
+                            minlength=self.n)  # fmt: skip
+        counts -= np.bincount(rows, weights=self.multi_counts[off] - 1.0, minlength=self.n)
+        return np.where(counts > 0.5, sums / np.maximum(counts, 1.0), 0.0)
+
+    def off_diagonal(self) -> int:
+        return self.entries - self.diagonal
+
+    def finite(self) -> bool:
+        return bool(np.isfinite(self.first).all() and np.isfinite(self.multi_values).all())
+
+    def scale(self) -> float:
+        return float(max(np.abs(self.first).max(initial=0.0),
+                         np.abs(self.multi_values).max(initial=0.0)))  # fmt: skip
+
+    def centred(self, mu: np.ndarray):
+        """(E·Z, Eᵀ·Z) as functions of Z and E's column sums, E the observed entries off the
+        diagonal less their row's mean ``mu``, from the rounds: with b_h = α·ω - μ_k for
+        client k's place h in round r, s_r = Σ_{j in r} Z_j and u_r = Σ_{j in r} b_j Z_j,
+
+            (E Z)_k  = Σ_h b_h (s_r - Z_k)  + Σ_{repeated (k, j)} e_kj Z_j
+            (Eᵀ Z)_j = Σ_h (u_r - b_h Z_j)  + Σ_{repeated (k, j)} e_kj Z_k
+
+        (h over client k's, or j's, places), where e_kj = (P_kj - the sum of its rounds' α·ω_k)
+        + μ_k (its rounds - 1) corrects what the rounds' sums counted more than once."""
+        import scipy.sparse as sp
+
+        n, H = self.n, len(self.pos)
+        pos, starts = self.pos, self.ptr[:-1]
+        r = self._round_of()
+        b = self.first - mu[pos]
+        place = sp.csr_matrix((np.ones(H), (pos, np.arange(H))), shape=(n, H))
+        rows, cols, off = self._multi_off()
+        e = (self.multi_values[off] - self.multi_sums[off]
+             + mu[rows] * (self.multi_counts[off] - 1))  # fmt: skip
+        R = sp.csr_matrix((e, (rows, cols)), shape=(n, n))
+        RT = R.T.tocsr()
+
+        def times(Z: np.ndarray) -> np.ndarray:
+            ZP = Z[pos]
+            s = np.add.reduceat(ZP, starts, axis=0) if H else np.zeros((0, Z.shape[1]))
+            return place @ (b[:, None] * (s[r] - ZP)) + R @ Z
+
+        def times_t(Z: np.ndarray) -> np.ndarray:
+            BZ = b[:, None] * Z[pos]
+            u = np.add.reduceat(BZ, starts, axis=0) if H else np.zeros((0, Z.shape[1]))
+            return place @ (u[r] - BZ) + RT @ Z
+
+        return times, times_t, times_t(np.ones((n, 1)))[:, 0]
+
+    def pair_store(self) -> PairStore:
+        """The same P as its entries (n² bytes of work: for a small cluster)."""
+        n = self.n
+        value = np.zeros((n, n))
+        seen = np.zeros((n, n), dtype=bool)
+        for r in range(len(self.ptr) - 1):
+            sl = slice(self.ptr[r], self.ptr[r + 1])
+            block = np.ix_(self.pos[sl], self.pos[sl])
+            value[block] = self.first[sl][:, None]
+            seen[block] = True
+        value.flat[self.multi_keys] = self.multi_values
+        keys = np.flatnonzero(seen)
+        return PairStore(n, keys, value.reshape(-1)[keys])
+
+    def dense(self, *, impute: bool = True) -> np.ndarray:
+        return self.pair_store().dense(impute=impute)
+
+    def subset(self, pos: np.ndarray) -> BlockStore | PairStore:
+        """The P of the clients ``pos`` (sorted positions), renumbered 0..len(pos)-1: the
+        rounds and repeated pairs among them, or, up to :data:`COORDINATES_ABOVE` clients,
+        their entries (a :class:`PairStore`, where the split test is dense)."""
+        pos = np.asarray(pos, np.int64)
+        m = len(pos)
+        index = np.full(self.n, -1, dtype=np.int64)
+        index[pos] = np.arange(m)
+        new = index[self.pos]
+        keep = new >= 0
+        sizes = np.bincount(self._round_of()[keep], minlength=len(self.ptr) - 1)
+        sizes = sizes[sizes > 0]
+        r, c = index[self.multi_keys // self.n], index[self.multi_keys % self.n]
+        inside = (r >= 0) & (c >= 0)
+        out = BlockStore(m, new[keep], self.first[keep], np.r_[0, np.cumsum(sizes)],
+                         r[inside] * m + c[inside], self.multi_values[inside],
+                         self.multi_sums[inside], self.multi_counts[inside])  # fmt: skip
+        return out if m > COORDINATES_ABOVE else out.pair_store()
+
+    #: the arrays that are the store, in the constructor's order
+    ARRAYS = ("pos", "first", "ptr", "multi_keys", "multi_values", "multi_sums", "multi_counts")
+
+    def state(self) -> dict[str, np.ndarray | int]:
+        return {"P_size": self.n, **{f"P_{k}": getattr(self, k) for k in self.ARRAYS}}
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, k).nbytes for k in self.ARRAYS)
+
+    @classmethod
+    def from_state(cls, c) -> BlockStore:
+        return cls(int(c["P_size"]), *(np.array(c[f"P_{k}"]) for k in cls.ARRAYS))
+
+
+def store_from_state(c) -> PairStore | BlockStore:
+    """A cluster's observed P from its saved arrays (``P_keys``: entries; ``P_pos``: rounds)."""
+    if "P_pos" in c:
+        return BlockStore.from_state(c)
+    return PairStore(int(c["P_size"]), np.array(c["P_keys"]), np.array(c["P_values"]))
+
+
+def imputed_coordinates(store: PairStore | BlockStore, rank: int, seed: int) -> np.ndarray:
     """Coordinates Y (n × ``rank``) of the imputed rows x_k of P (missing entries and the
     diagonal the row's mean), centred, in their dominant subspace: ||y_k - y_j||²
     approximates ||x_k - x_j||², the distance of eq. 4 (up to the two entries k and j it
     leaves out, 2 of n). A randomised range finder (Halko, Martinsson & Tropp 2011; fixed
     seed) on products with the sparse entries: X = μ 1ᵀ + E, E the observed entries less
-    their row's mean."""
-    import scipy.sparse as sp
-
+    their row's mean (:meth:`PairStore.centred`, :meth:`BlockStore.centred`)."""
     n = store.n
     mu = store.row_means()
-    rows = store.rows()
-    off = rows != store.cols()  # the diagonal reads as the row's mean, as eq. 4 leaves it out
-    rows = rows[off]
-    # CSR straight from the sorted keys (row-major already): no COO copy beside it
-    indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
-    indices = (store.keys[off] % n).astype(np.int32 if n < 2**31 else np.int64)
-    data = store.values[off] - mu[rows]
-    del rows, off
-    E = sp.csr_matrix((data, indices, indptr), shape=(n, n))
-    ET = E.T  # a CSC view of the same arrays
-    colmean = mu.mean() + np.asarray(E.sum(axis=0)).reshape(-1) / max(n, 1)
+    E, ET, colsum = store.centred(mu)
+    colmean = mu.mean() + colsum / max(n, 1)
 
     def times(Z: np.ndarray) -> np.ndarray:  # (X - 1 colmeanᵀ) Z
-        return mu[:, None] * Z.sum(axis=0) + E @ Z - colmean @ Z
+        return mu[:, None] * Z.sum(axis=0) + E(Z) - colmean @ Z
 
     def times_t(Z: np.ndarray) -> np.ndarray:  # (X - 1 colmeanᵀ)ᵀ Z
-        return np.ones(n)[:, None] * (mu @ Z) + ET @ Z - colmean[:, None] * Z.sum(axis=0)
+        return np.ones(n)[:, None] * (mu @ Z) + ET(Z) - colmean[:, None] * Z.sum(axis=0)
 
     width = min(n, rank + _OVERSAMPLE)
     G = np.random.default_rng([seed, 0x59]).standard_normal((n, width))
@@ -172,13 +452,48 @@ def stored_pairs(num_clients: int, clients_per_round: int, rounds: int, min_clie
     return int(min(num_clients**2, rounds * per_round**2))
 
 
+#: Bytes a round's sampled client costs in a :class:`BlockStore` (position and α·ω), and a
+#: pair sampled together more than once (key, value, sum, count, and their copies while a
+#: round's are inserted)
+PLACE_BYTES = 16
+REPEATED_BYTES = 64
+#: Bytes a sampled client costs while a split test multiplies with the rounds (the rows it
+#: gathers, one column of the range finder each, and their products)
+TEST_PLACE_BYTES = 8 * 4 * (16 + _OVERSAMPLE)
+
+
+def stored_bytes(num_clients: int, clients_per_round: int, rounds: int, min_clients: int,
+                 n_max: int) -> int:  # fmt: skip
+    """What the clusters' observed P can hold after ``rounds`` rounds, and a split test's
+    work on it. Up to :data:`COORDINATES_ABOVE` clients: :func:`stored_pairs` entries
+    (:class:`PairStore`). Above (:class:`BlockStore`): every round's sampled clients, the
+    pairs sampled together more than once (expected K²·Pr[Poisson(λ) ≥ 2], λ = rounds ×
+    (sampled / K)², the chance a pair met in each round), the products of a split test,
+    and the entries of the clusters of up to COORDINATES_ABOVE clients a split leaves (as
+    many as their share of the pairs: K·COORDINATES_ABOVE of K²)."""
+    K = num_clients
+    if K <= COORDINATES_ABOVE:
+        return stored_pairs(K, clients_per_round, rounds, min_clients, n_max) * ENTRY_BYTES
+    per_round = clients_per_round + min_clients * n_max
+    places = rounds * per_round
+    lam = rounds * (per_round / K) ** 2
+    repeated = K * K * -(math.expm1(-lam) + lam * math.exp(-lam))  # Pr[N ≥ 2]
+    entries = stored_pairs(K, clients_per_round, rounds, min_clients, n_max)
+    small = entries * min(COORDINATES_ABOVE / K, 1.0)
+    return int(places * (PLACE_BYTES + TEST_PLACE_BYTES) + repeated * REPEATED_BYTES
+               + small * ENTRY_BYTES)  # fmt: skip
+
+
 __all__ = [
+    "BlockStore",
     "ENTRY_BYTES",
     "COORDINATES_ABOVE",
     "REFERENCE_ROWS",
     "PairStore",
     "gaussian_coordinates",
     "imputed_coordinates",
+    "store_from_state",
+    "stored_bytes",
     "stored_pairs",
 ]
 

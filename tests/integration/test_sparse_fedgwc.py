@@ -72,3 +72,56 @@ def test_the_rule_is_the_observed_entries_and_the_valley_test(run):
     # no test before every client had been sampled 3 times: with 10 of 400 a round that
     # takes at least 3 · 400 / 10 rounds
     assert first_test >= 3 * 400 // 10
+
+
+# ------------------------------------------ above COORDINATES_ABOVE: P as the rounds that made it
+
+LARGE_ROUNDS = 20
+
+
+def _large_args(rounds: int, *out: str) -> list[str]:
+    """2,100 digits clients (above COORDINATES_ABOVE), 10 a round, a split test from the
+    first round (ε = 1, no wait for observations)."""
+    return [
+        "--set", 'algorithm.name="fedgwc"',
+        "--set", "algorithm.epsilon=1.0",
+        "--set", "algorithm.min_observations=0",
+        "--set", "data.num_clients=2100",
+        "--set", "data.groups=[{count = 1575, alpha = 1000.0}, "
+                 "{count = 525, alpha = 1000.0, permute_labels = true}]",
+        "--set", "server.clients_per_round=10",
+        "--set", f"run.rounds={rounds}",
+        "--set", f"eval.every={LARGE_ROUNDS // 2}",
+        "--set", "run.seed=0",
+        "--set", 'run.progress="none"',
+        *out,
+    ]  # fmt: skip
+
+
+def _distfl(helpers, *args):
+    proc = subprocess.run(
+        helpers.distfl_cmd(*args), env=helpers.clean_env(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def test_a_large_cluster_keeps_its_rounds_and_resumes_to_the_bit(helpers, tmp_path):
+    """The root of 2,100 clients keeps P as its rounds' sampled positions and rewards (no
+    entry one by one), its split tests run on them, and a run stopped half-way and resumed
+    from that state ends bit for bit where the uninterrupted run ends."""
+    from runfile import assert_same_run
+
+    full, half = tmp_path / "full.h5", tmp_path / "half.h5"
+    _distfl(helpers, *_large_args(LARGE_ROUNDS, "--out", str(full)))
+    _distfl(helpers, *_large_args(LARGE_ROUNDS // 2, "--out", str(half)))
+    with h5py.File(half, "r") as f:
+        root = f["state/algorithm/clusters/0"]
+        assert {"P_pos", "P_first", "P_ptr", "P_multi_keys"} <= set(root)
+        assert "P_keys" not in root and "P" not in root
+        assert len(root["P_ptr"]) == LARGE_ROUNDS // 2 + 1  # one slice a round
+        c = f["metrics/clusters"]
+        assert np.isfinite(c["db"][()]).any()  # the tests ran on the rounds
+    _distfl(helpers, *_large_args(LARGE_ROUNDS, "--resume", str(half)))
+    assert_same_run(full, half)

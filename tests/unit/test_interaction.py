@@ -12,9 +12,12 @@ import distfl.algorithms.interaction as interaction
 from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import FedGWC, FedGWCParams, update_interaction
 from distfl.algorithms.interaction import (
+    BlockStore,
     PairStore,
     gaussian_coordinates,
     imputed_coordinates,
+    store_from_state,
+    stored_bytes,
     stored_pairs,
 )
 from distfl.spectral import choose_split, spectral_embedding
@@ -94,6 +97,127 @@ def test_gaussian_coordinates_have_the_mean_and_covariance():
 def test_stored_pairs_follow_the_rounds_up_to_k_squared():
     assert stored_pairs(100_000, 1000, 100, 3, 5) == 100 * 1015**2
     assert stored_pairs(100, 10, 10_000, 3, 5) == 100**2
+
+
+# ----------------------------------------------------------- P as the rounds that made it
+
+
+@pytest.mark.parametrize(("K", "cohort", "rounds", "alpha"),
+                         [(30, 6, 40, 0.2), (200, 20, 300, 0.1), (50, 10, 8, 1.0)])  # fmt: skip
+def test_the_block_store_is_the_pair_store_to_the_bit(K, cohort, rounds, alpha):
+    """The same rounds into both: the same change of eq. 3 each round (to the bit), the
+    same number of entries, and, made into entries, the same keys and values; pairs met
+    once, several times and the diagonal (met every time) are all among them."""
+    pairs, blocks = PairStore(K), BlockStore(K)
+    for pos, omega in _rounds(K, cohort, rounds, K + cohort):
+        assert blocks.update(pos, omega, alpha) == pairs.update(pos, omega, alpha)
+        assert len(blocks) == len(pairs) and blocks.off_diagonal() == pairs.off_diagonal()
+    made = blocks.pair_store()
+    np.testing.assert_array_equal(made.keys, pairs.keys)
+    np.testing.assert_array_equal(made.values, pairs.values)
+    assert (blocks.multi_counts >= 2).all() and len(blocks.multi_keys) < len(pairs)
+    np.testing.assert_allclose(blocks.row_means(), pairs.row_means(), rtol=1e-13, atol=1e-15)
+    assert blocks.finite() and blocks.scale() == pairs.scale()
+    again = store_from_state(blocks.state())
+    assert isinstance(again, BlockStore) and len(again) == len(blocks)
+    np.testing.assert_array_equal(again.pair_store().values, pairs.values)
+
+
+def test_the_block_stores_products_are_the_entries_products():
+    """E·Z and Eᵀ·Z from the rounds (the split test's products) against the same products
+    with the entries' sparse matrix, and the coordinates made from them."""
+    K = 200
+    pairs, blocks = PairStore(K), BlockStore(K)
+    for pos, omega in _rounds(K, 20, 300, 3):
+        pairs.update(pos, omega, 0.1)
+        blocks.update(pos, omega, 0.1)
+    mu = pairs.row_means()
+    Z = np.random.default_rng(0).normal(size=(K, 4))
+    for want, got in zip(pairs.centred(mu)[:2], blocks.centred(mu)[:2], strict=True):
+        np.testing.assert_allclose(got(Z), want(Z), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(blocks.centred(mu)[2], pairs.centred(mu)[2], atol=1e-12)
+    np.testing.assert_allclose(imputed_coordinates(blocks, 3, 0),
+                               imputed_coordinates(pairs, 3, 0), atol=1e-10)  # fmt: skip
+
+
+def test_a_block_stores_subset_is_the_entries_subset(monkeypatch):
+    """Split: the children's P are the sub-blocks, kept as rounds while they are large and
+    as entries at COORDINATES_ABOVE clients and below; eq. 3 goes on alike in both."""
+    K = 60
+    pairs, blocks = PairStore(K), BlockStore(K)
+    for pos, omega in _rounds(K, 12, 60, 4):
+        pairs.update(pos, omega, 0.3)
+        blocks.update(pos, omega, 0.3)
+    pos = np.sort(np.random.default_rng(1).choice(K, 25, replace=False))
+    monkeypatch.setattr(interaction, "COORDINATES_ABOVE", 10)
+    big, want = blocks.subset(pos), pairs.subset(pos)
+    assert isinstance(big, BlockStore) and len(big) == len(want)
+    for sub_pos, omega in _rounds(25, 5, 20, 5):
+        assert big.update(sub_pos, omega, 0.3) == want.update(sub_pos, omega, 0.3)
+    np.testing.assert_array_equal(big.pair_store().values, want.values)
+    monkeypatch.setattr(interaction, "COORDINATES_ABOVE", 2048)
+    small = blocks.subset(pos)
+    assert isinstance(small, PairStore)
+    np.testing.assert_array_equal(small.values, pairs.subset(pos).values)
+
+
+def test_a_block_store_refuses_arrays_that_are_no_history():
+    with pytest.raises(ValueError, match="history"):
+        BlockStore(10, np.array([1, 2]), np.array([0.1, 0.2]), np.array([0, 3]))
+
+
+def test_the_estimate_covers_what_a_block_store_holds():
+    """K = 5,000, 100 a round, 300 rounds: the estimate of the rounds and the repeated pairs
+    against the arrays the store holds; at 100,000 clients and 1,000 a round, the 300 rounds
+    the defaults wait for before a test are estimated at under 4 GiB."""
+    K, cohort, rounds = 5000, 100, 300
+    blocks = BlockStore(K)
+    for pos, omega in _rounds(K, cohort, rounds, 6):
+        blocks.update(pos, omega, 0.1)
+    held = blocks.nbytes()
+    estimate = stored_bytes(K, cohort, rounds, 3, 5)
+    assert held <= estimate < 40 * held
+    assert stored_bytes(100_000, 1000, 300, 3, 5) < 4 * 2**30 < stored_pairs(
+        100_000, 1000, 300, 3, 5) * interaction.ENTRY_BYTES  # fmt: skip
+
+
+def test_fedgwc_keeps_a_large_cluster_as_rounds_and_decides_as_on_entries(monkeypatch):
+    """Above COORDINATES_ABOVE clients FedGWC's observed P is a BlockStore; the same run on a
+    PairStore takes the same rounds (eq. 3's MSE to the bit) to the same split."""
+    monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", 40)
+    monkeypatch.setattr(interaction, "COORDINATES_ABOVE", 40)
+    K = 150
+    level = np.where(np.arange(K) < 110, 0.8, 0.3)
+    runs = []
+    for store in ("blocks", "pairs"):
+        alg = _observed_fedgwc(K, stable_tests=2, reference_draws=0, min_observations=2,
+                               epsilon=1.0, alpha=1.0)  # fmt: skip
+        if store == "pairs":
+            alg.state["0"].P = PairStore(K)
+        assert isinstance(alg.state["0"].P, BlockStore if store == "blocks" else PairStore)
+        rng = np.random.default_rng(0)
+        mses, split_at = [], None
+        for r in range(1, 80):
+            plan = alg.plan(r)
+            ids = np.array(sorted(plan.train), dtype=np.int64)
+            losses = (1.0 - level[ids])[:, None] + rng.normal(0, 0.02, (len(ids), 4))
+            update = alg.update(
+                r,
+                plan,
+                ClientReports(
+                    clients=ids, losses=losses, num_samples=np.full(len(ids), 10, np.int64)
+                ),
+            )
+            mses.append(update.stats.get("0", {}).get("mse"))
+            if update.splits:
+                split_at = (r, update.splits[0].info["labels"])
+                break
+        runs.append((mses, split_at))
+    (mses_b, split_b), (mses_p, split_p) = runs
+    assert mses_b == mses_p and split_b is not None and split_p is not None
+    assert split_b[0] == split_p[0]
+    np.testing.assert_array_equal(split_b[1], split_p[1])
+    assert adjusted_rand_score(level < 0.5, split_b[1]) > 0.8  # 0.89: a few noisy clients
 
 
 # ----------------------------------------------------------- degenerate matrices
@@ -296,7 +420,7 @@ def test_the_memory_check_counts_observed_entries_not_k_squared():
     assert auto == observed  # 1% a round: observed entries
     assert dense == 100_000**2 * 32  # P, W, a reference and its Gram product
     assert observed < 4 * 2**30 < dense
-    assert observed >= stored_pairs(100_000, 1000, 100, 3, 5) * interaction.ENTRY_BYTES
+    assert observed >= stored_bytes(100_000, 1000, 100, 3, 5)
 
 
 # ----------------------------------------------------------- where most of P is missing
