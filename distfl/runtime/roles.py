@@ -42,14 +42,15 @@ def _train_device(config: Config, comm: Communicator) -> torch.device:
     return torch.device("cpu")
 
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT)
+#: SIGHUP: the terminal closed or the ssh session dropped
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
 
 
 class StopFlag:
-    """Set by SIGTERM, SIGUSR1 or SIGINT (Ctrl-C). The server checkpoints after the current
-    round and stops the workers; a worker ignores it and waits for the server's stop
-    message. A second SIGINT aborts at once (KeyboardInterrupt, exit code 130): a write in
-    progress is abandoned and the previous checkpoint stays."""
+    """Set by SIGTERM, SIGUSR1, SIGINT (Ctrl-C) or SIGHUP (a closed terminal). The server
+    checkpoints after the current round and stops the workers; a worker ignores it and
+    waits for the server's stop message. A second SIGINT aborts at once (KeyboardInterrupt,
+    exit code 130): a write in progress is abandoned and the previous checkpoint stays."""
 
     name: str | None = None
 

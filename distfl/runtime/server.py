@@ -153,7 +153,7 @@ class Server:
         self.created = ""
         self.client_steps = 0
         self.round_bytes = 0
-        #: its ``name`` is set by SIGTERM/SIGUSR1: checkpoint after this round and stop
+        #: its ``name`` is set by a stop signal: checkpoint after this round and stop
         self.stop = stop
         #: when and how clients evaluate; what is done after each round and at the end
         self.evaluation = Evaluation()
