@@ -38,7 +38,7 @@ import h5py
 import numpy as np
 
 from distfl import __version__
-from distfl.config import Config, from_json
+from distfl.config import Config, from_json, regular_file
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.record import integrity, layout
@@ -330,6 +330,12 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
     path = Path(path)
     if not path.exists():
         raise CheckpointError(f"checkpoint {path} does not exist; expected a distfl HDF5 run file")
+    try:
+        kind = regular_file(path)
+    except OSError as exc:
+        raise CheckpointError(f"checkpoint {path} cannot be read ({exc.strerror})") from None
+    if kind:
+        raise CheckpointError(f"checkpoint {path} is {kind}; expected a distfl HDF5 run file")
     try:
         with h5py.File(path, "r") as f:
             if "config" not in f.attrs or "state" not in f:

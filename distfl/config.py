@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import json
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
@@ -586,10 +587,41 @@ def parse_set(item: str) -> tuple[str, str, Any]:
     return section, key, value
 
 
+def regular_file(path: Path, max_bytes: int | None = None) -> str | None:
+    """None where ``path`` (its link's target) is a regular file of at most ``max_bytes``;
+    else what it is, in a few words ("a FIFO", "a directory", "over 1 MiB"). Raises
+    FileNotFoundError where nothing is there, OSError where it cannot be looked at. A file
+    that is not regular is never opened: a FIFO blocks its reader, a device never ends."""
+    import stat
+
+    mode = os.stat(path)
+    if stat.S_ISREG(mode.st_mode):
+        if max_bytes is not None and mode.st_size > max_bytes:
+            return f"over {max_bytes / 2**20:g} MiB ({mode.st_size:,} bytes)"
+        return None
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)",
+             stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
+             stat.S_ISSOCK: "a socket"}  # fmt: skip
+    return next((name for test, name in kinds.items() if test(mode.st_mode)), "not a regular file")
+
+
+#: the largest config file read (a config is a few KiB; /dev/zero is not one)
+MAX_CONFIG_BYTES = 1 << 20
+
+
 def read_toml(path: str | Path) -> dict[str, Any]:
+    """A config file: a regular file (not a FIFO, a device or a directory, which could block
+    or never end) of at most MAX_CONFIG_BYTES, UTF-8 TOML."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        kind = regular_file(p, MAX_CONFIG_BYTES)
+        if kind:
+            raise ConfigError(f"config file {p} is {kind}; expected a TOML file")
+        with open(p, "rb") as f:
+            data = f.read(MAX_CONFIG_BYTES + 1)
+        if len(data) > MAX_CONFIG_BYTES:  # it grew since
+            raise ConfigError(f"config file {p} is over 1 MiB; expected a TOML file")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {p} does not exist; expected a TOML file") from None
     except (OSError, UnicodeDecodeError) as exc:

@@ -1,0 +1,61 @@
+"""Inputs that are not files of the kind asked for never block or grow: a FIFO (named
+pipe) or a device as a config file or as a run file, a directory as a config, a config
+far over any real one's size. Each is refused before it is opened, with exit code 2 and
+one line saying what the path is; a FIFO is never opened (opening one blocks until a
+writer comes, which here is never)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+from cliproc import assert_one_line_error
+
+pytestmark = pytest.mark.integration
+
+
+def _distfl(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "distfl", *args], cwd=cwd, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+
+
+@pytest.fixture
+def fifo(tmp_path):
+    path = tmp_path / "pipe"
+    os.mkfifo(path)
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("run", "--config"), ("run", "--resume"), ("inspect",), ("status",), ("report",),
+     ("gather",)],
+)  # fmt: skip
+def test_a_fifo_is_refused_not_waited_on(tmp_path, fifo, command):
+    proc = _distfl(*command, fifo, cwd=tmp_path)
+    assert_one_line_error(proc, fifo, "a FIFO (named pipe)")
+
+
+@pytest.mark.parametrize(
+    ("path", "what"), [("/dev/zero", "a character device"), (".", "a directory")]
+)
+def test_a_device_or_a_directory_is_no_config(tmp_path, path, what):
+    proc = _distfl("run", "--config", path, cwd=tmp_path)
+    assert_one_line_error(proc, f"config file {path} is {what}")
+    assert not list(tmp_path.iterdir())  # no run file, nothing else
+
+
+def test_a_config_over_a_mebibyte_is_refused(tmp_path):
+    big = tmp_path / "big.toml"
+    big.write_text("# padding\n" * 200_000)  # 2 MB of comments: valid TOML, not a config
+    proc = _distfl("run", "--config", str(big), cwd=tmp_path)
+    assert_one_line_error(proc, "over 1 MiB")
+
+
+def test_a_device_is_no_run_file(tmp_path):
+    proc = _distfl("inspect", "/dev/null", cwd=tmp_path)
+    assert_one_line_error(proc, "/dev/null is a character device")
