@@ -42,7 +42,7 @@ from distfl.config import Config, from_json, regular_file
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.record import integrity, layout
-from distfl.record.output import write_atomically
+from distfl.record.output import why, write_atomically
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -328,12 +328,14 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
     ``plugins``: import the stored config's ``run.plugins`` (code the file names; see
     :func:`~distfl.config.from_json`); by default nothing is imported."""
     path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"checkpoint {path} does not exist; expected a distfl HDF5 run file")
     try:
         kind = regular_file(path)
-    except OSError as exc:
-        raise CheckpointError(f"checkpoint {path} cannot be read ({exc.strerror})") from None
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"checkpoint {path} does not exist; expected a distfl HDF5 run file"
+        ) from None
+    except OSError as exc:  # a name too long, a folder on the way that is not one, ...
+        raise CheckpointError(f"checkpoint {path} cannot be read ({why(exc)})") from None
     if kind:
         raise CheckpointError(f"checkpoint {path} is {kind}; expected a distfl HDF5 run file")
     try:

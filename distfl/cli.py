@@ -253,7 +253,7 @@ def run_config(
     from distfl import config
 
     items = list(overrides)
-    if out:
+    if out is not None:  # --out '' is an empty path, refused, not the default
         items.append(f"run.out={config.toml_string(out)}")
     if comm:
         items.append(f"comm.backend={config.toml_string(comm)}")
@@ -299,7 +299,7 @@ def _config_from_args(args: argparse.Namespace):
         path=args.config,
         preset=args.preset,
         overrides=args.overrides,
-        out=args.out or args.resume,
+        out=args.resume if args.out is None else args.out,
         comm=args.comm,
         base=base,
     )

@@ -566,9 +566,37 @@ def _merge_algorithm(base: dict[str, Any], values: dict[str, Any]) -> None:
         base[key] = copy.deepcopy(value)
 
 
+#: the longest file name most file systems take (NAME_MAX), and what the writer's temporary
+#: file (``.<pid>.<8 hex>.tmp``, a pid of up to 7 digits) and lock file add to run.out's
+NAME_MAX = 255
+NAME_SUFFIX = 21
+
+
+def check_out_path(out: str) -> None:
+    """Refuse (ConfigError) a run.out that cannot name a run file: empty, a directory (``.``,
+    ``/``, a trailing slash), or a file name too long for the files written beside it."""
+    if not out:
+        raise ConfigError("run.out is empty: give the path of the HDF5 run file")
+    name = os.path.basename(out)
+    if out.endswith(os.sep) or name in ("", ".", ".."):
+        raise ConfigError(
+            f"run.out = {out!r} names a directory; give the path of a run file in it, "
+            f"such as {os.path.join(out, 'run.h5')!r}"
+        )
+    size = len(os.fsencode(name))
+    if size > NAME_MAX - NAME_SUFFIX:
+        raise ConfigError(
+            f"run.out's file name is {size} bytes; at most {NAME_MAX - NAME_SUFFIX} (a file "
+            f"name takes {NAME_MAX}, and the temporary file beside the run file adds up to "
+            f"{NAME_SUFFIX})"
+        )
+
+
 def toml_string(s: str) -> str:
-    """``s`` as a TOML basic string, for building ``--set key=value`` items."""
-    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    """``s`` as a TOML basic string, for building ``--set key=value`` items: every
+    character as given, a newline or another control character escaped (JSON's escapes
+    are TOML's)."""
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def parse_set(item: str) -> tuple[str, str, Any]:
@@ -844,8 +872,7 @@ def validate(c: Config) -> None:
     _range("run.rounds", c.run.rounds, 1, None, "at least 1")
     _range("run.threads", c.run.threads, 1, MAX_THREADS,
            f"between 1 and {MAX_THREADS} (torch threads of each rank)")  # fmt: skip
-    if not c.run.out:
-        raise ConfigError("run.out is empty: give the path of the HDF5 run file")
+    check_out_path(c.run.out)
     _range("data.num_clients", c.data.num_clients, 1, None, "at least 1")
     _range("data.samples_per_client", c.data.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
            f"between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip

@@ -36,7 +36,7 @@ class RunFileWriteError(UserError):
     """The run file could not be written (full disk, I/O error, permissions)."""
 
 
-def _why(exc: OSError) -> str:
+def why(exc: OSError) -> str:
     name = errno.errorcode.get(exc.errno or 0, "")
     reason = exc.strerror or str(exc) or type(exc).__name__
     return f"{reason} ({name})" if name else reason
@@ -51,12 +51,19 @@ def temporary_path(path: Path) -> Path:
 def remove_stale_temporaries(path: Path) -> None:
     """Remove the temporary files that killed writers of ``path`` left (call with the
     path's :class:`OutputLock` held: no live writer of it has one open)."""
-    for stale in path.parent.glob(f"{path.name}.*{TMP_SUFFIX}"):
-        rest = stale.name[len(path.name) + 1 : -len(TMP_SUFFIX)]
-        pid, _, token = rest.partition(".")
-        if pid.isdigit() and len(token) == 8:
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return
+    head = path.name + "."
+    for name in names:  # matched by its exact prefix, never as a pattern
+        if not (name.startswith(head) and name.endswith(TMP_SUFFIX)):
+            continue
+        pid, _, token = name[len(head) : -len(TMP_SUFFIX)].partition(".")
+        if pid.isdigit() and len(token) == 8 and all(c in "0123456789abcdef" for c in token):
             try:
-                stale.unlink()
+                (directory / name).unlink()
             except OSError:
                 pass
 
@@ -78,7 +85,7 @@ def write_atomically(path: Path, data: bytes | memoryview) -> None:
     except OSError as exc:
         _unlink_quietly(tmp)
         kept = "the previous checkpoint is kept" if path.exists() else "nothing was written"
-        raise RunFileWriteError(f"cannot write the run file {path}: {_why(exc)}; {kept}") from None
+        raise RunFileWriteError(f"cannot write the run file {path}: {why(exc)}; {kept}") from None
     except BaseException:
         _unlink_quietly(tmp)
         raise
@@ -119,7 +126,7 @@ class OutputLock:
                 fd = os.open(self.lock_path, os.O_RDWR | os.O_CREAT, 0o644)
             except OSError as exc:
                 raise RunFileWriteError(
-                    f"cannot write the run file {self.path}: {_why(exc)} "
+                    f"cannot write the run file {self.path}: {why(exc)} "
                     f"(creating {self.lock_path.name} beside it)"
                 ) from None
             try:
@@ -129,7 +136,7 @@ class OutputLock:
                 os.close(fd)
                 if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
                     raise RunFileWriteError(
-                        f"cannot lock the run file {self.path}: {_why(exc)}"
+                        f"cannot lock the run file {self.path}: {why(exc)}"
                     ) from None
                 raise UserError(
                     f"run file {self.path} is being written by another distfl run"
@@ -194,13 +201,13 @@ def check_output(path: Path, *, force: bool, resuming: Path | None, need_bytes: 
     except OSError as exc:
         raise RunFileWriteError(
             f"cannot write the run file {path}: its directory {directory} cannot be made: "
-            f"{_why(exc)}"
+            f"{why(exc)}"
         ) from None
     probe = temporary_path(path)
     try:
         os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
     except OSError as exc:
-        raise RunFileWriteError(f"cannot write the run file {path}: {_why(exc)}") from None
+        raise RunFileWriteError(f"cannot write the run file {path}: {why(exc)}") from None
     finally:
         _unlink_quietly(probe)
     try:

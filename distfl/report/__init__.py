@@ -41,10 +41,14 @@ SUITE_METRICS = (
 def report_main(args, stream: TextIO = sys.stdout) -> int:
     """``distfl report``; 0 when the report was written."""
     target = Path(args.target)
-    if not target.exists():
+    try:
+        target.stat()
+    except FileNotFoundError:
         raise UserError(
             f"{target} does not exist; expected a distfl HDF5 run file or a directory of them"
-        )
+        ) from None
+    except OSError as exc:  # a name too long, a folder on the way that is not one, ...
+        raise UserError(f"{target} cannot be read: {exc.strerror or exc}") from None
     default = target / "report" if target.is_dir() else target.with_name(target.stem + "-report")
     out = Path(args.out) if args.out else default
     plugins = getattr(args, "trust_plugins", False)  # import the files' run.plugins

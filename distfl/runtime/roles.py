@@ -4,6 +4,8 @@ W=1 runs both in one process."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import os
 import signal
 import sys
 from pathlib import Path
@@ -103,6 +105,7 @@ def run(
     )
     stop = StopFlag()
     finished = False
+    config = _through_links(config)
     lock = OutputLock(Path(config.run.out)) if comm.rank == 0 else None
     try:
         with _stop_signals(stop):
@@ -117,6 +120,18 @@ def run(
         finally:
             if lock is not None:
                 lock.release()
+
+
+def _through_links(config: Config) -> Config:
+    """The config with run.out the file a symbolic link there points to: the lock, the
+    temporary file and the rename are the target's, so that a writer of the target and a
+    run through the link exclude each other, and the link stays a link to the result."""
+    out = config.run.out
+    if not os.path.islink(out):
+        return config
+    return dataclasses.replace(
+        config, run=dataclasses.replace(config.run, out=os.path.realpath(out))
+    )
 
 
 def _agree_to_start(

@@ -273,11 +273,13 @@ def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
 
 def write_text_atomic(path: str | Path, text: str) -> None:
     """``text`` (UTF-8, line ends as given) written beside ``path`` and renamed onto it, so
-    that a reader never sees half a file; a UserError naming ``path`` if it cannot be."""
+    that a reader never sees half a file; a UserError naming ``path`` if it cannot be. A
+    file name that is not UTF-8 (its bytes kept by Python as surrogates) is written as its
+    own bytes."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
     try:
-        with open(tmp, "w", encoding="utf-8", newline="") as fh:
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
             fh.write(text)
         os.replace(tmp, path)
     except OSError as exc:
