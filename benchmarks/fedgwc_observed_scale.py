@@ -3,11 +3,14 @@
     python benchmarks/fedgwc_observed_scale.py 2714 10 2000
     python benchmarks/fedgwc_observed_scale.py 20000 200 100
     python benchmarks/fedgwc_observed_scale.py 100000 1000 30
+    python benchmarks/fedgwc_observed_scale.py 100000 1000 300
 
 For K clients, ``cohort`` of them a round: ``rounds`` rounds of eq. 3 on the cluster's
 observed entries (rewards of two groups, 3/4 near 0.8 and 1/4 near 0.5, noise 0.1), then
 one split test with 15 references, called directly (a run would wait for
-``min_observations``). Prints the entries held, eq. 3's seconds in the first and last
+``min_observations``). Prints the entries of P, the bytes its store holds (above
+COORDINATES_ABOVE clients the rounds and the pairs sampled together more than once, below
+the entries), eq. 3's seconds in the first and last
 round, the split test's seconds, the peak resident memory of the process, and the test's
 statistics. No training: the clients' side is what ``distfl bench --scale`` measures.
 """
@@ -40,10 +43,12 @@ def main() -> None:
     stats: dict[str, float] = {}
     split = alg._try_split("0", st, rounds, stats=stats)
     test = time.perf_counter() - t
+    held = st.P.nbytes() if hasattr(st.P, "nbytes") else st.P.keys.nbytes + st.P.values.nbytes
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
     shown = {k: round(v, 4) for k, v in stats.items()}
     print(
-        f"K={K:,} cohort={cohort:,} rounds={rounds} entries={len(st.P):,} eq. 3 s/round "
+        f"K={K:,} cohort={cohort:,} rounds={rounds} entries={len(st.P):,} "
+        f"store={held / 2**20:.1f} MiB eq. 3 s/round "
         f"first/last={times[0]:.3f}/{times[-1]:.3f} split test={test:.1f} s peak RSS="
         f"{rss:.2f} GiB split={split is not None} {shown}"
     )
