@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from distfl import __version__
-from distfl.errors import CommError, DivergedError, UserError
+from distfl.errors import CommError, DivergedError, RoundFailed, UserError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -475,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         _rank0_says(exc)  # every rank sees the same bad input; one line is enough
         return exc.exit_code
-    except CommError as exc:
+    except (CommError, RoundFailed) as exc:  # RoundFailed: raised on rank 0 alone
         print(f"distfl: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except DivergedError as exc:

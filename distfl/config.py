@@ -376,6 +376,12 @@ class CheckpointSection:
     every: int = setting(
         0, "int ≥ 0", "also write the run file every this many rounds (0: only at the end)"
     )
+    seconds: float = setting(
+        300.0, "float ≥ 0",
+        "also write the run file after a round once this many seconds passed since the last "
+        "write, and at least 20 times as long as that write took (0: off); what a kill that "
+        "no signal announces (SIGKILL, an out-of-memory kill, a power cut) can lose",
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -857,7 +863,7 @@ def _float32_rate(key: str, value: float, what: str, *, positive: bool) -> None:
 
 
 def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:
-    if (lo is not None and value < lo) or (hi is not None and value > hi):
+    if value != value or (lo is not None and value < lo) or (hi is not None and value > hi):
         raise ConfigError(f"{key} = {value!r}: must be {what}")
 
 
@@ -981,6 +987,7 @@ def validate(c: Config) -> None:
         f"0 (all) or a sample size up to data.num_clients ({c.data.num_clients})",
     )
     _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
+    _range("checkpoint.seconds", c.checkpoint.seconds, 0.0, None, "0 (off) or more")
 
 
 def _validate_algorithm(c: Config) -> None:

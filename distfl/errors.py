@@ -31,3 +31,11 @@ class DivergedError(FloatingPointError):
     line, exit code 4."""
 
     exit_code = 4
+
+
+class RoundFailed(Exception):
+    """A round raised an exception on the server: the run file holds the last completed
+    round (or the last checkpoint), the full traceback is in a file beside it. Printed as
+    one line, exit code 1."""
+
+    exit_code = 1

@@ -121,6 +121,16 @@ class Record:
     def arrays(self) -> dict[str, dict[str, np.ndarray]]:
         return {key: rows.arrays() for key, rows in self.tables.items()}
 
+    def mark(self) -> dict[str, tuple[int, tuple[str, ...]]]:
+        """Where each table stands now (its rows and its columns), for :meth:`rollback`."""
+        return {key: (len(rows), tuple(rows.columns)) for key, rows in self.tables.items()}
+
+    def rollback(self, mark: dict[str, tuple[int, tuple[str, ...]]]) -> None:
+        """Each table as it stood at ``mark``: the rows and columns added since removed."""
+        for key, (n, names) in mark.items():
+            rows = self.tables[key]
+            rows.columns = {name: rows.columns[name][:n] for name in names}
+
 
 def _typed(value: Any, kind: str):
     if kind == "int":

@@ -11,6 +11,7 @@ component's :meth:`~Component.at_end`. None of them knows which algorithm runs.
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,9 @@ class RoundResult:
 
 class Component:
     """A part of the server's work around the rounds; every hook does nothing by default."""
+
+    #: what a failure in it is called ("round 7 failed in the record")
+    label = "a component"
 
     def at_start(self, server: Server) -> None:
         pass
@@ -116,6 +120,7 @@ class Evaluation:
 
 
 class Recorder(Component):
+    label = "the record"
     """The rows of the run file's per-round tables (distfl.record.layout): /metrics,
     /metrics/clusters, /metrics/membership, /timing and /timing/workers."""
 
@@ -171,6 +176,7 @@ class Recorder(Component):
 
 
 class ProgressDisplay(Component):
+    label = "the progress display"
     """A redrawn bar on a terminal, plain lines in logs (run.progress)."""
 
     def at_start(self, server: Server) -> None:
@@ -183,13 +189,34 @@ class ProgressDisplay(Component):
 
 
 class Checkpoint(Component):
-    """The run file, every ``checkpoint.every`` rounds (not in a round the run stops
-    after: the end writes it) and at the end. A write that fails stops the workers and
-    ends the run (RunFileWriteError); the previous file stays."""
+    label = "the checkpoint"
+    """The run file, every ``checkpoint.every`` rounds, after a round once
+    ``checkpoint.seconds`` passed since the last write (and 20 times that write's own
+    seconds: its cost stays under 5% of the run), and at the end; not in a round the run
+    stops after (the end writes it). A write that fails stops the workers and ends the run
+    (RunFileWriteError); the previous file stays."""
+
+    #: a periodic write waits at least this many times as long as the last write took
+    COST_FACTOR = 20
+
+    def __init__(self) -> None:
+        self.last_write = 0.0  # perf_counter() when the last write ended (or the loop began)
+        self.write_s = 0.0
+
+    def at_start(self, server: Server) -> None:
+        self.last_write = time.perf_counter()
+
+    def due(self, server: Server, t: int) -> bool:
+        cfg = server.config.checkpoint
+        if t >= server.config.run.rounds or server.stopping(t):
+            return False
+        if cfg.every and t % cfg.every == 0:
+            return True
+        waited = time.perf_counter() - self.last_write
+        return bool(cfg.seconds) and waited >= max(cfg.seconds, self.COST_FACTOR * self.write_s)
 
     def after_round(self, server: Server, r: RoundResult) -> None:
-        every, t = server.config.checkpoint.every, r.round
-        if not every or t % every or t >= server.config.run.rounds or server.stopping(t):
+        if not self.due(server, r.round):
             return
         try:
             self.write(server)
@@ -200,37 +227,46 @@ class Checkpoint(Component):
     def at_end(self, server: Server, summary: dict[str, Any]) -> None:
         self.write(server)
 
-    @staticmethod
-    def write(server: Server) -> None:
-        leaves, assignment = server.tree.assignment()
-        partition = server.partition
-        server.created = write_run_file(
-            server.config.run.out,
-            config=server.config,
-            world_size=server.comm.world_size,
-            world=server.world,
-            clients={
-                "group": partition.group,
-                "class_counts": partition.class_counts(server.labels),
-                "num_train": partition.num_train(),
-                "num_test": partition.num_test(),
-                "accuracy": server.client_accuracy,
-                **({} if partition.owners is None else {"owner": partition.owners}),
-            },
-            hierarchy=server.tree.to_nodes(),
-            leaves=leaves,
-            assignment=assignment,
-            leaf_models=torch.stack([server.models[c] for c in leaves]).numpy(),
-            tables=server.record.arrays(),
-            trainer=server.trainer,
-            loop_started=server.loop_started,
-            sum_bytes_per_param=server.sum_bytes_per_param,
-            state=server.state(),
-            created=server.created,
-        )
+    def write(self, server: Server) -> None:
+        started = time.perf_counter()
+        write_server(server)
+        self.last_write = time.perf_counter()
+        self.write_s = self.last_write - started
+
+
+def write_server(server: Server) -> None:
+    """The run file of the server's state now (its last completed round)."""
+    leaves, assignment = server.tree.assignment()
+    partition = server.partition
+    server.created = write_run_file(
+        server.config.run.out,
+        config=server.config,
+        world_size=server.comm.world_size,
+        world=server.world,
+        clients={
+            "group": partition.group,
+            "class_counts": partition.class_counts(server.labels),
+            "num_train": partition.num_train(),
+            "num_test": partition.num_test(),
+            "accuracy": server.client_accuracy,
+            **({} if partition.owners is None else {"owner": partition.owners}),
+        },
+        hierarchy=server.tree.to_nodes(),
+        leaves=leaves,
+        assignment=assignment,
+        leaf_models=torch.stack([server.models[c] for c in leaves]).numpy(),
+        tables=server.record.arrays(),
+        trainer=server.trainer,
+        loop_started=server.loop_started,
+        sum_bytes_per_param=server.sum_bytes_per_param,
+        state=server.state(),
+        created=server.created,
+    )
+    server.rounds_written = server.rounds_done
 
 
 class Summary(Component):
+    label = "the summary"
     """The lines printed at the end: rounds and time, accuracy, clusters, throughput,
     traffic, the run file (and how to continue a stopped run)."""
 

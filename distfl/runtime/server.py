@@ -7,10 +7,13 @@ owns."""
 
 from __future__ import annotations
 
+import copy
 import math
 import sys
 import time
-from typing import TextIO
+import traceback
+from pathlib import Path
+from typing import NoReturn, TextIO
 
 import numpy as np
 import torch
@@ -28,8 +31,10 @@ from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
+from distfl.errors import CommError, DivergedError, RoundFailed, UserError
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
+from distfl.record.output import write_atomically
 from distfl.record.tables import Record
 from distfl.runtime.components import (
     Component,
@@ -37,6 +42,7 @@ from distfl.runtime.components import (
     RoundResult,
     default_components,
     last_finite,
+    write_server,
 )
 from distfl.runtime.placement import home_workers, place
 from distfl.runtime.pool import RankPool, TimedPool
@@ -158,6 +164,10 @@ class Server:
         #: when and how clients evaluate; what is done after each round and at the end
         self.evaluation = Evaluation()
         self.components = default_components() if components is None else components
+        self.phase = "the round's start"  # what the round is doing (a failure names it)
+        self.snapshots = True
+        self.snapshot_s = 0.0
+        self.rounds_written: int | None = None  # the round of the run file on disk, if any
 
     # -- resumption ------------------------------------------------------------------
 
@@ -178,6 +188,7 @@ class Server:
             self.elapsed_before = float(self.record.timing["elapsed_s"][-1])
         self.sum_bytes_per_param = saved.sum_bytes_per_param
         self.created = saved.created
+        self.rounds_written = self.rounds_done  # the file resumed holds it
 
     def state(self) -> dict:
         ids = sorted(self.models)
@@ -189,6 +200,88 @@ class Server:
             "algorithm": storable(self.algorithm.state_dict()),
             "aggregator": storable(self.aggregate.state_dict()),
         }
+
+    # -- a round that raises ----------------------------------------------------------
+
+    #: a snapshot of the state before each round is taken while it costs at most this
+    #: share of a round (and SNAPSHOT_FREE_S seconds are always allowed)
+    SNAPSHOT_SHARE = 0.05
+    SNAPSHOT_FREE_S = 0.01
+
+    def snapshot(self) -> dict | None:
+        """What a run file of the last completed round needs, copied before a round changes
+        it (None once copying costs more than SNAPSHOT_SHARE of a round: the periodic
+        checkpoint covers such runs)."""
+        if not self.snapshots:
+            return None
+        started = time.perf_counter()
+        saved = {
+            "round": self.rounds_done,
+            "models": {c: m.clone() for c, m in self.models.items()},
+            "algorithm": copy.deepcopy(self.algorithm.state_dict()),
+            "aggregator": copy.deepcopy(self.aggregate.state_dict()),
+            "client_accuracy": self.client_accuracy.copy(),
+            "hierarchy": copy.deepcopy(self.tree.to_nodes()),
+            "record": self.record.mark(),
+            "sum_bytes_per_param": self.sum_bytes_per_param,
+        }
+        self.snapshot_s = time.perf_counter() - started
+        return saved
+
+    def weigh_snapshot(self, round_s: float) -> None:
+        if self.snapshots and self.snapshot_s > max(self.SNAPSHOT_FREE_S,
+                                                    self.SNAPSHOT_SHARE * round_s):  # fmt: skip
+            self.snapshots = False
+
+    def restore_snapshot(self, saved: dict) -> None:
+        self.rounds_done = saved["round"]
+        self.models = saved["models"]
+        self.algorithm.load_state_dict(saved["algorithm"])
+        self.aggregate.load_state_dict(saved["aggregator"])
+        self.client_accuracy = saved["client_accuracy"]
+        self.tree.restore(saved["hierarchy"])
+        self.record.rollback(saved["record"])
+        self.sum_bytes_per_param = saved["sum_bytes_per_param"]
+
+    def fail(self, t: int, exc: Exception, saved: dict | None) -> NoReturn:
+        """Round ``t`` raised ``exc`` in ``self.phase``: the run file is written with the
+        last completed round (from the snapshot; without one, the last checkpoint stays),
+        the workers are stopped, the traceback goes to ``RUN.h5.traceback.txt``, and
+        RoundFailed says so in one line."""
+        from distfl import __version__
+
+        out = Path(self.config.run.out)
+        trace = out.with_name(out.name + ".traceback.txt")
+        text = (f"distfl {__version__}: round {t} failed in {self.phase}\n"
+                + traceback.format_exc())  # fmt: skip
+        try:
+            write_atomically(trace, text.encode("utf-8", "surrogateescape"))
+            told = f"the traceback is in {trace}"
+        except Exception as why:  # a full disk: the line still comes
+            told = f"the traceback could not be written to {trace} ({why})"
+        kept = None
+        if saved is not None:
+            try:
+                self.restore_snapshot(saved)
+                write_server(self)
+                kept = f"{out} holds round {saved['round']}"
+            except Exception:
+                kept = None
+        if kept is None:
+            kept = (f"{out} holds round {self.rounds_written}, its last checkpoint"
+                    if self.rounds_written is not None else "no run file was written")  # fmt: skip
+        try:
+            self.stop_workers()
+        except Exception:
+            pass  # a broken world: the launcher ends the other ranks
+        what = str(exc).strip().splitlines()
+        cause = f"{type(exc).__name__}: {what[0]}" if what else type(exc).__name__
+        resume = (
+            f": continue with distfl run --resume {out}" if self.rounds_written is not None else ""
+        )
+        raise RoundFailed(
+            f"round {t} failed in {self.phase} ({cause}); {kept}{resume}; {told}"
+        ) from exc
 
     # -- one step over the world -------------------------------------------------------
 
@@ -341,24 +434,33 @@ class Server:
         bytes_before = self.comm.bytes_moved
         self.round_bytes = 0
         self.round_workers = {}
+        name = self.algorithm.name
+        self.phase = f"{name}'s plan_probe"
         request = self.algorithm.plan_probe(t)
         if request is not None:
+            self.phase = "the probe"
             rows = self.probe(request, t)
             if rows is None:
                 return None
+            self.phase = f"{name}'s update_probe"
             self.algorithm.update_probe(t, request, rows)
+        self.phase = f"{name}'s plan"
         plan = self.algorithm.plan(t)
         trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
         sampled = dict.fromkeys(trained, 0)
         for cid in plan.train.values():
             sampled[cid] += 1
+        self.phase = "training"
         reports = self.train_round(plan)
+        self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)
         update_s = time.perf_counter() - update_started
+        self.phase = "applying the update"
         for cid, flat in update.models.items():
             self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
         self.apply_splits(update.splits)
+        self.phase = "the evaluation"
         evaluated = self.evaluation.due(self, t)
         scores = self.evaluation(self, t) if evaluated else (math.nan,) * 3
         self.rounds_done = t
@@ -382,15 +484,24 @@ class Server:
         first = self.rounds_done + 1
         accuracy = last_finite(self.record.metrics["accuracy"])
         for t in range(first, cfg.run.rounds + 1):
-            result = self.round(t, t_start, first)
-            if result is None:  # given up during its probe: the run ends after round t - 1
-                if self.stop is not None and not self.stop.name:
-                    self.stop.name = "a stop signal at a worker"
-                break
+            saved = self.snapshot()
+            round_started = time.perf_counter()
+            try:
+                result = self.round(t, t_start, first)
+                if result is None:  # given up during its probe: the run ends after round t - 1
+                    if self.stop is not None and not self.stop.name:
+                        self.stop.name = "a stop signal at a worker"
+                    break
+                for component in self.components:
+                    self.phase = component.label
+                    component.after_round(self, result)
+            except (UserError, CommError, DivergedError):
+                raise  # each says what happened itself (and every rank stops alike)
+            except Exception as exc:
+                self.fail(t, exc, saved)
+            self.weigh_snapshot(time.perf_counter() - round_started)
             if result.evaluated:
                 accuracy = result.accuracy
-            for component in self.components:
-                component.after_round(self, result)
             if self.stopping(t):
                 break
         self.stop_workers()

@@ -251,6 +251,8 @@ def test_wrong_type_in_file(tmp_path):
         (["comm.timeout_s=0"], "comm.timeout_s"),
         (["eval.every=0"], "eval.every"),
         (["checkpoint.every=-1"], "checkpoint.every"),
+        (["checkpoint.seconds=-1.0"], "checkpoint.seconds"),
+        (["checkpoint.seconds=nan"], "checkpoint.seconds"),
         (["data.groups=[{count = 20, alpha = -1.0}]"], "data.groups[0].alpha"),
         (
             ["data.groups=[{count = 10, alpha = 1.0}, {count = 10, alpha = -0.5}]"],

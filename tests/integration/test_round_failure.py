@@ -1,0 +1,124 @@
+"""A round that raises keeps the run: the file holds the last completed round, the line
+says where it failed and where the traceback is, and the resumed run ends bit for bit where
+the run that never failed ends.
+
+The algorithm is FedGWC wrapped by a plug-in that raises after its update has changed its
+state (P, the Gaussian weights, the sampling generator) in the round named by
+``FLAKY_ROUND``, so the file must hold the state from before that round, not a mix."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import h5py
+import pytest
+from runfile import assert_same_run, fedgwc_toml
+
+pytestmark = pytest.mark.integration
+
+ROUNDS = 40  # FedGWC splits at rounds 19 and 29 in this scenario
+
+PLUGIN = '''
+import os
+
+from distfl.algorithms import register
+from distfl.algorithms.fedgwc import FedGWC
+
+
+@register
+class FlakyFedGWC(FedGWC):
+    """FedGWC that raises at the end of the update of round FLAKY_ROUND."""
+
+    name = "flaky_fedgwc"
+    Params = FedGWC.Params
+
+    def update(self, round_index, plan, reports):
+        out = super().update(round_index, plan, reports)
+        if os.environ.get("FLAKY_ROUND") == str(round_index):
+            raise RuntimeError(f"injected failure in round {round_index}")
+        return out
+'''
+
+
+def _run(tmp, *args, fail_round: int | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "FLAKY_ROUND"}
+    if fail_round is not None:
+        env["FLAKY_ROUND"] = str(fail_round)
+    return subprocess.run(
+        [sys.executable, "-m", "distfl", "run", *args], cwd=tmp, env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("failure")
+    (tmp / "flaky.py").write_text(PLUGIN)
+    config = fedgwc_toml(ROUNDS, progress="none").replace(
+        'name = "fedgwc"', 'name = "flaky_fedgwc"'
+    )
+    config = config.replace("[run]\n", '[run]\nplugins = ["flaky.py"]\n', 1)
+    (tmp / "flaky.toml").write_text(config)
+    full = tmp / "full.h5"
+    proc = _run(tmp, "--config", "flaky.toml", "--out", str(full))
+    assert proc.returncode == 0, proc.stderr
+    return tmp, full
+
+
+@pytest.mark.parametrize("fail_round", [25, 1])
+def test_a_round_that_raises_keeps_the_last_round_and_resumes_exactly(setup, fail_round):
+    tmp, full = setup
+    out = tmp / f"failed-{fail_round}.h5"
+    proc = _run(tmp, "--config", "flaky.toml", "--out", str(out), fail_round=fail_round)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line, line
+    trace = tmp / f"failed-{fail_round}.h5.traceback.txt"
+    assert line == (
+        f"distfl: error: round {fail_round} failed in flaky_fedgwc's update (RuntimeError: "
+        f"injected failure in round {fail_round}); {out} holds round {fail_round - 1}: "
+        f"continue with distfl run --resume {out}; the traceback is in {trace}"
+    )
+    text = trace.read_text()
+    assert "Traceback (most recent call last)" in text and "injected failure" in text
+    with h5py.File(out, "r") as f:
+        assert f["state"].attrs["round"] == str(fail_round - 1)
+        assert len(f["metrics/round"]) == fail_round - 1
+    proc = _run(tmp, "--resume", str(out), "--trust-plugins")
+    assert proc.returncode == 0, proc.stderr
+    assert_same_run(full, out)
+
+
+def test_the_periodic_checkpoint_is_what_a_kill_leaves(setup):
+    """``checkpoint.seconds``: a file appears during the run; SIGKILL (no signal handler
+    runs) leaves it, and it resumes to the uninterrupted run's bits."""
+    tmp, full = setup
+    out = tmp / "killed.h5"
+    env = {k: v for k, v in os.environ.items() if k != "FLAKY_ROUND"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "distfl", "run", "--config", "flaky.toml", "--out", str(out),
+         "--set", "checkpoint.seconds=0.05"],
+        cwd=tmp, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while not out.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    with h5py.File(out, "r") as f:
+        written = int(f["state"].attrs["round"])
+    assert 1 <= written < ROUNDS
+    resumed = _run(tmp, "--resume", str(out), "--trust-plugins")
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(full, out)
