@@ -465,6 +465,16 @@ class ClientContext(Protocol):
         """Client ``client``'s data (:class:`distfl.data.ClientData`), whichever worker
         hosts it: every rank holds the dataset."""
 
+    def stopping(self) -> bool:
+        """Whether a stop signal came while the algorithm's probe may be given up
+        (``probe_abandonable``): long work in a row (local training) checks it between
+        steps and raises :class:`ProbeAbandoned`, and the worker leaves the row."""
+
+
+class ProbeAbandoned(Exception):
+    """Raised inside a client half's row when :meth:`ClientContext.stopping` says so: the
+    worker leaves the row, and the run stops after the previous round."""
+
 
 class ClientHalf:
     """The part of an algorithm that runs on the workers: it answers probes. One instance
@@ -482,6 +492,7 @@ class ClientHalf:
 
 __all__ = [
     "ClientContext",
+    "ProbeAbandoned",
     "ClientHalf",
     "ClientReports",
     "ClusteringAlgorithm",

@@ -63,6 +63,9 @@ ROOT = "0"
 
 # -- pure math -------------------------------------------------------------------------
 
+#: the most local steps a client trains ω_c for (as train.local_steps allows)
+MAX_LOCAL_STEPS = 1_000_000
+
 
 def projected_dim(dim: int, ratio: float) -> int:
     """Columns of a pair's projection: max(1, ⌊ratio·dim⌋)."""
@@ -383,7 +386,8 @@ class EMDCFLParams(Params):
     stored_defaults = {"anchors": 0, "max_hours": 0.0}
 
     def check(self, config) -> None:
-        require(self.steps >= 1, "steps", self.steps, "at least 1 local step")
+        require(1 <= self.steps <= MAX_LOCAL_STEPS, "steps", self.steps,
+                f"between 1 and {MAX_LOCAL_STEPS:,} local steps")  # fmt: skip
         require(self.samples >= 1, "samples", self.samples, "at least 1 per side")
         require(0.0 < self.projection <= 1.0, "projection", self.projection,
                 "in (0, 1] (kept share of the embedding dimension; paper 0.9)")  # fmt: skip

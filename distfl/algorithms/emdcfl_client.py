@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distfl.algorithms.base import ClientHalf
+from distfl.algorithms.base import ClientHalf, ProbeAbandoned
 from distfl.algorithms.emdcfl import draw_anchors, embed_size, projection, wasserstein1
 from distfl.models import last_linear, load_flat
 from distfl.train import SequentialTrainer, client_seed
@@ -135,8 +135,16 @@ class EMDCFLClient(ClientHalf):
         local = SequentialTrainer(
             ctx.model, dataclasses.replace(cfg.train, local_steps=int(steps)), ctx.device
         )
-        omega, _ = local.train(start, ctx.data(client), seed=client_seed(cfg.run.seed, 0, client))
+        omega, _ = local.train(start, ctx.data(client), seed=client_seed(cfg.run.seed, 0, client),
+                               between=self._stop_check)  # fmt: skip
         return omega
+
+    def _stop_check(self) -> None:
+        """Between two local steps: give the row up at a stop signal (a row of a CNN trained
+        for thousands of steps takes minutes)."""
+        stopping = getattr(self.context, "stopping", None)
+        if stopping is not None and stopping():
+            raise ProbeAbandoned
 
     def _sets(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The client's (embedding, validation) samples (inputs), kept or from the client

@@ -16,6 +16,7 @@ import torch
 
 from distfl.aggregators import AGGREGATORS
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
+from distfl.algorithms.base import ProbeAbandoned
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import (
@@ -108,7 +109,15 @@ class Worker:
                     gone = np.full(plan.probe_width(), np.nan)
                     probe_rows.append(np.concatenate([[-1 - k], gone]))
                     continue
-                probe_rows.append(np.concatenate([[k], self._probe(plan, k, models)]))
+                try:
+                    row = self._probe(plan, k, models)
+                except ProbeAbandoned:  # a stop signal in the row's local steps
+                    row = None
+                if row is None:
+                    gone = np.full(plan.probe_width(), np.nan)
+                    probe_rows.append(np.concatenate([[-1 - k], gone]))
+                    continue
+                probe_rows.append(np.concatenate([[k], row]))
         evaluated = [k for k in own if bits[k] & EVAL]
         for m in sorted({model_of[k] for k in evaluated}):  # each model loaded once
             load_flat(self.model, models[m].to(self.device))
@@ -201,6 +210,12 @@ class Worker:
             self.dataset, self.partition, client, self.device,
             groups=cfg.groups, seed=cfg.run.seed,
         )  # fmt: skip
+
+    def stopping(self) -> bool:
+        """Whether a stop signal came and this run's probe may be given up (the client
+        half's :meth:`~distfl.algorithms.ClientContext.stopping`)."""
+        abandonable = algorithm_class(self.config.algorithm.name).probe_abandonable
+        return bool(abandonable and self.stop is not None and self.stop.name)
 
     def _probe(self, plan: Plan, client: int, models: torch.Tensor) -> np.ndarray:
         """The client half's row for ``client``."""

@@ -90,9 +90,11 @@ class SequentialTrainer:
         self.loss_fn = loss_function(train.loss)
 
     def train(
-        self, start: torch.Tensor, data: ClientData, *, seed: int
-    ) -> tuple[torch.Tensor, np.ndarray]:
-        """S local steps from the flat model ``start``; returns (new flat model, losses [S])."""
+        self, start: torch.Tensor, data: ClientData, *, seed: int,
+        between: Callable[[], None] | None = None,
+    ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
+        """S local steps from the flat model ``start``; returns (new flat model, losses [S]).
+        ``between`` is called before each step (it may raise to give the training up)."""
         load_flat(self.model, start.to(self.device))
         self.model.train()
         opt = torch.optim.SGD(
@@ -106,6 +108,8 @@ class SequentialTrainer:
         anchor = [p.detach().clone() for p in self.model.parameters()] if self.cfg.prox_mu else []
         losses = np.empty(self.cfg.local_steps, dtype=np.float64)
         for s in range(self.cfg.local_steps):
+            if between is not None:
+                between()
             idx = batches.next().to(self.device)
             opt.zero_grad(set_to_none=True)
             loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])

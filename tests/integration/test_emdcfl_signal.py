@@ -1,5 +1,6 @@
 """A stop signal during EMD-CFL's one-shot round (round 1: every client trains and computes
-its row of W1 distances, minutes with a CNN) is acted on between rows: the workers leave
+its row of W1 distances, minutes with a CNN) is acted on between rows, and between the
+local steps of a row's training: the workers leave
 the rows not yet computed, the run stops after round 0 within seconds with its checkpoint
 written, and resuming it gives the bits of the run that was never interrupted, alone and
 in a world of three ranks. A signal that reaches a worker only stops the run too."""
@@ -23,7 +24,7 @@ ARGS = [
     "--set", "run.rounds=2", "--set", 'run.progress="lines"',
 ]  # fmt: skip
 #: how soon after the signal every process must have exited
-PROMPT_S = 8.0
+PROMPT_S = 30.0
 
 
 def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -41,11 +42,11 @@ def reference(tmp_path_factory, helpers) -> Path:
     return tmp / "ref.h5"
 
 
-def start(helpers, tmp_path: Path, out: str, world: int) -> list[subprocess.Popen]:
+def start(helpers, tmp_path: Path, out: str, world: int, args=ARGS) -> list[subprocess.Popen]:
     port = helpers.free_port()
     return [
         subprocess.Popen(
-            helpers.distfl_cmd(*ARGS, "--out", out),
+            helpers.distfl_cmd(*args, "--out", out),
             cwd=tmp_path,
             env=helpers.clean_env() if world == 1 else helpers.torch_env(r, world, port),
             stdout=subprocess.PIPE,
@@ -116,4 +117,14 @@ def test_a_signal_at_a_worker_only_stops_the_run(helpers, tmp_path):
         line.startswith("distfl: stopped by a stop signal at a worker after round 0/2")
         for line in lines
     ), lines
+    assert_round_zero(tmp_path / "cut.h5")
+
+
+def test_a_signal_inside_one_clients_long_training_stops_promptly(helpers, tmp_path):
+    """A million local steps for each client's ω_c (minutes for one row): the signal is
+    acted on between two local steps, not after the row."""
+    long = [a if a != "algorithm.steps=600" else "algorithm.steps=1000000" for a in ARGS]
+    procs = start(helpers, tmp_path, "cut.h5", 1, args=long)
+    lines = signal_in_round_one(helpers, tmp_path, procs, [0], "cut.h5")
+    assert any(line.startswith("distfl: stopped by SIGTERM after round 0/2") for line in lines)
     assert_round_zero(tmp_path / "cut.h5")

@@ -72,8 +72,7 @@ def _installed() -> dict[str, Version]:
 
 @pytest.mark.skipif(
     os.environ.get("DISTFL_CONSTRAINTS", None) == "",
-    reason="DISTFL_CONSTRAINTS is empty: the environment was set up with newer versions on "
-    "purpose",
+    reason="DISTFL_CONSTRAINTS is empty: the environment was set up with newer versions on purpose",
 )
 def test_the_environment_is_the_lock():
     pinned, installed = pins(), _installed()
