@@ -38,9 +38,10 @@ import h5py
 import numpy as np
 
 from distfl import __version__
-from distfl.config import Config, from_json, regular_file
+from distfl.config import Config, from_json
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
+from distfl.paths import regular_file
 from distfl.record import integrity, layout
 from distfl.record.output import why, write_atomically
 

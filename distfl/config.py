@@ -25,6 +25,7 @@ from typing import Any, get_args, get_origin, get_type_hints
 from distfl.algorithms.base import Params, setting
 from distfl.algorithms.registry import algorithm_class, algorithm_names, key_owners, load_plugins
 from distfl.errors import ConfigError
+from distfl.paths import regular_file
 from distfl.presets import PRESETS
 
 try:
@@ -619,24 +620,6 @@ def parse_set(item: str) -> tuple[str, str, Any]:
     except tomllib.TOMLDecodeError:
         value = raw
     return section, key, value
-
-
-def regular_file(path: Path, max_bytes: int | None = None) -> str | None:
-    """None where ``path`` (its link's target) is a regular file of at most ``max_bytes``;
-    else what it is, in a few words ("a FIFO", "a directory", "over 1 MiB"). Raises
-    FileNotFoundError where nothing is there, OSError where it cannot be looked at. A file
-    that is not regular is never opened: a FIFO blocks its reader, a device never ends."""
-    import stat
-
-    mode = os.stat(path)
-    if stat.S_ISREG(mode.st_mode):
-        if max_bytes is not None and mode.st_size > max_bytes:
-            return f"over {max_bytes / 2**20:g} MiB ({mode.st_size:,} bytes)"
-        return None
-    kinds = {stat.S_ISDIR: "a directory", stat.S_ISFIFO: "a FIFO (named pipe)",
-             stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device",
-             stat.S_ISSOCK: "a socket"}  # fmt: skip
-    return next((name for test, name in kinds.items() if test(mode.st_mode)), "not a regular file")
 
 
 #: the largest config file read (a config is a few KiB; /dev/zero is not one)

@@ -233,7 +233,7 @@ def _same_file(a: Path, b: Path) -> bool:
 
 def _describe(path: Path) -> str:
     """What ``path`` holds, in a few words (a run file's progress when it is one)."""
-    from distfl.config import regular_file
+    from distfl.paths import regular_file
 
     try:
         kind = regular_file(path)

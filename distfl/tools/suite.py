@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, ConfigError, UserError
+from distfl.paths import self_command
 
 #: the table's columns, in order
 COLUMNS = (
@@ -286,7 +287,7 @@ def _existing(job: Job, force: bool) -> str:
 
 
 def _command(job: Job, action: str) -> list[str]:
-    cmd = [sys.executable, "-m", "distfl", "run", *job.source]
+    cmd = self_command("run", *job.source)
     for item in job.overrides:
         cmd += ["--set", item]
     if action == "resume":

@@ -488,3 +488,22 @@ def test_failed_run_leaves_its_row_empty_and_exit_code_1(helpers, base, tmp_path
     for column in METRICS:
         if column != "wall_s":
             assert rows[1][column] == same[column], column
+
+
+def test_a_folder_named_distfl_in_the_working_directory_does_not_shadow_it(helpers, tmp_path):
+    """A clone in the home folder, say: the suite's runs are started so that the current
+    directory's ``distfl`` folder is not imported in place of the package."""
+    shadow = tmp_path / "distfl"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('the shadowing folder')\n")
+    (tmp_path / "tiny.toml").write_text(TINY_TOML)
+    script = Path(sys.executable).parent / "distfl"  # the console script: no cwd on sys.path
+    proc = subprocess.run(
+        [str(script), "suite", "tiny.toml", "--algorithms", "none", "--seeds", "0",
+         "--out", "out", *COMMON],
+        cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
+        text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "shadowing" not in proc.stdout + proc.stderr
+    assert state_round(tmp_path / "out" / run_name("tiny", "none", 0)) == ROUNDS

@@ -91,6 +91,7 @@ from typing import Any, TextIO
 from distfl import __version__
 from distfl.config import toml_value
 from distfl.errors import ConfigError
+from distfl.paths import self_command
 from distfl.tools.bench.common import clean_env, log, tail
 from distfl.tools.bench.distfl_rows import _torchrun
 from distfl.tools.bench.report import json_safe
@@ -354,7 +355,7 @@ def memory_check(config: Path) -> dict:
 def _command(case: Case, config: Path, out: Path) -> list[str]:
     args = ["run", "--config", str(config), "--out", str(out), "--force"]  # scratch files
     if case.world_size == 1:
-        return [sys.executable, "-m", "distfl", *args]
+        return self_command(*args)
     return [
         *_torchrun(),
         "--standalone",
