@@ -26,7 +26,8 @@ One step:
    ``[client, row...]`` (``width`` values each; what the algorithm's client half answered,
    before any training), the loss rows ``[client, l_1..l_S]``, the evaluation rows
    ``[client, balanced acc, acc, loss, n_test]``, and one timing row per worker ``[rank,
-   clients trained, train s, busy s, clients materialised, cache MiB, peak RSS MiB]``;
+   clients trained, train s, busy s, clients materialised, cache MiB, peak RSS MiB,
+   stop]`` (stop: 1 when a stop signal reached that rank);
    rows arrive in rank order, each worker's in client order: the server sorts them.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
@@ -60,8 +61,9 @@ RETURN_MODEL = 4
 PROBE = 8
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 #: rank, clients trained, seconds in local training, seconds in the step, clients
-#: materialised, MiB of clients cached, peak resident MiB of the process
-TIMING_WIDTH = 7
+#: materialised, MiB of clients cached, peak resident MiB of the process, and 1 when a stop
+#: signal reached the rank (the server then stops the run after the round)
+TIMING_WIDTH = 8
 #: what the server sums per worker and round: the timing row's six numbers after the rank,
 #: then the server's pooled tasks the rank computed and their seconds
 WORKER_FIELDS = 8
@@ -196,6 +198,8 @@ class StepOutput:
     train_s: float = 0.0
     loaded: int = 0
     cache_mb: float = 0.0
+    #: whether a stop signal reached the worker's rank
+    stopped: bool = False
     #: [workers, TIMING_WIDTH] float64, gathered on the server
     timing_rows: torch.Tensor | None = None
     #: ``"scaled"``: this rank's bounds [M, L] (float64) and the function that puts its
@@ -296,7 +300,8 @@ def run_step(
         )
     timing = torch.zeros((0, TIMING_WIDTH), dtype=torch.float64)
     if execute is not None:
-        row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb()]
+        row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb(),
+               float(out.stopped)]  # fmt: skip
         timing = torch.tensor([row], dtype=torch.float64)
     # the step's float64 rows in one gather: probe, loss and evaluation rows (one per task
     # that has them, on its worker's rank), and one timing row per rank that executes

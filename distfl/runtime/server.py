@@ -316,6 +316,9 @@ class Server:
         )  # fmt: skip
         for row in out.timing_rows.cpu().numpy():
             rank = int(row[0])
+            if row[7] and self.stop is not None and not self.stop.name:
+                # a signal that reached a worker only: the run stops after this round
+                self.stop.name = "a stop signal at a worker"
             acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
             acc[:3] += row[1:4]  # clients, train s, busy s
             acc[3] += row[4]  # clients materialised

@@ -150,6 +150,7 @@ class Worker:
             probe_rows=torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
                 -1, 1 + plan.probe_width()
             ),
+            stopped=bool(self.stop is not None and self.stop.name),
         )
         if plan.any(TRAIN):
             if self.layout.kind == "scaled":
