@@ -197,6 +197,7 @@ def write_run_file(
     image = io.BytesIO()
     with h5py.File(image, "w") as f:
         f.attrs["distfl_version"] = __version__
+        f.attrs["format"] = FORMAT
         f.attrs["config"] = config.to_json()
         f.attrs["seed"] = config.run.seed
         f.attrs["world_size"] = world_size
@@ -320,6 +321,82 @@ def _text(value) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+#: the format of the files this writer seals (root attribute ``format``): every file of a
+#: format ≥ 2 carries its integrity record; distfl 0.1.0's files have no such attribute
+FORMAT = 2
+#: what only files written with an integrity record hold (distfl 0.1.0 wrote none of them):
+#: a file without a record that holds one had its record removed
+SEALED_ONLY = ("@format", "@written", "/world", "/timing/workers")
+#: the groups and datasets at the top of a run file, and the root's attributes
+TOP_LEVEL = {"clients", "final", "hierarchy", "metrics", "state", "timing", "world",
+             integrity.GROUP}  # fmt: skip
+ROOT_ATTRS = {"config", "created", "distfl_version", "format", "seed", "world_size", "written"}
+REQUIRED = ("clients/group", "clients/class_counts", "clients/num_train", "clients/num_test",
+            "clients/accuracy", "final/assignment", "final/leaves", "final/models",
+            "hierarchy", "metrics", "state", "timing")  # fmt: skip
+
+
+def _check_unsealed(f: h5py.File, path: Path) -> None:
+    """A file without an integrity record must be distfl 0.1.0's: one of a sealed format
+    whose record was removed is refused."""
+    for part in SEALED_ONLY:
+        present = part[1:] in f.attrs if part.startswith("@") else part in f
+        if present:
+            raise CheckpointError(
+                f"run file {path} has no integrity record, yet it is of a format that always "
+                f"has one (it holds {part}): the record was removed, and the file cannot be "
+                "trusted"
+            )
+
+
+def check_structure(f: h5py.File, config: Config, path: Path) -> None:
+    """What the readers index by, checked before they do (a crafted file whose record was
+    made again is refused here with one line, not with a traceback later): the declared
+    top-level parts only, the required ones present, the per-client arrays of K rows, every
+    tree node's members clients of the run, and the final assignment within the leaves."""
+    K = config.data.num_clients
+
+    def bad(what: str) -> CheckpointError:
+        return CheckpointError(f"run file {path} is inconsistent: {what}")
+
+    extra = sorted(set(f) - TOP_LEVEL) + sorted(f"@{a}" for a in set(f.attrs) - ROOT_ATTRS)
+    if extra:
+        raise bad(f"{extra[0]} is no part of a distfl run file")
+    for part in REQUIRED:
+        if part not in f:
+            raise bad(f"/{part} is missing")
+    for name, ds in f["clients"].items():
+        if not isinstance(ds, h5py.Dataset) or ds.ndim < 1 or ds.shape[0] != K:
+            raise bad(f"/clients/{name} does not hold one row for each of the {K} clients")
+    leaves = f["final/leaves"]
+    assignment = f["final/assignment"][()]
+    if assignment.shape != (K,) or assignment.dtype.kind not in "iu":
+        raise bad(f"/final/assignment does not hold one leaf index for each of the {K} clients")
+    if K and (assignment.min() < 0 or assignment.max() >= len(leaves)):
+        raise bad(f"/final/assignment points outside the {len(leaves)} leaves")
+    nodes = f["hierarchy"]
+    for node_id, g in nodes.items():
+        where = f"/hierarchy/{node_id}"
+        if not isinstance(g, h5py.Group) or "members" not in g:
+            raise bad(f"{where} is not a cluster (no members)")
+        for attr in ("parent", "created_round", "split_round"):
+            if attr not in g.attrs:
+                raise bad(f"{where}@{attr} is missing")
+        parent = str(g.attrs["parent"])
+        if parent and parent not in nodes:
+            raise bad(f"{where}'s parent {parent} is not in /hierarchy")
+        members = g["members"][()]
+        if members.ndim != 1 or members.dtype.kind not in "iu":
+            raise bad(f"{where}/members is not a list of client ids")
+        if len(members) and (members.min() < 0 or members.max() >= K):
+            raise bad(f"{where}/members holds a client id outside 0..{K - 1}")
+        if len(np.unique(members)) != len(members):
+            raise bad(f"{where}/members names a client twice")
+    for leaf in leaves[()]:
+        if _text(leaf) not in nodes:
+            raise bad(f"/final/leaves names {_text(leaf)}, which is not in /hierarchy")
+
+
 def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False) -> RunFile:
     """Read and verify a run file; raise CheckpointError (exit code 2) with the reason.
 
@@ -346,21 +423,28 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                     f"checkpoint {path} is not a distfl run file with resumable state "
                     "(no config attribute or no /state group)"
                 )
+            integrity.check_links(f, path)
             sealed = integrity.has_record(f)
             if sealed:
                 integrity.verify(f, path)  # every part, the stored config and /state too
+            else:
+                _check_unsealed(f, path)
             try:
                 config = from_json(f.attrs["config"], plugins=plugins)
             except ConfigError as exc:
                 raise CheckpointError(
                     f"checkpoint {path}: its stored config is invalid: {exc}"
                 ) from None
+            check_structure(f, config, path)
             if not state:
                 stored = {k: json.loads(v) for k, v in f["state"].attrs.items() if k != "sha256"}
             else:
                 stored = _read_tree(f["state"])
             digest = f["state"].attrs.get("sha256", "")
-            if state and not sealed and tree_digest(stored) != digest:
+            # a file without a record (distfl 0.1.0's) has /state's SHA-256 only: every
+            # reader checks it, the ones that do not use /state's arrays too
+            whole = stored if state else (_read_tree(f["state"]) if not sealed else None)
+            if not sealed and tree_digest(whole) != digest:
                 raise CheckpointError(
                     f"checkpoint {path} is corrupt: /state does not match its SHA-256"
                 )

@@ -63,7 +63,8 @@ ROOT = "0"
 
 # -- pure math -------------------------------------------------------------------------
 
-#: the most local steps a client trains ω_c for (as train.local_steps allows)
+#: the most local steps a client trains ω_c for (the memory check, which bounds
+#: train.local_steps through the loss rows it keeps, has nothing of ω_c's to weigh)
 MAX_LOCAL_STEPS = 1_000_000
 
 

@@ -67,8 +67,44 @@ def _attr_digest(value: Any) -> str:
     return h.hexdigest()
 
 
+def check_links(f: h5py.File, path: Any) -> None:
+    """Refuse (CheckpointError) a link distfl never writes: a soft or external link, or a
+    second name (hard link) of a group or dataset. Every name of the file is looked at, not
+    only every object (h5py's ``visititems`` sees an object under one name)."""
+    names: list[str] = []
+    bad: list[tuple[str, str]] = []
+
+    def visit(name: str, link) -> None:
+        names.append(name)
+        if not isinstance(link, h5py.HardLink):
+            bad.append((name, type(link).__name__))
+
+    f.visititems_links(visit)
+    if bad:
+        name, kind = bad[0]
+        what = {"SoftLink": "a soft link", "ExternalLink": "an external link"}.get(kind, kind)
+        raise CheckpointError(
+            f"run file {path} is damaged: /{name} is {what}, which distfl never writes"
+        )
+    seen: dict[Any, str] = {}
+    for name in sorted(names):
+        address = _address(f[name])
+        if address in seen:
+            raise CheckpointError(
+                f"run file {path} is damaged: /{name} is a second name of /{seen[address]} "
+                "(a hard link, which distfl never writes)"
+            )
+        seen[address] = name
+
+
+def _address(obj) -> Any:
+    info = h5py.h5o.get_info(obj.id)
+    return getattr(info, "token", None) or info.addr
+
+
 def digests(f: h5py.File) -> dict[str, str]:
-    """The SHA-256 of every part of ``f`` but the integrity record itself, by path."""
+    """The SHA-256 of every part of ``f`` but the integrity record itself, by path (every
+    name of every group and dataset: a second name of one is a part of its own)."""
     out: dict[str, str] = {}
 
     def attrs(obj: h5py.HLObject, path: str) -> None:
@@ -76,23 +112,19 @@ def digests(f: h5py.File) -> dict[str, str]:
             out[f"{path}@{key}"] = _attr_digest(obj.attrs[key])
 
     attrs(f, "/")
-    for top in sorted(f):
-        if top == GROUP:
+    names: list[str] = []
+    f.visititems_links(lambda name, link: names.append(name))
+    for name in sorted(names):
+        if name == GROUP or name.startswith(GROUP + "/"):
             continue
-        item = f[top]
-        if isinstance(item, h5py.Dataset):
-            out[f"/{top}"] = _dataset_digest(item)
-            attrs(item, f"/{top}")
+        link = f.get(name, getlink=True)
+        if not isinstance(link, h5py.HardLink):
+            out[f"/{name}"] = f"link:{type(link).__name__}"  # never followed
             continue
-        attrs(item, f"/{top}")
-
-        def visit(name: str, obj, top=top) -> None:
-            path = f"/{top}/{name}"
-            if isinstance(obj, h5py.Dataset):
-                out[path] = _dataset_digest(obj)
-            attrs(obj, path)
-
-        item.visititems(visit)
+        obj = f[name]
+        if isinstance(obj, h5py.Dataset):
+            out[f"/{name}"] = _dataset_digest(obj)
+        attrs(obj, f"/{name}")
     return out
 
 
@@ -154,4 +186,4 @@ def _first_missing(f: h5py.File, name: str) -> str:
     return name
 
 
-__all__ = ["GROUP", "SCHEME", "digests", "has_record", "seal", "verify"]
+__all__ = ["GROUP", "SCHEME", "check_links", "digests", "has_record", "seal", "verify"]

@@ -189,8 +189,9 @@ class Part:
 
 
 PARTS = (
-    Part("/", "attrs", "distfl_version, config (JSON), seed, world_size, created (the run's "
-         "first write), written (this write)"),
+    Part("/", "attrs", "distfl_version, format (2: the file has an integrity record; "
+         "distfl 0.1.0's files have neither), config (JSON), seed, world_size, created (the "
+         "run's first write), written (this write)"),
     Part("/clients/group", "[K]", "ground-truth group of each client (index into data.groups)"),
     Part("/clients/class_counts", "[K, C]", "class counts of each client's samples (train + "
          "test)"),

@@ -6,8 +6,8 @@ says ``--trust-plugins``.
 
 Two files of a real run of a plug-in's algorithm (2 rounds of the digits preset): the file
 as written, and the same file with its stored config edited (h5py) so that ``run.plugins``
-also names ``evil.py`` (and without the integrity record, which anyone editing a file can
-drop or write anew). Each plug-in file leaves a marker beside itself when imported.
+also names ``evil.py`` (and its integrity record written anew, as anyone editing a file
+can). Each plug-in file leaves a marker beside itself when imported.
 """
 
 from __future__ import annotations
@@ -106,10 +106,11 @@ def made(tmp_path_factory, helpers) -> dict[str, Path]:
         config["run"]["plugins"] = [str(plugin), str(evil)]
         f.attrs["config"] = json.dumps(config, sort_keys=True)
         # a file's integrity record is a checksum, not a signature: whoever edits the file
-        # can drop it (as here: the file reads as one written before the record) or seal
-        # the file anew
-        if "integrity" in f:
-            del f["integrity"]
+        # can seal it anew (dropping it is refused: the file's format always has one)
+        from distfl.record import integrity
+
+        del f["integrity"]
+        integrity.seal(f)
     return {"dir": tmp, "plugin": plugin, "evil": evil, "plain": tmp / "plain.h5",
             "tampered": tampered}  # fmt: skip
 

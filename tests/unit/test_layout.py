@@ -44,14 +44,16 @@ def small_file(path: Path) -> None:
     record.membership.append({"round": 1, "cluster": "0", "group": 0, "clients": 2})
     record.timing.append({"round": 1, "elapsed_s": 0.5, "bytes": 0, "rss_mb": 100.0})
     record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2, "pooled": 0})
+    config = load(preset="digits")
+    K = config.data.num_clients  # the per-client arrays hold a row for each client
     write_run_file(
-        path, config=load(preset="digits"), world_size=1,
-        clients={"group": np.zeros(2, dtype=np.int64), "class_counts": np.ones((2, 10)),
-                 "num_train": np.ones(2), "num_test": np.ones(2), "accuracy": np.zeros(2)},
+        path, config=config, world_size=1,
+        clients={"group": np.zeros(K, dtype=np.int64), "class_counts": np.ones((K, 10)),
+                 "num_train": np.ones(K), "num_test": np.ones(K), "accuracy": np.zeros(K)},
         world={"host": ["h"], "local_rank": [0], "address": ["a"], "launcher": "single"},
-        hierarchy=[HierarchyNode(id="0", parent="", created_round=0, members=np.arange(2))],
+        hierarchy=[HierarchyNode(id="0", parent="", created_round=0, members=np.arange(K))],
         leaves=["0"],
-        assignment=np.zeros(2, dtype=np.int64), leaf_models=np.zeros((1, 3)),
+        assignment=np.zeros(K, dtype=np.int64), leaf_models=np.zeros((1, 3)),
         tables=record.arrays(), state={"round": 1, "models": np.zeros((1, 3))},
     )  # fmt: skip
 
