@@ -134,6 +134,8 @@ def test_each_algorithm_checks_its_own_values():
         ("fedgwc", "n_max=1", "algorithm.n_max"),
         ("emdcfl", "projection=1.5", "algorithm.projection"),
         ("emdcfl", 'solver="lp"', "algorithm.solver"),
+        # a billion local steps for ω_c passed every check and trained for hours
+        ("emdcfl", "steps=1000000000", "algorithm.steps = 1000000000: must be between 1 and"),
         ("cfl", "eps2=-1", "algorithm.eps2"),
         ("ifca", "num_clusters=21", "0 (the number of data groups) or 1 to data.num_clients (20)"),
         ("fesem", "reassign_every=0", "algorithm.reassign_every"),
