@@ -111,7 +111,7 @@ def test_config_is_a_directory(helpers, tmp_path):
     cfg = tmp_path / "conf.d"
     cfg.mkdir()
     proc, _ = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
-    assert_one_line_error(proc, str(cfg), "cannot be read")
+    assert_one_line_error(proc, str(cfg), "is a directory; expected a TOML file")
 
 
 def test_unknown_preset(helpers, tmp_path):
