@@ -64,6 +64,7 @@ class Worker:
         #: the process's stop flag (a signal's name once one came), read between the rows of
         #: a probe that may be given up (ClusteringAlgorithm.probe_abandonable)
         self.stop = stop
+        self.abandonable = algorithm_class(config.algorithm.name).probe_abandonable
         #: this worker's index among the workers (its rank - 1; 0 for the in-process one)
         self.index = index
         self.device = device
@@ -101,10 +102,9 @@ class Worker:
         train_before = self.train_seconds
         loaded_before = self.cache.loaded
         trained = [k for k in own if bits[k] & TRAIN]
-        abandonable = algorithm_class(self.config.algorithm.name).probe_abandonable
         for k in own:
             if bits[k] & PROBE:  # before training: the models as broadcast
-                if abandonable and self.stop is not None and self.stop.name:
+                if self.stopping():
                     # a stop signal: the row is left, marked by the id -1 - k
                     gone = np.full(plan.probe_width(), np.nan)
                     probe_rows.append(np.concatenate([[-1 - k], gone]))
@@ -215,8 +215,7 @@ class Worker:
     def stopping(self) -> bool:
         """Whether a stop signal came and this run's probe may be given up (the client
         half's :meth:`~distfl.algorithms.ClientContext.stopping`)."""
-        abandonable = algorithm_class(self.config.algorithm.name).probe_abandonable
-        return bool(abandonable and self.stop is not None and self.stop.name)
+        return bool(self.abandonable and self.stop is not None and self.stop.name)
 
     def _probe(self, plan: Plan, client: int, models: torch.Tensor) -> np.ndarray:
         """The client half's row for ``client``."""

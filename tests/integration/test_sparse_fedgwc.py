@@ -21,6 +21,15 @@ pytestmark = pytest.mark.integration
 ROUNDS = 240  # the split comes at round 226 for seed 0 (measured)
 
 
+def _distfl(helpers, *args):
+    proc = subprocess.run(
+        helpers.distfl_cmd(*args), env=helpers.clean_env(), capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, helpers):
     out = tmp_path_factory.mktemp("sparse") / "sparse.h5"
@@ -36,11 +45,7 @@ def run(tmp_path_factory, helpers):
         "--set", 'run.progress="none"',
         "--out", str(out),
     ]  # fmt: skip
-    proc = subprocess.run(
-        helpers.distfl_cmd(*args), env=helpers.clean_env(), capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _distfl(helpers, *args)
     return out
 
 
@@ -96,15 +101,6 @@ def _large_args(rounds: int, *out: str) -> list[str]:
         "--set", 'run.progress="none"',
         *out,
     ]  # fmt: skip
-
-
-def _distfl(helpers, *args):
-    proc = subprocess.run(
-        helpers.distfl_cmd(*args), env=helpers.clean_env(), capture_output=True, text=True,
-        timeout=600,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
 
 
 def test_a_large_cluster_keeps_its_rounds_and_resumes_to_the_bit(helpers, tmp_path):
