@@ -251,6 +251,9 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     B = min(t.batch_size, n)
     sample = features * 4 + 8  # a materialised sample: float32 features, int64 label
     chunk = min(N, clients_per_chunk(P, B, features, t.chunk_mb))
+    # the batched trainer (auto's pick for the built-in models) draws every step's batch at
+    # once; the sequential and vectorised ones draw each step's batch when they take it
+    steps_held = 1 if t.trainer in ("sequential", "vectorised") else S
     of = f"{features:,} float32 features"
     held = largest_clients(runs, N)
     # an algorithm may take more client models in a round than the cohort (CFL and FLCL:
@@ -282,10 +285,11 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             f"the round's {M:,} client models)",
         ),
         "trainer": (
-            chunk * (16 * P + S * B * (features * 4 + 16) + 4 * B * act)
+            chunk * (16 * P + steps_held * B * (features * 4 + 16) + 4 * B * act)
             + largest_clients(runs, chunk) * sample,
-            f"the trainer's {chunk:,} clients at once, each with the batches of its {S:,} "
-            f"local steps of {B:,} samples of {features:,} features",
+            f"the trainer's {chunk:,} clients at once, each with the batches of "
+            + (f"its {S:,} local steps" if steps_held > 1 else "one local step")
+            + f" of {B:,} samples of {features:,} features",
         ),
         "losses": (
             N * (S + 1) * 8 * LOSS_ROW_COPIES,

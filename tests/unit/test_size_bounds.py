@@ -134,6 +134,21 @@ def test_the_byte_estimate_by_hand():
     assert text.endswith("at most about 1 clients fit")
 
 
+@pytest.mark.parametrize("trainer", ["sequential", "vectorised"])
+def test_a_trainer_that_draws_each_steps_batch_holds_one_steps_batch(trainer):
+    """The batched trainer holds every local step's batch at once; the sequential and
+    vectorised ones one step's (so a million local steps fit with them)."""
+    args = ("data.num_clients=2", "data.samples_per_client=10", "model.hidden=[4]",
+            "server.clients_per_round=1", "train.local_steps=3", "train.batch_size=4")  # fmt: skip
+    batched = size_terms(digits(*args, 'train.trainer="batched"'))["trainer"][0]
+    other = size_terms(digits(*args, f'train.trainer="{trainer}"'))["trainer"]
+    assert batched - other[0] == (3 - 1) * 4 * (64 * 4 + 16)
+    assert "one local step" in other[1]
+    many = digits(*args[:-2], "train.local_steps=1000000", "train.batch_size=4",
+                  f'train.trainer="{trainer}"')  # fmt: skip
+    assert size_terms(many)["trainer"][0] == other[0]
+
+
 def test_at_most_n_fit_is_the_largest_value_that_fits():
     cfg = digits("data.samples_per_client=1000000000")
     knob = next(k for k in knobs(cfg) if k.key == "data.samples_per_client")
