@@ -28,6 +28,8 @@ One step:
    ``[client, balanced acc, acc, loss, n_test]``, and one timing row per worker ``[rank,
    clients trained, train s, busy s, clients materialised, cache MiB, peak RSS MiB,
    stop]`` (stop: 1 when a stop signal reached that rank);
+   a worker that left its training at a stop signal (tasks marked ``MAY_GIVE_UP``) still
+   joins every collective: zero sums, zero models, and loss rows ``[-1 - client, NaN...]``;
    rows arrive in rank order, each worker's in client order: the server sorts them.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
@@ -59,10 +61,13 @@ TRAIN = 1
 EVAL = 2
 RETURN_MODEL = 4
 PROBE = 8
+#: with TRAIN: the worker may leave the training at a stop signal, between local steps (the
+#: server then discards the round: it holds a copy of the round before)
+MAY_GIVE_UP = 16
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 #: rank, clients trained, seconds in local training, seconds in the step, clients
 #: materialised, MiB of clients cached, peak resident MiB of the process, and 1 when a stop
-#: signal reached the rank (the server then stops the run after the round)
+#: signal reached the rank (the server then stops the run after its last completed round)
 TIMING_WIDTH = 8
 #: what the server sums per worker and round: the timing row's six numbers after the rank,
 #: then the server's pooled tasks the rank computed and their seconds

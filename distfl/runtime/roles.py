@@ -49,10 +49,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
 
 
 class StopFlag:
-    """Set by SIGTERM, SIGUSR1, SIGINT (Ctrl-C) or SIGHUP (a closed terminal). The server
-    checkpoints after the current round and stops the workers; a worker ignores it and
-    waits for the server's stop message. A second SIGINT aborts at once (KeyboardInterrupt,
-    exit code 130): a write in progress is abandoned and the previous checkpoint stays."""
+    """Set by SIGTERM, SIGUSR1, SIGINT (Ctrl-C) or SIGHUP (a closed terminal). A worker
+    reads it before each local step of a round that may be given up (it then leaves the
+    round's training, which the server discards) and reports it with its step's timing
+    row; the server checkpoints the last completed round and stops the workers, which
+    wait for its stop message. A second SIGINT aborts at once (KeyboardInterrupt, exit code
+    130): a write in progress is abandoned and the previous checkpoint stays."""
 
     name: str | None = None
 

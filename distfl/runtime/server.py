@@ -47,6 +47,7 @@ from distfl.runtime.components import (
 from distfl.runtime.placement import home_workers, place
 from distfl.runtime.pool import RankPool, TimedPool
 from distfl.runtime.protocol import (
+    MAY_GIVE_UP,
     PROBE,
     RETURN_MODEL,
     STEP,
@@ -378,12 +379,18 @@ class Server:
             raise RuntimeError(f"round {round_index}: probe rows for {rows[:, 0]}")
         return rows[:, 1:]
 
-    def train_round(self, plan: RoundPlan) -> ClientReports:
-        """Train the plan's clients; the aggregator makes each planned cluster's new model."""
-        tasks = {k: TRAIN | (RETURN_MODEL if k in plan.return_models else 0) for k in plan.train}
+    def train_round(self, plan: RoundPlan, may_give_up: bool = False) -> ClientReports | None:
+        """Train the plan's clients; the aggregator makes each planned cluster's new model.
+        None: with ``may_give_up``, a worker left its training at a stop signal (the round
+        is to be discarded)."""
+        give_up = MAY_GIVE_UP if may_give_up else 0
+        tasks = {k: TRAIN | give_up | (RETURN_MODEL if k in plan.return_models else 0)
+                 for k in plan.train}  # fmt: skip
         # each participant downloads its model, uploads its update and its S losses
         self.count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
         clusters, out = self.step(plan.train, tasks, plan.round)
+        if may_give_up and (out.loss_rows[:, 0] < 0).any():
+            return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
         # each rank's payload per model parameter (the Σ n_k column, 8 bytes a model, apart)
         values = sums.numel() - len(clusters)
@@ -430,10 +437,13 @@ class Server:
         """Whether a signal asked the run to stop after round ``t`` (not its last)."""
         return bool(self.stop is not None and self.stop.name and t < self.config.run.rounds)
 
-    def round(self, t: int, t_start: float, first: int) -> RoundResult | None:
+    def round(
+        self, t: int, t_start: float, first: int, may_give_up: bool = False
+    ) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
-        evaluation when one is due. None: a stop signal gave the round up during its probe
-        (nothing of it is kept; the run stops after round ``t - 1``)."""
+        evaluation when one is due. None: a stop signal gave the round up during its probe,
+        or (``may_give_up``: the server holds a snapshot of round ``t - 1``) during its
+        training; nothing of it is to be kept, and the run stops after round ``t - 1``."""
         bytes_before = self.comm.bytes_moved
         self.round_bytes = 0
         self.round_workers = {}
@@ -454,7 +464,9 @@ class Server:
         for cid in plan.train.values():
             sampled[cid] += 1
         self.phase = "training"
-        reports = self.train_round(plan)
+        reports = self.train_round(plan, may_give_up)
+        if reports is None:
+            return None
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)
@@ -490,8 +502,10 @@ class Server:
             saved = self.snapshot()
             round_started = time.perf_counter()
             try:
-                result = self.round(t, t_start, first)
-                if result is None:  # given up during its probe: the run ends after round t - 1
+                result = self.round(t, t_start, first, may_give_up=saved is not None)
+                if result is None:  # given up at a stop signal: the run ends after round t - 1
+                    if saved is not None:
+                        self.restore_snapshot(saved)
                     if self.stop is not None and not self.stop.name:
                         self.stop.name = "a stop signal at a worker"
                     break

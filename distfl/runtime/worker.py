@@ -35,17 +35,23 @@ from distfl.runtime.protocol import (
     COMPUTE,
     EVAL,
     EVAL_WIDTH,
+    MAY_GIVE_UP,
     PROBE,
     RETURN_MODEL,
     STOP,
     TRAIN,
     Plan,
     StepOutput,
+    empty_output,
     run_step,
     sum_layout,
 )
 from distfl.train import build_trainer, client_seed, trainer_kind
 from distfl.train.sequential import evaluate_loaded
+
+
+class TrainingLeft(Exception):
+    """A stop signal between local steps of a round that may be given up (MAY_GIVE_UP)."""
 
 
 class Worker:
@@ -127,7 +133,11 @@ class Worker:
                     bal, acc, loss = evaluate_loaded(self.model, data, loss=self.config.train.loss)
                     eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
         eval_rows.sort(key=lambda row: row[0])
-        by_model = self._train(trained, model_of, plan.round, models)
+        between = self._leave_at_stop if plan.any(MAY_GIVE_UP) else None
+        try:
+            by_model = self._train(trained, model_of, plan.round, models, between)
+        except TrainingLeft:
+            return self._left(plan, trained, bits, eval_rows, probe_rows)
         terms = {}  # model index -> (its start, new flat models [n, P], weights [n])
         for m, (ks, new, losses) in by_model.items():
             counts = torch.tensor(
@@ -165,6 +175,32 @@ class Worker:
         out.train_s = self.train_seconds - train_before
         out.loaded = self.cache.loaded - loaded_before
         out.cache_mb = self.cache.nbytes / 2**20
+        return out
+
+    def _leave_at_stop(self) -> None:
+        if self.stop is not None and self.stop.name:
+            raise TrainingLeft
+
+    def _left(
+        self, plan: Plan, trained: list[int], bits: dict[int, int], eval_rows: list,
+        probe_rows: list,
+    ) -> StepOutput:  # fmt: skip
+        """The step's output once a stop signal left the training: every collective is still
+        joined, with zero sums and models and the loss rows ``[-1 - client, NaN...]`` that
+        tell the server to discard the round."""
+        out = empty_output(plan, num_steps=self.config.train.local_steps, layout=self.layout,
+                           device=self.comm_device)  # fmt: skip
+        S = self.config.train.local_steps
+        out.loss_rows = torch.tensor(
+            [[-1 - k] + [np.nan] * S for k in trained], dtype=torch.float64
+        ).reshape(-1, 1 + S)
+        returned = sum(1 for k in trained if bits[k] & RETURN_MODEL)
+        out.model_rows = torch.zeros((returned, self.num_params), dtype=torch.float32)
+        out.eval_rows = torch.tensor(eval_rows, dtype=torch.float64).reshape(-1, EVAL_WIDTH)
+        out.probe_rows = torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
+            -1, 1 + plan.probe_width()
+        )
+        out.stopped = True
         return out
 
     def _scaled_sums(self, plan: Plan, terms: dict, exponents: torch.Tensor) -> torch.Tensor:
@@ -236,11 +272,12 @@ class Worker:
         return row
 
     def _train(
-        self, clients: list[int], model_of: dict[int, int], round_index: int, models: torch.Tensor
-    ) -> dict[int, tuple[list[int], torch.Tensor, np.ndarray]]:
+        self, clients: list[int], model_of: dict[int, int], round_index: int,
+        models: torch.Tensor, between=None,
+    ) -> dict[int, tuple[list[int], torch.Tensor, np.ndarray]]:  # fmt: skip
         """Train ``clients`` from their cluster models. Per model index: (clients, new flat
         models [n, P], losses [n, S]). The vectorised trainer takes each model's clients
-        together."""
+        together. ``between`` is called before every local step (it raises TrainingLeft)."""
         t0 = time.perf_counter()
         seed = self.config.run.seed
         by_model: dict[int, list[int]] = {}
@@ -251,10 +288,12 @@ class Worker:
             start = models[m].to(self.device)
             seeds = [client_seed(seed, round_index, k) for k in ks]
             if self.together:
-                new, losses = self.trainer.train_many(start, [self.data(k) for k in ks], seeds)
+                new, losses = self.trainer.train_many(
+                    start, [self.data(k) for k in ks], seeds, between
+                )
             else:
                 runs = [
-                    self.trainer.train(start, self.data(k), seed=s)
+                    self.trainer.train(start, self.data(k), seed=s, between=between)
                     for k, s in zip(ks, seeds, strict=True)
                 ]
                 new = torch.stack([r[0] for r in runs])

@@ -25,6 +25,8 @@ avoids.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -124,10 +126,12 @@ class BatchedTrainer:
         return clients_per_chunk(self.num_params, self.pad_to, sample, self.cfg.chunk_mb)
 
     def train_many(
-        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int]
-    ) -> tuple[torch.Tensor, np.ndarray]:
+        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
+        between: Callable[[], None] | None = None,
+    ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps for each client from the flat model ``start``: returns the new flat
-        models [n, P] (float32) and the losses [n, S]."""
+        models [n, P] (float32) and the losses [n, S]. ``between`` is called before each
+        step of each chunk (it may raise to give the training up)."""
         n = len(datas)
         out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
         losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
@@ -138,7 +142,9 @@ class BatchedTrainer:
             # (MKL's batched GEMM with a batch of one); pairing a lone client with a copy of
             # itself keeps its bits those of any larger chunk, hence of any world size.
             run = list(range(lo, hi)) if hi - lo > 1 else [lo, lo]
-            new, loss = self._train_chunk(start, [datas[i] for i in run], [seeds[i] for i in run])
+            new, loss = self._train_chunk(
+                start, [datas[i] for i in run], [seeds[i] for i in run], between
+            )
             out[lo:hi], losses[lo:hi] = new[: hi - lo], loss[: hi - lo]
         return out, losses
 
@@ -167,7 +173,7 @@ class BatchedTrainer:
             offset += n
         return torch.from_numpy(index), torch.from_numpy(weight)
 
-    def _train_chunk(self, start, datas, seeds):
+    def _train_chunk(self, start, datas, seeds, between=None):
         cfg = self.cfg
         C = len(datas)
         anchor = self._pad(start.to(self.device, torch.float32))
@@ -182,6 +188,8 @@ class BatchedTrainer:
         losses = torch.empty((cfg.local_steps, C), dtype=torch.float32, device=self.device)
         xs, ys = x_all[index], y_all[index]  # every step's batches, [S, C, B, ...]
         for s in range(cfg.local_steps):
+            if between is not None:
+                between()
             if self.dense:
                 per_client, grads = self._dense_step(params, xs[s], ys[s], weight)
             else:

@@ -11,6 +11,8 @@ state and activations (at least two clients per chunk: see :meth:`train_many`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import torch
 from torch import nn
@@ -48,10 +50,12 @@ class VectorisedTrainer:
         return clients_per_chunk(self.num_params, b, sample, self.cfg.chunk_mb)
 
     def train_many(
-        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int]
-    ) -> tuple[torch.Tensor, np.ndarray]:
+        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
+        between: Callable[[], None] | None = None,
+    ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps for each client from the flat model ``start``: returns the new flat
-        models [n, P] (float32) and the losses [n, S]."""
+        models [n, P] (float32) and the losses [n, S]. ``between`` is called before each
+        step of each chunk (it may raise to give the training up)."""
         n = len(datas)
         out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
         losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
@@ -71,13 +75,13 @@ class VectorisedTrainer:
                 # its chunk, hence of the world size.
                 run = idx if len(idx) > 1 else idx * 2
                 new, loss = self._train_chunk(
-                    start, [datas[i] for i in run], [seeds[i] for i in run]
+                    start, [datas[i] for i in run], [seeds[i] for i in run], between
                 )
                 out[idx] = new[: len(idx)]
                 losses[idx] = loss[: len(idx)]
         return out, losses
 
-    def _train_chunk(self, start, datas, seeds):
+    def _train_chunk(self, start, datas, seeds, between=None):
         cfg = self.cfg
         m = len(datas)
         flat0 = start.to(self.device, torch.float32)
@@ -94,6 +98,8 @@ class VectorisedTrainer:
         ]
         losses = np.empty((m, cfg.local_steps), dtype=np.float64)
         for s in range(cfg.local_steps):
+            if between is not None:
+                between()
             picks = [st.next().to(self.device) for st in streams]
             x = torch.stack([d.x_train[i] for d, i in zip(datas, picks, strict=True)])
             y = torch.stack([d.y_train[i] for d, i in zip(datas, picks, strict=True)])
