@@ -16,8 +16,8 @@ cluster models and /state's arrays), and never imports the plug-ins its config n
 Tables are pandas DataFrames when pandas is importable (``pip install distfl[pandas]``) and
 NumPy record arrays otherwise, with the same columns in the same order: the names of the
 file's columns (:data:`distfl.record.layout.TABLES`), cluster ids as text.
-:func:`run` runs ``distfl run``'s code (:func:`distfl.cli.run_config`,
-:func:`distfl.cli.launch`) with one process, W = 1, and gives the same file, bit for bit,
+:func:`run` runs ``distfl run``'s code (:func:`distfl.launch.run_config`,
+:func:`distfl.launch.launch`) with one process, W = 1, and gives the same file, bit for bit,
 as ``distfl run`` with the same settings; :func:`suite` runs ``distfl suite``
 (:func:`distfl.tools.suite.suite`). Both raise the project's errors
 (:class:`~distfl.errors.ConfigError`, :class:`~distfl.errors.UserError`, ...) where the
@@ -612,9 +612,9 @@ def run(
     write, before anything runs. Ctrl-C stops the run after the current round with a
     checkpoint (resume it with ``distfl run --resume``) and raises KeyboardInterrupt.
     torch's thread count and CPU random state are as they were when it returns."""
-    from distfl.cli import launch, run_config
     from distfl.comm.env import LaunchInfo
     from distfl.config import Config
+    from distfl.launch import launch, run_config
     from distfl.record.output import check_output
 
     path = base = None

@@ -11,6 +11,7 @@ import sys
 
 from distfl import __version__
 from distfl.errors import CommError, DivergedError, RoundFailed, UserError
+from distfl.launch import is_rank0, launch, run_config
 
 
 class _Parser(argparse.ArgumentParser):
@@ -236,52 +237,6 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def run_config(
-    *,
-    path: str | None = None,
-    preset: str | None = None,
-    overrides: list[str] | tuple[str, ...] = (),
-    out: str | None = None,
-    comm: str | None = None,
-    base=None,
-):
-    """The config ``distfl run`` runs (shared with :func:`distfl.run`): ``base`` (a run
-    file's stored config, for ``--resume``) or the defaults, then ``preset`` (the
-    ``default`` preset when none of ``base``, ``preset`` and ``path`` is given), then the
-    TOML file at ``path``, then the ``--set`` items ``overrides``, then ``out`` (run.out)
-    and ``comm`` (comm.backend). Raises ConfigError."""
-    from distfl import config
-
-    items = list(overrides)
-    if out is not None:  # --out '' is an empty path, refused, not the default
-        items.append(f"run.out={config.toml_string(out)}")
-    if comm:
-        items.append(f"comm.backend={config.toml_string(comm)}")
-    preset = preset if preset or path or base else "default"
-    return config.load(path=path, preset=preset, overrides=items, base=base)
-
-
-def launch(config, *, info=None, resume: str | None = None, force: bool = False, stream=None):
-    """Run ``config`` in this process's role, as ``distfl run`` does (shared with
-    :func:`distfl.run`, which gives a one-process ``info``); returns the summary on rank 0,
-    None on the other ranks and when ``resume`` names a run that has nothing left to do.
-
-    What the launch alone decides (a world larger than the federation, a backend the
-    launcher cannot serve) is refused before the runtime and torch are imported."""
-    from distfl.comm import resolve_backend
-    from distfl.comm.env import detect
-    from distfl.config import check_world
-
-    info = detect(backend=config.comm.backend) if info is None else info
-    check_world(config, info.world_size)
-    resolve_backend(config.comm.backend, info)
-    if resume and _resumed_run_is_done(resume, config):
-        return None
-    from distfl.runtime import run
-
-    return run(config, info=info, resume=resume, force=force, stream=stream)
-
-
 def _config_from_args(args: argparse.Namespace):
     stored = None
     if args.resume:
@@ -339,44 +294,11 @@ def _check_plugins_named(args: argparse.Namespace, stored: tuple[str, ...]) -> N
         )
 
 
-def _resumed_run_is_done(path: str, config) -> bool:
-    """True (and rank 0 says so) when the run file at ``path`` has reached ``run.rounds``
-    and the output is that file: resuming it would change nothing, so nothing is written.
-    ``run.rounds`` below the file's round is refused (a run cannot be shortened)."""
-    import os
-
-    from distfl.checkpoint import read_run_file
-    from distfl.errors import ConfigError
-
-    done = int(read_run_file(path, state=False).state["round"])
-    if config.run.rounds < done:
-        raise ConfigError(
-            f"run.rounds = {config.run.rounds}: {path} is at round {done} already; give "
-            f"run.rounds >= {done} to go on (a run is not shortened)"
-        )
-    same = os.path.exists(config.run.out) and os.path.samefile(config.run.out, path)
-    if config.run.rounds > done or not same:
-        return False
-    if _is_rank0():
-        print(f"{path}: finished (round {done} of {config.run.rounds}); nothing to resume, "
-              "the file is unchanged")  # fmt: skip
-    return True
-
-
 def _cmd_keys(preset: str | None) -> int:
     from distfl.tools.keys import format_keys, key_rows
 
     sys.stdout.write(format_keys(key_rows(preset), preset))
     return 0
-
-
-def _is_rank0() -> bool:
-    from distfl.comm.env import detect
-
-    try:
-        return detect().rank == 0 and detect(backend="torch").rank == 0
-    except (KeyError, ValueError):
-        return True
 
 
 #: how long a rank other than 0 waits before it exits on an error every rank meets
@@ -388,7 +310,7 @@ def _rank0_says(exc: Exception) -> None:
     :data:`RANK0_GRACE_S`: torchrun and mpiexec end all ranks as soon as one fails, and a
     rank that refused (say) the world size in a fraction of a second would otherwise have
     rank 0 killed before it reached the same line."""
-    if _is_rank0():
+    if is_rank0():
         print(f"distfl: error: {exc}", file=sys.stderr)
         return
     import time

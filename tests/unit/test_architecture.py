@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("distfl.comm",),
     ("distfl.runtime",),
     ("distfl.report", "distfl.tools"),
+    ("distfl.launch",),  # the library's launch, beneath both the CLI and the Python API
     ("distfl.cli", "distfl.__main__", "distfl.api"),
 ]  # fmt: skip
 
@@ -153,6 +154,14 @@ def test_imports_only_its_own_layer_or_lower(name):
     mine = layer_of(name)
     higher = sorted(dep for dep in GRAPH[name] if layer_of(dep) > mine)
     assert not higher, f"{name} (layer {mine}) imports a higher layer: {higher}"
+
+
+def test_only_the_entry_point_imports_the_command_line():
+    """The library is beneath its command line: ``distfl.run`` and the CLI both launch
+    through :mod:`distfl.launch`."""
+    importers = sorted(name for name, deps in GRAPH.items() if "distfl.cli" in deps)
+    assert importers == ["distfl.__main__"]
+    assert "distfl.launch" in GRAPH["distfl.api"] and "distfl.launch" in GRAPH["distfl.cli"]
 
 
 def test_runtime_comm_and_config_import_no_algorithm():
