@@ -24,6 +24,8 @@ from typing import Any, get_args, get_origin, get_type_hints
 
 from distfl.algorithms.base import Params, setting
 from distfl.algorithms.registry import algorithm_class, algorithm_names, key_owners, load_plugins
+from distfl.datasets import DEFAULT_DATASET
+from distfl.datasets.registry import dataset_spec, dataset_specs
 from distfl.errors import ConfigError
 from distfl.paths import regular_file
 from distfl.presets import PRESETS
@@ -121,23 +123,24 @@ class RunSection:
 @dataclass(frozen=True)
 class DataSection:
     dataset: str = setting(
-        "digits",
-        "`digits`, `mnist5k`, `mnist`, `cifar10`, `cifar100`, `femnist`, `gaussian`",
-        "see [Datasets](datasets.md): `digits` is built in (scikit-learn), `mnist5k` is 5,000 "
-        "MNIST images shipped with the `mnist5k` extra, `gaussian` is generated, the others "
-        "are read from `data.root`",
+        DEFAULT_DATASET,
+        "a registered dataset",
+        "see [Datasets](datasets.md) for the built-in ones, where each comes from and what it "
+        "needs; a dataset of your own registers through `run.plugins` "
+        "([Adding a dataset](adding-a-dataset.md))",
     )
     root: str = setting(
         "",
         "string",
-        "directory holding the dataset's files (required for `mnist`, `cifar10`, `cifar100`, "
-        "`femnist`; nothing is downloaded)",
+        "directory holding the dataset's files (required for the datasets read from files; "
+        "nothing is downloaded)",
     )
     partition: str = setting(
         "dirichlet",
         "`dirichlet`, `natural`",
         "`dirichlet`: each client's samples are drawn from the pooled dataset by its group's α; "
-        "`natural`: one client per FEMNIST writer (always so for `gaussian`)",
+        "`natural`: one client per natural owner of a dataset that has them (a writer; "
+        "[Datasets](datasets.md))",
     )
     draw: str = setting(
         "per_client",
@@ -170,7 +173,9 @@ class DataSection:
         "σ of a log-normal factor on each client's sample count (mean preserved, at least 2 "
         "samples); 0: every client of a group holds the same count",
     )
-    dim: int = setting(2, "int ≥ 2", "features of the `gaussian` dataset")
+    dim: int = setting(
+        2, "int ≥ 2", "features of a dataset generated in as many dimensions as asked"
+    )
     groups: tuple[GroupSpec, ...] = setting(
         (),
         "list of tables (below)",
@@ -228,7 +233,7 @@ class TrainSection:
         "cross_entropy",
         "`cross_entropy`, `hinge`",
         "local and test loss; `hinge` is max(0, 1 − m) on the margin m = (2y − 1)(z₁ − z₀), for "
-        "the binary `gaussian` data",
+        "a dataset of two classes",
     )
 
 
@@ -452,13 +457,13 @@ def toml_value(value: Any) -> str:
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
-# Allowed values of the enumerated keys. Modules that add choices (datasets, models) are
-# listed here so that the check happens before anything is built; algorithm.name's are the
-# registered algorithms (algorithm_names), their own keys' are in their Params.
+# Allowed values of the enumerated keys. Modules that add choices (models) are listed here
+# so that the check happens before anything is built; algorithm.name's are the registered
+# algorithms (algorithm_names), their own keys' are in their Params; data.dataset's are the
+# registered datasets (dataset_names).
 CHOICES: dict[str, tuple[str, ...]] = {
     "run.device": ("auto", "cpu", "cuda"),
     "run.progress": ("auto", "bar", "lines", "none"),
-    "data.dataset": ("digits", "mnist5k", "mnist", "cifar10", "cifar100", "femnist", "gaussian"),
     "data.partition": ("dirichlet", "natural"),
     "data.draw": ("per_client", "sequential"),
     "server.placement": ("balanced", "static"),
@@ -689,7 +694,7 @@ def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) ->
         load_plugins(built["run"].plugins)  # algorithms of the user's own register here
     built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored, unknown=not plugins)
     config = Config(**built)
-    validate(config)
+    validate(config, unknown_dataset=not plugins)
     return config
 
 
@@ -825,7 +830,7 @@ MAX_THREADS = 1024
 MAX_FLOAT32 = 3.4028234663852886e38
 #: most samples a client may hold: the population counts them in int32
 MAX_SAMPLES_PER_CLIENT = 2**31 - 1
-#: widest Gaussian blur kernel: three times the side of the largest images (32x32 CIFAR);
+#: widest Gaussian blur kernel: three times the side of the largest built-in images (32x32);
 #: the kernel (that many float64 values) is built for every client materialised
 MAX_BLUR = 99
 #: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
@@ -850,8 +855,10 @@ def _range(key: str, value: float, lo: float | None, hi: float | None, what: str
         raise ConfigError(f"{key} = {value!r}: must be {what}")
 
 
-def validate(c: Config) -> None:
-    """Check values and the relations between them; raise ConfigError on the first problem."""
+def validate(c: Config, *, unknown_dataset: bool = False) -> None:
+    """Check values and the relations between them; raise ConfigError on the first problem.
+    ``unknown_dataset``: a ``data.dataset`` that is not registered (a stored config's
+    plug-in, not imported) is kept, and the checks that need its spec are skipped."""
     for dotted, allowed in CHOICES.items():
         section, key = dotted.split(".")
         value = getattr(getattr(c, section), key)
@@ -877,16 +884,23 @@ def validate(c: Config) -> None:
         )
     _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
     _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
-    _range("data.dim", c.data.dim, 2, None, "at least 2 (features of the gaussian dataset)")
-    if c.data.dataset not in ("digits", "mnist5k", "gaussian") and not c.data.root:
+    _range("data.dim", c.data.dim, 2, None, "at least 2 (features of a generated dataset)")
+    try:
+        spec = dataset_spec(c.data.dataset)
+    except ConfigError:
+        if not unknown_dataset:
+            raise
+        spec = None  # a stored config's dataset of a plug-in not imported: kept unchecked
+    if spec is not None and spec.needs_root and not c.data.root:
         raise ConfigError(
             f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
             "data.root (nothing is downloaded; see the dataset table of docs/datasets.md)"
         )
-    if c.data.partition == "natural" and c.data.dataset not in ("femnist", "gaussian"):
+    if spec is not None and c.data.partition == "natural" and spec.natural == "never":
+        natural = ", ".join(s.name for s in dataset_specs() if s.natural != "never")
         raise ConfigError(
-            f"data.partition = 'natural': only femnist (one writer per client) and gaussian "
-            f"have natural client partitions, not data.dataset = {c.data.dataset!r}"
+            f"data.partition = 'natural': data.dataset = {c.data.dataset!r} has no natural "
+            f"owners (the datasets that have them: {natural})"
         )
     for i, g in enumerate(c.data.groups):
         key = f"data.groups[{i}]"
@@ -936,10 +950,11 @@ def validate(c: Config) -> None:
     _float32_rate("train.weight_decay", c.train.weight_decay, "", positive=False)
     _float32_rate("train.prox_mu", c.train.prox_mu, " (FedProx's mu; 0: off)", positive=False)
     _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
-    if c.train.loss == "hinge" and c.data.dataset != "gaussian":
+    if spec is not None and c.train.loss == "hinge" and spec.classes(c) != 2:
+        binary = ", ".join(s.name for s in dataset_specs() if s.num_classes == 2)
         raise ConfigError(
-            f"train.loss = 'hinge' needs a binary problem: data.dataset = 'gaussian', "
-            f"not {c.data.dataset!r}"
+            f"train.loss = 'hinge' needs a binary problem: data.dataset = {c.data.dataset!r} "
+            f"has {spec.classes(c)} classes (the binary datasets: {binary})"
         )
     _range(
         "server.clients_per_round",

@@ -142,3 +142,17 @@ def write_leaf(path: Path, users: dict[str, tuple[list, list]], **extra) -> Path
     obj.update(extra)
     path.write_text(json.dumps(obj))
     return path
+
+
+# --------------------------------------------------------------------------------------------
+# loading through the registered spec
+
+
+def load_files(name: str, root: str):
+    """The dataset ``name`` read from ``root`` by its registered spec's loader (which reads
+    data.root alone)."""
+    from types import SimpleNamespace
+
+    from distfl.datasets import dataset_spec
+
+    return dataset_spec(name).load(SimpleNamespace(data=SimpleNamespace(root=root)))

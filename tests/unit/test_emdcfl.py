@@ -222,9 +222,13 @@ def test_one_shot_cost_counts_pairs_and_their_samples():
     assert pair_seconds(10, 20, solver="exact", sample_s=1e-3) == pytest.approx(
         PAIR_SECONDS["exact"] + ENTRY_SECONDS["exact"] * 200 + 20e-3
     )
-    assert sample_seconds("cnn", "cifar10") == pytest.approx(2.1e-3)
-    assert sample_seconds("mlp", "gaussian", dim=2, hidden=(64,)) == pytest.approx(
+    assert sample_seconds("cnn", (3, 32, 32), 10) == pytest.approx(2.1e-3)
+    assert sample_seconds("lenet5", (1, 28, 28), 62) == pytest.approx(150e-6 * 784 / 1024)
+    assert sample_seconds("mlp", (2,), 2, hidden=(64,)) == pytest.approx(
         0.5e-6 + 0.25e-9 * (2 * 64 + 64 * 2)
+    )
+    assert sample_seconds("mlp", (1, 8, 8), 10, hidden=(32,)) == pytest.approx(
+        0.5e-6 + 0.25e-9 * (64 * 32 + 32 * 10)
     )
 
 

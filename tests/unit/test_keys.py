@@ -14,6 +14,7 @@ import pytest
 from distfl import cli
 from distfl.algorithms import algorithm_class, algorithm_names
 from distfl.config import CHOICES, AlgorithmSection, Config, GroupSpec, RunSection
+from distfl.datasets import dataset_names
 from distfl.errors import ConfigError
 from distfl.presets import PRESETS
 from distfl.tools.keys import BUILT_IN, PLAIN_RUN_PRESET, format_keys, key_rows
@@ -150,6 +151,7 @@ def test_every_allowed_value_is_listed():
     kinds = {(r.algorithm, r.key): r.kind for r in rows}
     for dotted, allowed in CHOICES.items():
         assert kinds[("", dotted)] == "one of " + ", ".join(allowed), dotted
+    assert kinds[("", "data.dataset")] == "one of " + ", ".join(dataset_names())
     assert "mnist5k" in kinds[("", "data.dataset")]
     assert kinds[("", "algorithm.name")] == "one of " + ", ".join(algorithm_names())
     for r in rows:
@@ -163,21 +165,23 @@ def test_every_allowed_value_is_listed():
 
 def test_every_listed_value_is_accepted(tmp_path):
     """The allowed values of the enumerated keys are those the code acts on: the datasets
-    load_dataset reads, the models build_model builds, the aggregators, losses and
-    placements registered."""
+    whose specs read files look for them under data.root, the models build_model builds,
+    the aggregators, losses and placements registered."""
+    from datafiles import load_files
+
     from distfl.aggregators import AGGREGATORS
-    from distfl.data.files import load_files
+    from distfl.datasets import dataset_specs
     from distfl.errors import DataError
     from distfl.models import build_model
     from distfl.runtime.placement import PLACEMENTS
     from distfl.train.sequential import LOSSES
 
-    for name in CHOICES["data.dataset"]:
-        if name in ("digits", "mnist5k", "gaussian"):  # handled by load_dataset itself
+    for spec in dataset_specs():
+        if not spec.needs_root:
             continue
         with pytest.raises(DataError) as err:
-            load_files(name, str(tmp_path))  # an empty directory: the files are missing
-        assert "is not read from files" not in str(err.value), name
+            load_files(spec.name, str(tmp_path))  # an empty directory: the files are missing
+        assert str(tmp_path) in str(err.value), spec.name
     for name in CHOICES["model.name"]:
         assert build_model(name, (1, 28, 28), 10) is not None
     assert set(CHOICES["server.aggregator"]) == set(AGGREGATORS)

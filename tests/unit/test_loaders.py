@@ -16,6 +16,7 @@ from datafiles import (
     dump,
     idx_images,
     leaf_user,
+    load_files,
     mnist_arrays,
     write,
     write_cifar,
@@ -23,7 +24,7 @@ from datafiles import (
     write_mnist,
 )
 
-from distfl.data.files import load_cifar, load_femnist, load_files, load_mnist
+from distfl.data.files import load_cifar, load_femnist, load_mnist
 from distfl.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -63,10 +63,15 @@ def test_every_allowed_value_of_a_choice_is_listed():
                 assert f"`{v}`" in d.allowed, (name, d.key, v)
 
 
+#: the pages whose markers fill fills: the configuration page's tables, the datasets'
+DATASETS_MARKER = "<!-- distfl:datasets -->"
+
+
 def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     page = PAGE.read_text(encoding="utf-8")
     for marker in reference.MARKERS:
-        assert page.count(marker) == 1, marker
+        if marker != DATASETS_MARKER:
+            assert page.count(marker) == 1, marker
     filled = reference.fill(page)
     assert not any(marker in filled for marker in reference.MARKERS)
     for d in reference.config_keys():
@@ -74,3 +79,20 @@ def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     assert "| `fedgwc` | `db_threshold` |" in filled
     # a | inside a cell is escaped, so that the row keeps its columns
     assert all(line.count(" | ") >= 3 for line in filled.splitlines() if line.startswith("| `"))
+
+
+def test_the_datasets_page_is_the_registered_specs():
+    """docs/datasets.md's table is made from the specs: a row per registered dataset, with
+    its shape and classes as the spec declares them."""
+    from distfl.datasets import dataset_specs
+
+    page = (PAGE.parent / "datasets.md").read_text(encoding="utf-8")
+    assert page.count(DATASETS_MARKER) == 1
+    filled = reference.fill(page)
+    assert DATASETS_MARKER not in filled
+    table = reference.dataset_table()
+    assert table.rstrip("\n") in filled
+    rows = table.splitlines()[2:]  # below the header and its rule
+    assert [row.split(" | ")[0] for row in rows] == [f"| `{s.name}`" for s in dataset_specs()]
+    for spec, row in zip(dataset_specs(), rows, strict=True):
+        assert f" | {spec.shape_text()}, {spec.classes_text or spec.num_classes} | " in row

@@ -11,12 +11,11 @@ import pytest
 
 from distfl import config as C
 from distfl.data.partition import sample_counts
+from distfl.datasets import dataset_spec, dataset_specs
 from distfl.errors import ConfigError
 from distfl.models import build_model, num_params
 from distfl.presets import PRESETS
 from distfl.runtime.capacity import (
-    INPUT_SHAPES,
-    NUM_CLASSES,
     activations_per_sample,
     check_sizes,
     client_samples,
@@ -56,7 +55,8 @@ def test_mlp_parameters_are_those_of_the_built_model(shape, hidden):
 @pytest.mark.parametrize("name", ["cnn", "lenet5", "mnist_cnn"])
 @pytest.mark.parametrize("dataset", ["digits", "mnist5k", "cifar10", "cifar100", "femnist"])
 def test_image_model_parameters_are_those_of_the_built_model(name, dataset):
-    shape, classes = INPUT_SHAPES[dataset], NUM_CLASSES[dataset]
+    spec = dataset_spec(dataset)
+    shape, classes = spec.sample_shape, spec.num_classes
     assert parameter_count(name, shape, classes) == num_params(build_model(name, shape, classes))
 
 
@@ -122,14 +122,17 @@ def test_the_byte_estimate_by_hand():
         "model": P * 4 * (16 + 2 * 1),
         "trainer": 16 * P + 3 * 4 * (64 * 4 + 16) + 4 * 4 * act + 10 * sample,
         "losses": 1 * (3 + 1) * 8 * 4,
+        # what the digits spec holds on every rank: 1,797 samples of float32 pixels and
+        # an int64 label
+        "dataset": 1797 * (64 * 4 + 8),
     }
-    assert size_bytes(cfg) == sum(terms.values()) == 48640
-    check_sizes(cfg, 48640)  # exactly enough: no error
+    assert size_bytes(cfg) == sum(terms.values()) == 48640 + 474408
+    check_sizes(cfg, 523048)  # exactly enough: no error
     check_sizes(cfg, None)  # memory unknown: no check
-    # one byte short, and no key above its default: the clients are named; of the 48,640
-    # bytes 960 scale with them (the population) and 47,680 do not, which leaves 959 bytes
-    # of the 48,639: room for one client
-    text = refusal(cfg, 48639)
+    # one byte short, and no key above its default: the clients are named; of the 523,048
+    # bytes 960 scale with them (the population) and 522,088 do not, which leaves 959 bytes
+    # of the 523,047: room for one client
+    text = refusal(cfg, 523047)
     assert text.startswith("data.num_clients = 2: ")
     assert text.endswith("at most about 1 clients fit")
 
@@ -191,12 +194,38 @@ def test_a_key_whose_smallest_value_does_not_fit_says_so():
     assert "not even 1 local steps fit with the other keys as they are" in text
 
 
-def test_many_gaussian_clients_name_the_number_of_clients():
-    cfg = digits("data.dataset=gaussian", "data.num_clients=5000000")
-    text = refusal(cfg, 16 * GiB)
-    assert text.startswith("data.num_clients = 5000000: the gaussian dataset of 400,000,000")
+def test_a_gaussian_federation_holds_none_of_its_samples():
+    """The gaussian dataset makes a client's samples when the client is used: 10,000,000
+    clients, 1,000 a round in 16 dimensions, fit in 16 GiB (the estimate once counted the
+    whole dataset on every rank, 39.8 GiB); the clients' own state is what grows."""
+    gaussian = ['data.dataset="gaussian"', "server.clients_per_round=1000", "data.dim=16"]
+    cfg = digits(*gaussian, "data.num_clients=10000000")
+    terms = size_terms(cfg)
+    assert "dataset" not in terms and "indices" not in terms
+    assert max(terms, key=lambda t: terms[t][0]) == "population"
+    check_sizes(cfg, 16 * GiB)
+    many = digits('data.dataset="gaussian"', "data.num_clients=100000000")
+    text = refusal(many, 16 * GiB)
+    assert text.startswith("data.num_clients = 100000000: the population's per-client state")
     fits = int(text.rsplit("at most about ", 1)[1].split()[0].replace(",", ""))
-    assert 1_000_000 < fits < 5_000_000
+    assert 10_000_000 < fits < 100_000_000
+
+
+def test_every_dataset_is_estimated_by_its_spec():
+    """Each registered dataset's classes and sample shape drive the estimate; a held
+    dataset's bytes are its spec's."""
+    for spec in dataset_specs():
+        overrides = [f'data.dataset="{spec.name}"']
+        if spec.needs_root:
+            overrides.append('data.root="/nonexistent"')  # checked when it is read
+        cfg = digits(*overrides)
+        terms = size_terms(cfg)
+        shape = spec.input_shape(cfg)
+        assert parameter_count("mlp", shape, spec.classes(cfg), cfg.model.hidden) == num_params(
+            build_model("mlp", shape, spec.classes(cfg), hidden=cfg.model.hidden)
+        )
+        held = terms.get("dataset", (0, ""))[0]
+        assert held == spec.num_samples * spec.sample_bytes, spec.name
 
 
 def project_configs() -> list[tuple[str, C.Config]]:

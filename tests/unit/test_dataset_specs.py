@@ -1,0 +1,114 @@
+"""Datasets are registered specs: the built-in ones each in a file of their own, an
+unknown name is an error naming the registered ones (never a default), a malformed spec
+is refused when it registers, and the config checks read the spec, not the name."""
+
+from __future__ import annotations
+
+import pytest
+
+from distfl import config as C
+from distfl.datasets import DEFAULT_DATASET, DatasetSpec, dataset_names, dataset_spec, register
+from distfl.datasets import registry as R
+from distfl.errors import ConfigError
+
+
+def test_the_built_in_datasets_are_registered_one_file_each():
+    from pathlib import Path
+
+    names = dataset_names()
+    assert names == ["cifar10", "cifar100", "digits", "femnist", "gaussian", "mnist", "mnist5k"]
+    for name in names:
+        module = dataset_spec(name).__module__
+        assert module == f"distfl.datasets.{name}", (name, module)
+        assert Path(__import__(module, fromlist=["x"]).__file__).stem == name
+    assert DEFAULT_DATASET in names and C.DataSection().dataset == DEFAULT_DATASET
+
+
+def test_an_unknown_name_is_an_error_naming_the_registered_ones():
+    with pytest.raises(ConfigError) as err:
+        dataset_spec("imagenet")
+    text = str(err.value)
+    assert text.startswith("data.dataset = 'imagenet': allowed values are cifar10, cifar100")
+    assert "run.plugins" in text
+    with pytest.raises(ConfigError, match="data.dataset = 'imagenet': allowed values"):
+        C.load(preset="digits", overrides=['data.dataset="imagenet"'])
+
+
+def _spec(**attrs):
+    def load(cls, config):
+        return None
+
+    body = {"name": "toy", "num_classes": 3, "sample_shape": (4,), "load": classmethod(load)}
+    body.update(attrs)
+    return type("Toy", (DatasetSpec,), body)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "error", "match"),
+    [
+        ({"name": "Toy"}, ValueError, "lower-case name"),
+        ({"name": ""}, ValueError, "lower-case name"),
+        ({"num_classes": 1}, ValueError, "at least 2"),
+        ({"natural": "sometimes"}, ValueError, "natural"),
+        ({"sample_shape": ()}, ValueError, "sample_shape"),
+        ({"sample_shape": (0, 4)}, ValueError, "sample_shape"),
+        ({"load": DatasetSpec.__dict__["load"]}, TypeError, "no loader"),
+    ],
+)
+def test_a_malformed_spec_is_refused_when_it_registers(attrs, error, match):
+    with pytest.raises(error, match=match):
+        register(_spec(**attrs))
+    assert "toy" not in R._REGISTRY
+
+
+def test_a_taken_name_is_refused_and_the_same_class_may_register_again():
+    with pytest.raises(ValueError, match="'digits' is taken by distfl.datasets.digits.Digits"):
+        register(_spec(name="digits"))
+    again = dataset_spec("digits")
+    assert register(again) is again
+
+
+def test_what_the_config_checks_comes_from_the_spec():
+    with pytest.raises(ConfigError, match="data.root is empty: data.dataset = 'mnist'"):
+        C.load(preset="digits", overrides=['data.dataset="mnist"'])
+    with pytest.raises(ConfigError) as err:
+        C.load(preset="digits", overrides=['data.partition="natural"'])
+    assert str(err.value) == (
+        "data.partition = 'natural': data.dataset = 'digits' has no natural owners (the "
+        "datasets that have them: femnist, gaussian)"
+    )
+    with pytest.raises(ConfigError) as err:
+        C.load(preset="digits", overrides=['train.loss="hinge"'])
+    assert str(err.value) == (
+        "train.loss = 'hinge' needs a binary problem: data.dataset = 'digits' has 10 classes "
+        "(the binary datasets: gaussian)"
+    )
+    # the same keys on the datasets that take them
+    C.load(preset="digits", overrides=['data.dataset="gaussian"', 'train.loss="hinge"'])
+    C.load(preset="digits", overrides=['data.dataset="femnist"', 'data.root="/x"',
+                                       'data.partition="natural"'])  # fmt: skip
+
+
+def test_a_stored_config_of_an_unimported_dataset_is_kept_unchecked():
+    """A run file's config names a plug-in's dataset: read without its plug-ins (reading
+    never runs code), the name is kept and the checks that need the spec are skipped."""
+    import json
+
+    stored = json.loads(C.load(preset="digits").to_json())
+    stored["data"]["dataset"] = "my_sensor_data"
+    config = C.from_json(json.dumps(stored))
+    assert config.data.dataset == "my_sensor_data"
+    with pytest.raises(ConfigError, match="'my_sensor_data': allowed values"):
+        C.from_json(json.dumps(stored), plugins=True)
+
+
+def test_natural_partition_follows_the_spec():
+    digits = C.load(preset="digits")
+    gaussian = C.load(preset="digits", overrides=['data.dataset="gaussian"'])
+    femnist = C.load(preset="digits", overrides=['data.dataset="femnist"', 'data.root="/x"'])
+    natural = C.load(preset="digits", overrides=['data.dataset="femnist"', 'data.root="/x"',
+                                                 'data.partition="natural"'])  # fmt: skip
+    assert not dataset_spec("digits").natural_partition(digits)
+    assert dataset_spec("gaussian").natural_partition(gaussian)  # always, whatever partition
+    assert not dataset_spec("femnist").natural_partition(femnist)
+    assert dataset_spec("femnist").natural_partition(natural)
