@@ -1,6 +1,7 @@
 """MkDocs hooks of the docs site (mkdocs.yml): the reference parts are generated from the
 code when the site is built. ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->``
-and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema
+and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema, and
+``<!-- distfl:datasets -->`` the table of the registered datasets' specs
 (:mod:`distfl.tools.reference`); ``<!-- distfl:run-file-layout -->`` becomes the run file's
 layout listing (:func:`distfl.record.layout.describe`)."""
 
