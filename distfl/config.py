@@ -173,15 +173,43 @@ class DataSection:
         "σ of a log-normal factor on each client's sample count (mean preserved, at least 2 "
         "samples); 0: every client of a group holds the same count",
     )
-    dim: int = setting(
-        2, "int ≥ 2", "features of a dataset generated in as many dimensions as asked"
-    )
     groups: tuple[GroupSpec, ...] = setting(
         (),
         "list of tables (below)",
         "groups of clients, each with its count, label skew, sizes and transforms; the counts "
         "must add up to `num_clients`; each client's group is recorded as ground truth",
     )
+    #: the dataset's own keys (its spec's ``Params``; ``StoredParams`` for a stored config's
+    #: dataset that is not registered): ``config.data.dim`` reads the key ``dim`` of them
+    params: Any = None
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", dataset_spec(self.dataset).Params())
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key == "params":
+            raise AttributeError(key)
+        try:
+            params = object.__getattribute__(self, "params")
+        except AttributeError:
+            raise AttributeError(key) from None
+        if isinstance(params, (Params, StoredParams)) and key in params.keys():
+            return getattr(params, key)
+        raise AttributeError(f"data.dataset {self.dataset!r} has no key {key!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The [data] table: the shared keys, then the dataset's own."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "groups":
+                out[f.name] = tuple(dataclasses.asdict(g) for g in value)
+            elif f.name != "params":
+                out[f.name] = copy.deepcopy(value)
+        own = (self.params.to_dict() if isinstance(self.params, StoredParams)
+               else dataclasses.asdict(self.params))  # fmt: skip
+        return out | own
 
 
 @dataclass(frozen=True)
@@ -414,7 +442,9 @@ class Config:
         for f in dataclasses.fields(self):
             section = getattr(self, f.name)
             out[f.name] = (
-                section.to_dict() if f.name == "algorithm" else dataclasses.asdict(section)
+                section.to_dict()
+                if f.name in ("algorithm", "data")
+                else dataclasses.asdict(section)
             )
         return out
 
@@ -558,6 +588,9 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
         if section == "algorithm":
             _merge_algorithm(base.setdefault("algorithm", {}), values)
             continue
+        if section == "data":
+            _merge_data(base.setdefault("data", {}), values)
+            continue
         known = get_type_hints(sections[section])
         for key, value in values.items():
             if key not in known:
@@ -566,6 +599,18 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
                     f"allowed in [{section}]: {', '.join(sorted(known))}"
                 )
             base.setdefault(section, {})[key] = copy.deepcopy(value)
+
+
+def _merge_data(base: dict[str, Any], values: dict[str, Any]) -> None:
+    """Merge one layer's [data] table. Its keys besides the shared ones are the named
+    dataset's own, checked against it when the config is built; naming another dataset than
+    the layers before drops their own keys: they were that dataset's."""
+    shared = {f.name for f in dataclasses.fields(DataSection)} - {"params"}
+    if "dataset" in values and values["dataset"] != base.get("dataset", DataSection.dataset):
+        for key in [k for k in base if k not in shared]:
+            del base[key]
+    for key, value in values.items():
+        base[key] = copy.deepcopy(value)
 
 
 def _merge_algorithm(base: dict[str, Any], values: dict[str, Any]) -> None:
@@ -678,10 +723,8 @@ def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) ->
     built = {}
     for section, cls in sections.items():
         values = raw.get(section, {})
-        if section == "algorithm":
+        if section in ("algorithm", "data"):  # each names what owns its other keys
             continue
-        if stored and section == "data" and "draw" not in values:
-            values = {**values, "draw": "sequential"}  # written before the per-client draw
         if stored and section == "comm" and "sums" not in values:
             values = {**values, "sums": "limbs"}  # written before the one-int64 sums
         if stored and section == "train" and "sums" not in raw.get("comm", {}):
@@ -691,11 +734,51 @@ def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) ->
         kwargs = {key: _coerce(f"{section}.{key}", v, hints[key]) for key, v in values.items()}
         built[section] = cls(**kwargs)
     if plugins:
-        load_plugins(built["run"].plugins)  # algorithms of the user's own register here
+        load_plugins(built["run"].plugins)  # algorithms and datasets of one's own register here
+    built["data"] = _data(raw.get("data", {}), stored=stored, unknown=not plugins)
     built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored, unknown=not plugins)
     config = Config(**built)
     validate(config, unknown_dataset=not plugins)
     return config
+
+
+def _data(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> DataSection:
+    """The [data] table: the shared keys, and the named dataset's own (its spec's
+    ``Params``). ``stored``: a run file's config; one without ``data.draw`` was written
+    before the per-client draw and keeps drawing as it did (``sequential``), and a key the
+    dataset does not take is dropped (files written before each dataset had its own keys
+    hold ``dim`` whatever their dataset). ``unknown``: a dataset that is not registered
+    keeps its own keys as stored (:class:`StoredParams`), not an error."""
+    values = dict(values)
+    if stored and "draw" not in values:
+        values["draw"] = "sequential"  # written before the per-client draw
+    shared = {f.name for f in dataclasses.fields(DataSection)} - {"params"}
+    hints = get_type_hints(DataSection)
+    kwargs = {k: _coerce(f"data.{k}", v, hints[k]) for k, v in values.items() if k in shared}
+    own = {k: v for k, v in values.items() if k not in shared}
+    name = kwargs.get("dataset", DataSection.dataset)
+    try:
+        spec = dataset_spec(name)
+    except ConfigError:
+        if not unknown:
+            raise
+        return DataSection(**kwargs, params=_stored_params(own, "data"))
+    params_cls = spec.Params
+    fields = params_cls.keys()
+    if stored:
+        own = {k: v for k, v in own.items() if k in fields}
+    params_hints = get_type_hints(params_cls)
+    for key in own:
+        if key not in fields:
+            owners = [s.name for s in dataset_specs() if key in s.Params.keys()]
+            where = (f"; it is a key of data.dataset = {', '.join(map(repr, owners))}"
+                     if owners else "")  # fmt: skip
+            mine = f"its own keys: {', '.join(fields)}" if fields else "it has no keys of its own"
+            raise ConfigError(
+                f"data.{key}: not a key of [data] for data.dataset = {name!r} ({mine}){where}"
+            )
+    params = params_cls(**{k: _coerce(f"data.{k}", v, params_hints[k]) for k, v in own.items()})
+    return DataSection(**kwargs, params=params)
 
 
 def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> AlgorithmSection:
@@ -735,17 +818,17 @@ def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -
     return AlgorithmSection(name=name, params=params_cls(**kwargs))
 
 
-def _stored_params(values: dict[str, Any]) -> StoredParams:
-    """The keys of an algorithm that is not registered, as stored; each must still be a key
-    an algorithm can have (a name, and true or false, a finite number or a string)."""
+def _stored_params(values: dict[str, Any], section: str = "algorithm") -> StoredParams:
+    """The keys of an algorithm (or a dataset) that is not registered, as stored; each must
+    still be a key one can have (a name, and true or false, a finite number or a string)."""
     for key, value in values.items():
         if not (isinstance(key, str) and key.isidentifier()):
-            raise ConfigError(f"algorithm.{key}: not a key name (letters, digits, _)")
+            raise ConfigError(f"{section}.{key}: not a key name (letters, digits, _)")
         if not isinstance(value, (bool, int, float, str)) or (
             isinstance(value, float) and not math.isfinite(value)
         ):
             raise ConfigError(
-                f"algorithm.{key} = {value!r}: expected true or false, a finite number or a string"
+                f"{section}.{key} = {value!r}: expected true or false, a finite number or a string"
             )
     return StoredParams(values)
 
@@ -884,13 +967,14 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
         )
     _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
     _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
-    _range("data.dim", c.data.dim, 2, None, "at least 2 (features of a generated dataset)")
     try:
         spec = dataset_spec(c.data.dataset)
     except ConfigError:
         if not unknown_dataset:
             raise
         spec = None  # a stored config's dataset of a plug-in not imported: kept unchecked
+    if spec is not None:
+        c.data.params.check(c)  # the dataset's own keys
     if spec is not None and spec.needs_root and not c.data.root:
         raise ConfigError(
             f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
@@ -1031,9 +1115,23 @@ def describe_keys() -> list[tuple[str, str, str]]:
             continue
         hints = get_type_hints(cls)
         for f in dataclasses.fields(cls):
+            if f.name == "params":  # a dataset's own keys: describe_dataset_keys
+                continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             rows.append((f"{section}.{f.name}", _describe(hints[f.name]), json.dumps(default)))
     return rows
+
+
+def describe_dataset_keys() -> dict[str, list[tuple[str, str, str]]]:
+    """Per dataset name: (key, type, default) of each of its own keys (under [data])."""
+    out = {}
+    for spec in dataset_specs():
+        hints = get_type_hints(spec.Params)
+        out[spec.name] = [
+            (f"data.{f.name}", _describe(hints[f.name]), json.dumps(f.default))
+            for f in dataclasses.fields(spec.Params)
+        ]
+    return out
 
 
 def describe_algorithm_keys() -> dict[str, list[tuple[str, str, str]]]:

@@ -13,7 +13,10 @@ needs when it runs.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
+
+from distfl.algorithms.base import Params
 
 if TYPE_CHECKING:
     from distfl.config import Config
@@ -21,6 +24,11 @@ if TYPE_CHECKING:
 
 #: ``natural``: whether the dataset has natural owners, one client each
 NATURAL = ("never", "optional", "always")
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    """A dataset without keys of its own."""
 
 
 class DatasetSpec:
@@ -51,6 +59,10 @@ class DatasetSpec:
     #: the samples are made from the config (each owner's size from data.samples_per_client
     #: and the groups), not read: a client's samples follow the config's sizes
     generated: ClassVar[bool] = False
+    #: its own keys under ``[data]``: a frozen dataclass of :class:`~distfl.algorithms.Params`
+    #: whose fields are declared with ``setting(default, allowed, doc)`` and whose ``check``
+    #: refuses impossible values (``config.data.<key>`` reads them)
+    Params: ClassVar[type[Params]] = NoParams
 
     @classmethod
     def shape_text(cls) -> str:
@@ -90,7 +102,7 @@ class DatasetSpec:
 
     @classmethod
     def size_keys(cls) -> dict[str, tuple[int, str]]:
-        """``data`` keys of this dataset's own that grow the memory estimate: key ->
+        """Keys of this dataset's own (its ``Params``) that grow the memory estimate: key ->
         (its least value, the unit one step of it adds)."""
         return {}
 

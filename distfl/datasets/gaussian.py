@@ -3,8 +3,21 @@ one natural owner per client, whose samples are made from (seed, client) when as
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from distfl.algorithms.base import Params, setting
 from distfl.datasets.base import DatasetSpec
 from distfl.datasets.registry import register
+from distfl.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class GaussianParams(Params):
+    dim: int = setting(2, "int ≥ 2", "features of each sample (the mixture's dimension d)")
+
+    def check(self, config) -> None:
+        if not 2 <= self.dim:
+            raise ConfigError(f"data.dim = {self.dim!r}: must be at least 2 (features)")
 
 
 @register
@@ -16,6 +29,7 @@ class Gaussian(DatasetSpec):
     sample_shape = ()  # data.dim features
     natural = "always"
     generated = True
+    Params = GaussianParams
 
     @classmethod
     def shape_text(cls):

@@ -345,9 +345,14 @@ def knobs(config: Config) -> list[Knob]:
                 out.append(Knob(f"data.groups[{i}].samples_per_client", g.samples_per_client,
                                 2, DataSection.samples_per_client,
                                 "samples per client of the group", group))  # fmt: skip
+    own = {f.name: f.default for f in dataclasses.fields(d.params)}
+
+    def data_own(v: int, key: str) -> Config:
+        return data(params=dataclasses.replace(d.params, **{key: v}))
+
     for key, (low, unit) in spec.size_keys().items():
-        out.append(Knob(f"data.{key}", getattr(d, key), low, getattr(DataSection, key), unit,
-                        lambda v, key=key: data(**{key: v})))  # fmt: skip
+        out.append(Knob(f"data.{key}", getattr(d.params, key), low, own[key], unit,
+                        lambda v, key=key: data_own(v, key)))  # fmt: skip
     if config.model.name not in CONV_MODELS and hidden:
         i = max(range(len(hidden)), key=lambda j: hidden[j])
 

@@ -88,6 +88,17 @@ def _kinds() -> dict[str, str]:
     return kinds
 
 
+def _dataset_kinds(name: str) -> dict[str, str]:
+    """``data.key`` -> type or allowed values of the dataset ``name``'s own keys."""
+    from distfl.config import describe_dataset_keys
+    from distfl.datasets import dataset_spec
+
+    kinds = {row[0]: row[1] for row in describe_dataset_keys().get(name, [])}
+    for key, allowed in dataset_spec(name).Params.choices.items():
+        kinds[f"data.{key}"] = "one of " + ", ".join(allowed)
+    return kinds
+
+
 def _algorithm_kinds(name: str) -> dict[str, str]:
     """``algorithm.key`` -> type or allowed values of the algorithm ``name``'s own keys."""
     from distfl.algorithms import algorithm_class
@@ -112,7 +123,7 @@ def key_rows(preset: str | None = None) -> list[KeyRow]:
     config = load(preset=name)  # the checked config that `distfl run --preset NAME` builds
     given = _preset_keys(name)
     source = f"preset {name}"
-    kinds = _kinds() | _algorithm_kinds(config.algorithm.name)
+    kinds = _kinds() | _algorithm_kinds(config.algorithm.name) | _dataset_kinds(config.data.dataset)
     rows = [
         KeyRow(key, kinds.get(key, ""), value, source if key in given else BUILT_IN)
         for section, values in config.to_dict().items()

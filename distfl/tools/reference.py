@@ -15,7 +15,7 @@ from typing import Any, get_type_hints
 
 from distfl.algorithms.registry import algorithm_class, algorithm_names
 from distfl.config import CHOICES, Config, GroupSpec
-from distfl.datasets import dataset_names
+from distfl.datasets import dataset_names, dataset_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +113,28 @@ def group_table() -> str:
     )
 
 
+def dataset_keys() -> dict[str, list[KeyDoc]]:
+    """Per registered dataset that has keys of its own, those keys (``data.<key>``)."""
+    from distfl.datasets import dataset_specs
+
+    out = {}
+    for spec in dataset_specs():
+        docs = [_doc(f, f"data.{f.name}", spec.Params.choices.get(f.name))
+                for f in dataclasses.fields(spec.Params)]  # fmt: skip
+        if docs:
+            out[spec.name] = docs
+    return out
+
+
+def dataset_keys_table() -> str:
+    rows = [
+        (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
+        for name, docs in dataset_keys().items()
+        for d in docs
+    ]
+    return _table(("dataset", "key", "allowed", "default", "meaning"), rows)
+
+
 def algorithm_table() -> str:
     rows = [
         (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
@@ -140,6 +162,7 @@ MARKERS = {
     "<!-- distfl:group-keys -->": group_table,
     "<!-- distfl:algorithm-keys -->": algorithm_table,
     "<!-- distfl:datasets -->": dataset_table,
+    "<!-- distfl:dataset-keys -->": dataset_keys_table,
 }
 
 
@@ -155,6 +178,12 @@ def missing_docs() -> list[str]:
     """Keys of distfl's own declared without a meaning (``doc``) or allowed values: each is
     a defect (a plug-in's keys, registered from elsewhere, are the plug-in's business)."""
     every = [*config_keys(), *group_keys()]
+    every += [
+        d
+        for name, docs in dataset_keys().items()
+        if dataset_spec(name).__module__.startswith("distfl.")
+        for d in docs
+    ]
     every += [
         d
         for name, docs in algorithm_keys().items()

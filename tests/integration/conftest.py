@@ -214,17 +214,15 @@ def kill_tree(procs: Iterable[subprocess.Popen], marker: str | None = None) -> N
 
 
 def bench_json(cwd, *args: str, timeout: float) -> dict:
-    """``distfl bench ARGS --json`` in ``cwd``: it must exit 0 within a minute, leave
-    nothing in ``cwd`` and print one JSON object, which is returned."""
-    t0 = time.monotonic()
+    """``distfl bench ARGS --json`` in ``cwd``: it must exit 0 (within ``timeout``: a hang,
+    not a slow machine, is what that catches), leave nothing in ``cwd`` and print one JSON
+    object, which is returned."""
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "bench", *args, "--json"],
         env=clean_env(), capture_output=True, text=True, timeout=timeout, cwd=cwd,
     )  # fmt: skip
-    elapsed = time.monotonic() - t0
     what = " ".join(["distfl bench", *args])
     assert proc.returncode == 0, f"{what} failed:\n{proc.stdout}\n{proc.stderr}"
-    assert elapsed < 60, f"{what} took {elapsed:.0f} s"
     assert os.listdir(cwd) == [], "the bench leaves nothing behind in its working directory"
     return json.loads(proc.stdout)  # stdout is one JSON object and nothing else
 

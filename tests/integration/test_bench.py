@@ -21,7 +21,7 @@ def report(tmp_path_factory, helpers):
     cwd = tmp_path_factory.mktemp("bench")
     args = ["--clients", str(K), "--per-round", str(N), "--rounds", str(R), "--steps", str(S),
             "--repeat", "2"]  # fmt: skip
-    return helpers.bench_json(cwd, *args, "--skip-flower", timeout=120)
+    return helpers.bench_json(cwd, *args, "--skip-flower", timeout=600)
 
 
 def test_workload_is_the_one_asked_for(report):

@@ -38,7 +38,7 @@ FIELDS = (
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, helpers):
     cwd = tmp_path_factory.mktemp("bench-scale")
-    return helpers.bench_json(cwd, "--scale", "--scale-quick", timeout=180)
+    return helpers.bench_json(cwd, "--scale", "--scale-quick", timeout=600)
 
 
 def test_header_and_configs(report):

@@ -172,7 +172,8 @@ def test_more_workers_than_clients_fails_before_network(helpers, tmp_path, rank)
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     assert not connected, "the CLI reached MASTER_PORT before rejecting the world size"
-    assert elapsed < 10, f"took {elapsed:.1f} s; it must fail before any rendezvous"
+    # generous for a loaded machine; a rendezvous would wait out its timeout (minutes)
+    assert elapsed < 60, f"took {elapsed:.1f} s; it must fail before any rendezvous"
     assert not out.exists()
     if rank == 0:
         assert_one_line_error(proc, "data.num_clients", "20", "29 worker", "30")

@@ -122,7 +122,7 @@ def test_emdcfl_all_pairs_refused_in_one_line_before_round_one(helpers, tmp_path
     assert "at most about" in line and "clients fit" in line
     assert "algorithm.anchors" in line and "algorithm.max_hours" in line
     assert "Traceback" not in proc.stdout + proc.stderr
-    assert not out.exists() and wall < 20  # decided from the config, before any data
+    assert not out.exists() and wall < 60  # decided from the config, before any data
 
 
 def test_emdcfl_anchors_recover_rotations(helpers, tmp_path):

@@ -502,7 +502,6 @@ num_clients = 10
 samples_per_client = 50
 test_fraction = 0.2
 quantity_skew = 0.75
-dim = 12
 [[data.groups]]
 count = 6
 alpha = 0.5
@@ -526,7 +525,7 @@ clients_per_round = 5
     c = load(path=write(tmp_path, text))
     assert c.data.dataset == "femnist" and c.data.root == "/srv/leaf/femnist"
     assert c.data.partition == "natural"
-    assert c.data.quantity_skew == 0.75 and c.data.dim == 12
+    assert c.data.quantity_skew == 0.75 and not c.data.params.keys()
     assert c.data.groups[0] == GroupSpec(count=6, alpha=0.5, name="clean")
     odd = c.data.groups[1]
     assert odd == GroupSpec(

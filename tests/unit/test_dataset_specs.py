@@ -4,6 +4,8 @@ is refused when it registers, and the config checks read the spec, not the name.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from distfl import config as C
@@ -112,3 +114,40 @@ def test_natural_partition_follows_the_spec():
     assert dataset_spec("gaussian").natural_partition(gaussian)  # always, whatever partition
     assert not dataset_spec("femnist").natural_partition(femnist)
     assert dataset_spec("femnist").natural_partition(natural)
+
+
+def test_a_datasets_own_key_belongs_to_it():
+    """``data.dim`` is gaussian's: given for another dataset it is an error saying whose it
+    is (the line docs/configuration.md shows), checked by gaussian's own rules, and
+    dropped by naming another dataset in a later layer."""
+    with pytest.raises(ConfigError) as err:
+        C.load(preset="digits", overrides=["data.dim=5"])
+    assert str(err.value) == (
+        "data.dim: not a key of [data] for data.dataset = 'digits' (it has no keys of its "
+        "own); it is a key of data.dataset = 'gaussian'"
+    )
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert " ".join(f"({str(err.value)})".split()) in " ".join(page.split()).replace("`", "")
+    with pytest.raises(ConfigError, match=r"^data.dim = 1: must be at least 2"):
+        C.load(preset="digits", overrides=['data.dataset="gaussian"', "data.dim=1"])
+    g = C.load(preset="digits", overrides=['data.dataset="gaussian"', "data.dim=5"])
+    assert g.data.dim == 5 and g.to_dict()["data"]["dim"] == 5
+    assert "dim" not in C.load(preset="digits").to_dict()["data"]
+    # a layer that names another dataset starts from that dataset's keys
+    base = {"data": {"dataset": "gaussian", "dim": 7}}
+    with_file = C.load(base=C.build(base), overrides=['data.dataset="digits"'])
+    assert with_file.data.dataset == "digits" and not with_file.data.params.keys()
+
+
+def test_a_file_written_when_dim_was_every_datasets_key_loads():
+    """Run files before the datasets' own keys hold ``data.dim`` whatever their dataset:
+    a dataset that does not take it drops it; gaussian keeps its value."""
+    import json
+
+    for dataset, dim, kept in [("digits", 2, ()), ("gaussian", 3, ("dim",))]:
+        stored = json.loads(C.load(preset="digits").to_json())
+        stored["data"].update(dataset=dataset, dim=dim)
+        config = C.from_json(json.dumps(stored))
+        assert config.data.params.keys() == kept
+        if kept:
+            assert config.data.dim == dim

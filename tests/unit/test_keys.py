@@ -13,8 +13,8 @@ import pytest
 
 from distfl import cli
 from distfl.algorithms import algorithm_class, algorithm_names
-from distfl.config import CHOICES, AlgorithmSection, Config, GroupSpec, RunSection
-from distfl.datasets import dataset_names
+from distfl.config import CHOICES, AlgorithmSection, Config, DataSection, GroupSpec, RunSection
+from distfl.datasets import dataset_names, dataset_spec
 from distfl.errors import ConfigError
 from distfl.presets import PRESETS
 from distfl.tools.keys import BUILT_IN, PLAIN_RUN_PRESET, format_keys, key_rows
@@ -47,6 +47,12 @@ def expected_rows(preset: str) -> dict[str, tuple[object, str]]:
             fields = [("name", AlgorithmSection.name)] + [
                 (f.name, field_default(f)) for f in dataclasses.fields(algorithm_class(name).Params)
             ]
+        elif section == "data":  # the shared keys, then the named dataset's own
+            name = given.get("dataset", DataSection.dataset)
+            fields = [(f.name, field_default(f)) for f in dataclasses.fields(DataSection)
+                      if f.name != "params"]  # fmt: skip
+            fields += [(f.name, field_default(f))
+                       for f in dataclasses.fields(dataset_spec(name).Params)]  # fmt: skip
         else:
             cls = type(field_default(section_field))
             fields = [(f.name, field_default(f)) for f in dataclasses.fields(cls)]
