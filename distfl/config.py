@@ -589,7 +589,8 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
             _merge_algorithm(base.setdefault("algorithm", {}), values)
             continue
         if section == "data":
-            _merge_data(base.setdefault("data", {}), values)
+            plugins = update.get("run", {}).get("plugins") or base.get("run", {}).get("plugins")
+            _merge_data(base.setdefault("data", {}), values, origin, plugins=bool(plugins))
             continue
         known = get_type_hints(sections[section])
         for key, value in values.items():
@@ -601,11 +602,23 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
             base.setdefault(section, {})[key] = copy.deepcopy(value)
 
 
-def _merge_data(base: dict[str, Any], values: dict[str, Any]) -> None:
+def _merge_data(
+    base: dict[str, Any], values: dict[str, Any], origin: str, *, plugins: bool
+) -> None:
     """Merge one layer's [data] table. Its keys besides the shared ones are the named
     dataset's own, checked against it when the config is built; naming another dataset than
-    the layers before drops their own keys: they were that dataset's."""
+    the layers before drops their own keys: they were that dataset's. A key that is no
+    registered dataset's is refused here, naming ``origin`` (unless ``plugins``: a plug-in
+    not imported yet may declare it)."""
     shared = {f.name for f in dataclasses.fields(DataSection)} - {"params"}
+    own = {k for spec in dataset_specs() for k in spec.Params.keys()}
+    for key in values:
+        if key not in shared and key not in own and not plugins:
+            raise ConfigError(
+                f"unknown key data.{key} in {origin}; allowed in [data]: "
+                f"{', '.join(sorted(shared))}, and a dataset's own keys "
+                f"({', '.join(sorted(own)) or 'none'})"
+            )
     if "dataset" in values and values["dataset"] != base.get("dataset", DataSection.dataset):
         for key in [k for k in base if k not in shared]:
             del base[key]

@@ -374,7 +374,8 @@ def test_suite_stopped_by_sigterm_resumes_its_runs(helpers, base, tmp_path):
     out = work / "out"
     for job in jobs:
         path = out / run_name(*job)
-        assert 1 <= state_round(path) < ROUNDS, path
+        # round 0 when the signal came during round 1's training (left at once)
+        assert 0 <= state_round(path) < ROUNDS, path
         assert "stopped by SIGTERM" in path.with_suffix(".log").read_text()
     assert not (out / "suite.csv").exists()
 

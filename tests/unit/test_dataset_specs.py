@@ -151,3 +151,23 @@ def test_a_file_written_when_dim_was_every_datasets_key_loads():
         assert config.data.params.keys() == kept
         if kept:
             assert config.data.dim == dim
+
+
+def test_a_registered_datasets_own_keys_are_taken_and_checked(monkeypatch):
+    """A spec's Params are its [data] keys: taken for it, refused for another dataset with
+    the name of the one that takes them."""
+    from dataclasses import dataclass
+
+    from distfl.algorithms.base import Params, setting
+
+    @dataclass(frozen=True)
+    class ToyParams(Params):
+        scale: float = setting(1.0, "float > 0", "how far apart the toy's classes lie")
+
+    monkeypatch.setitem(R._REGISTRY, "toy", _spec(Params=ToyParams))
+    toy = C.load(preset="digits", overrides=['data.dataset="toy"', "data.scale=2.5"])
+    assert toy.data.scale == 2.5 and toy.to_dict()["data"]["scale"] == 2.5
+    with pytest.raises(ConfigError, match="it is a key of data.dataset = 'toy'"):
+        C.load(preset="digits", overrides=["data.scale=2.5"])
+    with pytest.raises(ConfigError, match=r"^unknown key data.scal in --set; allowed in \[data\]"):
+        C.load(preset="digits", overrides=['data.dataset="toy"', "data.scal=2.5"])
