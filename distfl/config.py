@@ -120,6 +120,20 @@ class RunSection:
     )
 
 
+def _own_key(section: Any, key: str, fields: tuple[str, ...], owner) -> Any:
+    """``section.<key>`` for a key of its ``params`` (an algorithm's or a dataset's own
+    keys); AttributeError naming ``owner()`` otherwise."""
+    if key.startswith("__") or key in fields:
+        raise AttributeError(key)
+    try:
+        params = object.__getattribute__(section, "params")
+    except AttributeError:
+        raise AttributeError(key) from None
+    if isinstance(params, (Params, StoredParams)) and key in params.keys():
+        return getattr(params, key)
+    raise AttributeError(f"{owner()} has no key {key!r}")
+
+
 @dataclass(frozen=True)
 class DataSection:
     dataset: str = setting(
@@ -188,15 +202,7 @@ class DataSection:
             object.__setattr__(self, "params", dataset_spec(self.dataset).Params())
 
     def __getattr__(self, key: str) -> Any:
-        if key.startswith("__") or key == "params":
-            raise AttributeError(key)
-        try:
-            params = object.__getattribute__(self, "params")
-        except AttributeError:
-            raise AttributeError(key) from None
-        if isinstance(params, (Params, StoredParams)) and key in params.keys():
-            return getattr(params, key)
-        raise AttributeError(f"data.dataset {self.dataset!r} has no key {key!r}")
+        return _own_key(self, key, ("params",), lambda: f"data.dataset {self.dataset!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """The [data] table: the shared keys, then the dataset's own."""
@@ -305,15 +311,7 @@ class AlgorithmSection:
             object.__setattr__(self, "params", algorithm_class(self.name).Params())
 
     def __getattr__(self, key: str) -> Any:
-        if key.startswith("__") or key in ("name", "params"):
-            raise AttributeError(key)
-        try:
-            params = object.__getattribute__(self, "params")
-        except AttributeError:
-            raise AttributeError(key) from None
-        if isinstance(params, (Params, StoredParams)) and key in params.keys():
-            return getattr(params, key)
-        raise AttributeError(f"algorithm {self.name!r} has no key {key!r}")
+        return _own_key(self, key, ("name", "params"), lambda: f"algorithm {self.name!r}")
 
     def to_dict(self) -> dict[str, Any]:
         """``{"name": ..., <key>: <value>, ...}``, the [algorithm] table."""

@@ -10,9 +10,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-import sys
-from pathlib import Path
 
+from distfl.algorithms.registry import _origin  # one file imported twice is one class
 from distfl.datasets.base import NATURAL, DatasetSpec
 from distfl.errors import ConfigError
 
@@ -52,12 +51,6 @@ def register(cls: type[DatasetSpec]) -> type[DatasetSpec]:
         )
     _REGISTRY[name] = cls
     return cls
-
-
-def _origin(cls: type) -> tuple[str, str]:
-    module = sys.modules.get(cls.__module__)
-    where = getattr(module, "__file__", None)
-    return (str(Path(where).resolve()) if where else cls.__module__, cls.__qualname__)
 
 
 def _discover() -> None:
