@@ -22,6 +22,25 @@ def node_order(node_id: str) -> tuple[int, ...]:
     return tuple(int(p) for p in node_id.split("."))
 
 
+def clusters_found(assignment: np.ndarray) -> int:
+    """The clusters a run found: the leaves that hold at least one client (``assignment``:
+    each client's leaf index, -1 for a client in none). A leaf left empty (an IFCA or FeSEM
+    cluster that lost every client) is a leaf, not a cluster found."""
+    a = np.asarray(assignment, dtype=np.int64)
+    return int(len(np.unique(a[a >= 0])))
+
+
+def empty_leaves_note(clusters: int, leaves: int) -> str:
+    """`` (N leaves, M of them empty)`` after a count of :func:`clusters_found` where some
+    of the ``leaves`` hold no client, else ""."""
+    return f" ({leaves} leaves, {leaves - clusters} of them empty)" if leaves > clusters else ""
+
+
+def first_split(hierarchy: Iterable[HierarchyNode]) -> int | None:
+    """The round of the hierarchy's first split; None when no cluster split."""
+    return min((int(n.split_round) for n in hierarchy if n.split_round >= 0), default=None)
+
+
 @dataclass
 class HierarchyNode:
     id: str

@@ -19,6 +19,14 @@ def balanced_accuracy(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     return float(np.mean(recalls))
 
 
+def last_finite(values) -> float:
+    """The last finite value of ``values`` (a metric over rounds, NaN where not measured);
+    NaN when there is none. The accuracy a run reports is its accuracy column's."""
+    values = np.asarray(values, dtype=np.float64)
+    finite = values[np.isfinite(values)]
+    return float(finite[-1]) if len(finite) else float("nan")
+
+
 def federation_mean(values: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Mean of per-client values over the clients that have one (NaN = no test data)."""
     values = np.asarray(values, dtype=np.float64)
@@ -43,6 +51,7 @@ __all__ = [
     "adjusted_rand_index",
     "balanced_accuracy",
     "federation_mean",
+    "last_finite",
     "rand_index",
     "sorted_frequencies",
     "was",

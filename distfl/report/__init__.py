@@ -103,7 +103,8 @@ def write_run_report(
     alone)."""
     from distfl.algorithms import ReportFigure, report_figures
     from distfl.report import figures
-    from distfl.report.data import load_run, statistics
+    from distfl.report.data import load_run
+    from distfl.results import recorded_statistics
     from distfl.tools.gather import gather_rows
 
     path, out = Path(path), Path(out)
@@ -131,7 +132,7 @@ def write_run_report(
     for _, figure in report_figures(data.config.algorithm.name):
         if draw(figure.section, figure.file, figure.function()):
             plotted.update(figure.stats)
-    left = [name for name in statistics(data.cluster_metrics) if name not in plotted]
+    left = [n for n in recorded_statistics(data.cluster_metrics) if n not in plotted]
     for name, file in zip(left, _statistic_files(left), strict=True):
         draw(STATISTICS, file, figures.statistic, name)
     # the report's sections first, in their order; the algorithms' own after them
@@ -216,14 +217,14 @@ def suite_rows(
     """One row per readable run file in ``directory`` (the suite's columns, its file and
     whether it finished), and one line per file that could not be read. ``plugins``:
     import the files' ``run.plugins``."""
-    from distfl.checkpoint import read_run_file
+    from distfl.results import read
     from distfl.tools.gather import find_run_files, gather_rows
     from distfl.tools.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
 
     rows, problems = [], []
     for path in find_run_files([directory]):
         try:
-            run = read_run_file(path, state=False, plugins=plugins)
+            run = read(path, plugins=plugins)
             (g,) = gather_rows([path], runs=[run])
             config = run.config
         except CheckpointError as exc:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from distfl.checkpoint import RunFile, read_run_file
 from distfl.config import Config
 from distfl.errors import CheckpointError
 from distfl.hierarchy import HierarchyNode, node_order
+
+if TYPE_CHECKING:
+    from distfl.results import Run
 
 #: square per-member matrices an algorithm stores at a split, with their titles
 SPLIT_MATRICES = (
@@ -59,7 +62,9 @@ class RunData:
     client_accuracy: np.ndarray  # [K]
     leaves: list[str]
     assignment: np.ndarray  # [K] index into leaves
-    run: RunFile | None = None  # the file as read_run_file read it
+    membership: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the run as every reader sees it (its summary: :meth:`distfl.results.Run.summary`)
+    run: Run | None = None
 
     @property
     def finished(self) -> bool:
@@ -108,10 +113,13 @@ class RunData:
 
 
 def load_run(path: str | Path, *, plugins: bool = False) -> RunData:
-    """Read a run file (finished, or the last checkpoint of a run in progress); ``plugins``:
-    import its ``run.plugins`` (code the file names), not done by default."""
-    # the results only: not the models nor the Ps
-    run = read_run_file(path, state=False, plugins=plugins)
+    """Read a run file (finished, or the last checkpoint of a run in progress) through
+    :func:`distfl.results.read`; ``plugins``: import its ``run.plugins`` (code the file names),
+    not done by default."""
+    from distfl.results import read
+
+    run = read(path, plugins=plugins)  # the results only: not the models nor the Ps
+    file = run.stored
     try:
         return RunData(
             path=str(path),
@@ -120,16 +128,17 @@ def load_run(path: str | Path, *, plugins: bool = False) -> RunData:
             written=run.written or run.created,
             version=run.version,
             world_size=run.world_size,
-            rounds_done=int(run.state["round"]),
-            metrics=run.metrics,
-            cluster_metrics=run.cluster_metrics,
-            evaluation=run.evaluation,
-            hierarchy=run.hierarchy,
-            groups=run.clients["group"],
-            class_counts=run.clients["class_counts"],
-            client_accuracy=run.clients["accuracy"],
-            leaves=run.leaves,
-            assignment=run.assignment,
+            rounds_done=run.round,
+            metrics=file.metrics,
+            cluster_metrics=file.cluster_metrics,
+            evaluation=file.evaluation,
+            membership=file.membership,
+            hierarchy=file.hierarchy,
+            groups=file.clients["group"],
+            class_counts=file.clients["class_counts"],
+            client_accuracy=file.clients["accuracy"],
+            leaves=file.leaves,
+            assignment=file.assignment,
             run=run,
         )
     except KeyError as exc:  # a file of another layout (the integrity record checked it)
@@ -204,20 +213,6 @@ def series(table: dict[str, np.ndarray], column: str) -> dict[str, tuple[np.ndar
         if keep.any():
             out[cid] = (rounds[keep], values[keep])
     return out
-
-
-def statistics(table: dict[str, np.ndarray]) -> list[str]:
-    """The per-cluster statistics of a /metrics/clusters table (every column the runtime
-    does not fill itself) that hold a finite value, sorted by name."""
-    from distfl.algorithms import FIXED_CLUSTER_COLUMNS
-
-    return sorted(
-        name
-        for name, values in table.items()
-        if name not in FIXED_CLUSTER_COLUMNS
-        and np.asarray(values).dtype.kind in "biuf"
-        and np.isfinite(np.asarray(values, dtype=np.float64)).any()
-    )
 
 
 @dataclass

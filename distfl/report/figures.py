@@ -558,7 +558,7 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
 
 def membership(data: RunData, palette: Palette) -> Drawn | None:
     """Where each ground-truth group's clients are, round by round."""
-    table = data.run.membership if data.run is not None else {}
+    table = data.membership
     if not table or len(table.get("round", [])) == 0:
         return None
     clusters = np.array([str(c) for c in table["cluster"]], dtype=object)

@@ -20,7 +20,7 @@ import torch
 
 from distfl.algorithms import ClientReports, RoundUpdate
 from distfl.checkpoint import write_run_file
-from distfl.hierarchy import node_order
+from distfl.hierarchy import empty_leaves_note, node_order
 from distfl.metrics import federation_mean
 from distfl.progress import Progress
 from distfl.record.output import RunFileWriteError
@@ -294,7 +294,8 @@ class Summary(Component):
             head,
             f"  final balanced accuracy  {s['accuracy']:.4f} (mean over "
             f"{cfg.eval.clients or server.K} clients)",
-            f"  clusters                 {s['num_clusters']}",
+            f"  clusters                 {s['num_clusters']}"
+            f"{empty_leaves_note(s['num_clusters'], s['num_leaves'])}",
             f"  client-steps/s           {s['client_steps_per_s']:.1f}",
             f"  bytes moved per round    {moved}",
             f"  federation bytes/round   {_bytes(s['federation_bytes_per_round'])} "
@@ -309,13 +310,6 @@ def default_components() -> list[Component]:
     """What every run does after each round and at the end, in this order: record the
     round, show progress, checkpoint; at the end write the file, then print the summary."""
     return [Recorder(), ProgressDisplay(), Checkpoint(), Summary()]
-
-
-def last_finite(values) -> float:
-    for v in reversed(values):
-        if not math.isnan(v):
-            return float(v)
-    return math.nan
 
 
 def _bytes(n: float) -> str:

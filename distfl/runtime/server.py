@@ -32,6 +32,8 @@ from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
 from distfl.errors import CommError, DivergedError, RoundFailed, UserError
+from distfl.hierarchy import clusters_found
+from distfl.metrics import last_finite
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.output import write_atomically
@@ -41,7 +43,6 @@ from distfl.runtime.components import (
     Evaluation,
     RoundResult,
     default_components,
-    last_finite,
     write_server,
 )
 from distfl.runtime.placement import home_workers, place
@@ -528,7 +529,8 @@ class Server:
             "rounds": self.rounds_done,
             "rounds_this_run": ran,
             "accuracy": accuracy,
-            "num_clusters": len(self.models),
+            "num_clusters": clusters_found(self.tree.assignment()[1]),
+            "num_leaves": len(self.models),
             "wall_s": wall,
             "client_steps_per_s": self.client_steps / max(wall, 1e-9),
             "bytes_per_round": self.comm.bytes_moved / max(ran, 1),

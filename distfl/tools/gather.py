@@ -17,14 +17,12 @@ from __future__ import annotations
 import csv
 import io
 import json
-import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from distfl.checkpoint import read_run_file
 from distfl.errors import CheckpointError, UserError
 
 #: the fixed columns of ``distfl gather``, in order; ``--key`` columns follow
@@ -48,9 +46,11 @@ COLUMNS = (
 
 def run_status(path: str | Path, stream: TextIO) -> int:
     """Write one line on whether the run finished; 0 when it did, 1 when it stopped early."""
-    run = read_run_file(path)
+    from distfl.results import read
+
+    run = read(path)
     try:
-        done, rounds = int(run.state["round"]), run.config.run.rounds
+        done, rounds = run.round, run.rounds
     except (KeyError, ValueError, TypeError):
         raise CheckpointError(f"run file {path} has no round in its /state") from None
     if done >= rounds:
@@ -128,7 +128,7 @@ def gather_rows(
     cluster, no finite accuracy, no split) are None, and so is a key of ``[algorithm]`` that
     the run's algorithm does not take (``beta`` of a FedAvg run). Raises CheckpointError on
     a file that cannot be read and UserError on an unknown key. ``runs``: the files'
-    RunFile objects when the caller has read them already."""
+    :class:`~distfl.results.Run` objects when the caller has read them already."""
     keys = check_keys(keys)
     paths = list(paths)
     runs = [None] * len(paths) if runs is None else runs
@@ -174,33 +174,24 @@ def _reason(path: str | Path, message: str) -> str:
 
 
 def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
-    """The row of one run file (``run``: its RunFile, or None to read it); ``keys`` checked."""
+    """The row of one run file (``run``: its :class:`~distfl.results.Run`, or None to read
+    it); ``keys`` checked. Every number is the Run's own (:meth:`~distfl.results.Run.summary`)."""
     import numpy as np
 
-    from distfl.metrics import adjusted_rand_index, rand_index, wadb, was
+    from distfl.results import read
 
     if run is None:
-        run = read_run_file(path)
+        run = read(path)
     try:
-        groups, class_counts = run.clients["group"], run.clients["class_counts"]
-        assignment = run.assignment
+        s = run.summary()
         row: dict[str, Any] = {
             "file": str(path),
-            "algorithm": run.config.algorithm.name,
+            "algorithm": s["algorithm"],
             "seed": run.config.run.seed,
             "beta": _float_or_none(config_value(run.config, "algorithm.beta")),
-            "rounds_done": int(run.state["round"]),
-            "rounds": run.config.run.rounds,
-            "clusters": int(len(np.unique(assignment))),  # non-empty leaves
-            "accuracy": _last_finite(run.metrics.get("accuracy")),
-            "rand": float(rand_index(groups, assignment)),
-            "ari": float(adjusted_rand_index(groups, assignment)),
-            "was": was(class_counts, assignment),
-            "wadb": wadb(class_counts, assignment),
-            "first_split": min(
-                (n.split_round for n in run.hierarchy if n.split_round >= 0), default=None
-            ),
-            "wall_s": _last(run.timing.get("elapsed_s")),
+            "rounds_done": s["round"],
+            "rounds": s["rounds"],
+            **{c: s[c] for c in COLUMNS[COLUMNS.index("clusters") :]},
         }
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
@@ -210,19 +201,8 @@ def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
-def _last_finite(values) -> float | None:
-    if values is None:
-        return None
-    finite = [float(v) for v in values if math.isfinite(float(v))]
-    return finite[-1] if finite else None
-
-
 def _float_or_none(value) -> float | None:
     return None if value is None else float(value)
-
-
-def _last(values) -> float | None:
-    return float(values[-1]) if values is not None and len(values) else None
 
 
 def _config_text(value: Any) -> str:

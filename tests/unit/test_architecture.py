@@ -32,6 +32,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("distfl.algorithms.client",),  # the plug-ins' client halves (*_client)
     ("distfl.comm",),
     ("distfl.runtime",),
+    ("distfl.results",),  # the one read-side model of a run file, beneath every reader
     ("distfl.report", "distfl.tools"),
     ("distfl.launch",),  # the library's launch, beneath both the CLI and the Python API
     ("distfl.cli", "distfl.__main__", "distfl.api"),
@@ -173,6 +174,18 @@ def test_only_the_entry_point_imports_the_command_line():
     importers = sorted(name for name, deps in GRAPH.items() if "distfl.cli" in deps)
     assert importers == ["distfl.__main__"]
     assert "distfl.launch" in GRAPH["distfl.api"] and "distfl.launch" in GRAPH["distfl.cli"]
+
+
+def test_every_reader_of_a_run_file_reads_through_the_one_results_model():
+    """``inspect``, ``status``, ``gather``, ``report`` and ``distfl.open`` see a run file as
+    :class:`distfl.results.Run` only: none of them reads the file itself."""
+    readers = ["distfl.api", "distfl.tools.inspection", "distfl.tools.gather"]
+    readers += [name for name in MODULES if name.startswith("distfl.report")]
+    for name in readers:
+        assert "distfl.checkpoint" not in GRAPH[name], f"{name} reads run files itself"
+    for name in ("distfl.api", "distfl.tools.inspection", "distfl.tools.gather",
+                 "distfl.report.data"):  # fmt: skip
+        assert "distfl.results" in GRAPH[name], name
 
 
 def test_runtime_comm_and_config_import_no_algorithm():

@@ -26,10 +26,10 @@ from distfl.report.data import (
     group_mix,
     member_order,
     series,
-    statistics,
     tree_layout,
 )
 from distfl.report.figures import epsilon_window
+from distfl.results import recorded_statistics
 
 
 def test_members_are_ordered_by_label_then_group_then_id():
@@ -200,8 +200,8 @@ def test_the_statistics_are_the_columns_beyond_the_fixed_ones_with_a_finite_valu
         "zeta": np.array([1.0, nan]),
         "gap": np.array([-np.inf, 2.0]),
     }
-    assert statistics(table) == ["gap", "mse", "zeta"]
-    assert statistics({}) == []
+    assert recorded_statistics(table) == ["gap", "mse", "zeta"]
+    assert recorded_statistics({}) == []
 
 
 def test_a_statistics_plot_file_is_a_plain_name_of_its_own():

@@ -1,0 +1,635 @@
+"""A run file as one read-only object: what every reader of a run shows comes from here.
+
+:class:`Run` is the one model of a run's results. ``distfl inspect``, ``status``,
+``gather``, ``report`` and the Python API (:func:`distfl.open`) all read a file through
+:func:`read`, and each quantity they show of it (the clusters found, the final accuracy,
+the first split, the scores of the final assignment) is defined once, as an attribute of
+:class:`Run`, so that they cannot disagree.
+
+A file is read once, with :func:`distfl.checkpoint.read_run_file` (all but the cluster
+models and /state's arrays), and the plug-ins its config names are not imported unless
+asked for (``distfl report --trust-plugins``). Tables are pandas DataFrames when pandas is
+importable (``pip install distfl[pandas]``) and NumPy record arrays otherwise, with the
+same columns in the same order: the names of the file's columns
+(:data:`distfl.record.layout.TABLES`), cluster ids as text.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from distfl.checkpoint import RunFile, read_run_file
+from distfl.hierarchy import HierarchyNode, clusters_found, first_split, node_order
+from distfl.metrics import federation_mean, last_finite
+from distfl.record import layout
+
+#: the per-row tables of a run file, by their names in distfl.record.layout.TABLES
+TABLES = tuple(t.key for t in layout.TABLES)
+
+
+# -- tables ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _pandas():
+    """The pandas module, or None where it is not importable."""
+    try:
+        import pandas
+    except ImportError:
+        return None
+    return pandas
+
+
+def make_table(columns: Mapping[str, np.ndarray]):
+    """Columns of equal length, in order, as a pandas DataFrame when pandas is importable,
+    else as a NumPy record array with the same column names (text columns as fixed-width
+    ``str``)."""
+    pd = _pandas()
+    if pd is not None:
+        return pd.DataFrame({name: np.asarray(values) for name, values in columns.items()})
+    arrays = []
+    for values in columns.values():
+        values = np.asarray(values)
+        if values.dtype == object:
+            values = values.astype(str) if len(values) else np.zeros(0, dtype="U1")
+        arrays.append(values)
+    dtype = [(name, a.dtype) for name, a in zip(columns, arrays, strict=True)]
+    return np.rec.fromarrays(arrays, dtype=dtype)
+
+
+def _column_names(key: str, stored: Mapping[str, np.ndarray]) -> list[str]:
+    """The columns of one of the file's per-row tables, in order: the declared ones it has
+    (all of them for a table the file lacks), then the further ones by name (an
+    algorithm's own statistics)."""
+    table = layout.BY_KEY[key]
+    names = [c.name for c in table.columns if c.name in stored or not stored]
+    return names + sorted(n for n in stored if n not in table.names)
+
+
+def _run_table(key: str, stored: Mapping[str, np.ndarray]):
+    """One of the file's per-row tables (:func:`_column_names`; a table the file lacks has
+    its declared columns and no row)."""
+    table = layout.BY_KEY[key]
+    names = _column_names(key, stored)
+    return make_table(
+        {n: stored[n] if n in stored else np.zeros(0, table.column(n).dtype) for n in names}
+    )
+
+
+def recorded_statistics(table: Mapping[str, np.ndarray]) -> list[str]:
+    """The per-cluster statistics in a ``/metrics/clusters`` table, sorted by name: its
+    numeric columns beyond the ones the runtime fills itself (round, cluster, size,
+    sampled) that hold a finite value in some row (a column of NaN is a statistic another
+    algorithm records)."""
+    return sorted(
+        name
+        for name, values in table.items()
+        if name not in layout.CLUSTERS.fixed
+        and np.asarray(values).dtype.kind in "biuf"
+        and np.isfinite(np.asarray(values, dtype=np.float64)).any()
+    )
+
+
+def rows_table(rows: list[dict[str, Any]], columns: Iterable[str]):
+    """Rows (dicts) as a table of ``columns`` (:func:`make_table`): a column of whole
+    numbers is int64, one of numbers (None among them: NaN) float64, one of text str."""
+    out: dict[str, np.ndarray] = {}
+    for column in columns:
+        values = [row.get(column) for row in rows]
+        numbers = all(
+            v is None or (isinstance(v, int | float | np.number) and not isinstance(v, bool))
+            for v in values
+        )
+        if values and all(
+            isinstance(v, int | np.integer) and not isinstance(v, bool) for v in values
+        ):
+            out[column] = np.asarray(values, dtype=np.int64)
+        elif numbers:
+            out[column] = np.asarray([math.nan if v is None else v for v in values], np.float64)
+        else:
+            out[column] = np.asarray(values, dtype=object)
+    return make_table(out)
+
+
+def _readonly(values) -> np.ndarray:
+    """A view of ``values`` that cannot be written to (no copy of a large matrix), so that
+    the Run's arrays stay as read."""
+    a = np.asarray(values).view()
+    a.flags.writeable = False
+    return a
+
+
+# -- the cluster tree --------------------------------------------------------------------
+
+
+def score_text(x: float | None, digits: int = 3) -> str:
+    """A score as ``distfl inspect`` prints it: ``digits`` decimals, "n/a" for None or NaN."""
+    return "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def tree_lines(hierarchy: list[HierarchyNode], accuracy: np.ndarray) -> list[str]:
+    """The cluster tree as ``distfl inspect`` draws it, one line per node, parents before
+    children: the node's id under its parent's branch, its member count, and for a split
+    node the round it split in, its number of children and its best Davies-Bouldin score;
+    for a leaf the mean balanced accuracy of its members (``accuracy``: each client's, as
+    /clients/accuracy holds it)."""
+    out: list[str] = []
+    nodes = {n.id: n for n in hierarchy}
+    children: dict[str, list[str]] = {}
+    for n in hierarchy:
+        if n.parent:
+            children.setdefault(n.parent, []).append(n.id)
+    roots = sorted((n.id for n in hierarchy if not n.parent), key=node_order)
+    width = max(len(i) for i in nodes) + 4 * max(i.count(".") for i in nodes) + 4
+
+    def line(node: HierarchyNode, prefix: str, last: bool, depth: int) -> None:
+        branch = "" if depth == 0 else ("└── " if last else "├── ")
+        label = f"{prefix}{branch}{node.id}"
+        members = np.asarray(node.members, dtype=np.int64)
+        text = f"{label:<{width}} {len(members):>6} clients"
+        if node.split_round >= 0:
+            kids = children.get(node.id, [])
+            scores = node.datasets.get("db_scores")
+            best = float(np.min(scores)) if scores is not None and len(scores) else math.nan
+            text += f"  split at round {node.split_round} into {len(kids)} (DB {score_text(best)})"
+        else:
+            acc = federation_mean(accuracy[members]) if len(members) else math.nan
+            text += f"  leaf, accuracy {score_text(acc)}"
+        out.append(text)
+        kids = sorted(children.get(node.id, []), key=node_order)
+        for i, kid in enumerate(kids):
+            ext = "" if depth == 0 else ("    " if last else "│   ")
+            line(nodes[kid], prefix + ext, i == len(kids) - 1, depth + 1)
+
+    for root in roots:
+        line(nodes[root], "", True, 0)
+    return out
+
+
+@dataclass(frozen=True, eq=False)
+class Node:
+    """A cluster of the hierarchy, as ``/hierarchy/<id>`` records it."""
+
+    #: "0" is the root (IFCA, FeSEM and the oracle have one root per initial cluster: "0",
+    #: "1", ...), "0.1" the second child of "0"
+    id: str
+    #: the parent's id; "" for a root
+    parent: str
+    #: the children's ids, in order ("0.2" before "0.10")
+    children: tuple[str, ...]
+    #: its clients (global ids, ascending): a split node's when it split, a leaf's at the end
+    members: np.ndarray
+    #: the round it was made in (0: a root)
+    created_round: int
+    #: the round it split in; -1 for a leaf
+    split_round: int
+    #: ancestors above it (0 for a root)
+    depth: int
+    #: what the algorithm stored at its split, by name (FedGWC: db_scores, interaction,
+    #: affinity, labels; EMD-CFL: distances, adjacency, labels; CFL: similarity, ...)
+    datasets: Mapping[str, np.ndarray]
+
+    @property
+    def size(self) -> int:
+        """Its number of members."""
+        return int(len(self.members))
+
+    @property
+    def is_leaf(self) -> bool:
+        return self.split_round < 0
+
+    def __repr__(self) -> str:
+        what = "leaf" if self.is_leaf else f"split at round {self.split_round}"
+        return f"Node({self.id!r}, {self.size} clients, {what})"
+
+
+class Tree(Mapping[str, Node]):
+    """The cluster hierarchy of a run: a mapping of cluster id to :class:`Node`, iterated
+    parents before children (:func:`distfl.hierarchy.node_order`). ``print(tree)`` draws it
+    as ``distfl inspect`` does (:func:`tree_lines`)."""
+
+    def __init__(self, hierarchy: list[HierarchyNode], accuracy: np.ndarray):
+        self._hierarchy = hierarchy
+        self._accuracy = accuracy
+        kids: dict[str, list[str]] = {}
+        for n in hierarchy:
+            if n.parent:
+                kids.setdefault(n.parent, []).append(n.id)
+        parents = {n.id: n.parent for n in hierarchy}
+
+        def depth(cid: str) -> int:
+            d = 0
+            while parents.get(cid) and d <= len(parents):  # a parent loop stops too
+                cid, d = parents[cid], d + 1
+            return d
+
+        self._nodes: dict[str, Node] = {}
+        for n in sorted(hierarchy, key=lambda n: node_order(n.id)):
+            self._nodes[n.id] = Node(
+                id=n.id,
+                parent=n.parent,
+                children=tuple(sorted(kids.get(n.id, []), key=node_order)),
+                members=_readonly(np.asarray(n.members, dtype=np.int64)),
+                created_round=int(n.created_round),
+                split_round=int(n.split_round),
+                depth=depth(n.id),
+                datasets=MappingProxyType({k: _readonly(v) for k, v in n.datasets.items()}),
+            )
+
+    def __getitem__(self, cid: str) -> Node:
+        return self._nodes[cid]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._nodes)
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    @property
+    def roots(self) -> list[Node]:
+        """The clusters of round 0: one root "0" for the splitting algorithms."""
+        return [n for n in self._nodes.values() if not n.parent]
+
+    @property
+    def leaves(self) -> list[Node]:
+        """The clusters that trained at the end, in tree order."""
+        return [n for n in self._nodes.values() if n.is_leaf]
+
+    @property
+    def splits(self) -> list[Node]:
+        """The clusters that split, in tree order."""
+        return [n for n in self._nodes.values() if not n.is_leaf]
+
+    def table(self):
+        """One row per cluster (:func:`make_table`): id, parent, depth, size (members),
+        children (how many), created_round, split_round (-1: a leaf)."""
+        nodes = list(self._nodes.values())
+        return make_table(
+            {
+                "id": np.array([n.id for n in nodes], dtype=object),
+                "parent": np.array([n.parent for n in nodes], dtype=object),
+                "depth": np.array([n.depth for n in nodes], dtype=np.int64),
+                "size": np.array([n.size for n in nodes], dtype=np.int64),
+                "children": np.array([len(n.children) for n in nodes], dtype=np.int64),
+                "created_round": np.array([n.created_round for n in nodes], dtype=np.int64),
+                "split_round": np.array([n.split_round for n in nodes], dtype=np.int64),
+            }
+        )
+
+    def __str__(self) -> str:
+        return "\n".join(tree_lines(self._hierarchy, self._accuracy))
+
+    def __repr__(self) -> str:
+        return (
+            f"<distfl Tree: {len(self)} clusters, {len(self.leaves)} leaves, "
+            f"{len(self.splits)} splits>"
+        )
+
+
+# -- a run file --------------------------------------------------------------------------
+
+
+class Run:
+    """A run file, read once by :func:`open`; read-only (nothing here writes the file, and
+    its attributes cannot be set). Its arrays cannot be written to; tables are made anew
+    at each access, the caller's to change.
+
+    Tables are pandas DataFrames when pandas is importable, else NumPy record arrays with
+    the same column names (text as fixed-width ``str``)."""
+
+    __slots__ = ("_path", "_file", "_tree", "_scores")
+
+    def __init__(self, path: str | os.PathLike, file: RunFile):
+        object.__setattr__(self, "_path", Path(path))
+        object.__setattr__(self, "_file", file)
+        object.__setattr__(self, "_tree", None)
+        object.__setattr__(self, "_scores", None)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a distfl Run is read-only: {name!r} cannot be set")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"a distfl Run is read-only: {name!r} cannot be deleted")
+
+    # -- what the run was ----------------------------------------------------------------
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    @property
+    def config(self):
+        """The config stored in the file (a frozen :class:`distfl.config.Config`)."""
+        return self._file.config
+
+    @property
+    def algorithm(self) -> str:
+        return self._file.config.algorithm.name
+
+    @property
+    def num_clients(self) -> int:
+        return self._file.config.data.num_clients
+
+    @property
+    def round(self) -> int:
+        """Rounds done (the round of the file's last checkpoint)."""
+        return int(self._file.state["round"])
+
+    @property
+    def rounds(self) -> int:
+        """Rounds the run was to do (``run.rounds``)."""
+        return self._file.config.run.rounds
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run reached ``run.rounds`` (else ``distfl run --resume`` goes on)."""
+        return self.round >= self.rounds
+
+    @property
+    def world_size(self) -> int:
+        """Processes of the launch that wrote the file."""
+        return self._file.world_size
+
+    @property
+    def world(self) -> dict[str, Any] | None:
+        """Where the ranks of that launch ran (``/world``; None: not recorded)."""
+        return None if self._file.world is None else dict(self._file.world)
+
+    @property
+    def version(self) -> str:
+        """The distfl that wrote the file."""
+        return self._file.version
+
+    @property
+    def created(self) -> str:
+        """When the run's first file was written (ISO 8601, UTC)."""
+        return self._file.created
+
+    @property
+    def written(self) -> str:
+        """When this file was written (ISO 8601, UTC)."""
+        return self._file.written
+
+    @property
+    def stored(self) -> RunFile:
+        """The file as :func:`distfl.checkpoint.read_run_file` read it: the arrays behind
+        every attribute here, for code that draws or tabulates them (the report)."""
+        return self._file
+
+    # -- tables --------------------------------------------------------------------------
+
+    def table(self, name: str):
+        """The per-row table ``name`` (one of :data:`TABLES`: metrics, clusters,
+        evaluation, membership, timing, workers) with the file's columns
+        (:data:`distfl.record.layout.TABLES` describes each); a DataFrame when pandas is
+        importable, else a NumPy record array."""
+        if name not in layout.BY_KEY:
+            raise KeyError(f"no table {name!r} in a run file; tables: {', '.join(TABLES)}")
+        return _run_table(name, self._file.tables.get(name, {}))
+
+    @property
+    def metrics(self):
+        """One row per round: round, num_clusters, num_participants, num_splits,
+        train_loss_first, train_loss_last, accuracy (NaN in rounds without evaluation),
+        accuracy_plain, test_loss, federation_bytes (:meth:`table`)."""
+        return self.table("metrics")
+
+    @property
+    def clusters(self):
+        """One row per (round, cluster that trained): round, cluster, size, sampled, then
+        the algorithms' statistics (FedGWC's mse, p_within, ...; NaN where none)."""
+        return self.table("clusters")
+
+    @property
+    def evaluation(self):
+        """One row per (evaluation round, cluster): round, cluster, clients, accuracy,
+        accuracy_plain, test_loss."""
+        return self.table("evaluation")
+
+    @property
+    def membership(self):
+        """One row per (round, leaf cluster, ground-truth group it holds clients of):
+        round, cluster, group, clients."""
+        return self.table("membership")
+
+    @property
+    def timing(self):
+        """One row per round of wall-clock numbers: round, elapsed_s, bytes, rss_mb."""
+        return self.table("timing")
+
+    @property
+    def workers(self):
+        """One row per (round, worker rank): round, rank, clients, train_s, busy_s, loaded,
+        cache_mb, rss_mb."""
+        return self.table("workers")
+
+    @property
+    def statistics(self) -> list[str]:
+        """The per-cluster statistics the run recorded (:func:`recorded_statistics`), for
+        :meth:`statistic`."""
+        return recorded_statistics(self._file.tables.get("clusters", {}))
+
+    def statistic(self, name: str):
+        """The per-cluster statistic ``name`` (e.g. FedGWC's ``mse``) round by round: a
+        column ``round`` (the rounds in which a cluster has a value), then one column per
+        cluster id (tree order) with its value in that round, NaN in the rounds it has none."""
+        stored = self._file.tables.get("clusters", {})
+        if name not in self.statistics:
+            known = ", ".join(self.statistics) or "none"
+            raise KeyError(f"no statistic {name!r} in {self._path}; recorded: {known}")
+        values = np.asarray(stored[name], dtype=np.float64)
+        ok = np.isfinite(values)
+        rounds = np.asarray(stored["round"], dtype=np.int64)[ok]
+        cluster = np.asarray([str(c) for c in stored["cluster"]], dtype=object)[ok]
+        values = values[ok]
+        steps = np.unique(rounds)
+        columns: dict[str, np.ndarray] = {"round": steps}
+        for cid in sorted(set(cluster), key=node_order):
+            column = np.full(len(steps), np.nan)
+            mine = cluster == cid
+            column[np.searchsorted(steps, rounds[mine])] = values[mine]
+            columns[cid] = column
+        return make_table(columns)
+
+    # -- clients and clusters ------------------------------------------------------------
+
+    @property
+    def tree(self) -> Tree:
+        """The cluster hierarchy (``/hierarchy``)."""
+        if self._tree is None:
+            tree = Tree(self._file.hierarchy, self._file.clients["accuracy"])
+            object.__setattr__(self, "_tree", tree)
+        return self._tree
+
+    @property
+    def leaves(self) -> list[str]:
+        """The final clusters' ids (``/final/leaves``; :attr:`assignment` indexes them)."""
+        return list(self._file.leaves)
+
+    @property
+    def assignment(self) -> np.ndarray:
+        """Each client's final cluster id (``[K]`` str; "" for a client in no cluster)."""
+        leaves = self._file.leaves
+        ids = [leaves[i] if i >= 0 else "" for i in self._file.assignment.tolist()]
+        return _readonly(np.asarray(ids, dtype=str))
+
+    @property
+    def groups(self) -> np.ndarray:
+        """Each client's ground-truth group (``[K]`` int64, an index into ``data.groups``)."""
+        return _readonly(np.asarray(self._file.clients["group"], dtype=np.int64))
+
+    @property
+    def group_names(self) -> tuple[str, ...]:
+        """The ground-truth groups' names (``data.groups[i].name``; "" where unnamed)."""
+        return tuple(g.name for g in self._file.config.groups)
+
+    @property
+    def class_counts(self) -> np.ndarray:
+        """``[K, C]`` each client's samples per class (train and test)."""
+        return _readonly(self._file.clients["class_counts"])
+
+    @property
+    def clients(self):
+        """One row per client: client (its id), group (ground truth), cluster (its final
+        cluster's id), accuracy (balanced, at the last evaluation), num_train, num_test
+        (and owner, for natural partitions)."""
+        c = self._file.clients
+        columns = {
+            "client": np.arange(len(c["group"]), dtype=np.int64),
+            "group": np.asarray(c["group"], dtype=np.int64),
+            "cluster": np.asarray(self.assignment, dtype=object),
+            "accuracy": np.asarray(c["accuracy"], dtype=np.float64),
+            "num_train": np.asarray(c["num_train"], dtype=np.int64),
+            "num_test": np.asarray(c["num_test"], dtype=np.int64),
+        }
+        if "owner" in c:
+            columns["owner"] = np.asarray(c["owner"], dtype=np.int64)
+        return make_table(columns)
+
+    # -- what the run found: each quantity defined here once, for inspect, gather, report,
+    # -- status and the Python API alike ----------------------------------------------------
+
+    @property
+    def num_clusters(self) -> int:
+        """The clusters the run found (:func:`distfl.hierarchy.clusters_found`): the final
+        leaves that hold at least one client; :attr:`leaves` counts the empty ones too."""
+        return clusters_found(self._file.assignment)
+
+    @property
+    def accuracy(self) -> float | None:
+        """The federation's balanced accuracy at the last evaluation, as the run recorded
+        and printed it: the last value of :attr:`metrics`' ``accuracy`` (a mean over the
+        evaluated clients, weighted by test samples where ``eval.weighted``); None when the
+        run has not evaluated."""
+        acc = last_finite(self._file.tables.get("metrics", {}).get("accuracy", ()))
+        return None if math.isnan(acc) else acc
+
+    @property
+    def first_split(self) -> int | None:
+        """The round of the hierarchy's first split (:func:`distfl.hierarchy.first_split`);
+        None when no cluster split."""
+        return first_split(self._file.hierarchy)
+
+    @property
+    def wall_s(self) -> float | None:
+        """The rounds' wall clock (``/timing``'s last ``elapsed_s``); None without a round."""
+        elapsed = self._file.tables.get("timing", {}).get("elapsed_s")
+        return float(elapsed[-1]) if elapsed is not None and len(elapsed) else None
+
+    def scores(self) -> dict[str, Any]:
+        """The final assignment scored: ``was`` and ``wadb`` (of the clusters' class
+        distributions; None where undefined: one cluster, or every cluster a singleton),
+        ``groups`` (the distinct ground-truth groups recorded), ``rand`` and ``ari`` (the
+        assignment against them)."""
+        if self._scores is None:
+            from distfl.metrics import adjusted_rand_index, rand_index, wadb, was
+
+            groups = self._file.clients["group"]
+            counts = self._file.clients["class_counts"]
+            assignment = self._file.assignment
+            scores = {
+                "was": was(counts, assignment),
+                "wadb": wadb(counts, assignment),
+                "groups": int(len(np.unique(groups))),
+                "rand": float(rand_index(groups, assignment)),
+                "ari": float(adjusted_rand_index(groups, assignment)),
+            }
+            object.__setattr__(self, "_scores", scores)
+        return dict(self._scores)
+
+    def summary(self) -> dict[str, Any]:
+        """The run in numbers, as ``distfl inspect``, ``distfl gather`` and ``distfl report``
+        show them: file, algorithm, dataset, clients, groups, round, rounds, finished,
+        clusters (:attr:`num_clusters`), leaves (final leaves, empty ones included),
+        accuracy (:attr:`accuracy`), was, wadb, rand, ari (:meth:`scores`), first_split
+        (:attr:`first_split`), wall_s (:attr:`wall_s`). An undefined value is None."""
+        scores = self.scores()
+        return {
+            "file": str(self._path),
+            "algorithm": self.algorithm,
+            "dataset": self._file.config.data.dataset,
+            "clients": self.num_clients,
+            "groups": scores["groups"],
+            "round": self.round,
+            "rounds": self.rounds,
+            "finished": self.finished,
+            "clusters": self.num_clusters,
+            "leaves": len(self._file.leaves),
+            "accuracy": self.accuracy,
+            "was": scores["was"],
+            "wadb": scores["wadb"],
+            "rand": scores["rand"],
+            "ari": scores["ari"],
+            "first_split": self.first_split,
+            "wall_s": self.wall_s,
+        }
+
+    def __repr__(self) -> str:
+        cfg = self._file.config
+        acc = self.accuracy
+        accuracy = "n/a" if acc is None else f"{acc:.3f}"
+        return (
+            f"<distfl.Run {str(self._path)!r}: {cfg.algorithm.name} on {cfg.data.dataset}, "
+            f"{cfg.data.num_clients} clients, round {self.round} of {self.rounds}, "
+            f"{self.num_clusters} clusters, accuracy {accuracy}>"
+        )
+
+
+def read(path: str | os.PathLike, *, plugins: bool = False) -> Run:
+    """:func:`open`, for the project's own readers (``inspect``, ``status``, ``gather``,
+    ``report``): ``plugins`` imports the file's ``run.plugins`` (code the file names; only
+    ``distfl report --trust-plugins`` asks for it)."""
+    return Run(path, read_run_file(path, state=False, plugins=plugins))
+
+
+def open(path: str | os.PathLike) -> Run:
+    """Read the run file at ``path`` (one written by ``distfl run`` or :func:`run`, a
+    finished run's or a checkpoint of one in progress). Raises
+    :class:`~distfl.errors.CheckpointError` with the reason when the file is missing,
+    damaged (its integrity record does not match) or not a distfl run file. The plug-ins
+    its config names (``run.plugins``) are not imported."""
+    return read(path)
+
+
+__all__ = [
+    "TABLES",
+    "Node",
+    "Run",
+    "Tree",
+    "make_table",
+    "open",
+    "read",
+    "recorded_statistics",
+    "rows_table",
+    "score_text",
+    "tree_lines",
+]
