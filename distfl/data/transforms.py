@@ -31,7 +31,6 @@ Each transform is a function of its own, returning a new float32 array.
 from __future__ import annotations
 
 import numpy as np
-from scipy import ndimage
 
 from distfl.config import GroupSpec
 
@@ -70,6 +69,8 @@ def rotate_bilinear(x: np.ndarray, degrees: float) -> np.ndarray:
     """Rotate images ``[n, C, H, W]`` counter-clockwise about their centre, with bilinear
     interpolation and zeros where the rotated image leaves the frame."""
     _check_image(x, "rotation")
+    from scipy import ndimage  # imported by rotated and blurred groups only
+
     out = ndimage.rotate(
         x.astype(np.float32), degrees, axes=(-2, -1), reshape=False, order=1, mode="constant"
     )
@@ -90,6 +91,8 @@ def gaussian_blur(x: np.ndarray, size: int) -> np.ndarray:
     ``size``, reflect padding (numpy's ``"reflect"``, scipy's ``"mirror"``)."""
     _check_image(x, "blur")
     w = gaussian_kernel(size)
+    from scipy import ndimage
+
     out = ndimage.correlate1d(x.astype(np.float32), w, axis=-1, mode="mirror")
     return ndimage.correlate1d(out, w, axis=-2, mode="mirror")
 

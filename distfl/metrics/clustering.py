@@ -17,7 +17,6 @@ from collections.abc import Hashable, Iterable
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.spatial.distance import cdist, pdist, squareform
 
 # scikit-learn is imported where a score needs it: importing it costs each process 0.8 s
 # (it pulls in scipy.stats), and the ranks of a run need none of it
@@ -86,6 +85,8 @@ def was(class_counts: ArrayLike, labels) -> float | None:
         return None
     x, y = prepared
     # Exact pairwise distances (sklearn's Euclidean shortcut is only accurate to ~1e-8).
+    from scipy.spatial.distance import pdist, squareform  # imported when scored
+
     dist = squareform(pdist(x, metric="euclidean"))
     from sklearn.metrics import silhouette_score
 
@@ -111,6 +112,8 @@ def wadb(class_counts: ArrayLike, labels) -> float | None:
     intra = np.array(
         [np.linalg.norm(x[y == k] - centroids[k], axis=1).mean() for k in range(n_clusters)]
     )
+    from scipy.spatial.distance import cdist
+
     sep = cdist(centroids, centroids, metric="euclidean")
     # sklearn's conventions: 0 when all spreads or all separations vanish; a pair of clusters
     # with coinciding centroids (and the diagonal) contributes a ratio of 0.
