@@ -96,6 +96,30 @@ def install() -> str | None:
     return None
 
 
+def _mapped_shm() -> set[str]:
+    """The names of the /dev/shm files some live process has mapped now, or has just made
+    (in the last minute: about to be mapped)."""
+    names: set[str] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/maps", encoding="utf-8", errors="replace") as fh:
+                for line in fh:
+                    if f"{SHM}/" in line:
+                        names.add(line.rsplit(f"{SHM}/", 1)[1].split()[0])
+        except OSError:
+            continue
+    now = time.time()
+    for name in os.listdir(SHM):
+        try:
+            if now - os.stat(os.path.join(SHM, name)).st_mtime < 60:
+                names.add(name)
+        except OSError:
+            continue
+    return names
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -251,8 +275,9 @@ class PrivateSlurm:
         step ended by a signal, or MPICH across namespaced nodes, leaves them behind)."""
         if not os.path.isdir(SHM):
             return
+        live = _mapped_shm()  # another test's MPI job, running beside (pytest-xdist)
         for name in set(os.listdir(SHM)) - self._shm_before:
-            if name.startswith("mpich_shm_"):
+            if name.startswith("mpich_shm_") and name not in live:
                 try:
                     os.unlink(os.path.join(SHM, name))
                 except OSError:
