@@ -34,6 +34,7 @@ from distfl.algorithms.registry import (
     load_plugins,
     register,
     report_figures,
+    split_matrix_titles,
 )
 from distfl.hierarchy import ClusterTree, Split
 
@@ -78,5 +79,6 @@ __all__ = [
     "pooled",
     "register",
     "report_figures",
+    "split_matrix_titles",
     "require",
 ]

@@ -199,7 +199,10 @@ class ReportFigure:
     ``"module:function"``, imported by the report alone (so that the algorithm's module loads
     no matplotlib). ``file`` is the PNG's name, ``section`` the heading of the page it goes
     under, ``stats`` the per-cluster statistics (RoundUpdate.stats) it draws: once it has
-    drawn them, the report does not plot them again on their own.
+    drawn them, the report does not plot them again on their own. A ``per_split`` figure
+    is drawn for each split of the hierarchy as ``draw(data, split, palette)`` (``split``: a
+    :class:`distfl.report.data.SplitRecord`, with what the algorithm stored there) into
+    ``split-<id>-<file>``, under the split's own heading.
 
     The report tries the figures of every registered algorithm on every run (the run's own
     algorithm's first, then the others by name; the first figure of a file name wins): a
@@ -215,11 +218,14 @@ class ReportFigure:
         "accuracy.png", "tree.png", "classes.png", "membership.png",
     )  # fmt: skip
     REPORT_PREFIXES: ClassVar[tuple[str, ...]] = ("split-", "stat-")
+    #: the report's own figure at each split (``split-<id>-matrices.png``)
+    SPLIT_FILES: ClassVar[tuple[str, ...]] = ("matrices.png",)
 
     section: str
     file: str
     draw: Callable[..., Any] | str
     stats: tuple[str, ...] = ()
+    per_split: bool = False
 
     def function(self) -> Callable[..., Any]:
         """The drawing function (``"module:function"`` imported now)."""
@@ -346,6 +352,10 @@ class ClusteringAlgorithm(ABC):
     #: its own figures in ``distfl report`` (:class:`ReportFigure`); any statistic it records
     #: that none of them draws is plotted per cluster over rounds by the report itself
     figures: ClassVar[tuple[ReportFigure, ...]] = ()
+    #: the square per-member matrices it stores at a split (:class:`Split` ``datasets``), as
+    #: (dataset, title): the report draws them side by side at each split, in this order,
+    #: with these titles (one it does not declare is drawn under its own name)
+    split_matrices: ClassVar[tuple[tuple[str, str], ...]] = ()
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: the runtime sets the ranks' pool in a run over several ranks
     pool: ServerPool = LOCAL_POOL

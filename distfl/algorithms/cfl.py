@@ -174,10 +174,11 @@ class CFL(ClusteringAlgorithm):
         ReportFigure(
             ReportFigure.TRAINING,
             "norms.png",
-            "distfl.report.figures:norms",
+            "distfl.algorithms.cfl_figures:norms",
             stats=("mean_norm", "max_norm"),
         ),
     )
+    split_matrices = (("similarity", "cosine similarity of updates"),)
 
     def __init__(
         self,

@@ -413,7 +413,13 @@ class EMDCFL(ClusteringAlgorithm):
     client = "distfl.algorithms.emdcfl_client:EMDCFLClient"
     #: the pairs' distances at the root against ε
     figures = (
-        ReportFigure(ReportFigure.WHY, "emd-distances.png", "distfl.report.figures:emd_distances"),
+        ReportFigure(
+            ReportFigure.WHY, "emd-distances.png", "distfl.algorithms.emdcfl_figures:emd_distances"
+        ),
+    )
+    split_matrices = (
+        ("distances", "EMD distance minus the reference τ"),
+        ("adjacency", "mutual adjacency (below ε both ways)"),
     )
 
     def __init__(

@@ -710,20 +710,33 @@ class FedGWC(ClusteringAlgorithm):
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
     #: the scores of its split tests
     figures = (
-        ReportFigure(ReportFigure.TRAINING, "mse.png", "distfl.report.figures:mse", stats=("mse",)),
+        ReportFigure(
+            ReportFigure.TRAINING, "mse.png", "distfl.algorithms.fedgwc_figures:mse", stats=("mse",)
+        ),
         ReportFigure(
             ReportFigure.WHY,
             "contrast.png",
-            "distfl.report.figures:contrast",
+            "distfl.algorithms.fedgwc_figures:contrast",
             stats=("p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread"),
         ),
         ReportFigure(
             ReportFigure.WHY,
             "db-tests.png",
-            "distfl.report.figures:db_tests",
+            "distfl.algorithms.fedgwc_figures:db_tests",
             stats=("db", "db_reference"),
         ),
+        # at each split: the members in the spectral embedding of W, the DB score of each n
+        ReportFigure(
+            ReportFigure.WHY,
+            "embedding.png",
+            "distfl.algorithms.fedgwc_figures:split_embedding",
+            per_split=True,
+        ),
+        ReportFigure(
+            ReportFigure.WHY, "db.png", "distfl.algorithms.fedgwc_figures:split_db", per_split=True
+        ),
     )
+    split_matrices = (("interaction", "interaction matrix P"), ("affinity", "affinity W"))
 
     def __init__(
         self,

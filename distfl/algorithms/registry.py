@@ -70,10 +70,11 @@ def _check_figures(cls: type[ClusteringAlgorithm]) -> None:
         if not isinstance(figure, ReportFigure):
             raise TypeError(f"{cls.__name__}.figures: {figure!r} is not a ReportFigure")
         name = figure.file
+        own = ReportFigure.SPLIT_FILES if figure.per_split else ReportFigure.REPORT_FILES
         if (
             not isinstance(name, str)
             or not _FIGURE_FILE.match(name)
-            or name in ReportFigure.REPORT_FILES
+            or name in own
             or name.startswith(ReportFigure.REPORT_PREFIXES)
         ):
             raise ValueError(
@@ -82,9 +83,9 @@ def _check_figures(cls: type[ClusteringAlgorithm]) -> None:
                 f"({', '.join(ReportFigure.REPORT_FILES)}, "
                 f"{', '.join(p + '*' for p in ReportFigure.REPORT_PREFIXES)})"
             )
-        if name in files:
+        if (name, figure.per_split) in files:
             raise ValueError(f"{cls.__name__}.figures: two figures write {name!r}")
-        files.add(name)
+        files.add((name, figure.per_split))
         draw = figure.draw
         if not (callable(draw) or (isinstance(draw, str) and ":" in draw)):
             raise TypeError(
@@ -172,12 +173,28 @@ def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
         names.remove(first)
         names.insert(0, first)
     out: list[tuple[str, ReportFigure]] = []
-    taken: set[str] = set()
+    taken: set[tuple[str, bool]] = set()
     for name in names:
         for figure in _REGISTRY[name].figures:
-            if figure.file not in taken:
-                taken.add(figure.file)
+            if (figure.file, figure.per_split) not in taken:
+                taken.add((figure.file, figure.per_split))
                 out.append((name, figure))
+    return out
+
+
+def split_matrix_titles(first: str | None = None) -> dict[str, str]:
+    """{dataset: title} of the square matrices the registered algorithms store at a split
+    (:attr:`ClusteringAlgorithm.split_matrices`): ``first``'s first, then the others' by
+    algorithm name; of two titles of one dataset the first is kept."""
+    _discover()
+    names = sorted(_REGISTRY)
+    if first in _REGISTRY:
+        names.remove(first)
+        names.insert(0, first)
+    out: dict[str, str] = {}
+    for name in names:
+        for dataset, title in _REGISTRY[name].split_matrices:
+            out.setdefault(dataset, title)
     return out
 
 
@@ -233,4 +250,5 @@ __all__ = [
     "load_plugins",
     "register",
     "report_figures",
+    "split_matrix_titles",
 ]

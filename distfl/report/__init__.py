@@ -129,8 +129,9 @@ def write_run_report(
     # the algorithms' own figures (a plug-in's once imported), each drawn where the file
     # holds what it draws; then every statistic none of them drew, on its own
     plotted: set[str] = set()
-    for _, figure in report_figures(data.config.algorithm.name):
-        if draw(figure.section, figure.file, figure.function()):
+    theirs = [figure for _, figure in report_figures(data.config.algorithm.name)]
+    for figure in theirs:
+        if not figure.per_split and draw(figure.section, figure.file, figure.function()):
             plotted.update(figure.stats)
     left = [n for n in recorded_statistics(data.cluster_metrics) if n not in plotted]
     for name, file in zip(left, _statistic_files(left), strict=True):
@@ -140,12 +141,10 @@ def write_run_report(
     shown.sort(key=lambda figure: order.index(figure[0]))
     for split in data.splits():
         section = f"Split of {split.id} at round {split.round}"
-        for kind, fn in (
-            ("matrices", figures.split_matrices),
-            ("embedding", figures.split_embedding),
-            ("db", figures.split_db),
-        ):
-            draw(section, f"split-{split.id}-{kind}.png", fn, split)
+        draw(section, f"split-{split.id}-matrices.png", figures.split_matrices, split)
+        for figure in theirs:
+            if figure.per_split:
+                draw(section, f"split-{split.id}-{figure.file}", figure.function(), split)
     page = _run_page(data, summary, shown, up, pdf)
     write_text_atomic(out / "index.html", page)
     return out / "index.html"

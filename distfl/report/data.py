@@ -1,8 +1,8 @@
 """What a report shows, read from a run file and arranged for plotting (no matplotlib here).
 
-Everything is computed from the run file alone: the spectral embedding of a FedGWC split
-is recomputed from the affinity W stored at the split, the class distribution of a final
-cluster from ``/clients/class_counts`` and ``/final/assignment``.
+Everything is computed from the run file alone: what an algorithm stored at a split is
+handed to its figures as it is, the class distribution of a final cluster comes from
+``/clients/class_counts`` and ``/final/assignment``.
 """
 
 from __future__ import annotations
@@ -13,21 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from distfl.algorithms import split_matrix_titles
 from distfl.config import Config
 from distfl.errors import CheckpointError
 from distfl.hierarchy import HierarchyNode, node_order
 
 if TYPE_CHECKING:
     from distfl.results import Run
-
-#: square per-member matrices an algorithm stores at a split, with their titles
-SPLIT_MATRICES = (
-    ("interaction", "interaction matrix P"),
-    ("affinity", "affinity W"),
-    ("distances", "EMD distance minus the reference τ"),
-    ("adjacency", "mutual adjacency (below ε both ways)"),
-    ("similarity", "cosine similarity of updates"),
-)
 
 
 @dataclass
@@ -40,8 +32,12 @@ class SplitRecord:
     members: np.ndarray  # client ids of the parent
     labels: np.ndarray  # [n] the child index of each member
     groups: np.ndarray  # [n] the ground-truth group of each member
-    matrices: dict[str, np.ndarray] = field(default_factory=dict)
-    db_scores: np.ndarray | None = None
+    #: every array the algorithm stored at the split, by name
+    datasets: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the square per-member matrices among them, {name: title}: those the algorithms
+    #: declare (:attr:`~distfl.algorithms.ClusteringAlgorithm.split_matrices`) in their
+    #: order, then any other [n, n] array under its own name
+    matrices: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -82,14 +78,16 @@ class RunData:
             labels = node.datasets.get("labels")
             if labels is None or len(labels) != len(members):
                 labels = self.child_labels(node)
-            matrices = {
-                name: np.asarray(node.datasets[name])
-                for name, _ in SPLIT_MATRICES
-                if name in node.datasets
-                and np.ndim(node.datasets[name]) == 2
-                and node.datasets[name].shape == (len(members), len(members))
+            square = {
+                name: values
+                for name, values in node.datasets.items()
+                if np.ndim(values) == 2
+                and np.shape(values) == (len(members), len(members))
+                and np.asarray(values).dtype.kind in "biuf"
             }
-            scores = node.datasets.get("db_scores")
+            titles = {n: t for n, t in split_matrix_titles(self.config.algorithm.name).items()
+                      if n in square}  # fmt: skip
+            titles.update({n: n for n in sorted(square) if n not in titles})
             out.append(
                 SplitRecord(
                     id=node.id,
@@ -97,8 +95,8 @@ class RunData:
                     members=members,
                     labels=np.asarray(labels, dtype=np.int64),
                     groups=self.groups[members],
-                    matrices=matrices,
-                    db_scores=None if scores is None else np.asarray(scores, dtype=np.float64),
+                    datasets={k: np.asarray(v) for k, v in node.datasets.items()},
+                    matrices=titles,
                 )
             )
         return out
@@ -159,23 +157,6 @@ def boundaries(sorted_labels: np.ndarray) -> np.ndarray:
     """Positions i where sorted_labels[i] != sorted_labels[i - 1]: the block edges."""
     sorted_labels = np.asarray(sorted_labels)
     return np.flatnonzero(sorted_labels[1:] != sorted_labels[:-1]) + 1
-
-
-def embedding_2d(W: np.ndarray, seed: int) -> np.ndarray:
-    """[n, 2] coordinates of the members in the spectral embedding of W: its two leading
-    non-trivial components (scikit-learn's ``SpectralEmbedding(n_components=2)`` on a
-    precomputed affinity, i.e. FedGWC's embedding without its constant first column).
-    With fewer than 3 members the second coordinate is 0."""
-    from distfl.spectral import spectral_embedding
-
-    n = W.shape[0]
-    if n < 2:
-        return np.zeros((n, 2))
-    emb = spectral_embedding(np.asarray(W), min(3, n), seed)
-    out = np.zeros((n, 2))
-    cols = emb[:, 1:3]
-    out[:, : cols.shape[1]] = cols
-    return out
 
 
 def class_fractions(

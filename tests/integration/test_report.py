@@ -28,9 +28,9 @@ from cliproc import assert_one_line_error
 from PIL import Image
 from runfile import fedgwc_toml
 
+from distfl.algorithms.emdcfl_figures import epsilon_window
 from distfl.checkpoint import read_run_file
 from distfl.config import build
-from distfl.report.figures import epsilon_window
 
 pytestmark = pytest.mark.integration
 
