@@ -213,6 +213,39 @@ def kill_tree(procs: Iterable[subprocess.Popen], marker: str | None = None) -> N
                     pass
 
 
+def start_ranks(
+    args: Iterable[str],
+    cwd,
+    world: int = 1,
+    *,
+    args_of: Callable[[int], list[str]] | None = None,
+    quiet_workers: bool = False,
+) -> list[subprocess.Popen]:
+    """``distfl run ARGS`` started as the ranks of one launch, in ``cwd``: one process
+    without a launcher's variables (``world`` 1) or ``world`` ranks of a torchrun-style world
+    on a free port, each in a session of its own (a signal to the test's group reaches
+    none), its stdout and stderr pipes of text (``quiet_workers``: the workers' stdout
+    discarded). ``args_of(rank)``: each rank's own arguments, in place of ``args``."""
+    port = free_port()
+    procs = []
+    for rank in range(world):
+        procs.append(
+            subprocess.Popen(
+                distfl_cmd(*(args_of(rank) if args_of else args)),
+                cwd=cwd,
+                env=clean_env() if world == 1 else torch_env(rank, world, port),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL if quiet_workers and rank else subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                start_new_session=True,
+            )
+        )
+    return procs
+
+
 def bench_json(cwd, *args: str, timeout: float) -> dict:
     """``distfl bench ARGS --json`` in ``cwd``: it must exit 0 (within ``timeout``: a hang,
     not a slow machine, is what that catches), leave nothing in ``cwd`` and print one JSON
@@ -239,6 +272,7 @@ def helpers() -> types.SimpleNamespace:
         descendants=descendants,
         pids_with=pids_with,
         kill_tree=kill_tree,
+        start_ranks=start_ranks,
         bench_json=bench_json,
     )
 

@@ -40,24 +40,12 @@ def is_progress_line(line: str) -> bool:
 
 
 def test_torch_rank_killed_others_exit_3(helpers, tmp_path):
-    port = helpers.free_port()
     procs: list[subprocess.Popen] = []
     try:
-        for rank in range(3):
-            procs.append(
-                subprocess.Popen(
-                    helpers.distfl_cmd(*long_run_args(str(tmp_path / f"run-rank{rank}.h5"))),
-                    cwd=tmp_path,
-                    env=helpers.torch_env(rank, 3, port),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                    stderr=subprocess.PIPE,
-                    text=True,
-                    encoding="utf-8",
-                    errors="replace",
-                    start_new_session=True,
-                )
-            )
+        procs += helpers.start_ranks(
+            (), tmp_path, 3, quiet_workers=True,
+            args_of=lambda rank: long_run_args(str(tmp_path / f"run-rank{rank}.h5")),
+        )  # fmt: skip
         stdout0 = helpers.LineReader(procs[0].stdout)
         stderrs = [helpers.LineReader(p.stderr) for p in procs]
 
@@ -145,24 +133,8 @@ HANG_TIMEOUT = 4  # comm.timeout_s of the hang tests
 
 
 def start_torch_ranks(helpers, tmp_path, timeout_s):
-    port = helpers.free_port()
-    procs = []
-    for rank in range(3):
-        procs.append(
-            subprocess.Popen(
-                helpers.distfl_cmd(*long_run_args(str(tmp_path / "hang.h5"), timeout_s)),
-                cwd=tmp_path,
-                env=helpers.torch_env(rank, 3, port),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                start_new_session=True,
-            )
-        )
-    return procs
+    args = long_run_args(str(tmp_path / "hang.h5"), timeout_s)
+    return helpers.start_ranks(args, tmp_path, 3, quiet_workers=True)
 
 
 def test_torch_rank_hung_others_time_out(helpers, tmp_path):
@@ -253,20 +225,9 @@ def test_diverged_training_stops_every_rank_with_one_line(helpers, tmp_path):
     assert alone.stderr.strip().splitlines() == [
         "distfl: error: a client update holds NaN or Inf: training diverged (a smaller train.lr?)"
     ]
-    port = helpers.free_port()
-    procs = [
-        subprocess.Popen(
-            helpers.distfl_cmd(*diverging_args(str(tmp_path / f"w3-rank{rank}.h5"))),
-            cwd=tmp_path,
-            env=helpers.torch_env(rank, 3, port),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        for rank in range(3)
-    ]
+    procs = helpers.start_ranks(
+        (), tmp_path, 3, args_of=lambda rank: diverging_args(str(tmp_path / f"w3-rank{rank}.h5"))
+    )
     try:
         t0 = time.monotonic()
         outs = [p.communicate(timeout=90) for p in procs]

@@ -43,19 +43,7 @@ def reference(tmp_path_factory, helpers) -> Path:
 
 
 def start(helpers, tmp_path: Path, out: str, world: int, args=ARGS) -> list[subprocess.Popen]:
-    port = helpers.free_port()
-    return [
-        subprocess.Popen(
-            helpers.distfl_cmd(*args, "--out", out),
-            cwd=tmp_path,
-            env=helpers.clean_env() if world == 1 else helpers.torch_env(r, world, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        for r in range(world)
-    ]
+    return helpers.start_ranks([*args, "--out", out], tmp_path, world)
 
 
 def signal_in_round_one(

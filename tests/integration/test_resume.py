@@ -96,20 +96,8 @@ def test_sigusr1_checkpoints_and_resume_equals_uninterrupted(helpers, tmp_path, 
     round in flight, all ranks exit 0 within seconds; resuming finishes the same run."""
     config, full = reference
     out = tmp_path / "signalled.h5"
-    port = helpers.free_port()
     args = ["--config", str(config), "--out", str(out), "--set", "eval.every=1"]
-    procs = [
-        subprocess.Popen(
-            helpers.distfl_cmd(*args),
-            cwd=tmp_path,
-            env=helpers.torch_env(r, 3, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        for r in range(3)
-    ]
+    procs = helpers.start_ranks(args, tmp_path, 3)
     try:
         stdout0 = helpers.LineReader(procs[0].stdout)
         stderrs = [helpers.LineReader(p.stderr) for p in procs]

@@ -46,19 +46,7 @@ def start(
     helpers, cwd: Path, world: int, steps: int, trainer: str = "auto"
 ) -> list[subprocess.Popen]:
     (cwd / "long.toml").write_text(CONFIG.format(steps=steps, trainer=trainer))
-    port = helpers.free_port()
-    return [
-        subprocess.Popen(
-            helpers.distfl_cmd("--config", "long.toml", "--out", "cut.h5"),
-            cwd=cwd,
-            env=helpers.clean_env() if world == 1 else helpers.torch_env(r, world, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        for r in range(world)
-    ]
+    return helpers.start_ranks(["--config", "long.toml", "--out", "cut.h5"], cwd, world)
 
 
 def stop_when(helpers, cwd: Path, procs, targets, ready) -> list[str]:

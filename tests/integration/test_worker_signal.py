@@ -5,7 +5,6 @@ the server checkpoints and stops every rank, all exit 0, and the file resumes.""
 from __future__ import annotations
 
 import signal
-import subprocess
 import time
 
 import h5py
@@ -18,28 +17,8 @@ pytestmark = pytest.mark.integration
 def test_sigterm_at_one_worker_stops_the_run_everywhere(helpers, tmp_path):
     config = tmp_path / "long.toml"
     config.write_text(fedgwc_toml(100_000, progress="lines"))
-    world, port = 3, helpers.free_port()
-    procs = [
-        subprocess.Popen(
-            helpers.distfl_cmd(
-                "--config",
-                str(config),
-                "--out",
-                "cut.h5",
-                "--set",
-                "eval.every=1",
-                "--comm",
-                "torch",
-            ),
-            cwd=tmp_path,
-            env=helpers.torch_env(r, world, port),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )  # fmt: skip
-        for r in range(world)
-    ]
+    args = ["--config", str(config), "--out", "cut.h5", "--set", "eval.every=1"]
+    procs = helpers.start_ranks([*args, "--comm", "torch"], tmp_path, 3)
     try:
         out = helpers.LineReader(procs[0].stdout)
         errs = [helpers.LineReader(p.stderr) for p in procs]
