@@ -184,6 +184,22 @@ class RoundUpdate:
 # names) are declared with the run file's layout: FIXED_CLUSTER_COLUMNS
 
 
+@dataclass(frozen=True)
+class Statistic:
+    """A per-cluster statistic an algorithm records (:attr:`RoundUpdate.stats`), as its
+    :attr:`ClusteringAlgorithm.statistics` declares it for the docs (``doc``: what it is).
+
+    ``every_run``: written into every run's ``/metrics/clusters`` (NaN where the run's
+    algorithm records none), whatever the algorithm: the statistics of the first built-in
+    algorithms are, so that the files written since distfl 0.1.0 keep one layout. Only a
+    built-in algorithm's declaration counts; a new statistic leaves it False and is a column
+    of the runs that record it."""
+
+    name: str
+    doc: str
+    every_run: bool = False
+
+
 # -- what an algorithm adds to ``distfl report`` --------------------------------------------
 
 
@@ -356,6 +372,12 @@ class ClusteringAlgorithm(ABC):
     #: (dataset, title): the report draws them side by side at each split, in this order,
     #: with these titles (one it does not declare is drawn under its own name)
     split_matrices: ClassVar[tuple[tuple[str, str], ...]] = ()
+    #: the per-cluster statistics it records (:class:`Statistic`), for the docs and, for
+    #: the built-in algorithms' first ones, the layout of every run file
+    statistics: ClassVar[tuple[Statistic, ...]] = ()
+    #: what it stores at a split (:class:`Split` ``datasets``, ``/hierarchy/<id>/<name>``),
+    #: as (name, shape, what it is), for the docs
+    split_datasets: ClassVar[tuple[tuple[str, str, str], ...]] = ()
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: the runtime sets the ranks' pool in a run over several ranks
     pool: ServerPool = LOCAL_POOL
@@ -512,6 +534,7 @@ __all__ = [
     "PooledTaskFailed",
     "ProbeRequest",
     "ReportFigure",
+    "Statistic",
     "RoundPlan",
     "RoundUpdate",
     "ServerPool",

@@ -48,6 +48,7 @@ from distfl.algorithms.base import (
     ReportFigure,
     RoundPlan,
     RoundUpdate,
+    Statistic,
     require,
     setting,
 )
@@ -179,6 +180,16 @@ class CFL(ClusteringAlgorithm):
         ),
     )
     split_matrices = (("similarity", "cosine similarity of updates"),)
+    split_datasets = (
+        ("similarity", "[n, n]", "cosine similarity of the members' updates"),
+        ("labels", "[n]", "the child of each member"),
+        ("mean_norm", "[]", "norm of the mean update"),
+        ("max_norm", "[]", "largest update norm"),
+    )
+    statistics = (
+        Statistic("mean_norm", "norm of the cluster's mean update", True),
+        Statistic("max_norm", "largest update norm in the cluster", True),
+    )
 
     def __init__(
         self,

@@ -417,6 +417,17 @@ class EMDCFL(ClusteringAlgorithm):
             ReportFigure.WHY, "emd-distances.png", "distfl.algorithms.emdcfl_figures:emd_distances"
         ),
     )
+    split_datasets = (
+        (
+            "distances",
+            "[K, K]",
+            "EMD distance minus the reference τ (on the root also when it does not split)",
+        ),  # fmt: skip
+        ("adjacency", "[K, K]", "mutual adjacency, below ε both ways ([K, L] with anchors)"),
+        ("labels", "[K]", "the child of each member"),
+        ("anchors", "[L]", "with algorithm.anchors = L: the anchor clients"),
+        ("anchor_distances", "[K, 2L]", "with anchors: d_c,a then d_a,c"),
+    )
     split_matrices = (
         ("distances", "EMD distance minus the reference τ"),
         ("adjacency", "mutual adjacency (below ε both ways)"),

@@ -41,6 +41,7 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
     ServerPool,
+    Statistic,
     pooled,
     require,
     setting,
@@ -737,6 +738,39 @@ class FedGWC(ClusteringAlgorithm):
         ),
     )
     split_matrices = (("interaction", "interaction matrix P"), ("affinity", "affinity W"))
+    split_datasets = (
+        ("db_scores", "[n_max - 1]", "Davies-Bouldin score for n = 2..n_max (inf: not possible)"),
+        ("interaction", "[n, n]", "P (float32 above 2,048 members)"),
+        ("affinity", "[n, n]", "W (float32 above 2,048 members)"),
+        ("labels", "[n]", "the child of each member"),
+        (
+            "coordinates",
+            "[n, n_max - 1]",
+            "with observed entries above 2,048 members: the "
+            "spectral coordinates, in place of P and W",
+        ),  # fmt: skip
+    )
+    statistics = (
+        Statistic("mse", "MSE of the cluster's interaction matrix P between rounds", True),
+        Statistic("p_within", "mean of P over same-group pairs", True),
+        Statistic("p_cross", "mean of P over cross-group pairs", True),
+        Statistic("p_spread", "mean spread of a row's same-group entries of P", True),
+        Statistic(
+            "w_within", "the same of W (every round up to 512 members, else at split tests)", True
+        ),  # fmt: skip
+        Statistic("w_cross", "the same of W", True),
+        Statistic("w_spread", "the same of W", True),
+        Statistic("db", "the best Davies-Bouldin score of a split test"),
+        Statistic(
+            "db_reference", "the Gaussian references' median score (the calibrated split test)"
+        ),
+        Statistic("test_failed", "1 where a split test could not be computed (no proposal)"),
+        Statistic(
+            "valley",
+            "with observed entries: the valley between the proposed clusters in P's coordinates",
+        ),
+        Statistic("valley_reference", "the same of uniform references"),
+    )
 
     def __init__(
         self,

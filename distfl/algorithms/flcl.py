@@ -94,6 +94,7 @@ from distfl.algorithms.base import (
     Params,
     RoundPlan,
     RoundUpdate,
+    Statistic,
     require,
     setting,
 )
@@ -334,6 +335,10 @@ class ClusterState:
 class FLCL(ClusteringAlgorithm):
     name = "flcl"
     Params = FLCLParams
+    statistics = (
+        Statistic("regret", "the cluster's mean regret of its members' preferences"),
+        Statistic("bound", "the regret bound the cluster's split test compares it with"),
+    )
     #: Λ (float64) of every cluster: n² entries per cluster of n members, K² at most
     pair_bytes = 8
     #: at its peak in a round: Λ, the estimated cross losses and the Gram matrix they come

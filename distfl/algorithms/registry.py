@@ -182,6 +182,25 @@ def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
     return out
 
 
+def every_run_statistics() -> tuple[str, ...]:
+    """The per-cluster statistics every run file holds a column of (NaN where the run's
+    algorithm records none): the built-in algorithms' :class:`Statistic` declared
+    ``every_run``, sorted by name (a plug-in's declaration does not count, so that what a
+    file holds never depends on the plug-ins imported)."""
+    _discover()
+    return tuple(
+        sorted(
+            {
+                stat.name
+                for cls in _REGISTRY.values()
+                if cls.__module__.startswith("distfl.algorithms.")
+                for stat in cls.statistics
+                if stat.every_run
+            }
+        )
+    )
+
+
 def split_matrix_titles(first: str | None = None) -> dict[str, str]:
     """{dataset: title} of the square matrices the registered algorithms store at a split
     (:attr:`ClusteringAlgorithm.split_matrices`): ``first``'s first, then the others' by
@@ -249,6 +268,7 @@ __all__ = [
     "key_owners",
     "load_plugins",
     "register",
+    "every_run_statistics",
     "report_figures",
     "split_matrix_titles",
 ]

@@ -10,7 +10,7 @@ before the record existed carry none; for them only ``/state``'s own SHA-256 is 
 it always was.
 
 Datasets are hashed in slabs of at most :data:`SLAB_BYTES`, so that checking a large file
-(FedGWC's K×K matrices, many cluster models) needs little memory.
+(an algorithm's K×K matrices, many cluster models) needs little memory.
 """
 
 from __future__ import annotations

@@ -90,31 +90,16 @@ METRICS = Table(
     "the deterministic per-round metrics: the same bits at any world size",
 )  # fmt: skip
 
-#: the statistics the first algorithms recorded, written for every run (NaN where an
-#: algorithm has none) so that those runs' files keep their layout
-STATISTICS = (
-    _c("mse", "float", "FedGWC: MSE of the cluster's interaction matrix P between rounds"),
-    _c("mean_norm", "float", "CFL: norm of the mean update"),
-    _c("max_norm", "float", "CFL: largest update norm"),
-    _c("p_within", "float", "FedGWC: mean of P over same-group pairs"),
-    _c("p_cross", "float", "FedGWC: mean of P over cross-group pairs"),
-    _c("p_spread", "float", "FedGWC: mean spread of a row's same-group entries of P"),
-    _c("w_within", "float", "FedGWC: the same of W (every round up to 512 members, else at "
-       "split tests)"),
-    _c("w_cross", "float", "FedGWC: the same of W"),
-    _c("w_spread", "float", "FedGWC: the same of W"),
-)  # fmt: skip
-
 CLUSTERS = Table(
     "clusters", "metrics/clusters", "one per (round, cluster that trained)",
     (
         ROUND, CLUSTER,
         _c("size", "int", "members when the algorithm has updated the tree", "clients"),
         _c("sampled", "int", "members that trained", "clients"),
-        *STATISTICS,
     ),
-    "then one float64 column per further statistic an algorithm returns in its round "
-    "statistics (FLCL's regret and bound, a plug-in's own), by name; NaN in rows without it",
+    "then one float64 column per statistic an algorithm returns in its round statistics, "
+    "by name, NaN in rows without it (the algorithms' statistics: docs/algorithms.md); the "
+    "first built-in algorithms' are written for every run",
     open=True,
     fixed=("round", "cluster", "size", "sampled"),
 )  # fmt: skip
@@ -169,7 +154,7 @@ WORKERS = Table(
         _c("cache_mb", "float", "clients cached at the round's end", "MiB"),
         _c("rss_mb", "float", "its peak resident memory so far", "MiB"),
         _c("pooled", "int", "pieces of the server's clustering it computed in the round "
-           "(FedGWC's Gaussian references; rank 0 itself at W = 1)"),
+           "(an algorithm's pooled pieces, such as Gaussian references; rank 0 itself at W = 1)"),
         _c("pooled_s", "float", "seconds it spent on them", "s"),
     ),
 )  # fmt: skip
@@ -203,15 +188,9 @@ PARTS = (
          "client"),
     Part("/hierarchy/<id>", "group", "one per cluster; \"0\" is the root, its children "
          "\"0.0\", \"0.1\", ...; attrs parent (\"\" for the root), created_round, split_round "
-         "(-1: a leaf); members [n] client ids (a leaf: its members now; IFCA and FeSEM move "
-         "clients); at a split what the algorithm stores: db_scores [n_max-1] (Davies-Bouldin "
-         "for n = 2..n_max; inf: not possible), interaction [n, n] (P), affinity [n, n] (W), "
-         "labels [n] (the child of each member) for FedGWC (on observed entries above 2,048 "
-         "members, coordinates [n, n_max - 1] in place of P and W); distances [K, K], adjacency "
-         "[K, K], labels for EMD-CFL (on the root also when it does not split; with "
-         "algorithm.anchors = L: anchors [L], anchor_distances [K, 2L] (d_c,a then d_a,c), "
-         "adjacency [K, L]); similarity, "
-         "labels, mean_norm, max_norm for CFL"),
+         "(-1: a leaf); members [n] client ids (a leaf: its members now; an algorithm that "
+         "moves clients between clusters updates them); at a split what the algorithm stores "
+         "there, each algorithm's own (its split_datasets: docs/run-file.md lists them)"),
     Part("/final/assignment", "[K]", "index of each client's leaf in /final/leaves"),
     Part("/final/leaves", "[L]", "leaf ids (strings)"),
     Part("/final/models", "[L, P]", "float32 flat parameters of each leaf's model"),
@@ -222,10 +201,9 @@ PARTS = (
     Part("/world", "group", "where the ranks of the launch that wrote the file ran: host [W], "
          "local_rank [W], address [W]; attrs launcher, backend, rendezvous, rendezvous_ip"),
     Part("/state", "group", "what exact resumption needs: attrs round, sha256; model_ids, "
-         "models [clusters, P], client_accuracy, algorithm/ (the algorithm's state besides "
-         "the tree, which is /hierarchy: for FedGWC its generator, Gaussian weights, times "
-         "sampled, and per cluster P, mse, quiet rounds), aggregator/ (FedAvgM's velocity "
-         "per cluster)"),
+         "models [clusters, P], client_accuracy, algorithm/ (the algorithm's own state "
+         "besides the tree, which is /hierarchy: its generator, weights, per-cluster "
+         "matrices, ...), aggregator/ (FedAvgM's velocity per cluster)"),
     Part("/integrity", "group", "path [n], sha256 [n]: the SHA-256 of every other dataset "
          "(/metrics/accuracy) and attribute (/hierarchy/0@split_round, /@config), checked by "
          "every reader"),

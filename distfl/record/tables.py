@@ -9,7 +9,7 @@ in a later round (or after a resume from a file that lacked it) holds its ``miss
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -104,13 +104,23 @@ class Rows:
 
 class Record:
     """Every per-row table of a run, as the server fills it (``record.metrics``,
-    ``record.clusters``, ...: :data:`distfl.record.layout.TABLES` by key)."""
+    ``record.clusters``, ...: :data:`distfl.record.layout.TABLES` by key). ``always``:
+    further float64 columns of open tables that every run holds, by table key (the built-in
+    algorithms' statistics declared for every run), missing (NaN) where nothing fills them."""
 
-    def __init__(self, saved: Mapping[str, Mapping[str, np.ndarray]] | None = None):
+    def __init__(
+        self,
+        saved: Mapping[str, Mapping[str, np.ndarray]] | None = None,
+        always: Mapping[str, Iterable[str]] | None = None,
+    ):
         self.tables = {
             t.key: Rows(t) if saved is None else Rows.restore(t, saved.get(t.key, {}))
             for t in TABLES
         }
+        for key, names in (always or {}).items():
+            rows = self.tables[key]
+            for name in names:
+                rows.columns.setdefault(name, [math.nan] * len(rows))
 
     def __getattr__(self, key: str) -> Rows:
         try:

@@ -26,6 +26,7 @@ from distfl.algorithms import (
     RoundPlan,
     Split,
     build_algorithm,
+    every_run_statistics,
 )
 from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
@@ -140,7 +141,7 @@ class Server:
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
-        self.record = Record()
+        self.record = Record(always={"clusters": every_run_statistics()})
         #: per worker rank, this round's clients, train s, busy s, materialised clients,
         #: cache MiB and peak RSS (the steps' timing rows, summed), and the server's pooled
         #: tasks it computed and their seconds
@@ -185,7 +186,7 @@ class Server:
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
         self.aggregate.load_state_dict(st.get("aggregator", {}))
-        self.record = Record(saved.tables)
+        self.record = Record(saved.tables, always={"clusters": every_run_statistics()})
         if len(self.record.timing):
             self.elapsed_before = float(self.record.timing["elapsed_s"][-1])
         self.sum_bytes_per_param = saved.sum_bytes_per_param

@@ -156,6 +156,23 @@ def dataset_table() -> str:
     return _table(("`data.dataset`", "from", "shape, classes", "files under `data.root`"), rows)
 
 
+def records_table() -> str:
+    """What each registered algorithm records in a run file, as it declares it: its
+    per-cluster statistics (``/metrics/clusters``; "every run": a column of every run's
+    file) and what it stores at a split (``/hierarchy/<id>``)."""
+    from distfl.algorithms import algorithm_class, algorithm_names
+
+    rows = []
+    for name in algorithm_names():
+        cls = algorithm_class(name)
+        for stat in cls.statistics:
+            where = "`/metrics/clusters`" + (" (every run)" if stat.every_run else "")
+            rows.append((f"`{name}`", f"`{stat.name}`", where, stat.doc))
+        for dataset, shape, doc in cls.split_datasets:
+            rows.append((f"`{name}`", f"`{dataset}` {shape}", "`/hierarchy/<id>`", doc))
+    return _table(("algorithm", "name", "where", "what it is"), rows)
+
+
 #: the markers of the docs' pages and what replaces each
 MARKERS = {
     "<!-- distfl:config-keys -->": config_table,
@@ -163,6 +180,7 @@ MARKERS = {
     "<!-- distfl:algorithm-keys -->": algorithm_table,
     "<!-- distfl:datasets -->": dataset_table,
     "<!-- distfl:dataset-keys -->": dataset_keys_table,
+    "<!-- distfl:algorithm-records -->": records_table,
 }
 
 

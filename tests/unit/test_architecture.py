@@ -245,6 +245,7 @@ ALGORITHM_WORDS = re.compile(r"emdcfl|fedgwc|ifca|fesem|flcl|cfl", re.IGNORECASE
             *(PACKAGE / "comm").rglob("*.py"),
             PACKAGE / "config.py",
             *(PACKAGE / "report").rglob("*.py"),
+            *(PACKAGE / "record").rglob("*.py"),
         ],
     ),  # fmt: skip
     ids=lambda p: str(p.relative_to(ROOT)),

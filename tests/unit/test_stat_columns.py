@@ -1,8 +1,8 @@
-"""The columns of /metrics/clusters (distfl.record.tables.Rows of the layout's CLUSTERS):
-every statistic an
-algorithm returns is a float64 column, NaN in the rows of clusters and rounds without it;
-the nine statistics of the first algorithms are always written; other names follow them in
-sorted order; a name of a fixed column is refused; a run file's columns are carried on
+"""The columns of /metrics/clusters (distfl.record.tables.Rows of the layout's CLUSTERS, as
+the server's Record fills it): every statistic an algorithm returns is a float64 column,
+NaN in the rows of clusters and rounds without it; the nine statistics the first built-in
+algorithms declare ``every_run`` are always written; all of them follow the fixed columns
+in sorted order; a name of a fixed column is refused; a run file's columns are carried on
 across a restore and a column that appears after it is NaN in the earlier rows."""
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ import h5py
 import numpy as np
 import pytest
 
-from distfl.algorithms import FIXED_CLUSTER_COLUMNS
+from distfl.algorithms import FIXED_CLUSTER_COLUMNS, algorithm_class, every_run_statistics
 from distfl.errors import CheckpointError
-from distfl.record.layout import CLUSTERS, STATISTICS
-from distfl.record.tables import Rows
+from distfl.record.layout import CLUSTERS
+from distfl.record.tables import Record, Rows
 
-STAT_COLUMNS = tuple(c.name for c in STATISTICS)
-CLUSTER_COLUMNS = CLUSTERS.names
+STAT_COLUMNS = every_run_statistics()
 
 
 class ClusterTable(Rows):
@@ -27,6 +26,8 @@ class ClusterTable(Rows):
 
     def __init__(self, columns=None):
         super().__init__(CLUSTERS, columns)
+        for name in STAT_COLUMNS:  # as Record(always=...) adds them
+            self.columns.setdefault(name, [math.nan] * len(self))
 
     def append(self, round_index, cluster, size, sampled, stats, *, source="the algorithm"):
         values = {"round": round_index, "cluster": cluster, "size": size, "sampled": sampled}
@@ -43,6 +44,11 @@ NINE = (
 )  # fmt: skip
 
 
+def columns(*more: str) -> list[str]:
+    """The table's columns as written: the fixed ones, then the nine and ``more`` by name."""
+    return [*FIXED_CLUSTER_COLUMNS, *sorted({*NINE, *more})]
+
+
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
 
@@ -51,13 +57,21 @@ def nan_equal(values: np.ndarray, expected: list[float]) -> None:
     np.testing.assert_array_equal(values, np.array(expected, dtype=np.float64))
 
 
-def test_the_fixed_and_the_nine_columns_keep_their_names_and_order():
-    assert FIXED_CLUSTER_COLUMNS == ("round", "cluster", "size", "sampled")
-    assert STAT_COLUMNS == NINE
-    assert CLUSTER_COLUMNS == (*FIXED_CLUSTER_COLUMNS, *NINE)
-    columns = ClusterTable().arrays()
-    assert list(columns) == list(CLUSTER_COLUMNS)  # an empty table: every column, no row
-    assert all(len(v) == 0 for v in columns.values())
+def test_the_fixed_and_the_nine_columns_keep_their_names():
+    assert FIXED_CLUSTER_COLUMNS == ("round", "cluster", "size", "sampled") == CLUSTERS.names
+    assert sorted(STAT_COLUMNS) == sorted(NINE) and list(STAT_COLUMNS) == sorted(NINE)
+    declared = {
+        s.name
+        for name in ("fedgwc", "cfl")
+        for s in algorithm_class(name).statistics
+        if s.every_run
+    }
+    assert declared == set(NINE)  # declared beside the algorithms that record them
+    table = ClusterTable().arrays()
+    assert list(table) == columns()  # an empty table: every column, no row
+    assert all(len(v) == 0 for v in table.values())
+    record = Record(always={"clusters": STAT_COLUMNS}).clusters.arrays()
+    assert list(record) == columns()
 
 
 def test_extra_and_missing_names_give_columns_with_nan_fill():
@@ -67,7 +81,7 @@ def test_extra_and_missing_names_give_columns_with_nan_fill():
     table.append(2, "1", 2, 0, {})  # a cluster with no statistic: NaN everywhere
     table.append(3, "0", 6, 2, {"zeta": -1.0, "mse": 0.25, "bound": 1.5})
     out = table.arrays()
-    assert list(out) == [*CLUSTER_COLUMNS, "bound", "regret", "zeta"]  # sorted after the nine
+    assert list(out) == columns("bound", "regret", "zeta")  # sorted with the nine
     assert out["round"].dtype == out["size"].dtype == out["sampled"].dtype == np.int64
     assert out["round"].tolist() == [1, 2, 2, 3]
     assert out["cluster"].tolist() == ["0", "0", "1", "0"]
@@ -88,7 +102,7 @@ def test_the_order_of_the_extra_columns_does_not_depend_on_when_they_appeared():
     a.append(2, "0", 1, 1, {"a": 2.0})
     b.append(1, "0", 1, 1, {"a": math.nan, "b": 1.0})
     b.append(2, "0", 1, 1, {"a": 2.0})
-    assert list(a.arrays()) == list(b.arrays()) == [*CLUSTER_COLUMNS, "a", "b"]
+    assert list(a.arrays()) == list(b.arrays()) == columns("a", "b")
     for name, values in a.arrays().items():
         other = b.arrays()[name]
         if values.dtype == object:
@@ -102,7 +116,7 @@ def test_a_statistic_may_not_take_a_fixed_columns_name(name):
     table = ClusterTable()
     with pytest.raises(RuntimeError, match=f"statistic '{name}' for round 3, cluster 0.1"):
         table.append(3, "0.1", 4, 2, {"mse": 1.0, name: 4.0}, source="algorithm 'toy'")
-    assert len(table) == 0 and list(table.arrays()) == list(CLUSTER_COLUMNS)  # no half row
+    assert len(table) == 0 and list(table.arrays()) == columns()  # no half row
 
 
 @pytest.mark.parametrize("name", ["", "a/b", ".", 7])
@@ -133,7 +147,7 @@ def test_a_restore_carries_the_columns_on_and_a_later_one_is_nan_before(tmp_path
     resumed.append(3, "0.0", 2, 2, {"regret": 0.5, "bound": 1.0})
     resumed.append(3, "0.1", 2, 2, {"mse": 0.75})
     out = resumed.arrays()
-    assert list(out) == [*CLUSTER_COLUMNS, "bound", "regret"]
+    assert list(out) == columns("bound", "regret")
     assert all(len(v) == 4 for v in out.values())  # every column as many rows as round
     nan = math.nan
     nan_equal(out["regret"], [0.125, 0.25, 0.5, nan])
@@ -169,7 +183,7 @@ def test_a_file_of_an_older_layout_gets_the_nine_columns_as_nan(tmp_path):
     table = ClusterTable.restore(write_table(tmp_path / "old.h5", old))
     table.append(3, "0", 5, 4, {"mse": 0.125, "gap": 2.0})
     out = table.arrays()
-    assert list(out) == [*CLUSTER_COLUMNS, "gap"]
+    assert list(out) == columns("gap")
     assert all(len(v) == 3 for v in out.values())
     assert same_bits(out["mse"][:2], old["mse"])  # the stored values, bit for bit
     nan_equal(out["p_within"], [math.nan] * 3)
