@@ -65,12 +65,13 @@ def test_every_allowed_value_of_a_choice_is_listed():
 
 #: the pages whose markers fill fills: the configuration page's tables, the datasets'
 DATASETS_MARKER = "<!-- distfl:datasets -->"
+RECORDS_MARKER = "<!-- distfl:algorithm-records -->"
 
 
 def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     page = PAGE.read_text(encoding="utf-8")
     for marker in reference.MARKERS:
-        if marker != DATASETS_MARKER:
+        if marker not in (DATASETS_MARKER, RECORDS_MARKER):  # those are other pages'
             assert page.count(marker) == 1, marker
     filled = reference.fill(page)
     assert not any(marker in filled for marker in reference.MARKERS)
@@ -79,6 +80,26 @@ def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     assert "| `fedgwc` | `db_threshold` |" in filled
     # a | inside a cell is escaped, so that the row keeps its columns
     assert all(line.count(" | ") >= 3 for line in filled.splitlines() if line.startswith("| `"))
+
+
+def test_the_run_file_page_lists_what_each_algorithm_declares_it_records():
+    from distfl.algorithms import algorithm_class, algorithm_names
+
+    page = (PAGE.parent / "run-file.md").read_text(encoding="utf-8")
+    assert page.count(RECORDS_MARKER) == 1
+    filled = reference.fill(page)
+    assert RECORDS_MARKER not in filled
+    declared = 0
+    for name in algorithm_names():
+        cls = algorithm_class(name)
+        for stat in cls.statistics:
+            every = " (every run)" if stat.every_run else ""
+            assert f"| `{name}` | `{stat.name}` | `/metrics/clusters`{every} |" in filled
+            declared += 1
+        for dataset, shape, _ in cls.split_datasets:
+            assert f"| `{name}` | `{dataset}` {shape} | `/hierarchy/<id>` |" in filled
+            declared += 1
+    assert declared >= 20  # FedGWC's, CFL's, EMD-CFL's and FLCL's
 
 
 def test_the_datasets_page_is_the_registered_specs():
