@@ -162,19 +162,25 @@ def key_owners(key: str) -> list[str]:
     ]
 
 
-def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
-    """(algorithm name, figure) for every figure the registered algorithms bring to
-    ``distfl report``: those of ``first`` (the run's algorithm, when registered) first, then
-    the others' by algorithm name, each in its declared order; of two figures of one file
-    name the first is kept. Plug-ins count once imported (run.plugins), never before."""
+def _first_then_by_name(first: str | None) -> list[str]:
+    """The registered algorithms' names: ``first`` (when registered), then the others by
+    name."""
     _discover()
     names = sorted(_REGISTRY)
     if first in _REGISTRY:
         names.remove(first)
         names.insert(0, first)
+    return names
+
+
+def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
+    """(algorithm name, figure) for every figure the registered algorithms bring to
+    ``distfl report``: those of ``first`` (the run's algorithm, when registered) first, then
+    the others' by algorithm name, each in its declared order; of two figures of one file
+    name the first is kept. Plug-ins count once imported (run.plugins), never before."""
     out: list[tuple[str, ReportFigure]] = []
     taken: set[tuple[str, bool]] = set()
-    for name in names:
+    for name in _first_then_by_name(first):
         for figure in _REGISTRY[name].figures:
             if (figure.file, figure.per_split) not in taken:
                 taken.add((figure.file, figure.per_split))
@@ -205,13 +211,8 @@ def split_matrix_titles(first: str | None = None) -> dict[str, str]:
     """{dataset: title} of the square matrices the registered algorithms store at a split
     (:attr:`ClusteringAlgorithm.split_matrices`): ``first``'s first, then the others' by
     algorithm name; of two titles of one dataset the first is kept."""
-    _discover()
-    names = sorted(_REGISTRY)
-    if first in _REGISTRY:
-        names.remove(first)
-        names.insert(0, first)
     out: dict[str, str] = {}
-    for name in names:
+    for name in _first_then_by_name(first):
         for dataset, title in _REGISTRY[name].split_matrices:
             out.setdefault(dataset, title)
     return out

@@ -71,6 +71,7 @@ class RunData:
 
     def splits(self) -> list[SplitRecord]:
         out = []
+        declared = split_matrix_titles(self.config.algorithm.name)
         for node in sorted(self.hierarchy, key=lambda n: node_order(n.id)):
             if node.split_round < 0:
                 continue
@@ -85,8 +86,7 @@ class RunData:
                 and np.shape(values) == (len(members), len(members))
                 and np.asarray(values).dtype.kind in "biuf"
             }
-            titles = {n: t for n, t in split_matrix_titles(self.config.algorithm.name).items()
-                      if n in square}  # fmt: skip
+            titles = {n: t for n, t in declared.items() if n in square}
             titles.update({n: n for n in sorted(square) if n not in titles})
             out.append(
                 SplitRecord(
