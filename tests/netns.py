@@ -12,6 +12,13 @@ that daemons in the root namespace (a Slurm controller) can be reached from the 
 and reach them. Only these namespaces and this bridge are created and addressed, and
 :meth:`Hosts.remove` deletes them again.
 
+Every name carries a tag ending in the creating process's pid (``dfl<tag>br``,
+``dfl<tag>n<i>``, ``dfl<tag>v<i>``). A set left behind by a process that was killed
+before it could remove it is deleted by the next :meth:`Hosts.build` (its pid is no
+longer alive); its subnet would otherwise hold a second route beside ours, and replies
+to our hosts could leave by the dead bridge. :func:`free_subnet` picks a subnet that no
+route of this host covers.
+
 Needs root, iproute2's ``ip`` and util-linux's ``nsenter`` and ``unshare``; elsewhere
 :func:`why_not` says what is missing.
 
@@ -26,6 +33,7 @@ A command runs "on" host i as ``hosts.on(i, *argv)``, the argument list of::
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -50,6 +58,55 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
     return proc
 
 
+def tag(letter: str) -> str:
+    """A tag for this process's hosts: ``letter`` and the pid (at most 8 characters)."""
+    return f"{letter}{os.getpid()}"
+
+
+_OURS = re.compile(r"^dfl([a-z])(\d+)(br|n\d+|v\d+)$")
+
+
+def remove_stale() -> list[str]:
+    """Delete the bridges, veths and namespaces whose creating process is gone; return
+    their names."""
+    names = [
+        line.split()[0].split("@")[0]
+        for line in _ip("-br", "link", check=False).stdout.splitlines()
+        if line.strip()
+    ]
+    names += [
+        line.split()[0]
+        for line in _ip("netns", "list", check=False).stdout.splitlines()
+        if line.strip()
+    ]
+    removed = []
+    for name in names:
+        m = _OURS.match(name)
+        if m is None or os.path.exists(f"/proc/{m.group(2)}"):
+            continue
+        if m.group(3).startswith("n"):
+            _ip("netns", "del", name, check=False)
+        else:
+            _ip("link", "del", name, check=False)
+        removed.append(name)
+    return removed
+
+
+def free_subnet(first: int, last: int, prefix: str = "10.231") -> str:
+    """The first ``{prefix}.{x}`` (x in first..last) whose /24 no route of this host
+    covers, e.g. ``"10.231.1"`` (stale sets are removed first: :func:`remove_stale`)."""
+    remove_stale()
+    taken = set()
+    for line in _ip("-4", "route", check=False).stdout.splitlines():
+        m = re.match(rf"^{re.escape(prefix)}\.(\d+)\.0/24\b", line)
+        if m:
+            taken.add(int(m.group(1)))
+    for x in range(first, last + 1):
+        if x not in taken:
+            return f"{prefix}.{x}"
+    raise RuntimeError(f"every subnet {prefix}.{first}-{last}.0/24 is routed already")
+
+
 class Hosts:
     """``count`` hosts named ``names[i]`` at ``{subnet}.{i + 1}`` (subnet: the first three
     octets, e.g. ``"10.231.1"``), their /etc/hosts written in ``workdir``."""
@@ -72,6 +129,7 @@ class Hosts:
         self._made: list[tuple[str, str]] = []  # what to delete: ("netns"|"link", name)
 
     def build(self) -> Hosts:
+        remove_stale()
         for name, path in zip(self.names, self.hosts_files, strict=True):
             lines = ["127.0.0.1 localhost"]
             for other, addr in zip(self.names, self.addresses, strict=True):

@@ -44,7 +44,7 @@ name = "none"
 def two_hosts(request, tmp_path):
     if (why := netns.why_not()) is not None:
         pytest.skip(why)
-    hosts = netns.Hosts(["host1", "host2"], subnet="10.231.0", tag=f"t{os.getpid() % 10000}",
+    hosts = netns.Hosts(["host1", "host2"], subnet=netns.free_subnet(0, 99), tag=netns.tag("t"),
                         workdir=tmp_path, resolve=request.param)  # fmt: skip
     try:
         hosts.build()

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: netns.py, runfile.py
 
-from netns import Hosts  # noqa: E402
+from netns import Hosts, free_subnet, tag  # noqa: E402
 from runfile import fedgwc_toml  # noqa: E402
 
 #: the templates under test
@@ -31,8 +31,9 @@ TEMPLATES = Path(__file__).resolve().parents[2] / "slurm"
 PACKAGES = ("slurmctld", "slurmd", "slurm-client", "munge")
 BINARIES = ("slurmctld", "slurmd", "sbatch", "srun", "squeue", "scontrol", "sinfo", "munged")
 SHM = "/dev/shm"
-#: the subnet of the namespaced nodes: node i is 10.231.1.i, the controller 10.231.1.254
-SUBNET = "10.231.1"
+#: the subnets the namespaced nodes may take (the first one free): node i is 10.231.X.i,
+#: the controller 10.231.X.254
+SUBNETS = (100, 199)
 
 CONF = """\
 ClusterName=distfl-test
@@ -128,8 +129,9 @@ def _free_port() -> int:
 
 class PrivateSlurm:
     """``nodes = 1``: one node, ``localhost``, on this host. ``nodes > 1``: nodes
-    ``node1..nodeN``, each slurmd on its own namespaced host (10.231.1.i, host name
-    nodei, an /etc/hosts naming every node), the controller on this host at 10.231.1.254.
+    ``node1..nodeN``, each slurmd on its own namespaced host (10.231.X.i, host name
+    nodei, an /etc/hosts naming every node), the controller on this host at 10.231.X.254
+    (X: the first of :data:`SUBNETS` that no route of this host covers).
     """
 
     def __init__(self, root: Path, nodes: int = 1) -> None:
@@ -142,7 +144,7 @@ class PrivateSlurm:
         self.hosts: Hosts | None = None
         if nodes > 1:
             self.node_names = [f"node{i + 1}" for i in range(nodes)]
-            self.hosts = Hosts(self.node_names, subnet=SUBNET, tag=f"s{os.getpid() % 10000}",
+            self.hosts = Hosts(self.node_names, subnet=free_subnet(*SUBNETS), tag=tag("s"),
                                workdir=self.root)  # fmt: skip
         else:
             self.node_names = ["localhost"]

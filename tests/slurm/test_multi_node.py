@@ -1,5 +1,5 @@
 """The templates in slurm/ across two nodes of a private Slurm (``slurm2``: each slurmd on
-its own host of network namespaces, 10.231.1.1 = node1 and 10.231.1.2 = node2): every
+its own host of network namespaces, 10.231.X.1 = node1 and 10.231.X.2 = node2): every
 multi-node launch path equals the same config run alone, bit for bit; the ranks sit where
 Slurm put them, with the right local ranks, and meet at a node's address; a sweep spreads
 over both nodes; a node that dies mid-run stops the others within the collective timeout,
@@ -18,7 +18,6 @@ import pytest
 from runfile import assert_same_run, fedgwc_toml
 from slurm_cluster import TEMPLATES, job_output, local_run, submit_sweep
 
-NODE_ADDR = {"node1": "10.231.1.1", "node2": "10.231.1.2"}
 #: what slurmd logs when its pmi2 plugin read one PMI-1 request in two pieces
 PMI_DEFECT = "mpi/pmi2: invalid client request"
 
@@ -92,8 +91,9 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
     assert world["local_rank"] == [0, 1, 0, 1], world
     if backend == "gloo":
         # the rendezvous is node1's address, and every rank talks from its node's address
-        assert world["rendezvous_ip"] == NODE_ADDR["node1"], world
-        assert world["address"] == [NODE_ADDR[h] for h in world["host"]], world
+        node_addr = dict(zip(slurm2.node_names, slurm2.hosts.addresses, strict=True))
+        assert world["rendezvous_ip"] == node_addr["node1"], world
+        assert world["address"] == [node_addr[h] for h in world["host"]], world
     assert "127.0.0.1" not in "".join(world["address"])
     shown = subprocess.run([sys.executable, "-m", "distfl", "inspect", str(out)],
                            capture_output=True, text=True, timeout=60).stdout  # fmt: skip
