@@ -169,6 +169,7 @@ class Server:
         self.components = default_components() if components is None else components
         self.phase = "the round's start"  # what the round is doing (a failure names it)
         self.snapshots = True
+        self.snapshot_strikes = 0  # rounds in a row whose snapshot cost too much
         self.snapshot_s = 0.0
         self.rounds_written: int | None = None  # the round of the run file on disk, if any
 
@@ -207,9 +208,12 @@ class Server:
     # -- a round that raises ----------------------------------------------------------
 
     #: a snapshot of the state before each round is taken while it costs at most this
-    #: share of a round (and SNAPSHOT_FREE_S seconds are always allowed)
+    #: share of a round (and SNAPSHOT_FREE_S seconds are always allowed); it stops after
+    #: SNAPSHOT_STRIKES rounds in a row over that budget (one copy that the OS paused on a
+    #: busy machine is no reason to give up the safety net)
     SNAPSHOT_SHARE = 0.05
     SNAPSHOT_FREE_S = 0.01
+    SNAPSHOT_STRIKES = 3
 
     def snapshot(self) -> dict | None:
         """What a run file of the last completed round needs, copied before a round changes
@@ -232,9 +236,13 @@ class Server:
         return saved
 
     def weigh_snapshot(self, round_s: float) -> None:
-        if self.snapshots and self.snapshot_s > max(self.SNAPSHOT_FREE_S,
-                                                    self.SNAPSHOT_SHARE * round_s):  # fmt: skip
-            self.snapshots = False
+        if not self.snapshots:
+            return
+        if self.snapshot_s > max(self.SNAPSHOT_FREE_S, self.SNAPSHOT_SHARE * round_s):
+            self.snapshot_strikes += 1
+            self.snapshots = self.snapshot_strikes < self.SNAPSHOT_STRIKES
+        else:
+            self.snapshot_strikes = 0
 
     def restore_snapshot(self, saved: dict) -> None:
         self.rounds_done = saved["round"]
