@@ -69,9 +69,16 @@ def _run(helpers, cwd, *args, world: int = 1) -> subprocess.CompletedProcess:
 
 
 def _parallel(helpers, cwd, jobs: list[tuple[list[str], int]]) -> None:
-    """Independent runs, two at a time (each process spends seconds importing alone)."""
+    """Independent runs: those of several ranks as real processes, two at a time, and
+    meanwhile those of one process in this one (helpers.run_alone: the code of
+    ``distfl run``, without starting a Python that imports torch)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        list(pool.map(lambda job: _run(helpers, cwd, *job[0], world=job[1]), jobs))
+        launched = [pool.submit(_run, helpers, cwd, *args, world=w) for args, w in jobs if w > 1]
+        for args, world in jobs:
+            if world == 1:
+                helpers.run_alone(cwd, *args)
+        for future in launched:
+            future.result()
 
 
 @pytest.fixture(scope="module")

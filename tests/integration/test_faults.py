@@ -400,7 +400,9 @@ def test_a_flipped_byte_on_disk_is_refused(helpers, tmp_path, finished):
 #: it, e.g. DISTFL_KILL_LOOP=200 for a longer soak; the seed differs from run to run, so
 #: that the suite's runs together try many more moments than one run does)
 KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "20"))
-KILL_ROUNDS = 240
+#: a launch gets through at most 3 rounds and a quarter second before its kill (here a
+#: round takes 0.18 s): 10 rounds per kill of the longer chain leave it rounds to spare
+KILL_ROUNDS = 10 * (KILLS - KILLS // 2)
 
 
 def _kill_chain(helpers, tmp_path, common, out: Path, kills_wanted: int, rng) -> int:

@@ -48,36 +48,27 @@ def _sets(items: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers):
-    """Run files of FedAvg and FLCL for each seed, all six processes at once."""
+    """Run files of FedAvg and FLCL for each seed (in this process: helpers.run_alone, the
+    code of ``distfl run``), and an FLCL run of 52 rounds resumed by ``distfl run``."""
     tmp = tmp_path_factory.mktemp("flcl")
-    env = helpers.clean_env()
-    procs = {}
+    outs = {}
     for seed in SEEDS:
         for name, extra in (("fedavg", ['algorithm.name="none"']), ("flcl", FLCL)):
-            out = tmp / f"{name}-{seed}.h5"
+            outs[name, seed] = tmp / f"{name}-{seed}.h5"
             args = _sets([*FEDERATION, f"run.seed={seed}", *extra])
-            cmd = [sys.executable, "-m", "distfl", "run", "--out", str(out), *args]
-            procs[name, seed] = (
-                out,
-                subprocess.Popen(
-                    cmd, env=env, cwd=tmp, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                    text=True,
-                ),
-            )  # fmt: skip
+            helpers.run_alone(tmp, "--out", str(outs[name, seed]), *args)
     # the same FLCL run stopped after round 52 (after the root's split, while a child is
     # expelling), to be resumed
-    out = tmp / "flcl-part.h5"
-    args = _sets([*FEDERATION, "run.seed=0", "run.rounds=52", *FLCL])
-    cmd = [sys.executable, "-m", "distfl", "run", "--out", str(out), *args]
-    procs["part", 0] = (out, subprocess.Popen(cmd, env=env, cwd=tmp, stdout=subprocess.PIPE,
-                                              stderr=subprocess.PIPE, text=True))  # fmt: skip
-    for (name, seed), (_, proc) in procs.items():
-        stdout, stderr = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{name} seed {seed}: {stdout}{stderr}"
+    out = outs["part", 0] = tmp / "flcl-part.h5"
+    helpers.run_alone(
+        tmp, "--out", str(out), *_sets([*FEDERATION, "run.seed=0", "run.rounds=52", *FLCL])
+    )
     cmd = [sys.executable, "-m", "distfl", "run", "--resume", str(out), "--set", "run.rounds=100"]
-    proc = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        cmd, env=helpers.clean_env(), cwd=tmp, capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    return {key: out for key, (out, _) in procs.items()}
+    return outs
 
 
 def final_test_loss(path) -> float:

@@ -16,7 +16,6 @@ recovers the four rotations in 20 rounds (seed 0).
 from __future__ import annotations
 
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -52,44 +51,38 @@ def _seed(seed: int) -> list[str]:
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers) -> dict[str, Path]:
+    """The runs the tests read: those of 3 ranks under torchrun, in real processes (two at
+    a time, in threads), and those of one process in this one (helpers.run_alone, the code
+    of ``distfl run``) meanwhile."""
     tmp = tmp_path_factory.mktemp("ifca")
     env = helpers.clean_env()
-    torchrun = helpers.venv_tool("torchrun")
-    jobs: dict[str, list[str]] = {
-        f"ifca{s}": [sys.executable, "-m", "distfl", "run", *IFCA2, *_seed(s)] for s in (0, 1, 2)
-    }
-    jobs["ifca0-w3"] = [
-        torchrun, "--standalone", "--nproc-per-node", "3",
-        "-m", "distfl", "run", *IFCA2, *_seed(0),
-    ]  # fmt: skip
-    for name in ("oracle", "none"):
-        jobs[name] = [
-            sys.executable, "-m", "distfl", "run", *FEDERATION, *_seed(0),
-            "--set", f'algorithm.name="{name}"',
-        ]  # fmt: skip
-    jobs["rotated"] = [sys.executable, "-m", "distfl", "run", *ROTATED, *_seed(0)]
+    torchrun = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
+                "-m", "distfl", "run"]  # fmt: skip
     warm = [*IFCA2, *_seed(0), "--set", "algorithm.fedavg_rounds=3"]
-    jobs["warm"] = [sys.executable, "-m", "distfl", "run", *warm]
-    jobs["warm-w3"] = [torchrun, "--standalone", "--nproc-per-node", "3", "-m", "distfl", "run",
-                       *warm]  # fmt: skip
     four = [*IFCA2, "--set", "server.clients_per_round=4", *_seed(0)]
+    ranks = {"ifca0-w3": [*torchrun, *IFCA2, *_seed(0)], "warm-w3": [*torchrun, *warm]}
+    alone: dict[str, list[str]] = {f"ifca{s}": [*IFCA2, *_seed(s)] for s in (0, 1, 2)}
+    for name in ("oracle", "none"):
+        alone[name] = [*FEDERATION, *_seed(0), "--set", f'algorithm.name="{name}"']
+    alone["rotated"] = [*ROTATED, *_seed(0)]
+    alone["warm"] = warm
     for init in ("random", "kmeans++"):
-        jobs[f"four-{init}"] = [
-            sys.executable, "-m", "distfl", "run", *four, "--set", f'algorithm.init="{init}"',
-        ]  # fmt: skip
+        alone[f"four-{init}"] = [*four, "--set", f'algorithm.init="{init}"']
 
     def run(name: str) -> subprocess.CompletedProcess:
-        out = tmp / f"{name}.h5"
         return subprocess.run(
-            [*jobs[name], "--out", str(out)],
+            [*ranks[name], "--out", str(tmp / f"{name}.h5")],
             env=env, cwd=tmp, capture_output=True, text=True, timeout=300,
         )  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=2) as pool:
-        done = dict(zip(jobs, pool.map(run, jobs), strict=True))
-    for name, proc in done.items():
-        assert proc.returncode == 0, f"{name}:\n{proc.stdout}\n{proc.stderr}"
-    return {name: tmp / f"{name}.h5" for name in jobs}
+        launched = {name: pool.submit(run, name) for name in ranks}
+        for name, args in alone.items():
+            helpers.run_alone(tmp, *args, "--out", f"{name}.h5")
+        for name, future in launched.items():
+            proc = future.result()
+            assert proc.returncode == 0, f"{name}:\n{proc.stdout}\n{proc.stderr}"
+    return {name: tmp / f"{name}.h5" for name in [*alone, *ranks]}
 
 
 def _read(path: Path) -> tuple[np.ndarray, np.ndarray, float, list[str]]:
