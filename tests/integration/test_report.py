@@ -12,7 +12,6 @@ import signal
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -180,8 +179,7 @@ def fedgwc_run(tmp_path_factory, helpers):
     """FedGWC on 16 clients, 5 label-permuted: the root splits at round 19, a child at 29."""
     tmp = tmp_path_factory.mktemp("report")
     (tmp / "run.toml").write_text(fedgwc_toml(40, progress="none"))
-    proc = distfl(helpers, tmp, "run", "--config", "run.toml", "--out", "run.h5")
-    assert proc.returncode == 0, proc.stderr
+    helpers.run_alone(tmp, "--config", "run.toml", "--out", "run.h5")  # the code of distfl run
     return tmp / "run.h5"
 
 
@@ -216,8 +214,7 @@ def test_a_report_of_a_cfl_run(helpers, tmp_path):
         "--set", "algorithm.eps2=0.9", "--set", "algorithm.warmup=5", "--set", "run.rounds=12",
         "--set", "eval.every=4",
     ]  # fmt: skip
-    proc = distfl(helpers, tmp_path, "run", *federation, "--out", "cfl.h5")
-    assert proc.returncode == 0, proc.stderr
+    helpers.run_alone(tmp_path, *federation, "--out", "cfl.h5")
     proc = distfl(helpers, tmp_path, "report", "cfl.h5", "--pdf")
     assert proc.returncode == 0, proc.stderr
     out = tmp_path / "cfl-report"  # the default: beside the run file
@@ -249,13 +246,8 @@ def test_the_diagnostics_of_ifca_and_emdcfl(helpers, tmp_path):
     flcl = [*federation, "--set", 'algorithm.name="flcl"', "--set", "algorithm.period=2"]
     runs = tmp_path / "runs"
     runs.mkdir()
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        procs = pool.map(
-            lambda job: distfl(helpers, runs, "run", *job[1], "--out", f"{job[0]}.h5"),
-            (("ifca", ifca), ("emd", emd), ("flcl", flcl)),
-        )
-        for proc in procs:
-            assert proc.returncode == 0, proc.stderr
+    for name, args in (("ifca", ifca), ("emd", emd), ("flcl", flcl)):
+        helpers.run_alone(runs, *args, "--out", f"{name}.h5")
     proc = distfl(helpers, tmp_path, "report", str(runs))  # the runs' reports at once
     assert proc.returncode == 0, proc.stderr
     for name in ("ifca", "emd", "flcl"):
