@@ -4,6 +4,7 @@ on the workers, the only thing that travels) are the same bits under torchrun.""
 from __future__ import annotations
 
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -30,24 +31,16 @@ ARGS = (
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers):
     tmp = tmp_path_factory.mktemp("emdcfl")
-    single = tmp / "w1.h5"
-    p1 = subprocess.Popen(
-        helpers.distfl_cmd(*ARGS, "--out", str(single)),
-        env=helpers.clean_env(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    multi = tmp / "w3.h5"
+    single, multi = tmp / "w1.h5", tmp / "w3.h5"
     torchrun = [
         helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
         "-m", "distfl", "run", *ARGS, "--out", str(multi), "--comm", "torch",
     ]  # fmt: skip
-    p3 = subprocess.run(
-        torchrun, env=helpers.clean_env(), capture_output=True, text=True, timeout=400
-    )
-    out1, _ = p1.communicate(timeout=400)
-    assert p1.returncode == 0, out1
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
+        ranks = pool.submit(subprocess.run, torchrun, env=helpers.clean_env(),
+                            capture_output=True, text=True, timeout=400)  # fmt: skip
+        helpers.run_alone(tmp, *ARGS, "--out", str(single))
+        p3 = ranks.result()
     assert p3.returncode == 0, p3.stdout + p3.stderr
     return single, multi
 

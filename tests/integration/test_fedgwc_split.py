@@ -27,15 +27,7 @@ def runs(tmp_path_factory, helpers):
     tmp = tmp_path_factory.mktemp("fedgwc")
     env = helpers.clean_env()
     single = tmp / "w1.h5"
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--out", str(single), *ARGS],
-        env=env,
-        cwd=tmp,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 0, proc.stderr
+    helpers.run_alone(tmp, "--out", str(single), *ARGS)  # the code of distfl run, here
     torchrun = helpers.venv_tool("torchrun")
     three = tmp / "w3.h5"
     proc = subprocess.run(

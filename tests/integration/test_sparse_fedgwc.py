@@ -45,7 +45,7 @@ def run(tmp_path_factory, helpers):
         "--set", 'run.progress="none"',
         "--out", str(out),
     ]  # fmt: skip
-    _distfl(helpers, *args)
+    helpers.run_alone(out.parent, *args)  # the code of distfl run, in this process
     return out
 
 
