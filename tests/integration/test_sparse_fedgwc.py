@@ -110,8 +110,8 @@ def test_a_large_cluster_keeps_its_rounds_and_resumes_to_the_bit(helpers, tmp_pa
     from runfile import assert_same_run
 
     full, half = tmp_path / "full.h5", tmp_path / "half.h5"
-    _distfl(helpers, *_large_args(LARGE_ROUNDS, "--out", str(full)))
-    _distfl(helpers, *_large_args(LARGE_ROUNDS // 2, "--out", str(half)))
+    helpers.run_alone(tmp_path, *_large_args(LARGE_ROUNDS, "--out", str(full)))
+    helpers.run_alone(tmp_path, *_large_args(LARGE_ROUNDS // 2, "--out", str(half)))
     with h5py.File(half, "r") as f:
         root = f["state/algorithm/clusters/0"]
         assert {"P_pos", "P_first", "P_ptr", "P_multi_keys"} <= set(root)
