@@ -45,6 +45,9 @@ def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the Slurm modules as one scope."""
     if config.getvalue("dist") != "loadfile":
         return None
+    # xdist would otherwise hand out the modules with the most tests first (the unit tests'
+    # parametrised ones), whatever their length, and the long modules would end the suite
+    config.option.loadscopereorder = False
     from xdist.scheduler import LoadFileScheduling
 
     class ModuleScheduling(LoadFileScheduling):
