@@ -54,8 +54,7 @@ def one_line_error(proc, *needles):
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers):
-    """Three FedAvg runs (one per seed) in sweep/, and a FedGWC run that splits, started
-    side by side."""
+    """Three FedAvg runs (one per seed) in sweep/, and a FedGWC run that splits."""
     tmp = tmp_path_factory.mktemp("gather")
     sweep = tmp / "sweep"
     sweep.mkdir()
@@ -67,21 +66,8 @@ def runs(tmp_path_factory, helpers):
         for s, p in zip(SEEDS, fedavg, strict=True)
     ]
     cmds.append(["--config", str(tmp / "fedgwc.toml"), "--out", str(fedgwc)])
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-m", "distfl", "run", *c],
-            cwd=tmp,
-            env=helpers.clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for c in cmds
-    ]
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, out + err
+    for c in cmds:  # in this process: helpers.run_alone, the code of distfl run
+        helpers.run_alone(tmp, *c)
     return tmp, sweep, fedavg, fedgwc
 
 
@@ -155,10 +141,7 @@ def test_status_finished(helpers, runs):
 def test_status_of_a_run_stopped_by_sigterm(helpers, tmp_path):
     out = tmp_path / "stopped.h5"
     args = [*SMALL, "--set", "run.rounds=100000", "--set", 'run.progress="lines"']
-    proc = subprocess.Popen(
-        helpers.distfl_cmd(*args, "--out", str(out)), cwd=tmp_path, env=helpers.clean_env(),
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-    )  # fmt: skip
+    (proc,) = helpers.start_ranks([*args, "--out", str(out)], tmp_path)
     try:
         stdout = helpers.LineReader(proc.stdout)
         stderr = helpers.LineReader(proc.stderr)

@@ -114,24 +114,11 @@ def test_keys_unknown_preset_exits_2(helpers, tmp_path):
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, helpers):
-    """Two small FedAvg run files (seeds 0 and 1), run side by side."""
+    """Two small FedAvg run files (seeds 0 and 1)."""
     tmp = tmp_path_factory.mktemp("keys_gather")
     paths = [tmp / f"seed{s}.h5" for s in (0, 1)]
-    procs = [
-        subprocess.Popen(
-            helpers.distfl_cmd(*SMALL, "--set", f"run.seed={s}", "--out", str(p)),
-            cwd=tmp,
-            env=helpers.clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-        for s, p in enumerate(paths)
-    ]
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0, out + err
+    for s, p in enumerate(paths):  # in this process: helpers.run_alone, the code of distfl run
+        helpers.run_alone(tmp, *SMALL, "--set", f"run.seed={s}", "--out", str(p))
     return paths
 
 

@@ -137,12 +137,9 @@ def test_sigterm_single_process(helpers, tmp_path, reference, sig):
     flight ends, the file holds it, exit code 0."""
     config, _ = reference
     out = tmp_path / "term.h5"
-    proc = subprocess.Popen(
-        helpers.distfl_cmd("--config", str(config), "--out", str(out), "--set", "eval.every=1",
-                           "--set", "run.rounds=100000"),
-        cwd=tmp_path, env=helpers.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+    (proc,) = helpers.start_ranks(["--config", str(config), "--out", str(out),
+                                   "--set", "eval.every=1", "--set", "run.rounds=100000"],
+                                  tmp_path)  # fmt: skip
     try:
         stdout = helpers.LineReader(proc.stdout)
         stderr = helpers.LineReader(proc.stderr)
@@ -243,14 +240,11 @@ def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, re
     where the uninterrupted run ends."""
     config, full = reference
     out = tmp_path / "crashed.h5"
-    proc = subprocess.Popen(
-        # open-ended, so that the kill never races the end of the run; the resume below
-        # sets the reference's 40 rounds (run.rounds may change on resume)
-        helpers.distfl_cmd("--config", str(config), "--out", str(out),
-                           "--set", "checkpoint.every=5", "--set", "run.rounds=100000"),
-        cwd=tmp_path, env=helpers.clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
+    # open-ended, so that the kill never races the end of the run; the resume below sets
+    # the reference's 40 rounds (run.rounds may change on resume)
+    (proc,) = helpers.start_ranks(["--config", str(config), "--out", str(out),
+                                   "--set", "checkpoint.every=5", "--set", "run.rounds=100000"],
+                                  tmp_path)  # fmt: skip
     try:
         stdout = helpers.LineReader(proc.stdout)
         helpers.LineReader(proc.stderr)
