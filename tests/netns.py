@@ -14,10 +14,10 @@ and reach them. Only these namespaces and this bridge are created and addressed,
 
 Every name carries a tag ending in the creating process's pid (``dfl<tag>br``,
 ``dfl<tag>n<i>``, ``dfl<tag>v<i>``). A set left behind by a process that was killed
-before it could remove it is deleted by the next :meth:`Hosts.build` (its pid is no
+before it could remove it is deleted by the next :func:`free_subnet` (its pid is no
 longer alive); its subnet would otherwise hold a second route beside ours, and replies
-to our hosts could leave by the dead bridge. :func:`free_subnet` picks a subnet that no
-route of this host covers.
+to our hosts could leave by the dead bridge. :func:`free_subnet` then picks a
+subnet that no route of this host covers.
 
 Needs root, iproute2's ``ip`` and util-linux's ``nsenter`` and ``unshare``; elsewhere
 :func:`why_not` says what is missing.
@@ -129,7 +129,6 @@ class Hosts:
         self._made: list[tuple[str, str]] = []  # what to delete: ("netns"|"link", name)
 
     def build(self) -> Hosts:
-        remove_stale()
         for name, path in zip(self.names, self.hosts_files, strict=True):
             lines = ["127.0.0.1 localhost"]
             for other, addr in zip(self.names, self.addresses, strict=True):

@@ -1,10 +1,11 @@
-"""End to end on every data source: real `python -m distfl run` processes on tiny files of
-each real format (MNIST IDX, CIFAR-10/100 pickle batches, FEMNIST LEAF JSON with one
-client per writer), the generated Gaussian mixture, the rotated-digits scenario, and a
-scenario with transforms under torchrun with 3 ranks, bit for bit against one process.
+"""End to end on every data source: runs of `distfl run`'s code (in the test's process,
+through `distfl.run`) on tiny files of each real format (MNIST IDX, CIFAR-10/100 pickle
+batches, FEMNIST LEAF JSON with one client per writer), the generated Gaussian mixture,
+the rotated-digits scenario, and a scenario with transforms under torchrun with 3 ranks
+(real processes), bit for bit against one process.
 
-The runs are independent, so the module's fixture starts them all up front, as many at a
-time as there are cores; each test then checks the run file of its own."""
+The runs are independent, so the module's fixture makes them all up front, the torchrun
+one in a thread beside the others; each test then checks the run file of its own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""IFCA and the oracle on rotation federations, as real ``distfl run`` processes.
+"""IFCA and the oracle on rotation federations: runs of ``distfl run``'s code in the test's
+process (``distfl.run``), and real torchrun processes of 3 ranks.
 
 The federation: 12 digits clients, 6 with upright images and 6 with images rotated by 180°.
 IFCA with the true number of clusters (2) and its default start (``init = "kmeans++"``: the
