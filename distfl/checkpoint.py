@@ -215,6 +215,12 @@ def write_run_file(
             g = f.require_group(table.path)
             for name, values in tables.get(table.key, {}).items():
                 _column(g, name, values)
+        for key in sorted(k for k in tables if k not in layout.BY_KEY):  # the algorithm's
+            g = f.require_group(layout.table_path(key))
+            for name, values in tables[key].items():
+                _column(g, name, values)
+            # its columns' order (the datasets of a group are listed by name)
+            g.attrs["columns"] = np.array(list(tables[key]), dtype=h5py.string_dtype())
         t = f["timing"]
         t.attrs["trainer"] = trainer
         # when the writing process's rounds loop began (Unix seconds): launch to this
@@ -254,7 +260,8 @@ class RunFile:
     hierarchy: list[HierarchyNode]
     state: dict[str, Any]
     #: every per-row table by its key in distfl.record.layout.TABLES (a table a file
-    #: written before it existed lacks is {}); cluster ids as str
+    #: written before it existed lacks is {}), then the algorithm's own tables by
+    #: ``tables/<name>`` (/metrics/tables/<name>); cluster ids as str
     tables: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     #: /clients: group, class_counts, num_train, num_test, accuracy (owner, natural
     #: partitions)
@@ -306,6 +313,20 @@ def _read_table(f: h5py.File, table: layout.Table) -> dict[str, np.ndarray]:
     for c in table.columns:
         if c.kind == "str" and c.name in out:
             out[c.name] = np.array([_text(x) for x in out[c.name]], dtype=object)
+    return out
+
+
+def _read_algorithm_tables(f: h5py.File) -> dict[str, dict[str, np.ndarray]]:
+    """The tables of the run's algorithm's own (/metrics/tables/<name>), by their keys
+    (``tables/<name>``); text columns as str."""
+    out = {}
+    for name, g in f.get(layout.ALGORITHM_TABLES, {}).items():
+        order = [_text(x) for x in g.attrs.get("columns", sorted(g))]
+        columns = {k: g[k][()] for k in order}
+        for k, v in columns.items():
+            if v.dtype == object:
+                columns[k] = np.array([_text(x) for x in v], dtype=object)
+        out[layout.ALGORITHM_PREFIX + name] = columns
     return out
 
 
@@ -374,6 +395,19 @@ def check_structure(f: h5py.File, config: Config, path: Path) -> None:
         raise bad(f"/final/assignment does not hold one leaf index for each of the {K} clients")
     if K and (assignment.min() < 0 or assignment.max() >= len(leaves)):
         raise bad(f"/final/assignment points outside the {len(leaves)} leaves")
+    own = f.get(layout.ALGORITHM_TABLES)
+    if own is not None and not isinstance(own, h5py.Group):
+        raise bad(f"/{layout.ALGORITHM_TABLES} is not a group of tables")
+    for name, g in (own or {}).items():
+        where = f"/{layout.ALGORITHM_TABLES}/{name}"
+        columns = list(g.values()) if isinstance(g, h5py.Group) else []
+        if not columns or any(not isinstance(c, h5py.Dataset) or c.ndim != 1 for c in columns):
+            raise bad(f"{where} is not a table (a group of columns)")
+        if len({c.shape[0] for c in columns}) != 1:
+            raise bad(f"{where}'s columns are not of one length")
+        order = sorted(_text(x) for x in g.attrs.get("columns", sorted(g)))
+        if order != sorted(g):
+            raise bad(f"{where}@columns does not name its columns")
     nodes = f["hierarchy"]
     for node_id, g in nodes.items():
         where = f"/hierarchy/{node_id}"
@@ -454,7 +488,10 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 world_size=int(f.attrs["world_size"]),
                 hierarchy=read_hierarchy(f["hierarchy"]),
                 state=stored,
-                tables={t.key: _read_table(f, t) for t in layout.TABLES},
+                tables={
+                    **{t.key: _read_table(f, t) for t in layout.TABLES},
+                    **_read_algorithm_tables(f),
+                },
                 clients={k: v[()] for k, v in f["clients"].items()},
                 leaves=[_text(x) for x in f["final/leaves"][()]],
                 assignment=f["final/assignment"][()],

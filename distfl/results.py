@@ -78,6 +78,8 @@ def _column_names(key: str, stored: Mapping[str, np.ndarray]) -> list[str]:
 def _run_table(key: str, stored: Mapping[str, np.ndarray]):
     """One of the file's per-row tables (:func:`_column_names`; a table the file lacks has
     its declared columns and no row)."""
+    if key not in layout.BY_KEY:  # an algorithm's own table: its columns as the file has them
+        return make_table(dict(stored))
     table = layout.BY_KEY[key]
     names = _column_names(key, stored)
     return make_table(
@@ -389,12 +391,30 @@ class Run:
 
     def table(self, name: str):
         """The per-row table ``name`` (one of :data:`TABLES`: metrics, clusters,
-        evaluation, membership, timing, workers) with the file's columns
+        evaluation, membership, timing, workers, or one of the algorithm's own tables
+        that the file holds, :attr:`own_tables`) with the file's columns
         (:data:`distfl.record.layout.TABLES` describes each); a DataFrame when pandas is
         importable, else a NumPy record array."""
-        if name not in layout.BY_KEY:
-            raise KeyError(f"no table {name!r} in a run file; tables: {', '.join(TABLES)}")
-        return _run_table(name, self._file.tables.get(name, {}))
+        if name in layout.BY_KEY:
+            return _run_table(name, self._file.tables.get(name, {}))
+        own = (
+            self._file.tables.get(layout.ALGORITHM_PREFIX + name)
+            if name in self.own_tables
+            else None
+        )
+        if own is None:
+            raise KeyError(
+                f"no table {name!r} in {self.path}; tables: "
+                f"{', '.join([*TABLES, *self.own_tables])}"
+            )
+        return _run_table(layout.ALGORITHM_PREFIX + name, own)
+
+    @property
+    def own_tables(self) -> list[str]:
+        """The names of the tables of the run's algorithm's own that the file holds
+        (/metrics/tables/<name>), sorted."""
+        prefix = layout.ALGORITHM_PREFIX
+        return sorted(k[len(prefix) :] for k in self._file.tables if k.startswith(prefix))
 
     @property
     def metrics(self):

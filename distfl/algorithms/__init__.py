@@ -19,6 +19,7 @@ from distfl.algorithms.base import (
     Params,
     PooledTaskFailed,
     ProbeRequest,
+    RecordTable,
     ReportFigure,
     RoundPlan,
     RoundUpdate,
@@ -39,6 +40,7 @@ from distfl.algorithms.registry import (
     split_matrix_titles,
 )
 from distfl.hierarchy import ClusterTree, Split
+from distfl.record.layout import Column
 
 
 def build_algorithm(config, federation: Federation | None = None, *, groups=None):
@@ -62,11 +64,13 @@ __all__ = [
     "ClientReports",
     "ClusterTree",
     "ClusteringAlgorithm",
+    "Column",
     "FIXED_CLUSTER_COLUMNS",
     "Federation",
     "Params",
     "PooledTaskFailed",
     "ProbeRequest",
+    "RecordTable",
     "ReportFigure",
     "Statistic",
     "RoundPlan",

@@ -43,7 +43,8 @@ import numpy as np
 
 from distfl.errors import ConfigError
 from distfl.hierarchy import ClusterTree, Split
-from distfl.record.layout import FIXED_CLUSTER_COLUMNS
+from distfl.record.layout import FIXED_CLUSTER_COLUMNS, Column, Table
+from distfl.record.layout import algorithm_table as _algorithm_table
 
 if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyway
     import torch
@@ -178,6 +179,11 @@ class RoundUpdate:
     #: /metrics/clusters, NaN in the rows of clusters and rounds without it. A name may not be
     #: one of FIXED_CLUSTER_COLUMNS (the run refuses it)
     stats: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: rows of its own tables this round, {table name: {column: values}}: every column its
+    #: :class:`RecordTable` declares, the key columns (cluster; client; client and other)
+    #: included and ``round`` left out (the runtime fills it), all of one length, as lists or
+    #: 1-D arrays (a table without rows this round is left out)
+    rows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # the columns of /metrics/clusters the runtime fills itself (no statistic takes their
@@ -198,6 +204,33 @@ class Statistic:
     name: str
     doc: str
     every_run: bool = False
+
+
+@dataclass(frozen=True)
+class RecordTable:
+    """A table of an algorithm's own in the run file (its :attr:`ClusteringAlgorithm.tables`),
+    at ``/metrics/tables/<name>``: one row ``per`` cluster, client or pair of clients a round
+    (``"cluster"``, ``"client"``, ``"pair"``), whose key columns the runtime declares
+    (round, then cluster; client; client and other), then ``columns``: its own, each a
+    :class:`Column` of kind ``"int"`` or ``"float"`` (int64, float64). The algorithm gives
+    the rows of a round in :attr:`RoundUpdate.rows`; the runtime checks them (every
+    column, one length, client ids of the run, clusters of the tree), adds the round and
+    writes them with the file, so that they resume and compare like every other table.
+    ``doc``: what a row says, for the docs."""
+
+    name: str
+    per: str
+    columns: tuple[Column, ...]
+    doc: str = ""
+
+    def table(self) -> Table:
+        """The run file's declaration of this table."""
+        return _algorithm_table(self.name, self.per, self.columns, self.doc)
+
+    @property
+    def given(self) -> tuple[str, ...]:
+        """The columns the algorithm gives each round: all but ``round``."""
+        return self.table().names[1:]
 
 
 # -- what an algorithm adds to ``distfl report`` --------------------------------------------
@@ -375,6 +408,9 @@ class ClusteringAlgorithm(ABC):
     #: the per-cluster statistics it records (:class:`Statistic`), for the docs and, for
     #: the built-in algorithms' first ones, the layout of every run file
     statistics: ClassVar[tuple[Statistic, ...]] = ()
+    #: its own tables in the run file (:class:`RecordTable`: rows per cluster, client or
+    #: pair of clients), which it fills through :attr:`RoundUpdate.rows`
+    tables: ClassVar[tuple[RecordTable, ...]] = ()
     #: what it stores at a split (:class:`Split` ``datasets``, ``/hierarchy/<id>/<name>``),
     #: as (name, shape, what it is), for the docs
     split_datasets: ClassVar[tuple[tuple[str, str, str], ...]] = ()

@@ -18,8 +18,15 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-from distfl.algorithms.base import ClientHalf, ClusteringAlgorithm, Params, ReportFigure
+from distfl.algorithms.base import (
+    ClientHalf,
+    ClusteringAlgorithm,
+    Params,
+    RecordTable,
+    ReportFigure,
+)
 from distfl.errors import ConfigError
+from distfl.record import layout
 
 _REGISTRY: dict[str, type[ClusteringAlgorithm]] = {}
 _DISCOVERED = False
@@ -49,6 +56,7 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
         if new not in fields or old in fields:
             raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")
     _check_figures(cls)
+    _check_tables(cls)
     previous = _REGISTRY.get(name)
     if previous is not None and _origin(previous) != _origin(cls):
         raise ValueError(
@@ -94,6 +102,53 @@ def _check_figures(cls: type[ClusteringAlgorithm]) -> None:
             )
         if not isinstance(figure.stats, tuple) or not all(isinstance(x, str) for x in figure.stats):
             raise TypeError(f"{cls.__name__}.figures: {name!r}: stats must be a tuple of names")
+
+
+def _check_tables(cls: type[ClusteringAlgorithm]) -> None:
+    """``cls.tables``: RecordTable entries of plain names of their own (none of the run
+    file's tables), rows per cluster, client or pair, columns of kind int or float whose
+    names are plain, distinct and none of the key columns."""
+    tables = cls.tables
+    where = f"{cls.__name__}.tables"
+    if not isinstance(tables, (tuple, list)):
+        raise TypeError(f"{where} must be a tuple of RecordTable")
+    names = set()
+    for table in tables:
+        if not isinstance(table, RecordTable):
+            raise TypeError(f"{where}: {table!r} is not a RecordTable")
+        name = table.name
+        if not isinstance(name, str) or not _NAME.match(name) or name in layout.BY_KEY:
+            raise ValueError(
+                f"{where}: table {name!r}: a table needs a lower-case name of its own (letters, "
+                f"digits, _), none of the run file's ({', '.join(layout.BY_KEY)})"
+            )
+        if name in names:
+            raise ValueError(f"{where}: two tables are named {name!r}")
+        names.add(name)
+        if table.per not in layout.PER:
+            raise ValueError(
+                f"{where}: table {name!r}: per = {table.per!r}; allowed: {', '.join(layout.PER)}"
+            )
+        key = {c.name for c in layout.PER[table.per][1]}
+        seen: set[str] = set()
+        for column in table.columns:
+            if not isinstance(column, layout.Column):
+                raise TypeError(f"{where}: table {name!r}: {column!r} is not a Column")
+            bad = (
+                not isinstance(column.name, str) or not _NAME.match(column.name)
+                or column.name in key or column.name in seen
+            )  # fmt: skip
+            if bad:
+                raise ValueError(
+                    f"{where}: table {name!r}: column {column.name!r}: a column needs a "
+                    f"lower-case name of its own, none of {', '.join(sorted(key))}"
+                )
+            if column.kind not in layout.ALGORITHM_KINDS:
+                raise ValueError(
+                    f"{where}: table {name!r}: column {column.name!r} is of kind "
+                    f"{column.kind!r}; allowed: {', '.join(layout.ALGORITHM_KINDS)}"
+                )
+            seen.add(column.name)
 
 
 def _qualname(cls: type) -> str:

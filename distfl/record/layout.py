@@ -163,6 +163,58 @@ WORKERS = Table(
 TABLES = (METRICS, CLUSTERS, EVALUATION, MEMBERSHIP, TIMING, WORKERS)
 BY_KEY = {t.key: t for t in TABLES}
 
+# -- an algorithm's own tables -------------------------------------------------------------
+
+#: where an algorithm's own tables go: /metrics/tables/<name>/<column>, deterministic like
+#: the rest of /metrics (the same bits at any world size)
+ALGORITHM_TABLES = "metrics/tables"
+#: the key of an algorithm's table in RunFile.tables and Record: this prefix, then its name
+ALGORITHM_PREFIX = "tables/"
+CLIENT = _c("client", "int", "the client's id (0 .. K-1)")
+OTHER = _c("other", "int", "the pair's second client (0 .. K-1)")
+#: what one row of an algorithm's table is about, and the columns the runtime checks and
+#: places first (its own columns follow): the algorithm gives them all but ``round``
+PER = {
+    "cluster": ("one per (round, cluster) it records", (ROUND, CLUSTER)),
+    "client": ("one per (round, client) it records", (ROUND, CLIENT)),
+    "pair": ("one per (round, pair of clients) it records", (ROUND, CLIENT, OTHER)),
+}
+#: the kinds of an algorithm's own columns
+ALGORITHM_KINDS = ("int", "float")
+
+
+def algorithm_table(name: str, per: str, columns: tuple[Column, ...], doc: str = "") -> Table:
+    """The :class:`Table` of an algorithm's own table ``name``: rows ``per`` cluster,
+    client or pair (:data:`PER`'s columns first), then ``columns``."""
+    rows, first = PER[per]
+    return Table(
+        ALGORITHM_PREFIX + name, f"{ALGORITHM_TABLES}/{name}", rows, first + tuple(columns), doc,
+        fixed=tuple(c.name for c in first),
+    )  # fmt: skip
+
+
+def found_table(name: str, stored: dict) -> Table:
+    """The :class:`Table` of an algorithm's table ``name`` as a file holds it
+    (``stored``: its columns), for one no algorithm of this process declares: its columns
+    by their dtypes, so that it is carried on as it is."""
+    kinds = {"i": "int", "u": "int", "f": "float", "b": "int"}
+    columns = tuple(
+        Column(k, kinds.get(np.asarray(v).dtype.kind, "str"), "a column of the file")
+        for k, v in stored.items()
+    )
+    return Table(ALGORITHM_PREFIX + name, f"{ALGORITHM_TABLES}/{name}", "as the file holds it",
+                 columns)  # fmt: skip
+
+
+def table_path(key: str) -> str:
+    """Where the table of key ``key`` lies in a run file (a built-in table or an
+    algorithm's own)."""
+    if key in BY_KEY:
+        return BY_KEY[key].path
+    if not key.startswith(ALGORITHM_PREFIX):
+        raise KeyError(f"no table {key!r} in a run file")
+    return f"{ALGORITHM_TABLES}/{key[len(ALGORITHM_PREFIX) :]}"
+
 
 @dataclass(frozen=True)
 class Part:
@@ -186,6 +238,10 @@ PARTS = (
          "last evaluation"),
     Part("/clients/owner", "[K]", "natural partitions only: the writer (owner) index of each "
          "client"),
+    Part("/metrics/tables/<name>", "group", "a table of the run's algorithm's own "
+         "(declared by its tables: docs/adding-an-algorithm.md), one resizable dataset per "
+         "column: round, then cluster (str), client (int) or client and other (int), for rows "
+         "per cluster, client or pair, then its own int64 and float64 columns"),
     Part("/hierarchy/<id>", "group", "one per cluster; \"0\" is the root, its children "
          "\"0.0\", \"0.1\", ...; attrs parent (\"\" for the root), created_round, split_round "
          "(-1: a leaf); members [n] client ids (a leaf: its members now; an algorithm that "

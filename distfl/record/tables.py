@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from distfl.errors import CheckpointError
-from distfl.record.layout import TABLES, Table
+from distfl.record.layout import ALGORITHM_PREFIX, TABLES, Table, found_table
 
 
 class Rows:
@@ -70,6 +70,36 @@ class Rows:
         for name in self.extra_names():
             self.columns[name].append(float(extra.get(name, math.nan)))
 
+    def extend(self, values: Mapping[str, Any], *, source: str = "the algorithm") -> None:
+        """Many rows at once: ``values`` by column, every column of the table, all of one
+        length (lists or 1-D arrays); a missing, unknown or odd column is refused, naming
+        ``source``."""
+        t = self.table
+        where = f"{source} gave rows of /{t.path}"
+        unknown = sorted(set(values) - set(t.names))
+        missing = [n for n in t.names if n not in values]
+        if unknown or missing:
+            raise RuntimeError(
+                f"{where} with the columns {', '.join(map(str, values)) or 'none'}; it has "
+                f"{', '.join(t.names)}"
+                + (f" (no {', '.join(missing)})" if missing else "")
+                + (f" ({', '.join(map(str, unknown))} is none of them)" if unknown else "")
+            )
+        arrays = {n: np.asarray(values[n]) for n in t.names}
+        lengths = {n: a.shape for n, a in arrays.items()}
+        first = arrays[t.names[0]]
+        if any(a.ndim != 1 or len(a) != len(first) for a in arrays.values()):
+            shapes = ", ".join(f"{n} {shape}" for n, shape in lengths.items())
+            raise RuntimeError(f"{where} whose columns are not of one length: {shapes}")
+        for c in t.columns:  # every column checked before any grows
+            a = arrays[c.name]
+            if c.kind == "int" and len(a) and a.dtype.kind not in "iub":
+                if a.dtype.kind != "f" or not np.array_equal(a, np.round(a)):
+                    raise RuntimeError(f"{where}: column {c.name} holds other than integers")
+        for c in t.columns:
+            a = arrays[c.name] if c.kind == "str" else arrays[c.name].astype(c.dtype)
+            self.columns[c.name].extend(_typed(x, c.kind) for x in a.tolist())
+
     @classmethod
     def restore(cls, table: Table, saved: Mapping[str, np.ndarray]) -> Rows:
         """The rows of a run file's table: every declared column (one the file lacks holds
@@ -106,16 +136,25 @@ class Record:
     """Every per-row table of a run, as the server fills it (``record.metrics``,
     ``record.clusters``, ...: :data:`distfl.record.layout.TABLES` by key). ``always``:
     further float64 columns of open tables that every run holds, by table key (the built-in
-    algorithms' statistics declared for every run), missing (NaN) where nothing fills them."""
+    algorithms' statistics declared for every run), missing (NaN) where nothing fills them.
+    ``own``: the tables of the run's algorithm's own (``RecordTable.table()``), by their keys
+    (``tables/<name>``)."""
 
     def __init__(
         self,
         saved: Mapping[str, Mapping[str, np.ndarray]] | None = None,
         always: Mapping[str, Iterable[str]] | None = None,
+        own: Iterable[Table] = (),
     ):
+        declared = {t.key: t for t in (*TABLES, *own)}
+        # a table of the algorithm's own that the file holds and no declaration names (a
+        # plug-in changed since) is carried on as the file holds it: nothing is lost
+        for key, columns in (saved or {}).items():
+            if key not in declared and key.startswith(ALGORITHM_PREFIX):
+                declared[key] = found_table(key[len(ALGORITHM_PREFIX) :], dict(columns))
         self.tables = {
-            t.key: Rows(t) if saved is None else Rows.restore(t, saved.get(t.key, {}))
-            for t in TABLES
+            key: Rows(t) if saved is None else Rows.restore(t, saved.get(key, {}))
+            for key, t in declared.items()
         }
         for key, names in (always or {}).items():
             rows = self.tables[key]

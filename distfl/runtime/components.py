@@ -23,6 +23,7 @@ from distfl.checkpoint import write_run_file
 from distfl.hierarchy import empty_leaves_note, node_order
 from distfl.metrics import federation_mean
 from distfl.progress import Progress
+from distfl.record.layout import ALGORITHM_PREFIX
 from distfl.record.output import RunFileWriteError
 from distfl.runtime.protocol import EVAL, peak_rss_mb
 
@@ -133,6 +134,7 @@ class Recorder(Component):
                 r.update.stats.get(cid, {}),
                 source=f"algorithm {server.algorithm.name!r}",
             )  # fmt: skip
+        self._own_rows(server, t, r.update.rows)
         self._membership(server, t)
         record.metrics.append({
             "round": t,
@@ -158,6 +160,38 @@ class Recorder(Component):
                 "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
                 "pooled": pooled, "pooled_s": pooled_s,
             })  # fmt: skip
+
+    @staticmethod
+    def _own_rows(server: Server, t: int, rows: dict[str, dict]) -> None:
+        """The rows of the algorithm's own tables this round (RoundUpdate.rows), checked:
+        tables it declares, client ids of the run, clusters of its tree."""
+        algorithm = server.algorithm
+        source = f"algorithm {algorithm.name!r}"
+        declared = {t.name for t in algorithm.tables}
+        for name in sorted(rows):
+            if name not in declared:
+                raise RuntimeError(
+                    f"{source} gave rows of a table {name!r} that it does not declare "
+                    f"(its tables: {', '.join(sorted(declared)) or 'none'})"
+                )
+            values = dict(rows[name])
+            n = len(np.asarray(next(iter(values.values()), ())))
+            values["round"] = np.full(n, t, dtype=np.int64)
+            for key in ("client", "other"):
+                ids = np.asarray(values.get(key, ()))
+                odd = ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0)
+                if odd or (ids.size and ids.max() >= server.K):
+                    raise RuntimeError(
+                        f"{source} gave rows of table {name!r} whose {key} is no client id of "
+                        f"the run (0 .. {server.K - 1})"
+                    )
+            for cid in set(map(str, values.get("cluster", ()))):
+                if cid not in server.tree:
+                    raise RuntimeError(
+                        f"{source} gave rows of table {name!r} for cluster {cid!r}, which is "
+                        "not in its tree"
+                    )
+            server.record.tables[ALGORITHM_PREFIX + name].extend(values, source=source)
 
     @staticmethod
     def _membership(server: Server, t: int) -> None:

@@ -141,7 +141,7 @@ class Server:
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
-        self.record = Record(always={"clusters": every_run_statistics()})
+        self.record = self._record()
         #: per worker rank, this round's clients, train s, busy s, materialised clients,
         #: cache MiB and peak RSS (the steps' timing rows, summed), and the server's pooled
         #: tasks it computed and their seconds
@@ -173,6 +173,12 @@ class Server:
         self.snapshot_s = 0.0
         self.rounds_written: int | None = None  # the round of the run file on disk, if any
 
+    def _record(self, saved: dict | None = None) -> Record:
+        """The run file's per-row tables, empty or as ``saved`` holds them: the layout's,
+        with the built-in algorithms' every-run statistics, and the algorithm's own."""
+        own = [t.table() for t in self.algorithm.tables]
+        return Record(saved, always={"clusters": every_run_statistics()}, own=own)
+
     # -- resumption ------------------------------------------------------------------
 
     def restore(self, saved: RunFile) -> None:
@@ -187,7 +193,7 @@ class Server:
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
         self.aggregate.load_state_dict(st.get("aggregator", {}))
-        self.record = Record(saved.tables, always={"clusters": every_run_statistics()})
+        self.record = self._record(saved.tables)
         if len(self.record.timing):
             self.elapsed_before = float(self.record.timing["elapsed_s"][-1])
         self.sum_bytes_per_param = saved.sum_bytes_per_param

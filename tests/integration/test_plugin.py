@@ -18,6 +18,11 @@ Its server work goes through its pool, with functions of its own: each round "lo
 the sum of the squared last losses of its clients, one piece per client (computed by the
 worker ranks under torchrun and mpiexec), and in round 3 a map whose odd pieces raise,
 which it records as "pool_failed" and carries on.
+
+It has two tables of its own (``tables``): "client_loss", one row per client that trained
+(its last loss and its local steps), and "loss_gaps", one row per pair of the round's first
+PAIRED clients (the difference of their last losses), at /metrics/tables/<name>: the same
+bits on every world, carried on by a resume.
 """
 
 from __future__ import annotations
@@ -35,9 +40,11 @@ from distfl.algorithms import (
     ClientHalf,
     ClientReports,
     ClusteringAlgorithm,
+    Column,
     Params,
     PooledTaskFailed,
     ProbeRequest,
+    RecordTable,
     ReportFigure,
     RoundPlan,
     RoundUpdate,
@@ -49,6 +56,7 @@ from distfl.algorithms import (
 pytestmark = pytest.mark.integration
 
 ARGUMENT = 7
+PAIRED = 4  # the toy's table of pairs holds the pairs of the first 4 clients of each round
 
 
 @dataclass(frozen=True)
@@ -123,6 +131,15 @@ class ToyParity(ClusteringAlgorithm):
     client_ops = ("describe",)
     client = ToyClient
     figures = (ReportFigure("Parity", "parity.png", parity_figure, stats=("parity_gap",)),)
+    tables = (
+        RecordTable("client_loss", "client", (
+            Column("last_loss", "float", "the client's last local step's loss"),
+            Column("steps", "int", "its local steps"),
+        ), "each client that trained"),
+        RecordTable("loss_gaps", "pair", (
+            Column("gap", "float", "the first client's last loss minus the other's"),
+        ), "each pair of the first PAIRED clients"),
+    )  # fmt: skip
 
     def __init__(self, *, num_clients, clients_per_round, seed, split_round=2):
         super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
@@ -156,6 +173,11 @@ class ToyParity(ClusteringAlgorithm):
                 self.pool.map(odd_pieces_raise, {}, 4, 1)
             except PooledTaskFailed:
                 out.stats[plan.clusters()[0]]["pool_failed"] = 1.0
+        steps = np.full(len(reports.clients), reports.losses.shape[1])
+        out.rows["client_loss"] = {"client": reports.clients, "last_loss": last, "steps": steps}
+        a, b = np.triu_indices(PAIRED, k=1)
+        out.rows["loss_gaps"] = {"client": reports.clients[a], "other": reports.clients[b],
+                                 "gap": last[a] - last[b]}  # fmt: skip
         if round_index == self.split_round and self.tree["0"].is_leaf:
             members = self.tree.members("0")
             children = {"0.0": members[members % 2 == 0], "0.1": members[members % 2 == 1]}
@@ -272,6 +294,43 @@ def test_the_toy_split_and_its_stats_are_in_the_run_file(runs):
         assert rounds[np.isfinite(failed)].tolist() == [3] and np.nansum(failed) == 1.0
         # the statistics of the first algorithms are written for every run, NaN here
         assert np.isnan(clusters["mean_norm"][()]).all() and len(clusters["p_within"]) == 6
+
+
+def test_the_toys_own_tables_are_in_the_run_file(runs):
+    """Its table per client holds every client of every round, and the mean of its last
+    losses in a round is /metrics/train_loss_last, which the runtime computes apart; its
+    table per pair holds, each round, the pairs of the first PAIRED clients and the
+    difference of their rows in the table per client. distfl.open gives both in the
+    declared column order."""
+    import h5py
+
+    import distfl
+
+    with h5py.File(runs["w1"], "r") as f:
+        per_client = {k: v[()] for k, v in f["metrics/tables/client_loss"].items()}
+        pairs = {k: v[()] for k, v in f["metrics/tables/loss_gaps"].items()}
+        train_loss_last = f["metrics/train_loss_last"][()]
+    assert per_client["round"].tolist() == [t for t in range(1, ROUNDS + 1) for _ in range(K)]
+    assert per_client["client"].tolist() == list(range(K)) * ROUNDS
+    steps = distfl.open(runs["w1"]).config.train.local_steps
+    assert per_client["steps"].dtype == np.int64 and set(per_client["steps"]) == {steps}
+    for t in range(1, ROUNDS + 1):
+        mine = per_client["last_loss"][per_client["round"] == t]
+        assert mine.mean() == pytest.approx(train_loss_last[t - 1], rel=1e-12)
+    a, b = np.triu_indices(PAIRED, k=1)
+    assert len(pairs["round"]) == ROUNDS * len(a)
+    assert pairs["client"].tolist() == a.tolist() * ROUNDS
+    assert pairs["other"].tolist() == b.tolist() * ROUNDS
+    last = per_client["last_loss"].reshape(ROUNDS, K)
+    want = (last[:, a] - last[:, b]).ravel()
+    np.testing.assert_array_equal(pairs["gap"], want)
+    run = distfl.open(runs["w1"])
+    assert run.own_tables == ["client_loss", "loss_gaps"]
+    table = run.table("loss_gaps")
+    names = list(table.columns) if hasattr(table, "columns") else list(table.dtype.names)
+    assert names == ["round", "client", "other", "gap"]
+    with pytest.raises(KeyError, match="tables: metrics, .*client_loss, loss_gaps"):
+        run.table("nope")
 
 
 def test_the_probe_rows_are_what_the_client_half_computed(runs):
@@ -417,7 +476,7 @@ def test_a_registered_algorithms_figure_is_drawn_in_process(runs, tmp_path):
 
 def test_a_resumed_toy_run_carries_its_statistic_on(runs, helpers, tmp_path):
     """Two rounds, then resumed to four: the same bits as the four rounds in one go, its
-    own statistic's column included."""
+    own statistic's column and its own tables included."""
     from runfile import assert_same_run
 
     plugin = ["--set", f"run.plugins=[{str(Path(__file__).resolve())!r}]"]

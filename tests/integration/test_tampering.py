@@ -6,7 +6,8 @@ a traceback and never accepted:
   edited or not;
 - a soft link, an external link, or a second name (hard link) of a part added;
 - crafted parts sealed anew with distfl's own record (a checksum, not a signature): a
-  member id outside the clients, a deleted per-client array, a part no run file has.
+  member id outside the clients, a deleted per-client array, a part no run file has, an
+  algorithm's table whose columns differ in length.
 
 distfl 0.1.0's files, which have no record, stay readable (tests/test_old_runfiles.py)."""
 
@@ -95,6 +96,11 @@ def _undeclared_part(f: h5py.File) -> None:
     f["notes"] = np.arange(3)
 
 
+def _uneven_own_table(f: h5py.File) -> None:
+    f["metrics/tables/mine/round"] = np.arange(3)
+    f["metrics/tables/mine/gap"] = np.zeros(2)
+
+
 def _soft_link_resealed(f: h5py.File) -> None:
     f["hierarchy/0.3"] = h5py.SoftLink("/hierarchy/0")
 
@@ -112,6 +118,8 @@ TAMPERS = {
     "resealed: clients/group deleted": (_resealed(_group_deleted), "/clients/group is missing"),
     "resealed: undeclared part": (_resealed(_undeclared_part), "notes is no part"),
     "resealed: soft link": (_resealed(_soft_link_resealed), "is a soft link"),
+    "resealed: an uneven table": (_resealed(_uneven_own_table),
+                                  "/metrics/tables/mine's columns are not of one length"),
 }  # fmt: skip
 
 READERS = {
