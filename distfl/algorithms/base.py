@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -88,6 +89,22 @@ class Params:
 
     def as_kwargs(self) -> dict[str, Any]:
         return {key: getattr(self, key) for key in self.keys()}
+
+    @classmethod
+    def made(cls, params: Params | None = None, settings: dict[str, Any] | None = None) -> Params:
+        """``params`` (by default the declared defaults) with ``settings`` by key in place of
+        its values; a key that is no field is a TypeError naming the fields."""
+        settings = settings or {}
+        unknown = sorted(set(settings) - set(cls.keys()))
+        if unknown:
+            raise TypeError(
+                f"{cls.__name__} has no setting {unknown[0]!r}; its settings: "
+                f"{', '.join(cls.keys()) or 'none'}"
+            )
+        if params is not None and not isinstance(params, cls):
+            raise TypeError(f"expected {cls.__name__}, not {type(params).__name__}")
+        base = cls() if params is None else params
+        return dataclasses.replace(base, **settings) if settings else base
 
 
 def require(ok: bool, key: str, value: Any, what: str) -> None:
@@ -371,6 +388,13 @@ LOCAL_POOL = ServerPool()
 # -- the server half -----------------------------------------------------------------------
 
 
+def _takes_params(cls: type) -> bool:
+    """Whether ``cls(...)`` takes ``params=`` (its ``__init__`` names it or passes keywords
+    on to the base class's)."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    return any(p.name == "params" or p.kind is p.VAR_KEYWORD for p in parameters)
+
+
 class ClusteringAlgorithm(ABC):
     """Base class of the clustering algorithms; one instance lives on the server."""
 
@@ -425,7 +449,15 @@ class ClusteringAlgorithm(ABC):
         clients_per_round: int,
         seed: int,
         roots: dict[str, Any] | None = None,
+        params: Params | None = None,
+        **settings: Any,
     ):
+        #: its settings (:attr:`Params`, declared there once): ``params``, by default the
+        #: declared defaults, with ``settings`` by key in place of their values; each is
+        #: also an attribute of the same name (``self.epsilon``)
+        self.params = self.Params.made(params, settings)
+        for key in self.params.keys():
+            setattr(self, key, getattr(self.params, key))
         self.num_clients = num_clients
         self.clients_per_round = clients_per_round
         self.seed = seed
@@ -463,13 +495,14 @@ class ClusteringAlgorithm(ABC):
     @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:
         """The algorithm for a run: by default ``cls(num_clients=..., clients_per_round=...,
-        seed=..., **params)``, with :attr:`federation` set to the run's facts."""
-        algorithm = cls(
-            num_clients=federation.num_clients,
-            clients_per_round=federation.clients_per_round,
-            seed=federation.seed,
-            **params.as_kwargs(),
-        )
+        seed=..., params=params)``, with :attr:`federation` set to the run's facts."""
+        facts = {"num_clients": federation.num_clients, "seed": federation.seed,
+                 "clients_per_round": federation.clients_per_round}  # fmt: skip
+        if _takes_params(cls):
+            algorithm = cls(**facts, params=params)
+        else:  # an __init__ that names its settings as keywords, the form before params
+            algorithm = cls(**facts, **params.as_kwargs())
+            algorithm.params = params
         algorithm.federation = federation
         return algorithm
 

@@ -191,20 +191,11 @@ class CFL(ClusteringAlgorithm):
         Statistic("max_norm", "largest update norm in the cluster", True),
     )
 
-    def __init__(
-        self,
-        *,
-        num_clients: int,
-        clients_per_round: int,
-        seed: int,
-        eps1: float = 0.4,
-        eps2: float = 1.6,
-        warmup: int = 20,
-    ):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
-        self.eps1 = float(eps1)
-        self.eps2 = float(eps2)
-        self.warmup = int(warmup)
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.eps1 = float(self.eps1)
+        self.eps2 = float(self.eps2)
+        self.warmup = int(self.warmup)
         #: the model each cluster starts its next round from (float32, flat)
         self.start: dict[str, np.ndarray] = {}
         #: per cluster: mean_norm and max_norm of the last round it was tested on

@@ -433,32 +433,16 @@ class EMDCFL(ClusteringAlgorithm):
         ("adjacency", "mutual adjacency (below ε both ways)"),
     )
 
-    def __init__(
-        self,
-        *,
-        num_clients: int,
-        clients_per_round: int,
-        seed: int,
-        epsilon: float = 0.025,
-        steps: int = 100,
-        samples: int = 512,
-        projection: float = 0.9,
-        solver: str = "exact",
-        reg: float = 0.05,
-        anchors: int = 0,
-        max_hours: float = 0.0,  # checked with the config (EMDCFLParams.check), before round 1
-    ):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
-        self.epsilon = epsilon
-        self.steps = steps
-        self.samples = samples
-        self.projection = projection
-        self.rng = np.random.default_rng([seed, 0xE3DCF1])
+    def __init__(self, **kwargs):
+        # max_hours is checked with the config (EMDCFLParams.check), before round 1
+        super().__init__(**kwargs)
+        self.rng = np.random.default_rng([self.seed, 0xE3DCF1])
         #: [K, K] the distances d_c,c', or with anchors [K, 2L]: d_c,a then d_a,c
         self.distances: np.ndarray | None = None
-        #: the anchor clients (empty: every pair)
+        #: the anchor clients (empty: every pair), in place of the setting's count
+        count = self.params.anchors
         self.anchors = (
-            draw_anchors(num_clients, anchors, seed) if anchors else np.zeros(0, dtype=np.int64)
+            draw_anchors(self.num_clients, count, self.seed) if count else np.zeros(0, np.int64)
         )
 
     @classmethod

@@ -772,50 +772,20 @@ class FedGWC(ClusteringAlgorithm):
         Statistic("valley_reference", "the same of uniform references"),
     )
 
-    def __init__(
-        self,
-        *,
-        num_clients: int,
-        clients_per_round: int,
-        seed: int,
-        beta: float = 0.5,
-        epsilon: float = 1e-5,
-        n_max: int = 5,
-        alpha: float = 0.0,
-        patience: int = 1,
-        min_clients: int = 3,
-        sampling: str = "priority",
-        db_threshold: float = 1.0,
-        stable_tests: int = 1,
-        reference_draws: int = 0,
-        reference_ratio: float = 0.5,
-        interaction: str = "dense",
-        reward: str = "steps",
-        min_observations: int = 0,
-        min_alpha: float = 0.0,
-    ):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
-        self.rate = clients_per_round / num_clients
-        self.alpha = alpha if alpha > 0 else max(self.rate, min_alpha)
-        self.interaction = resolved("interaction", interaction, num_clients, clients_per_round)
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        K, cohort = self.num_clients, self.clients_per_round
+        self.rate = cohort / K
+        # α = 0 means the participation rate, at least min_alpha; the auto keys resolved
+        self.alpha = self.alpha if self.alpha > 0 else max(self.rate, self.min_alpha)
+        self.interaction = resolved("interaction", self.interaction, K, cohort)
         self.observed = self.interaction == "observed"
-        self.reward = resolved("reward", reward, num_clients, clients_per_round)
+        self.reward = resolved("reward", self.reward, K, cohort)
         self._rewards = round_rewards if self.reward == "round" else gaussian_rewards
-        self.min_observations = min_observations
-        self.beta = beta
-        self.epsilon = epsilon
-        self.n_max = n_max
-        self.patience = patience
-        self.min_clients = min_clients
-        self.sampling = sampling
-        self.db_threshold = db_threshold
-        self.stable_tests = stable_tests
-        self.reference_draws = reference_draws
-        self.reference_ratio = reference_ratio
-        self.rng = np.random.default_rng([seed, 0xF6C])
-        self.gamma = np.zeros(num_clients)  # Gaussian weights, eq. 2
-        self.times_sampled = np.zeros(num_clients, dtype=np.int64)
-        self.state: dict[str, ClusterState] = {"0": ClusterState(P=self._empty_p(num_clients))}
+        self.rng = np.random.default_rng([self.seed, 0xF6C])
+        self.gamma = np.zeros(K)  # Gaussian weights, eq. 2
+        self.times_sampled = np.zeros(K, dtype=np.int64)
+        self.state: dict[str, ClusterState] = {"0": ClusterState(P=self._empty_p(K))}
         self.split_tests = 0
 
     def _empty_p(self, n: int) -> np.ndarray | PairStore | BlockStore:

@@ -164,16 +164,12 @@ class FeSEM(ClusteringAlgorithm):
     Params = FeSEMParams
 
     def __init__(
-        self,
-        *,
-        num_clients: int,
-        clients_per_round: int,
-        seed: int,
-        num_clusters: int = 2,
-        reassign_every: int = 1,
-        init: str = "random",
-        fedavg_rounds: int = 0,
-    ):
+        self, *, num_clients: int, clients_per_round: int, seed: int,
+        params: FeSEMParams | None = None, **settings,
+    ):  # fmt: skip
+        params = FeSEMParams.made(params, settings)
+        num_clusters, reassign_every = params.num_clusters, params.reassign_every
+        init, fedavg_rounds = params.init, params.fedavg_rounds
         if num_clusters < 1 or reassign_every < 1 or fedavg_rounds < 0:
             raise ValueError(
                 "num_clusters and reassign_every must be at least 1, fedavg_rounds 0 or more"
@@ -188,13 +184,13 @@ class FeSEM(ClusteringAlgorithm):
             clients_per_round=clients_per_round,
             seed=seed,
             roots={cid: np.flatnonzero(labels == m) for m, cid in enumerate(ids)},
+            params=params,
         )
         self.num_clusters = int(num_clusters)
         self.reassign_every = int(reassign_every)
         self.ids = ids
         self.rng = rng
         self.reassignments = 0  # clients that changed centre, summed over the run
-        self.init = init
         #: whether the centres are still to be seeded from client models (kmeans++)
         self.unseeded = init == "kmeans++"
         #: FedAvg rounds before the seeding round (kmeans++ only)

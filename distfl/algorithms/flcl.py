@@ -348,18 +348,9 @@ class FLCL(ClusteringAlgorithm):
     #: every member trains and returns its model every round: all K at the root
     every_member_trains = True
 
-    def __init__(
-        self,
-        *,
-        num_clients: int,
-        clients_per_round: int,
-        seed: int,
-        eta: float = 0.9,
-        delta: float = 3.0,
-        period: int = 5,
-        expel: str = "preference",
-    ):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        eta, delta, period, expel = self.eta, self.delta, self.period, self.expel
         if not 0.0 < eta < 1.0:
             raise ValueError(f"eta = {eta!r}: must be in (0, 1) (Algorithm 1's decay parameter)")
         if not delta > 0.0:
@@ -368,11 +359,7 @@ class FLCL(ClusteringAlgorithm):
             raise ValueError(f"period = {period!r}: must be at least 1 round")
         if expel not in EXPEL_RULES:
             raise ValueError(f"expel = {expel!r}: allowed values are {', '.join(EXPEL_RULES)}")
-        self.eta = eta
-        self.delta = delta
-        self.period = period
-        self.expel = expel
-        self.state: dict[str, ClusterState] = {"0": _new_cluster(num_clients)}
+        self.state: dict[str, ClusterState] = {"0": _new_cluster(self.num_clients)}
         self.decompositions = 0
 
     def plan(self, round_index: int) -> RoundPlan:

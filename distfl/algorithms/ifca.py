@@ -115,15 +115,11 @@ class IFCA(ClusteringAlgorithm):
     client = "distfl.algorithms.losses_client:LossesClient"
 
     def __init__(
-        self,
-        *,
-        num_clients: int,
-        clients_per_round: int,
-        seed: int,
-        num_clusters: int,
-        init: str = "random",
-        fedavg_rounds: int = 0,
-    ):
+        self, *, num_clients: int, clients_per_round: int, seed: int,
+        params: IFCAParams | None = None, **settings,
+    ):  # fmt: skip
+        params = IFCAParams.made(params, settings)
+        num_clusters, init, fedavg_rounds = params.num_clusters, params.init, params.fedavg_rounds
         if num_clusters < 1:
             raise ValueError(f"num_clusters must be at least 1, got {num_clusters}")
         if fedavg_rounds < 0:
@@ -141,13 +137,12 @@ class IFCA(ClusteringAlgorithm):
             clients_per_round=clients_per_round,
             seed=seed,
             roots={cid: () for cid in self.ids},
+            params=params,
         )
-        self.num_clusters = num_clusters
         self.rng = np.random.default_rng([seed, 0x1FCA])
         #: the clients sampled by :meth:`plan_probe` for round ``_sampled_round``
         self._sampled = np.zeros(0, dtype=np.int64)
         self._sampled_round = 0
-        self.init = init
         #: 0: seeded (or random); 1: round 1's models are still to be clustered; 2: seeded
         #: in the last round, every client to be probed again
         self.seeding = 1 if init == "kmeans++" else 0

@@ -17,9 +17,9 @@ ROOT = "0"
 class NoClustering(ClusteringAlgorithm):
     name = "none"
 
-    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int):
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round, seed=seed)
-        self.rng = np.random.default_rng([seed, 0x5E4FE4])
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.rng = np.random.default_rng([self.seed, 0x5E4FE4])
 
     def plan(self, round_index: int) -> RoundPlan:
         chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)

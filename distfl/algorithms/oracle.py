@@ -31,7 +31,10 @@ def sample_sizes(sizes: np.ndarray, clients_per_round: int, num_clients: int) ->
 class Oracle(ClusteringAlgorithm):
     name = "oracle"
 
-    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int, groups: np.ndarray):
+    def __init__(
+        self, *, num_clients: int, clients_per_round: int, seed: int, groups: np.ndarray,
+        **settings,
+    ):  # fmt: skip
         groups = np.asarray(groups, dtype=np.int64)
         if groups.shape != (num_clients,):
             raise ValueError(f"groups must have shape ({num_clients},), got {groups.shape}")
@@ -39,8 +42,9 @@ class Oracle(ClusteringAlgorithm):
             raise ValueError("groups must be non-negative group indices")
         roots = {str(g): np.flatnonzero(groups == g) for g in np.unique(groups)}
         super().__init__(
-            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed, roots=roots
-        )
+            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed, roots=roots,
+            **settings,
+        )  # fmt: skip
         self.groups = groups.copy()
         self.rng = np.random.default_rng([seed, 0x0AC1E])
         self._ids = sorted(roots, key=int)
@@ -57,6 +61,7 @@ class Oracle(ClusteringAlgorithm):
             clients_per_round=federation.clients_per_round,
             seed=federation.seed,
             groups=federation.groups,
+            params=params,
         )
         oracle.federation = federation
         return oracle

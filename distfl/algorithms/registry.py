@@ -33,6 +33,11 @@ _DISCOVERED = False
 _PLUGINS: dict[str, str] = {}  # spec -> module name
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.png$")
+#: the names a setting may not take: ClusteringAlgorithm's attributes (each setting is
+#: also an attribute of the algorithm of its name)
+_RESERVED = {n for n in dir(ClusteringAlgorithm) if not n.startswith("__")} | {
+    "num_clients", "clients_per_round", "seed", "federation", "tree", "params",
+}  # fmt: skip
 #: modules of this package that hold no algorithm
 _INTERFACE = {"base", "registry"}
 
@@ -52,6 +57,13 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
     if cls.client_ops and cls.client is None:
         raise TypeError(f"{cls.__name__} has client_ops but no client half (its client)")
     fields = cls.Params.keys()
+    shadowed = sorted(set(fields) & _RESERVED)
+    if shadowed:
+        raise ValueError(
+            f"{cls.__name__}.Params.{shadowed[0]}: each setting is also an attribute of the "
+            "algorithm, and this name is one of ClusteringAlgorithm's; give the setting "
+            "another name"
+        )
     for old, new in cls.Params.aliases.items():
         if new not in fields or old in fields:
             raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")

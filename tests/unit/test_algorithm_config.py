@@ -303,3 +303,66 @@ def test_params_dataclass_shape():
         b: str = "x"
 
     assert P().as_kwargs() == {"a": 1, "b": "x"}
+
+
+def test_settings_are_declared_once_in_params():
+    """An algorithm's settings come from its Params alone: built without any, it holds the
+    declared defaults (the same as a run's config with none set), each also an attribute;
+    ``params=`` and keywords in place of single values both give it; an unknown keyword
+    names the settings."""
+    for name in BUILT_IN:
+        cls = algorithm_class(name)
+        if name == "oracle":
+            continue  # needs the groups
+        alg = cls(num_clients=20, clients_per_round=20, seed=0)
+        assert alg.params == cls.Params() == build({"algorithm": {"name": name}}).algorithm.params
+    fedgwc = algorithm_class("fedgwc")
+    alg = fedgwc(num_clients=20, clients_per_round=20, seed=0, patience=4)
+    assert alg.params == FedGWCParams(patience=4) and alg.patience == 4
+    assert alg.epsilon == FedGWCParams().epsilon
+    given = FedGWCParams(beta=2.0)
+    alg = fedgwc(num_clients=20, clients_per_round=20, seed=0, params=given, n_max=3)
+    assert (alg.params.beta, alg.params.n_max, alg.beta) == (2.0, 3, 2.0)
+    with pytest.raises(TypeError, match="no setting 'patiense'; its settings: beta, epsilon"):
+        fedgwc(num_clients=20, clients_per_round=20, seed=0, patiense=4)
+
+
+def test_a_setting_may_not_shadow_an_attribute_of_the_algorithm():
+    @dataclass(frozen=True)
+    class TreeParams(Params):
+        tree: int = 1
+
+    class Shadows(ClusteringAlgorithm):
+        name = "shadows_tree"
+        Params = TreeParams
+
+        def plan(self, round_index):
+            return RoundPlan(round_index, {})
+
+    with pytest.raises(ValueError, match="Params.tree: each setting is also an attribute"):
+        register(Shadows)
+
+
+def test_an_init_of_keywords_is_still_called_with_them():
+    """A plug-in written before ``params=``, whose ``__init__`` names its settings as
+    keywords, is built by from_config with them."""
+    from distfl.algorithms import Federation
+
+    @dataclass(frozen=True)
+    class AtParams(Params):
+        at_round: int = 10
+
+    class OldStyle(ClusteringAlgorithm):
+        name = "old_style"
+        Params = AtParams
+
+        def __init__(self, *, num_clients, clients_per_round, seed, at_round=10):
+            super().__init__(num_clients=num_clients, clients_per_round=clients_per_round,
+                             seed=seed)  # fmt: skip
+            self.seen = at_round
+
+        def plan(self, round_index):
+            return RoundPlan(round_index, {})
+
+    alg = OldStyle.from_config(Federation(8, 4, 0), AtParams(at_round=3))
+    assert alg.seen == 3 and alg.params == AtParams(at_round=3)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from algostate import restore, snapshot
+from algostate import paper_fedgwc, restore, snapshot
 from sklearn.metrics import adjusted_rand_score, davies_bouldin_score
 
 from distfl import spectral
@@ -643,7 +643,7 @@ def test_priority_sample_equal_counts_near_uniform():
 
 
 def _make(seed: int = 0) -> FedGWC:
-    return FedGWC(num_clients=12, clients_per_round=4, seed=seed, epsilon=1e9, patience=1)
+    return paper_fedgwc(num_clients=12, clients_per_round=4, seed=seed, epsilon=1e9, patience=1)
 
 
 def _reports(plan, rng) -> ClientReports:
@@ -736,7 +736,7 @@ def test_fedgwc_state_dict_round_trip():
 
 
 def test_fedgwc_first_update_tracks_rewards():
-    alg = FedGWC(num_clients=12, clients_per_round=4, seed=0)  # default ε: no split
+    alg = paper_fedgwc(num_clients=12, clients_per_round=4, seed=0)  # default ε: no split
     plan = alg.plan(0)
     ids = np.array(sorted(plan.train), dtype=np.int64)
     losses = np.array([[0.0], [1.0], [2.0], [3.0]])
@@ -806,7 +806,7 @@ def test_groups_score_far_below_their_reference_and_a_continuum_does_not(seed):
 
 
 def _splitter(**keys) -> FedGWC:
-    alg = FedGWC(num_clients=40, clients_per_round=10, seed=0, **keys)
+    alg = paper_fedgwc(num_clients=40, clients_per_round=10, seed=0, **keys)
     alg.state["0"].P = _two_group_p(40, 10, 0)
     return alg
 
@@ -846,15 +846,15 @@ def test_a_test_without_a_proposal_forgets_the_last_one():
 
 
 def test_the_reference_refuses_a_continuum_the_paper_would_split():
-    paper = FedGWC(num_clients=40, clients_per_round=10, seed=0)
-    calibrated = FedGWC(num_clients=40, clients_per_round=10, seed=0, reference_draws=9)
+    paper = paper_fedgwc(num_clients=40, clients_per_round=10, seed=0)
+    calibrated = paper_fedgwc(num_clients=40, clients_per_round=10, seed=0, reference_draws=9)
     for alg in (paper, calibrated):
         alg.state["0"].P = _continuum_p(40, 0)
     assert paper._try_split("0", paper.state["0"], 5) is not None
     stats: dict[str, float] = {}
     assert calibrated._try_split("0", calibrated.state["0"], 5, stats=stats) is None
     assert stats["db"] >= 0.5 * stats["db_reference"]
-    groups = FedGWC(num_clients=40, clients_per_round=10, seed=0, reference_draws=9)
+    groups = paper_fedgwc(num_clients=40, clients_per_round=10, seed=0, reference_draws=9)
     groups.state["0"].P = _two_group_p(40, 10, 0)
     stats = {}
     assert groups._try_split("0", groups.state["0"], 5, stats=stats) is not None
@@ -929,7 +929,7 @@ def test_fedgwc_records_the_block_contrast_where_it_knows_the_groups():
 
     K = 12
     groups = np.array([0] * 8 + [1] * 4)
-    alg = FedGWC(num_clients=K, clients_per_round=6, seed=0, min_clients=3)
+    alg = paper_fedgwc(num_clients=K, clients_per_round=6, seed=0, min_clients=3)
     alg.federation = Federation(K, 6, 0, groups=groups)
     for t in range(1, 6):
         plan = alg.plan(t)
@@ -944,7 +944,7 @@ def test_fedgwc_records_the_block_contrast_where_it_knows_the_groups():
     assert stats["p_within"] == pytest.approx(block_contrast(P, groups)[0], rel=1e-12)
     assert stats["w_cross"] == pytest.approx(block_contrast(affinity(P, 0.5), groups)[1])
     # without the groups (an algorithm built outside a run): only the MSE
-    bare = FedGWC(num_clients=K, clients_per_round=6, seed=0)
+    bare = paper_fedgwc(num_clients=K, clients_per_round=6, seed=0)
     plan = bare.plan(1)
     clients = np.array(sorted(plan.train))
     reports = ClientReports(clients=clients, losses=np.ones((len(clients), 4)),

@@ -108,7 +108,7 @@ def set_labels(alg: FeSEM, labels) -> None:
 
 
 def test_distinct_initial_models_and_balanced_clusters():
-    alg = FeSEM(num_clients=10, clients_per_round=4, seed=0, num_clusters=3)
+    alg = FeSEM(num_clients=10, clients_per_round=4, seed=0, num_clusters=3, init="random")
     inits = alg.initial_models()
     assert inits == {"0": 1, "1": 2, "2": 3}
     clusters = alg.clusters()
@@ -146,7 +146,7 @@ def test_num_clusters_zero_is_the_number_of_groups(name):
 
 
 def test_plan_samples_uniformly_and_returns_every_trained_model():
-    alg = FeSEM(num_clients=10, clients_per_round=4, seed=0)
+    alg = FeSEM(num_clients=10, clients_per_round=4, seed=0, init="random")
     seen = np.zeros(10)
     for t in range(1, 201):
         plan = alg.plan(t)
@@ -160,7 +160,7 @@ def test_plan_samples_uniformly_and_returns_every_trained_model():
 
 
 def test_e_step_assigns_the_nearest_centre_and_m_step_averages():
-    alg = FeSEM(num_clients=6, clients_per_round=6, seed=0, num_clusters=3)
+    alg = FeSEM(num_clients=6, clients_per_round=6, seed=0, num_clusters=3, init="random")
     centres = {
         "0": np.array([0.0, 0.0, 0.0, 0.0], dtype=np.float32),
         "1": np.array([10.0, 0.0, 0.0, 0.0], dtype=np.float32),
@@ -193,7 +193,7 @@ def test_e_step_assigns_the_nearest_centre_and_m_step_averages():
 
 
 def test_reassignment_only_every_n_rounds():
-    alg = FeSEM(num_clients=2, clients_per_round=2, seed=0, reassign_every=3)
+    alg = FeSEM(num_clients=2, clients_per_round=2, seed=0, reassign_every=3, init="random")
     set_labels(alg, [0, 0])
     centres = {"0": np.zeros(P, dtype=np.float32), "1": np.ones(P, dtype=np.float32)}
     X = np.array([[0.0] * P, [0.9] * P])
@@ -206,7 +206,7 @@ def test_reassignment_only_every_n_rounds():
 
 
 def test_empty_clusters_are_fine_for_the_assignment():
-    alg = FeSEM(num_clients=3, clients_per_round=3, seed=0, num_clusters=3)
+    alg = FeSEM(num_clients=3, clients_per_round=3, seed=0, num_clusters=3, init="random")
     centres = {str(m): np.full(P, 10.0 * m, dtype=np.float32) for m in range(3)}
     X = np.full((3, P), 0.5)
     adjust(alg, 1, centres, reports_for([0, 1, 2], X, [1, 1, 1]))
@@ -238,11 +238,11 @@ def _simulate(alg: FeSEM, centres: dict, rounds, num_samples) -> list:
 def test_state_round_trip_continues_identically():
     K = 12
     num_samples = np.arange(5, 5 + K)
-    alg = FeSEM(num_clients=K, clients_per_round=5, seed=4, num_clusters=3)
+    alg = FeSEM(num_clients=K, clients_per_round=5, seed=4, num_clusters=3, init="random")
     rng = np.random.default_rng(0)
     centres = {str(m): rng.normal(size=P).astype(np.float32) for m in range(3)}
     _, centres = _simulate(alg, centres, range(1, 6), num_samples)
-    restored = FeSEM(num_clients=K, clients_per_round=5, seed=99, num_clusters=3)
+    restored = FeSEM(num_clients=K, clients_per_round=5, seed=99, num_clusters=3, init="random")
     restore_from(restored, alg)
     a, _ = _simulate(alg, centres, range(6, 16), num_samples)
     b, _ = _simulate(restored, centres, range(6, 16), num_samples)
@@ -313,7 +313,9 @@ def test_fedavg_rounds_then_the_seeding_round():
     adjust(alg, 3, same, reports_for(range(5), X, [1, 1, 1, 1, 1]))
     assert not alg.unseeded and len(set(alg.labels[[0, 2, 4]])) == 1
     assert alg.labels[0] != alg.labels[1] == alg.labels[3]
-    paper = FeSEM(num_clients=5, clients_per_round=2, seed=3, num_clusters=2, fedavg_rounds=2)
+    paper = FeSEM(
+        num_clients=5, clients_per_round=2, seed=3, num_clusters=2, fedavg_rounds=2, init="random"
+    )
     assert paper.fedavg_rounds == 0 and len(paper.plan(1).train) == 2
     with pytest.raises(ConfigError, match="fedavg_rounds"):
         load_config(overrides=['algorithm.name="fesem"', "algorithm.fedavg_rounds=-1"])
@@ -325,7 +327,10 @@ def test_kmeanspp_state_survives_and_the_paper_start_stays_an_option():
     a.unseeded = False
     restore_from(b, a)
     assert b.unseeded is False
-    assert FeSEM(num_clients=6, clients_per_round=3, seed=0).initial_models() == {"0": 1, "1": 2}
+    assert FeSEM(num_clients=6, clients_per_round=3, seed=0, init="random").initial_models() == {
+        "0": 1,
+        "1": 2,
+    }
 
 
 def test_kmeanspp_is_the_configs_default():

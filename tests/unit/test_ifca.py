@@ -80,7 +80,7 @@ def _round(alg: IFCA, t: int, best: np.ndarray = BEST):
 
 
 def test_cluster_ids_and_initial_models():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M, init="random")
     assert alg.initial_models() == {"0": 1, "1": 2, "2": 3}
     clusters = alg.clusters()
     assert sorted(clusters) == ["0", "1", "2"]
@@ -89,7 +89,7 @@ def test_cluster_ids_and_initial_models():
 
 
 def test_round_one_probes_every_client_over_every_model():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M, init="random")
     request = alg.plan_probe(1)
     assert isinstance(request, ProbeRequest)
     assert request.clients.dtype == np.int64
@@ -98,7 +98,7 @@ def test_round_one_probes_every_client_over_every_model():
 
 
 def test_clients_join_their_least_loss_cluster_and_train_from_it():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M, init="random")
     _, plan, update = _round(alg, 1)
     # every client has its cluster after round 1, not only the trained ones
     assert alg.assign.tolist() == BEST.tolist()
@@ -116,7 +116,7 @@ def test_clients_join_their_least_loss_cluster_and_train_from_it():
 
 
 def test_later_rounds_probe_exactly_the_sampled_clients():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=5, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=5, num_clusters=M, init="random")
     _round(alg, 1)
     seen = set()
     for t in range(2, 12):
@@ -131,7 +131,7 @@ def test_later_rounds_probe_exactly_the_sampled_clients():
 
 
 def test_unsampled_clients_keep_their_assignment():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=1, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=1, num_clusters=M, init="random")
     _round(alg, 1)
     # every client now prefers model (BEST + 1) mod M; only the probed ones move
     moved = (BEST + 1) % M
@@ -144,7 +144,7 @@ def test_unsampled_clients_keep_their_assignment():
 
 
 def test_empty_clusters_stay_listed():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M, init="random")
     everyone_in_2 = np.full(K, 2)
     _, plan, update = _round(alg, 1, best=everyone_in_2)
     clusters = alg.clusters()
@@ -158,7 +158,7 @@ def test_empty_clusters_stay_listed():
 
 
 def test_plan_needs_the_rounds_probe():
-    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    alg = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M, init="random")
     with pytest.raises(RuntimeError):
         alg.plan(1)
     request = alg.plan_probe(1)
@@ -167,21 +167,21 @@ def test_plan_needs_the_rounds_probe():
 
 
 def test_sampling_is_seeded():
-    a = IFCA(num_clients=K, clients_per_round=CPR, seed=3, num_clusters=M)
-    b = IFCA(num_clients=K, clients_per_round=CPR, seed=3, num_clusters=M)
-    c = IFCA(num_clients=K, clients_per_round=CPR, seed=4, num_clusters=M)
+    a = IFCA(num_clients=K, clients_per_round=CPR, seed=3, num_clusters=M, init="random")
+    b = IFCA(num_clients=K, clients_per_round=CPR, seed=3, num_clusters=M, init="random")
+    c = IFCA(num_clients=K, clients_per_round=CPR, seed=4, num_clusters=M, init="random")
     plans = [[sorted(_round(x, t)[1].train) for t in range(1, 8)] for x in (a, b, c)]
     assert plans[0] == plans[1]
     assert plans[0] != plans[2]
 
 
 def test_state_round_trip_continues_identically():
-    a = IFCA(num_clients=K, clients_per_round=CPR, seed=7, num_clusters=M)
+    a = IFCA(num_clients=K, clients_per_round=CPR, seed=7, num_clusters=M, init="random")
     for t in range(1, 4):
         _round(a, t)
     state = a.state_dict()
     assert "assign" not in state  # the assignment is the tree's, saved in /hierarchy
-    b = IFCA(num_clients=K, clients_per_round=CPR, seed=99, num_clusters=M)
+    b = IFCA(num_clients=K, clients_per_round=CPR, seed=99, num_clusters=M, init="random")
     restore_from(b, a)
     assert b.assign.tolist() == a.assign.tolist()
     moved = (BEST + 2) % M
@@ -199,16 +199,16 @@ def test_state_round_trip_continues_identically():
 
 def test_rejects_impossible_settings():
     with pytest.raises(ValueError):
-        IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=0)
+        IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=0, init="random")
     with pytest.raises(ValueError):
-        IFCA(num_clients=K, clients_per_round=K + 1, seed=0, num_clusters=M)
+        IFCA(num_clients=K, clients_per_round=K + 1, seed=0, num_clusters=M, init="random")
 
 
 def test_state_survives_the_run_files_storage(tmp_path):
-    a = IFCA(num_clients=K, clients_per_round=CPR, seed=11, num_clusters=M)
+    a = IFCA(num_clients=K, clients_per_round=CPR, seed=11, num_clusters=M, init="random")
     for t in range(1, 3):
         _round(a, t)
-    b = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M)
+    b = IFCA(num_clients=K, clients_per_round=CPR, seed=0, num_clusters=M, init="random")
     restore_from(b, a)
     for t in range(3, 7):
         assert _round(a, t)[1].train == _round(b, t)[1].train

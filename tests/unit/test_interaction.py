@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from algostate import paper_fedgwc
 from sklearn.metrics import adjusted_rand_score
 
 import distfl.algorithms.fedgwc as fedgwc_module
@@ -224,7 +225,7 @@ def test_fedgwc_keeps_a_large_cluster_as_rounds_and_decides_as_on_entries(monkey
 
 
 def _observed_fedgwc(K: int = 40, **keys) -> FedGWC:
-    return FedGWC(num_clients=K, clients_per_round=10, seed=0, interaction="observed", **keys)
+    return paper_fedgwc(num_clients=K, clients_per_round=10, seed=0, interaction="observed", **keys)
 
 
 def _store_from(P: np.ndarray) -> PairStore:
@@ -247,7 +248,7 @@ DEGENERATE = {
 def test_a_degenerate_p_proposes_nothing(monkeypatch, name, path):
     if path == "coordinates":
         monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", 10)
-    alg = FedGWC(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
+    alg = paper_fedgwc(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
         _observed_fedgwc()
     )  # fmt: skip
     P = DEGENERATE[name]
@@ -282,7 +283,7 @@ def test_a_p_holding_nan_or_inf_is_a_failed_test_not_a_crash(monkeypatch, bad, p
     rng = np.random.default_rng(0)
     P = np.where(np.arange(40) < 30, 0.8, 0.4)[:, None] + rng.normal(0, 0.02, (40, 40))
     P[3, 7] = bad
-    alg = FedGWC(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
+    alg = paper_fedgwc(num_clients=40, clients_per_round=10, seed=0) if path == "dense" else (
         _observed_fedgwc()
     )  # fmt: skip
     alg.state["0"].P = P if path == "dense" else _store_from(P)
@@ -300,7 +301,7 @@ def test_a_numerical_failure_inside_a_split_test_leaves_the_run_going(monkeypatc
     def broken(*args, **kwargs):
         raise np.linalg.LinAlgError("Internal Error")
 
-    alg = FedGWC(num_clients=12, clients_per_round=4, seed=0, epsilon=1e9, patience=1)
+    alg = paper_fedgwc(num_clients=12, clients_per_round=4, seed=0, epsilon=1e9, patience=1)
     rng = np.random.default_rng(0)
 
     def one_round(r):
@@ -390,7 +391,7 @@ def test_defaults_are_one_fedgwc_and_old_files_keep_theirs():
 def test_auto_keys_follow_the_participation_rate(K, cohort, interaction, reward):
     """The paper's P and reward where a round samples more than 5% of the population (its
     100 clients at 10%), observed entries and the round's reward at 5% and below."""
-    alg = FedGWC(num_clients=K, clients_per_round=cohort, seed=0, interaction="auto",
+    alg = paper_fedgwc(num_clients=K, clients_per_round=cohort, seed=0, interaction="auto",
                  reward="auto")  # fmt: skip
     assert (alg.interaction, alg.reward) == (interaction, reward)
     assert alg.observed == (interaction == "observed")
