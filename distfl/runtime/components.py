@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import torch
@@ -28,7 +28,57 @@ from distfl.record.output import RunFileWriteError
 from distfl.runtime.protocol import EVAL, peak_rss_mb
 
 if TYPE_CHECKING:
-    from distfl.runtime.server import Server
+    from typing import TextIO
+
+    from distfl.algorithms import ClusteringAlgorithm
+    from distfl.config import Config
+    from distfl.hierarchy import ClusterTree
+    from distfl.record.tables import Record
+
+
+class ServerView(Protocol):
+    """What the components see of the server (:class:`~distfl.runtime.server.Server`
+    provides it): the run's facts, the tree and models of the clusters, the record of the
+    file's tables, and the few steps they take through it. A component reads nothing else
+    of the server (``tests/unit/test_architecture.py`` checks it), so that a component of
+    one's own needs to know no more than this."""
+
+    # the run
+    config: Config
+    K: int  # clients
+    P: int  # model parameters
+    algorithm: ClusteringAlgorithm
+    partition: Any  # the clients' partition: group, num_train(), num_test(), owners, ...
+    labels: Any  # each sample's class (the partition counts them per client)
+    federation_groups: np.ndarray  # [K] ground-truth group
+    num_test: np.ndarray  # [K] test samples
+    comm: Any  # its world_size and name
+    world: dict | None  # where the ranks ran (/world)
+    trainer: str
+    stream: TextIO
+    # the clusters and the results so far
+    tree: ClusterTree
+    models: dict[str, torch.Tensor]
+    record: Record
+    client_accuracy: np.ndarray
+    round_workers: dict[int, np.ndarray]
+    round_bytes: int
+    sum_bytes_per_param: float
+    # the file
+    rounds_done: int
+    rounds_written: int | None
+    created: str
+    loop_started: float
+
+    def state(self) -> dict: ...  # /state of the run file
+
+    def step(self, model_of: dict, op_of: dict, t: int, *, cost: Any = None) -> tuple: ...
+
+    def count(self, nbytes: int) -> None: ...
+
+    def stopping(self, t: int) -> bool: ...
+
+    def stop_workers(self) -> None: ...
 
 
 @dataclass
@@ -62,13 +112,13 @@ class Component:
     #: what a failure in it is called ("round 7 failed in the record")
     label = "a component"
 
-    def at_start(self, server: Server) -> None:
+    def at_start(self, server: ServerView) -> None:
         pass
 
-    def after_round(self, server: Server, result: RoundResult) -> None:
+    def after_round(self, server: ServerView, result: RoundResult) -> None:
         pass
 
-    def at_end(self, server: Server, summary: dict[str, Any]) -> None:
+    def at_end(self, server: ServerView, summary: dict[str, Any]) -> None:
         pass
 
 
@@ -77,10 +127,10 @@ class Evaluation:
     them) evaluates its cluster's model on its local test split; the per-cluster means go
     to /metrics/evaluation, each client's accuracy to /clients/accuracy."""
 
-    def due(self, server: Server, t: int) -> bool:
+    def due(self, server: ServerView, t: int) -> bool:
         return t % server.config.eval.every == 0 or t == server.config.run.rounds
 
-    def clients(self, server: Server, t: int) -> np.ndarray | None:
+    def clients(self, server: ServerView, t: int) -> np.ndarray | None:
         """The clients evaluated in round ``t``: all (None), or with ``eval.clients`` = N a
         sample of N drawn from (seed, round), the same at any W and on resume."""
         n = server.config.eval.clients
@@ -89,7 +139,7 @@ class Evaluation:
         rng = np.random.default_rng([server.config.run.seed, 0xE7A1, t])
         return np.sort(rng.choice(server.K, size=n, replace=False))
 
-    def __call__(self, server: Server, t: int) -> tuple[float, float, float]:
+    def __call__(self, server: ServerView, t: int) -> tuple[float, float, float]:
         leaves, assign = server.tree.assignment()
         chosen = self.clients(server, t)
         clients = np.arange(server.K) if chosen is None else chosen
@@ -125,7 +175,7 @@ class Recorder(Component):
     """The rows of the run file's per-round tables (distfl.record.layout): /metrics,
     /metrics/clusters, /metrics/membership, /timing and /timing/workers."""
 
-    def after_round(self, server: Server, r: RoundResult) -> None:
+    def after_round(self, server: ServerView, r: RoundResult) -> None:
         record, t = server.record, r.round
         for cid in r.trained:  # a split parent with the members it split
             record.clusters.append(
@@ -162,7 +212,7 @@ class Recorder(Component):
             })  # fmt: skip
 
     @staticmethod
-    def _own_rows(server: Server, t: int, rows: dict[str, dict]) -> None:
+    def _own_rows(server: ServerView, t: int, rows: dict[str, dict]) -> None:
         """The rows of the algorithm's own tables this round (RoundUpdate.rows), checked:
         tables it declares, client ids of the run, clusters of its tree."""
         algorithm = server.algorithm
@@ -194,7 +244,7 @@ class Recorder(Component):
             server.record.tables[ALGORITHM_PREFIX + name].extend(values, source=source)
 
     @staticmethod
-    def _membership(server: Server, t: int) -> None:
+    def _membership(server: ServerView, t: int) -> None:
         """Each leaf's clients by ground-truth group at the round's end."""
         leaves, assign = server.tree.assignment()
         groups = server.federation_groups
@@ -213,11 +263,11 @@ class ProgressDisplay(Component):
     label = "the progress display"
     """A redrawn bar on a terminal, plain lines in logs (run.progress)."""
 
-    def at_start(self, server: Server) -> None:
+    def at_start(self, server: ServerView) -> None:
         self.progress = Progress(server.config.run.rounds, server.config.run.progress,
                                  server.stream)  # fmt: skip
 
-    def after_round(self, server: Server, r: RoundResult) -> None:
+    def after_round(self, server: ServerView, r: RoundResult) -> None:
         self.progress.update(r.round, clusters=len(server.models), accuracy=r.accuracy,
                              rounds_per_s=r.rate)  # fmt: skip
 
@@ -237,10 +287,10 @@ class Checkpoint(Component):
         self.last_write = 0.0  # perf_counter() when the last write ended (or the loop began)
         self.write_s = 0.0
 
-    def at_start(self, server: Server) -> None:
+    def at_start(self, server: ServerView) -> None:
         self.last_write = time.perf_counter()
 
-    def due(self, server: Server, t: int) -> bool:
+    def due(self, server: ServerView, t: int) -> bool:
         cfg = server.config.checkpoint
         if t >= server.config.run.rounds or server.stopping(t):
             return False
@@ -249,7 +299,7 @@ class Checkpoint(Component):
         waited = time.perf_counter() - self.last_write
         return bool(cfg.seconds) and waited >= max(cfg.seconds, self.COST_FACTOR * self.write_s)
 
-    def after_round(self, server: Server, r: RoundResult) -> None:
+    def after_round(self, server: ServerView, r: RoundResult) -> None:
         if not self.due(server, r.round):
             return
         try:
@@ -258,17 +308,17 @@ class Checkpoint(Component):
             server.stop_workers()  # every rank ends
             raise
 
-    def at_end(self, server: Server, summary: dict[str, Any]) -> None:
+    def at_end(self, server: ServerView, summary: dict[str, Any]) -> None:
         self.write(server)
 
-    def write(self, server: Server) -> None:
+    def write(self, server: ServerView) -> None:
         started = time.perf_counter()
         write_server(server)
         self.last_write = time.perf_counter()
         self.write_s = self.last_write - started
 
 
-def write_server(server: Server) -> None:
+def write_server(server: ServerView) -> None:
     """The run file of the server's state now (its last completed round)."""
     leaves, assignment = server.tree.assignment()
     partition = server.partition
@@ -304,7 +354,7 @@ class Summary(Component):
     """The lines printed at the end: rounds and time, accuracy, clusters, throughput,
     traffic, the run file (and how to continue a stopped run)."""
 
-    def at_end(self, server: Server, s: dict[str, Any]) -> None:
+    def at_end(self, server: ServerView, s: dict[str, Any]) -> None:
         cfg, w = server.config, server.comm.world_size
         moved = (
             "0 B (one process)" if w == 1 else f"{_bytes(s['bytes_per_round'])} (rank 0's traffic)"

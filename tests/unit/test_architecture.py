@@ -302,3 +302,38 @@ def test_no_dataset_named_outside_comments(path):
             f"{path.relative_to(ROOT)}:{token.start[0]} names the dataset {found.group(0)!r}: "
             f"{token.string!r}"
         )
+
+
+def _server_reads(tree: ast.AST) -> set[str]:
+    """The attributes read of a name ``server`` in ``tree``."""
+    return {
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "server"
+    }
+
+
+def test_components_see_the_server_only_through_its_view():
+    """The components read of the server only what ServerView declares, and the server
+    provides every member of it (a method, or an attribute its __init__ or restore sets)."""
+    from distfl.runtime.components import ServerView
+    from distfl.runtime.server import Server
+
+    declared = set(ServerView.__annotations__) | {
+        name for name, value in vars(ServerView).items() if callable(value) and name[0] != "_"
+    }
+    components = ast.parse((PACKAGE / "runtime" / "components.py").read_text(encoding="utf-8"))
+    read = _server_reads(components)
+    assert read, "the scan found no read of the server"
+    assert read <= declared, f"read beyond ServerView: {sorted(read - declared)}"
+    server = ast.parse((PACKAGE / "runtime" / "server.py").read_text(encoding="utf-8"))
+    assigned = {
+        node.attr
+        for node in ast.walk(server)
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+        and isinstance(node.value, ast.Name) and node.value.id == "self"
+    }  # fmt: skip
+    provided = assigned | {n for n in dir(Server) if callable(getattr(Server, n))}
+    assert declared <= provided, f"ServerView members Server lacks: {sorted(declared - provided)}"
