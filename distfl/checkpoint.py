@@ -444,17 +444,17 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
         kind = regular_file(path)
     except FileNotFoundError:
         raise CheckpointError(
-            f"checkpoint {path} does not exist; expected a distfl HDF5 run file"
+            f"run file {path} does not exist; expected a distfl HDF5 run file"
         ) from None
     except OSError as exc:  # a name too long, a folder on the way that is not one, ...
-        raise CheckpointError(f"checkpoint {path} cannot be read ({why(exc)})") from None
+        raise CheckpointError(f"run file {path} cannot be read ({why(exc)})") from None
     if kind:
-        raise CheckpointError(f"checkpoint {path} is {kind}; expected a distfl HDF5 run file")
+        raise CheckpointError(f"run file {path} is {kind}; expected a distfl HDF5 run file")
     try:
         with h5py.File(path, "r") as f:
             if "config" not in f.attrs or "state" not in f:
                 raise CheckpointError(
-                    f"checkpoint {path} is not a distfl run file with resumable state "
+                    f"run file {path} is not a distfl run file with resumable state "
                     "(no config attribute or no /state group)"
                 )
             integrity.check_links(f, path)
@@ -467,7 +467,7 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 config = from_json(f.attrs["config"], plugins=plugins)
             except ConfigError as exc:
                 raise CheckpointError(
-                    f"checkpoint {path}: its stored config is invalid: {exc}"
+                    f"run file {path}: its stored config is invalid: {exc}"
                 ) from None
             check_structure(f, config, path)
             if not state:
@@ -480,7 +480,7 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
             whole = stored if state else (_read_tree(f["state"]) if not sealed else None)
             if not sealed and tree_digest(whole) != digest:
                 raise CheckpointError(
-                    f"checkpoint {path} is corrupt: /state does not match its SHA-256"
+                    f"run file {path} is corrupt: /state does not match its SHA-256"
                 )
             timing = f["timing"].attrs
             return RunFile(
@@ -507,7 +507,7 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(
-            f"checkpoint {path} cannot be read (truncated or not HDF5?): {first}"
+            f"run file {path} cannot be read (truncated or not HDF5?): {first}"
         ) from None
 
 
@@ -518,7 +518,7 @@ def check_resumable(stored: Config, current: Config, path: str | Path) -> None:
         if key in RESUMABLE_CHANGES or a.get(key) == b.get(key):
             continue
         raise CheckpointError(
-            f"checkpoint {path} is from a different config: {key} is {json.dumps(a.get(key))} "
+            f"run file {path} is from a different config: {key} is {json.dumps(a.get(key))} "
             f"there and {json.dumps(b.get(key))} here (only {', '.join(RESUMABLE_CHANGES)} "
             "may change on resume)"
         )

@@ -26,7 +26,7 @@ from distfl.algorithms.base import Params, setting
 from distfl.algorithms.registry import algorithm_class, algorithm_names, key_owners, load_plugins
 from distfl.datasets import DEFAULT_DATASET
 from distfl.datasets.registry import dataset_spec, dataset_specs
-from distfl.errors import ConfigError
+from distfl.errors import ConfigError, did_you_mean
 from distfl.paths import regular_file
 from distfl.presets import PRESETS
 
@@ -579,7 +579,8 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
     for section, values in update.items():
         if section not in sections:
             raise ConfigError(
-                f"unknown section [{section}] in {origin}; allowed: {', '.join(sorted(sections))}"
+                f"unknown section [{section}] in {origin}{did_you_mean(section, sections)}; "
+                f"allowed: {', '.join(sorted(sections))}"
             )
         if not isinstance(values, dict):
             raise ConfigError(f"[{section}] in {origin}: expected a table of keys")
@@ -594,7 +595,7 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
         for key, value in values.items():
             if key not in known:
                 raise ConfigError(
-                    f"unknown key {section}.{key} in {origin}; "
+                    f"unknown key {section}.{key} in {origin}{did_you_mean(key, known)}; "
                     f"allowed in [{section}]: {', '.join(sorted(known))}"
                 )
             base.setdefault(section, {})[key] = copy.deepcopy(value)
@@ -613,7 +614,8 @@ def _merge_data(
     for key in values:
         if key not in shared and key not in own and not plugins:
             raise ConfigError(
-                f"unknown key data.{key} in {origin}; allowed in [data]: "
+                f"unknown key data.{key} in {origin}{did_you_mean(key, shared | own)}; "
+                "allowed in [data]: "
                 f"{', '.join(sorted(shared))}, and a dataset's own keys "
                 f"({', '.join(sorted(own)) or 'none'})"
             )
@@ -848,7 +850,8 @@ def _unknown_algorithm_key(key: str, name: str, fields: tuple[str, ...]) -> str:
     owners = [o for o in key_owners(key) if o != name]
     mine = f"its keys: {', '.join(sorted(fields))}" if fields else "it takes no other key"
     whose = f"; {key} is a key of {', '.join(owners)}" if owners else ""
-    return f"unknown key algorithm.{key} for algorithm.name = {name!r} ({mine}){whose}"
+    guess = "" if owners else did_you_mean(key, fields)
+    return f"unknown key algorithm.{key} for algorithm.name = {name!r}{guess} ({mine}){whose}"
 
 
 def load(
@@ -865,7 +868,10 @@ def load(
         _merge(raw, base.to_dict(), "the stored config")
     if preset is not None:
         if preset not in PRESETS:
-            raise ConfigError(f"--preset {preset!r} is unknown; allowed: {', '.join(PRESETS)}")
+            raise ConfigError(
+                f"--preset {preset!r} is unknown{did_you_mean(preset, PRESETS)}; allowed: "
+                f"{', '.join(PRESETS)}"
+            )
         _merge(raw, PRESETS[preset], f"preset {preset!r}")
     if path is not None:
         _merge(raw, read_toml(path), str(path))
@@ -957,7 +963,10 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
         section, key = dotted.split(".")
         value = getattr(getattr(c, section), key)
         if value not in allowed:
-            raise ConfigError(f"{dotted} = {value!r}: allowed values are {', '.join(allowed)}")
+            raise ConfigError(
+                f"{dotted} = {value!r}{did_you_mean(value, allowed)}: allowed values are "
+                f"{', '.join(allowed)}"
+            )
     _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
     _range("run.rounds", c.run.rounds, 1, None, "at least 1")
     _range("run.threads", c.run.threads, 1, MAX_THREADS,
@@ -1099,7 +1108,8 @@ def _validate_algorithm(c: Config) -> None:
         value = getattr(params, key)
         if value not in allowed:
             raise ConfigError(
-                f"algorithm.{key} = {value!r}: allowed values are {', '.join(allowed)}"
+                f"algorithm.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
+                f"are {', '.join(allowed)}"
             )
     params.check(c)
 

@@ -1,5 +1,17 @@
 """Errors that are the user's to fix: the CLI prints one line and exits with code 2."""
 
+import difflib
+from collections.abc import Iterable
+
+
+def did_you_mean(word: object, choices: Iterable[str]) -> str:
+    """``" (did you mean 'x'?)"`` for the allowed name closest to a mistyped ``word``
+    (difflib's ratio at least 0.6), else ``""``: the tail of a one-line error."""
+    if not isinstance(word, str):
+        return ""
+    close = difflib.get_close_matches(word, [str(c) for c in choices], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
 
 class UserError(Exception):
     """Bad input (config, data file, checkpoint). Printed as one line, exit code 2."""

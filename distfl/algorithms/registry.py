@@ -25,7 +25,7 @@ from distfl.algorithms.base import (
     RecordTable,
     ReportFigure,
 )
-from distfl.errors import ConfigError
+from distfl.errors import ConfigError, did_you_mean
 from distfl.record import layout
 
 _REGISTRY: dict[str, type[ClusteringAlgorithm]] = {}
@@ -201,7 +201,8 @@ def algorithm_class(name: str) -> type[ClusteringAlgorithm]:
     cls = _REGISTRY.get(name)
     if cls is None:
         raise ConfigError(
-            f"algorithm.name = {name!r}: allowed values are {', '.join(algorithm_names())} "
+            f"algorithm.name = {name!r}{did_you_mean(name, _REGISTRY)}: allowed values are "
+            f"{', '.join(algorithm_names())} "
             "(an algorithm of your own registers when its module is imported: run.plugins)"
         )
     return cls

@@ -13,7 +13,7 @@ import re
 
 from distfl.algorithms.registry import _origin  # one file imported twice is one class
 from distfl.datasets.base import NATURAL, DatasetSpec
-from distfl.errors import ConfigError
+from distfl.errors import ConfigError, did_you_mean
 
 _REGISTRY: dict[str, type[DatasetSpec]] = {}
 _DISCOVERED = False
@@ -77,7 +77,8 @@ def dataset_spec(name: str) -> type[DatasetSpec]:
     cls = _REGISTRY.get(name)
     if cls is None:
         raise ConfigError(
-            f"data.dataset = {name!r}: allowed values are {', '.join(dataset_names())} "
+            f"data.dataset = {name!r}{did_you_mean(name, _REGISTRY)}: allowed values are "
+            f"{', '.join(dataset_names())} "
             "(a dataset of your own registers when its module is imported: run.plugins)"
         )
     return cls

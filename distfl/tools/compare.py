@@ -39,7 +39,7 @@ import h5py
 import numpy as np
 
 from distfl.checkpoint import RESUMABLE_CHANGES, read_run_file
-from distfl.errors import ConfigError
+from distfl.errors import ConfigError, did_you_mean
 
 #: the parts compared, in order, each with the top-level groups it covers
 PARTS = {
@@ -97,7 +97,8 @@ def parse_ignore(text: str) -> tuple[str, ...]:
     for name in names:
         if name not in PARTS:
             raise ConfigError(
-                f"--ignore {name!r}: allowed parts are {', '.join(PARTS)} (comma-separated)"
+                f"--ignore {name!r}{did_you_mean(name, PARTS)}: allowed parts are "
+                f"{', '.join(PARTS)} (comma-separated)"
             )
     return names
 

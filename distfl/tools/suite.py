@@ -35,7 +35,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from distfl.errors import CheckpointError, ConfigError, UserError
+from distfl.errors import CheckpointError, ConfigError, UserError, did_you_mean
 from distfl.paths import self_command
 
 #: the table's columns, in order
@@ -228,7 +228,10 @@ def plan_jobs(
     for a in algorithms:
         if a not in allowed and a not in defined:
             more = f" or a --variant's name ({', '.join(defined)})" if defined else ""
-            raise ConfigError(f"--algorithms {a!r}: allowed values are {', '.join(allowed)}{more}")
+            guess = did_you_mean(a, [*allowed, *defined])
+            raise ConfigError(
+                f"--algorithms {a!r}{guess}: allowed values are {', '.join(allowed)}{more}"
+            )
     unused = [name for name in defined if name not in algorithms]
     if unused:
         raise UserError(f"--variant {unused[0]!r} is not listed in --algorithms")

@@ -562,3 +562,37 @@ def test_each_preset_builds(name):
         counts = [g.count for g in c.groups]
         if c.data.quantity_skew == 0:
             assert (p.num_train() + p.num_test()).tolist() == np.repeat(expected, counts).tolist()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "guess"),
+    [
+        (["run.roundz=3"], "unknown key run.roundz in --set (did you mean 'rounds'?); allowed"),
+        (["rn.rounds=3"], "unknown section [rn] in --set (did you mean 'run'?); allowed"),
+        (['algorithm.name="fedgcw"'], "'fedgcw' (did you mean 'fedgwc'?): allowed values"),
+        (['algorithm.name="fedgwc"', "algorithm.epsilom=1"],
+         "algorithm.epsilom for algorithm.name = 'fedgwc' (did you mean 'epsilon'?) (its keys"),
+        (['data.dataset="digit"'], "'digit' (did you mean 'digits'?): allowed values"),
+        (['run.progress="bars"'], "run.progress = 'bars' (did you mean 'bar'?): allowed"),
+        (['algorithm.name="fedgwc"', 'algorithm.sampling="prioriti"'],
+         "'prioriti' (did you mean 'priority'?): allowed values are priority, uniform"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_name_or_key_gets_the_closest_allowed_one(overrides, guess):
+    from distfl.config import load
+
+    with pytest.raises(ConfigError) as info:
+        load(overrides=overrides)
+    assert guess in str(info.value) and "\n" not in str(info.value)
+
+
+def test_did_you_mean_only_for_a_close_name():
+    from distfl.errors import did_you_mean
+
+    assert did_you_mean("fedgcw", ["fedgwc", "cfl"]) == " (did you mean 'fedgwc'?)"
+    assert did_you_mean("xyz", ["fedgwc", "cfl"]) == ""
+    assert did_you_mean(3, ["fedgwc"]) == ""
+    with pytest.raises(ConfigError, match=r"--preset 'digts' is unknown \(did you mean 'digits'"):
+        from distfl.config import load
+
+        load(preset="digts")

@@ -169,5 +169,8 @@ def test_a_registered_datasets_own_keys_are_taken_and_checked(monkeypatch):
     assert toy.data.scale == 2.5 and toy.to_dict()["data"]["scale"] == 2.5
     with pytest.raises(ConfigError, match="it is a key of data.dataset = 'toy'"):
         C.load(preset="digits", overrides=["data.scale=2.5"])
-    with pytest.raises(ConfigError, match=r"^unknown key data.scal in --set; allowed in \[data\]"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^unknown key data.scal in --set \(did you mean 'scale'\?\); allowed in \[data\]",
+    ):
         C.load(preset="digits", overrides=['data.dataset="toy"', "data.scal=2.5"])

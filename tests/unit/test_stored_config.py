@@ -171,11 +171,16 @@ def test_stored_keys_must_be_values_an_algorithm_can_have(plugin, value, needle)
     assert needle in str(info.value) and "\n" not in str(info.value)
 
 
+#: the refusal of the unregistered name (the closest registered one, if any, is guessed:
+#: which depends on the plug-ins this process registered before)
+MARK_H_UNKNOWN = r"algorithm.name = 'stored_mark_h'( \(did you mean '\w+'\?\))?: allowed values"
+
+
 def test_a_config_the_user_gives_still_needs_a_registered_algorithm(plugin):
     path, _ = plugin
     raw = json.loads(stored_text(str(path), "stored_mark_h"))
     raw["run"]["plugins"] = []
-    with pytest.raises(ConfigError, match="algorithm.name = 'stored_mark_h': allowed values"):
+    with pytest.raises(ConfigError, match=MARK_H_UNKNOWN):
         build(raw)
-    with pytest.raises(ConfigError, match="algorithm.name = 'stored_mark_h': allowed values"):
+    with pytest.raises(ConfigError, match=MARK_H_UNKNOWN):
         load(overrides=['algorithm.name="stored_mark_h"'])
