@@ -51,6 +51,7 @@ RESUMABLE_CHANGES = (
     "run.rounds",
     "run.out",
     "run.progress",
+    "run.export",
     "run.device",
     "comm.backend",
     "comm.timeout_s",

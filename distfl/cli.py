@@ -159,8 +159,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     su.add_argument("--seeds", default="0", metavar="S,T", help="seeds, comma-separated (0)")
     su.add_argument(
-        "--out", default="distfl-suite", metavar="DIR", help="directory of the run files"
-    )
+        "--out", default="distfl-suite", metavar="DIR",
+        help="directory of the run files (distfl-suite)",
+    )  # fmt: skip
     su.add_argument(
         "--workers", type=int, default=1, metavar="N", help="runs at a time, each a process (1)"
     )

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -111,6 +112,15 @@ class RunSection:
         "auto",
         "`auto`, `bar`, `lines`, `none`",
         "rank 0's progress: a redrawn bar on a terminal, lines in a log",
+    )
+    export: tuple[str, ...] = setting(
+        (),
+        "list of `jsonl`, `tensorboard`",
+        "live export while the run goes, by rank 0 beside the run file: `jsonl` every row of "
+        "the run file's tables as JSON lines in `<out>.jsonl` (no dependency); `tensorboard` "
+        "the per-round metrics as TensorBoard events in `<out>-tb/` (needs "
+        "`pip install distfl[tensorboard]`); both flushed at each evaluation and at the end "
+        "([Watching a run](watching.md))",
     )
     plugins: tuple[str, ...] = setting(
         (),
@@ -489,6 +499,8 @@ def toml_value(value: Any) -> str:
 # so that the check happens before anything is built; algorithm.name's are the registered
 # algorithms (algorithm_names), their own keys' are in their Params; data.dataset's are the
 # registered datasets (dataset_names).
+#: what run.export may name
+EXPORTS = ("jsonl", "tensorboard")
 CHOICES: dict[str, tuple[str, ...]] = {
     "run.device": ("auto", "cpu", "cuda"),
     "run.progress": ("auto", "bar", "lines", "none"),
@@ -967,6 +979,19 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
                 f"{dotted} = {value!r}{did_you_mean(value, allowed)}: allowed values are "
                 f"{', '.join(allowed)}"
             )
+    for kind in c.run.export:
+        if kind not in EXPORTS:
+            raise ConfigError(
+                f"run.export: {kind!r}{did_you_mean(kind, EXPORTS)} is no export; allowed: "
+                f"{', '.join(EXPORTS)}"
+            )
+    if len(set(c.run.export)) != len(c.run.export):
+        raise ConfigError(f"run.export = {list(c.run.export)}: an export is named twice")
+    if "tensorboard" in c.run.export and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError(
+            "run.export names tensorboard, which needs the tensorboard package: "
+            "pip install distfl[tensorboard], or leave it out of run.export"
+        )
     _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
     _range("run.rounds", c.run.rounds, 1, None, "at least 1")
     _range("run.threads", c.run.threads, 1, MAX_THREADS,

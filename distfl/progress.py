@@ -8,6 +8,13 @@ from typing import TextIO
 
 
 class Progress:
+    """One line per round as the round ends: the round, the clusters, the round's mean
+    training loss (the last local step's, over the clients that trained), the latest
+    evaluated balanced accuracy with the round that measured it (carried forward between
+    evaluations), the rate and the time left at that rate. ``bar``: redrawn in place with a
+    bar; ``lines``: a line every tenth of the run, at each evaluation and at the end;
+    ``none``: nothing; ``auto``: ``bar`` on a terminal, else ``lines``."""
+
     def __init__(self, total: int, mode: str = "auto", stream: TextIO | None = None):
         self.total = total
         self.stream = stream or sys.stdout
@@ -16,26 +23,58 @@ class Progress:
         self.mode = mode
         self.every = max(1, total // 10)
         self.width = 24
+        self.accuracy = math.nan  # the latest evaluated accuracy, and its round
+        self.accuracy_round = 0
+
+    def line(
+        self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
+        loss: float = math.nan,
+    ) -> str:  # fmt: skip
+        """The text of round ``round_index``'s line (``accuracy``: NaN in a round without
+        evaluation, which shows the last one measured)."""
+        if not math.isnan(accuracy):
+            self.accuracy, self.accuracy_round = accuracy, round_index
+        acc = (
+            "  -  " if math.isnan(self.accuracy)
+            else f"{self.accuracy:.3f}" + ("" if self.accuracy_round == round_index
+                                          else f" (round {self.accuracy_round})")
+        )  # fmt: skip
+        left = (self.total - round_index) / rounds_per_s if rounds_per_s > 0 else math.nan
+        return (
+            f"round {round_index:>{len(str(self.total))}}/{self.total} | clusters {clusters} "
+            f"| loss {loss:.4f} | acc {acc} | {rounds_per_s:.2f} rounds/s | ETA {duration(left)}"
+        )
 
     def update(
-        self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float
-    ) -> None:
+        self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
+        loss: float = math.nan,
+    ) -> None:  # fmt: skip
         if self.mode == "none":
             return
-        acc = "  -  " if math.isnan(accuracy) else f"{accuracy:.3f}"
-        text = (
-            f"round {round_index:>{len(str(self.total))}}/{self.total} | clusters {clusters} "
-            f"| acc {acc} | {rounds_per_s:.2f} rounds/s"
-        )
+        text = self.line(round_index, clusters=clusters, accuracy=accuracy,
+                         rounds_per_s=rounds_per_s, loss=loss)  # fmt: skip
         if self.mode == "bar":
             done = round(self.width * round_index / self.total)
             bar = "#" * done + "." * (self.width - done)
-            self.stream.write(f"\r[{bar}] {text}")
+            self.stream.write(f"\r[{bar}] {text}\x1b[K")  # (erase what a longer line left)
             if round_index == self.total:
                 self.stream.write("\n")
         elif round_index % self.every == 0 or round_index == self.total or not math.isnan(accuracy):
             self.stream.write(text + "\n")
         self.stream.flush()
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` for a person: ``0 s``, ``42 s``, ``3m05s``, ``2h07m``; ``-`` when not
+    known."""
+    if not math.isfinite(seconds) or seconds < 0:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class QuietOnBrokenPipe:

@@ -25,6 +25,7 @@ from distfl.metrics import federation_mean
 from distfl.progress import Progress
 from distfl.record.layout import ALGORITHM_PREFIX
 from distfl.record.output import RunFileWriteError
+from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import EVAL, peak_rss_mb
 
 if TYPE_CHECKING:
@@ -269,7 +270,8 @@ class ProgressDisplay(Component):
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
         self.progress.update(r.round, clusters=len(server.models), accuracy=r.accuracy,
-                             rounds_per_s=r.rate)  # fmt: skip
+                             rounds_per_s=r.rate, loss=float(r.reports.losses[:, -1].mean())
+                             if len(r.reports.losses) else math.nan)  # fmt: skip
 
 
 class Checkpoint(Component):
@@ -392,8 +394,9 @@ class Summary(Component):
 
 def default_components() -> list[Component]:
     """What every run does after each round and at the end, in this order: record the
-    round, show progress, checkpoint; at the end write the file, then print the summary."""
-    return [Recorder(), ProgressDisplay(), Checkpoint(), Summary()]
+    round, show progress, checkpoint, export the round's rows (run.export); at the end
+    write the file, close the exports, then print the summary."""
+    return [Recorder(), ProgressDisplay(), Checkpoint(), LiveExport(), Summary()]
 
 
 def _bytes(n: float) -> str:

@@ -68,3 +68,41 @@ def test_the_readme_is_short_and_its_links_exist():
     assert len(links) >= 10
     for link in links:
         assert (ROOT / link).exists(), link
+
+
+#: what differs between two runs of the same job: rates, seconds, the time left
+VOLATILE = [
+    (re.compile(r"\d+\.\d+ rounds/s"), "R rounds/s"),
+    (re.compile(r"ETA [^|]+$"), "ETA T"),
+    (re.compile(r"in \d+\.\d+ s"), "in T s"),
+    (re.compile(r"(client-steps/s +)\d+\.\d+"), r"\1R"),
+]
+
+
+def masked(line: str) -> str:
+    for pattern, replacement in VOLATILE:
+        line = pattern.sub(replacement, line)
+    return line.rstrip()
+
+
+def shown_after(page: Path, lead: str) -> list[str]:
+    """The lines of the first code block after the sentence that starts with ``lead``."""
+    text = page.read_text(encoding="utf-8")
+    start = text.index("```\n", text.index(lead)) + len("```\n")
+    return text[start : text.index("```", start)].splitlines()
+
+
+@pytest.mark.parametrize(
+    ("page", "lead", "lines"),
+    [("README.md", "The first command prints a progress line", 8),
+     ("docs/index.md", "The first command prints a progress line", 8),
+     ("docs/watching.md", "Rank 0 prints one line per round it shows", 1)],
+)  # fmt: skip
+def test_the_default_runs_output_is_what_the_pages_show(default_run, page, lead, lines):
+    """Every line the page shows of the default job's output is a line the job printed,
+    but for rates, seconds and the time left."""
+    printed = {masked(line) for line in default_run.stdout.splitlines()}
+    shown = shown_after(ROOT / page, lead)
+    assert len(shown) >= lines
+    for line in shown:
+        assert masked(line) in printed, f"{page} shows {line!r}, which the run did not print"

@@ -1,0 +1,70 @@
+"""Rank 0's progress line: the round's mean training loss, the latest evaluated accuracy
+carried forward with the round that measured it, the rate and the time left; a line every
+tenth of the run, at each evaluation and at the end (``lines``); and ``run.export``'s
+names and paths."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import pytest
+
+from distfl.errors import ConfigError
+from distfl.progress import Progress, duration
+from distfl.runtime.export import export_paths
+
+
+def test_the_accuracy_is_carried_forward_with_its_round():
+    p = Progress(40, "lines", io.StringIO())
+    first = p.line(4, clusters=1, accuracy=math.nan, rounds_per_s=10.0, loss=2.5)
+    assert first == "round  4/40 | clusters 1 | loss 2.5000 | acc   -   | 10.00 rounds/s | ETA 4 s"
+    assert "acc 0.812 |" in p.line(10, clusters=2, accuracy=0.8123, rounds_per_s=10.0, loss=1.0)
+    later = p.line(12, clusters=2, accuracy=math.nan, rounds_per_s=2.0, loss=0.75)
+    assert "| loss 0.7500 | acc 0.812 (round 10) |" in later and later.endswith("ETA 14 s")
+
+
+def test_lines_every_tenth_at_each_evaluation_and_at_the_end():
+    stream = io.StringIO()
+    p = Progress(20, "lines", stream)
+    for t in range(1, 21):
+        p.update(t, clusters=1, accuracy=0.5 if t == 5 else math.nan, rounds_per_s=1.0, loss=1.0)
+    rounds = [int(line.split()[1].split("/")[0]) for line in stream.getvalue().splitlines()]
+    assert rounds == [2, 4, 5, 6, 8, 10, 12, 14, 16, 18, 20]
+
+
+def test_the_bar_is_redrawn_in_place_and_ends_with_a_newline():
+    stream = io.StringIO()
+    p = Progress(2, "bar", stream)
+    p.update(1, clusters=1, accuracy=math.nan, rounds_per_s=1.0, loss=1.0)
+    p.update(2, clusters=1, accuracy=0.9, rounds_per_s=1.0, loss=1.0)
+    text = stream.getvalue()
+    assert text.count("\r[") == 2 and text.endswith("\x1b[K\n") and "#" * 24 in text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0.2, "0 s"), (42.4, "42 s"), (185, "3m05s"), (7620, "2h07m"), (math.nan, "-"), (-1, "-")],
+)
+def test_durations_for_a_person(seconds, text):
+    assert duration(seconds) == text
+
+
+def test_the_exports_lie_beside_the_run_file():
+    assert [str(p) for p in export_paths("runs/a.h5")] == ["runs/a.jsonl", "runs/a-tb"]
+    assert [str(p) for p in export_paths("run")] == ["run.jsonl", "run-tb"]
+
+
+@pytest.mark.parametrize(
+    ("value", "needle"),
+    [('["jsonl", "csv"]', "run.export: 'csv' is no export; allowed: jsonl, tensorboard"),
+     ('["jsonl", "jsonl"]', "an export is named twice"),
+     ('["jsnl"]', "'jsnl' (did you mean 'jsonl'?) is no export")],
+)  # fmt: skip
+def test_run_export_names_what_it_allows(value, needle):
+    import re
+
+    from distfl.config import load
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        load(overrides=[f"run.export={value}"])
