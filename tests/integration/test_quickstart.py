@@ -50,3 +50,23 @@ def test_console_script_and_module_agree(tmp_path):
     assert a.stdout == b.stdout
     for key in ("run.seed", "data.groups", "server.clients_per_round", "checkpoint.every"):
         assert key in a.stdout
+
+
+def test_a_short_run_imports_nothing_it_does_not_use(tmp_path):
+    """A round of the default job imports torch, NumPy and h5py, and none of scikit-learn,
+    SciPy, POT, matplotlib, pandas, tensorboard or mpi4py: its start-up is torch's import
+    and little more (docs/benchmarks.md, "Start-up")."""
+    code = (
+        "import sys\n"
+        "from distfl.cli import main\n"
+        "code = main(['run', '--set', 'run.rounds=1', '--set', 'run.progress=\"none\"',"
+        " '--out', 'one.h5'])\n"
+        "print(code, *sorted({m.split('.')[0] for m in sys.modules}))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    status, *modules = proc.stdout.splitlines()[-1].split()
+    assert status == "0" and {"torch", "numpy", "h5py"} <= set(modules)
+    unused = {"sklearn", "scipy", "ot", "matplotlib", "pandas", "tensorboard", "mpi4py"}
+    assert unused.isdisjoint(modules), sorted(unused & set(modules))
