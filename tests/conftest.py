@@ -29,6 +29,8 @@ FIRST = (
     "tests/integration/test_population.py",
     "tests/integration/test_bench_scale.py",
     "tests/integration/test_plugin.py",
+    "tests/integration/test_docs_python_api.py",
+    "tests/integration/test_compare.py",
 )
 
 

@@ -1,0 +1,109 @@
+"""A docs page's Python blocks run in order, as a notebook runs them, and their output
+compared with what the page shows.
+
+A page's ```python block is followed, where the page shows what it prints, by a ```text
+block (nothing but blank lines between them). :func:`run_page` executes every Python block
+of a page in one namespace in a fresh Python (``python tests/docpage.py PAGE``, in a
+directory of the caller's choice) and returns what each printed, with the value of its last
+line when that is an expression, shown as a notebook shows it (``pprint`` for a dict, the
+object's ``repr`` otherwise). :func:`differences` compares that with the page, but for
+the numbers :data:`VOLATILE` names (times and rates, which differ from run to run)."""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import json
+import os
+import pprint
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
+
+#: what differs between two runs of the same blocks: seconds and rates
+VOLATILE = [
+    (re.compile(r"('wall_s': )[0-9.e+-]+"), r"\1T"),
+    (re.compile(r"\d+\.\d+ rounds/s"), "R rounds/s"),
+    (re.compile(r"ETA [^|\n]+$", re.M), "ETA T"),
+    (re.compile(r"in \d+\.\d+ s\b"), "in T s"),
+    (re.compile(r"(client-steps/s +)\d+\.\d+"), r"\1R"),
+]
+
+
+def blocks(page: Path) -> list[tuple[str, str | None]]:
+    """(code, the output the page shows after it or None) of each Python block, in order."""
+    text = page.read_text(encoding="utf-8")
+    fences = [(m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
+    out = []
+    for i, (lang, body, _, end) in enumerate(fences):
+        if lang != "python":
+            continue
+        shown = None
+        if i + 1 < len(fences):
+            nxt_lang, nxt_body, nxt_start, _ = fences[i + 1]
+            if nxt_lang == "text" and not text[end:nxt_start].strip():
+                shown = nxt_body
+        out.append((body, shown))
+    return out
+
+
+def masked(text: str) -> str:
+    for pattern, replacement in VOLATILE:
+        text = pattern.sub(replacement, text)
+    return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())
+
+
+def differences(page: Path, printed: list[str]) -> list[str]:
+    """Each block whose shown output is not what it printed (masked), as a message."""
+    out = []
+    for i, ((code, shown), got) in enumerate(zip(blocks(page), printed, strict=True)):
+        if shown is not None and masked(shown) != masked(got):
+            first = code.strip().splitlines()[0]
+            out.append(f"block {i + 1} ({first!r}) shows\n{shown}\nbut printed\n{got}")
+    return out
+
+
+def run_page(page: Path, cwd: Path, env: dict[str, str], timeout: float = 900) -> list[str]:
+    """What each Python block of ``page`` printed, run in order in a fresh Python in
+    ``cwd`` with ``env``."""
+    proc = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve()), str(page)], cwd=cwd, env=env,
+        capture_output=True, text=True, timeout=timeout,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise AssertionError(f"the blocks of {page} failed:\n{proc.stdout}\n{proc.stderr}")
+    return json.loads(proc.stdout.splitlines()[-1])
+
+
+def _display(value) -> str:
+    if isinstance(value, (dict, list, tuple)):
+        return pprint.pformat(value, width=79, sort_dicts=False)
+    return repr(value)
+
+
+def _execute(page: Path) -> list[str]:
+    namespace: dict = {"__name__": "__main__"}
+    printed = []
+    for code, _ in blocks(page):
+        tree = ast.parse(code)
+        last = tree.body[-1] if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        if last is not None:
+            tree.body = tree.body[:-1]
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            exec(compile(tree, str(page), "exec"), namespace)
+            if last is not None:
+                value = eval(compile(ast.Expression(last.value), str(page), "eval"), namespace)
+                if value is not None:
+                    print(_display(value))
+        printed.append(buffer.getvalue())
+    return printed
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    print(json.dumps(_execute(Path(sys.argv[1]))))
