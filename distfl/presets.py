@@ -118,7 +118,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         run={"rounds": 2000},
         eval={"every": 500},
     ),
-    # The mixed label-skew example of the README: 8 near-IID clients, 4 single-class.
+    # The mixed label-skew example (docs/configuration.md): 8 near-IID clients, 4 single-class.
     "digits-mixed": {
         "run": {"seed": 7, "rounds": 20},
         "data": {

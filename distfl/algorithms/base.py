@@ -19,7 +19,7 @@ moves of clients (:meth:`ClusterTree.reassign`); the server reads it to evaluate
 on its cluster's model and to save ``/hierarchy``, and gives the children of a split their
 parent's model.
 
-Writing one (see README, "Adding an algorithm"): subclass :class:`ClusteringAlgorithm`, give
+Writing one (see docs/adding-an-algorithm.md): subclass :class:`ClusteringAlgorithm`, give
 it a ``name`` and, if it has settings, a ``Params`` dataclass (its keys under
 ``[algorithm]``), and decorate it with :func:`distfl.algorithms.register`. A module in
 ``distfl/algorithms/`` is found by itself; one elsewhere is named in ``run.plugins``. What

@@ -25,7 +25,7 @@ How the centres start is ``init``:
   round (every centre the sample-weighted mean of the round's models), so that the
   seeding round's models are trained from a warmed-up model: near a common model the
   clients' updates point towards their own group's optimum, which k-means can see, where
-  8 steps from the random start mostly do not (rotated mnist5k, README).
+  8 steps from the random start mostly do not (rotated mnist5k, docs/fidelity.md).
 
 Each round ``clients_per_round``
 clients are drawn uniformly without replacement; each trains from its centre's model and

@@ -7,7 +7,7 @@ The server keeps ``num_clusters`` models. How they start is ``init``:
   initialisation offset ``j + 1``; see :meth:`ClusteringAlgorithm.initial_models`). Which
   random model a client's data fits best in round 1 says little about the client, and a
   model that no client picks never trains: on digits one seed put 11 of 12 clients on one
-  model in round 1, for good (README, Algorithms).
+  model in round 1, for good (docs/algorithms.md).
 - ``"kmeans++"`` (the default): every model starts from the run's initial model, and round
   1 is a seeding round without a probe (every loss would tie): every client (as many as
   FeSEM's seeding round takes) trains once from that model and sends it (as in FeSEM's

@@ -1,5 +1,5 @@
 """k-means on client models, seeded k-means++ style: the start from client models that
-FeSEM's and IFCA's ``init = "kmeans++"`` use (README, Algorithms).
+FeSEM's and IFCA's ``init = "kmeans++"`` use (docs/algorithms.md).
 
 Arthur and Vassilvitskii's seeding ("k-means++: the advantages of careful seeding", SODA
 2007): the first centre is a model drawn uniformly, each next one a model drawn with

@@ -2,8 +2,8 @@
 columns (dtype, unit, meaning). The writer (:func:`distfl.checkpoint.write_run_file`)
 places the tables by this declaration, the reader (:func:`distfl.checkpoint.read_run_file`)
 reads them by it, the server's :class:`~distfl.record.tables.Rows` fill them by it, and the
-README's layout section is rendered from it (``python -m distfl.record.layout``), so that
-none of them can drift from the others.
+layout on the run file page (docs/run-file.md) is rendered from it (``python -m
+distfl.record.layout``), so that none of them can drift from the others.
 
 Every part of a file is covered by its integrity record (:mod:`distfl.record.integrity`).
 """

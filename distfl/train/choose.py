@@ -1,7 +1,7 @@
 """Which local trainer runs: ``train.trainer``, and what ``auto`` picks.
 
 ``auto`` picks, per model and device type, the trainer that ``distfl bench`` measured
-fastest (README, Benchmarks); a model no batched kernel covers gets the vectorised trainer
+fastest (docs/benchmarks.md); a model no batched kernel covers gets the vectorised trainer
 where it has no buffers, else the sequential one. The choice never depends on a
 measurement taken while running, so every rank of every launch picks the same trainer.
 """
@@ -17,7 +17,7 @@ from distfl.train.sequential import SequentialTrainer
 from distfl.train.vectorised import VectorisedTrainer, supports
 
 #: ``auto``'s pick by (model class, device type), from ``distfl bench`` on each model
-#: (CPU: 2026-11-24, README; CUDA: not measured, batched kernels are the GPU's strength)
+#: (CPU: 2026-11-24, docs/benchmarks.md; CUDA: not measured, batched kernels are the GPU's strength)
 AUTO: dict[tuple[str, str], str] = {
     ("MLP", "cpu"): "batched",
     ("SmallCNN", "cpu"): "batched",

@@ -106,3 +106,55 @@ def test_the_default_runs_output_is_what_the_pages_show(default_run, page, lead,
     assert len(shown) >= lines
     for line in shown:
         assert masked(line) in printed, f"{page} shows {line!r}, which the run did not print"
+
+
+def inspect_masked(path: Path) -> set[str]:
+    """``distfl inspect`` of ``path`` as the pages show it: the file named distfl-run.h5,
+    its creation time and the host masked."""
+    import io
+
+    from distfl.tools.inspection import inspect_run
+
+    stream = io.StringIO()
+    inspect_run(path, stream)
+    text = stream.getvalue().replace(str(path), "distfl-run.h5")
+    return {_inspect_mask(line) for line in text.splitlines()}
+
+
+def _inspect_mask(line: str) -> str:
+    line = re.sub(r"created [^,]+,", "created C,", line)
+    return re.sub(r"^world( +)\S+ rank", r"world\1HOST rank", line).rstrip()
+
+
+@pytest.mark.parametrize(
+    ("page", "lead"),
+    [("README.md", "shows the cluster tree and the scores"),
+     ("docs/index.md", "`distfl inspect distfl-run.h5` shows the tree")],
+)  # fmt: skip
+def test_the_default_runs_inspect_is_what_the_pages_show(default_run, page, lead):
+    printed = inspect_masked(default_run.path)
+    shown = shown_after(ROOT / page, lead)
+    assert len(shown) >= 5
+    for line in shown:
+        assert _inspect_mask(line) in printed, f"{page} shows {line!r}, which inspect did not print"
+
+
+#: a named section of the README: ``README, "Launching"``, ``README.md, Benchmarks``,
+#: ``README.md#launching``
+README_SECTION = re.compile(r"README(?:\.md)?(?:, \"?([A-Z][\w -]+[\w])\"?|#([a-z0-9-]+))")
+
+
+def test_every_readme_section_named_elsewhere_exists():
+    """The docs pages and the package's docstrings name README sections that it has."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    anchors = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    files = [*(ROOT / "docs").glob("*.md"), *(ROOT / "distfl").rglob("*.py"), ROOT / "README.md"]
+    named = []
+    for path in files:
+        for m in README_SECTION.finditer(path.read_text(encoding="utf-8")):
+            title, anchor = m.groups()
+            ok = title in headings if title else anchor in anchors
+            if not ok:
+                named.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
+    assert not named, f"README has no such section: {named}"
