@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from distfl.report.data import RunData, series
-from distfl.report.figures import Drawn, Palette, new_figure, setting, split_markers
+from distfl.report.figures import (
+    LEGEND_PT,
+    Drawn,
+    Palette,
+    cluster_label,
+    new_figure,
+    setting,
+    split_markers,
+)
 
 
 def norms(data: RunData, palette: Palette) -> Drawn | None:
@@ -19,14 +27,14 @@ def norms(data: RunData, palette: Palette) -> Drawn | None:
         (bottom, peak, eps2, "max ‖update‖ (ε₂)"),
     ):
         for cid, (r, v) in table.items():
-            ax.plot(r, v, color=palette.of(cid), lw=1.2, label=cid)
+            ax.plot(r, v, color=palette.of(cid), lw=1.5, label=cluster_label(cid))
         if eps is not None:
             ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"{eps:g}")
         split_markers(ax, data)
         ax.set_ylabel(what)
         ax.grid(alpha=0.3)
         if len(table) <= 16:
-            ax.legend(fontsize=7, loc="upper right", ncols=2)
+            ax.legend(fontsize=LEGEND_PT, loc="upper right", ncols=2 if len(table) > 4 else 1)
     bottom.set_xlabel("round")
     top.set_title("CFL's split criterion: mean update norm below ε₁ and max above ε₂")
     if eps1 is None or eps2 is None:

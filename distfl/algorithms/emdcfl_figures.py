@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from distfl.report.data import RunData
-from distfl.report.figures import Drawn, Palette, new_figure, setting
+from distfl.report.figures import LEGEND_PT, Drawn, Palette, new_figure, setting
 
 
 def epsilon_window(distances: np.ndarray, groups: np.ndarray) -> tuple[float, float]:
@@ -79,7 +79,7 @@ def emd_distances(data: RunData, palette: Palette) -> Drawn | None:
     ax.set_xlabel("max(d_cc', d_c'c): EMD minus the reference τ, the larger of both ways")
     ax.set_ylabel("pairs")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=LEGEND_PT)
     ax.set_title("EMD-CFL: pair distances against ε")
     return fig, (
         "Every pair of clients' distance as the adjacency reads it (the larger of d_cc' and "

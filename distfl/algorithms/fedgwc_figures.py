@@ -9,7 +9,15 @@ from __future__ import annotations
 import numpy as np
 
 from distfl.report.data import RunData, SplitRecord, series
-from distfl.report.figures import Drawn, Palette, new_figure, setting, split_markers
+from distfl.report.figures import (
+    LEGEND_PT,
+    Drawn,
+    Palette,
+    cluster_label,
+    new_figure,
+    setting,
+    split_markers,
+)
 
 
 def mse(data: RunData, palette: Palette) -> Drawn | None:
@@ -22,7 +30,7 @@ def mse(data: RunData, palette: Palette) -> Drawn | None:
     ax = fig.add_subplot()
     for cid, (r, v) in per_cluster.items():
         keep = v > 0
-        ax.plot(r[keep], v[keep], color=palette.of(cid), lw=1.2, label=cid)
+        ax.plot(r[keep], v[keep], color=palette.of(cid), lw=1.5, label=cluster_label(cid))
     if eps is not None:
         ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"ε = {eps:g}")
     split_markers(ax, data)
@@ -31,7 +39,7 @@ def mse(data: RunData, palette: Palette) -> Drawn | None:
     ax.set_ylabel("MSE of P between rounds")
     ax.grid(alpha=0.3, which="both")
     if len(per_cluster) <= 16:
-        ax.legend(fontsize=7, loc="upper right", ncols=2)
+        ax.legend(fontsize=LEGEND_PT, loc="upper right", ncols=2 if len(per_cluster) > 4 else 1)
     ax.set_title("Convergence of each cluster's interaction matrix")
     caption = "MSE between consecutive interaction matrices P of each cluster (log scale)"
     if eps is not None and patience is not None:
@@ -53,12 +61,14 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
             panels.append((title, within, cross, spread))
     if not panels:
         return None
-    fig = new_figure(8, 3.2 * len(panels) + 0.8)
+    from matplotlib.patches import Patch
+
+    fig = new_figure(8, 3.4 * len(panels) + 0.8)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (title, within, cross, spread) in zip(axes, panels, strict=True):
         for cid, (r, v) in within.items():
             colour = palette.of(cid)
-            ax.plot(r, v, color=colour, lw=1.3, label=f"{cid}: same group")
+            ax.plot(r, v, color=colour, lw=1.5, label=f"{cluster_label(cid)}: same group")
             if cid in spread:
                 rs, sd = spread[cid]
                 at = {int(x): y for x, y in zip(rs, sd, strict=True)}
@@ -66,14 +76,24 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
                 ax.fill_between(r, v - band, v + band, color=colour, alpha=0.15, lw=0)
             if cid in cross:
                 rc, vc = cross[cid]
-                ax.plot(rc, vc, color=colour, lw=1.3, ls="--", label=f"{cid}: across groups")
+                ax.plot(rc, vc, color=colour, lw=1.5, ls="--",
+                        label=f"{cluster_label(cid)}: across groups")  # fmt: skip
         split_markers(ax, data)
         ax.set_ylabel(f"mean entry of {title.split()[-1]}")
-        ax.set_title(title, fontsize=9, loc="left")
+        ax.set_title(title, fontsize=LEGEND_PT + 1, loc="left")
         ax.grid(alpha=0.3)
-        if len(within) <= 6:
-            ax.legend(fontsize=7, loc="best", ncols=2)
+
     axes[-1].set_xlabel("round")
+    # one legend for both panels, below them, where it hides no line
+    named: dict[str, object] = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels(), strict=True):
+            named.setdefault(label, handle)
+    if len(named) <= 14:
+        handles = list(named.values())
+        handles.append(Patch(color="0.5", alpha=0.3,
+                             label="band: ± a row's spread within its group"))  # fmt: skip
+        fig.legend(handles=handles, loc="outside lower center", fontsize=LEGEND_PT, ncols=3)
     fig.suptitle("Does each cluster's P and W show its ground-truth groups?")
     return fig, (
         "Block contrast by ground-truth group, per cluster and round: the mean entry over "
@@ -86,41 +106,109 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
     )
 
 
+#: why a split test made no split, or that it made one: (marker, filled, legend text)
+TEST_OUTCOMES = {
+    "split": ("*", True, "split made"),
+    "above": ("o", False, "above the threshold: no partition"),
+    "references": ("X", True, "refused: not below the references' mark"),
+    "waiting": ("s", False, "a first proposal: waits for the same one again"),
+    "proposed": ("o", True, "proposed"),
+}
+
+
+def test_outcomes(data: RunData, cid: str, rounds, scores) -> list[str]:
+    """Why each split test of cluster ``cid`` (its rounds and best scores) did or did not
+    split: ``split`` (the cluster split in that round), ``above`` (its score was not below
+    ``db_threshold``), ``references`` (the Gaussian references were drawn and its score
+    was not below ``reference_ratio`` times their median), ``waiting`` (below the threshold
+    with ``stable_tests`` > 1 and no references drawn: the proposal waits for the next test
+    to repeat it), else ``proposed``."""
+    split_at = {n.split_round for n in data.hierarchy if n.id == cid and n.split_round >= 0}
+    reference = dict(zip(*(x.tolist() for x in series(data.cluster_metrics, "db_reference")
+                           .get(cid, (np.zeros(0), np.zeros(0)))), strict=True))  # fmt: skip
+    threshold, ratio = setting(data, "db_threshold"), setting(data, "reference_ratio")
+    stable = setting(data, "stable_tests") or 1
+    out = []
+    for t, score in zip(rounds.tolist(), scores.tolist(), strict=True):
+        if int(t) in split_at:
+            out.append("split")
+        elif threshold is not None and not score < threshold:
+            out.append("above")
+        elif int(t) in reference and ratio is not None and not score < ratio * reference[int(t)]:
+            out.append("references")
+        elif stable > 1:
+            out.append("waiting")
+        else:
+            out.append("proposed")
+    return out
+
+
 def db_tests(data: RunData, palette: Palette) -> Drawn | None:
     """FedGWC's split tests: each test's best Davies–Bouldin score against the threshold
-    and, with the calibrated test, against the Gaussian references' score."""
+    and, with the calibrated test, against the Gaussian references' score; each marked
+    with what came of it (:func:`test_outcomes`)."""
+    from matplotlib.lines import Line2D
+
     db = series(data.cluster_metrics, "db")
     if not db:
         return None
     reference = series(data.cluster_metrics, "db_reference")
     threshold, ratio = setting(data, "db_threshold"), setting(data, "reference_ratio")
-    fig = new_figure(8, 4.5)
+    fig = new_figure(8, 5.6)
     ax = fig.add_subplot()
+    seen: set[str] = set()
     for cid, (r, v) in db.items():
-        ax.plot(r, v, "o", ms=4, color=palette.of(cid), label=f"{cid}: best DB")
+        colour = palette.of(cid)
+        outcomes = test_outcomes(data, cid, r, v)
+        for kind in dict.fromkeys(outcomes):
+            marker, filled, _ = TEST_OUTCOMES[kind]
+            keep = np.array([o == kind for o in outcomes])
+            ax.plot(r[keep], v[keep], ls="", marker=marker, ms=12 if kind == "split" else 8,
+                    color=colour, markerfacecolor=colour if filled else "white",
+                    markeredgewidth=1.6, zorder=3)  # fmt: skip
+            seen.add(kind)
         if cid in reference and ratio is not None:
             rr, vr = reference[cid]
-            ax.plot(rr, ratio * vr, "x", ms=6, color=palette.of(cid),
-                    label=f"{cid}: {ratio:g} × references' DB")  # fmt: skip
+            ax.plot(rr, ratio * vr, ls="", marker="_", ms=16, mew=2.5, color=colour, zorder=2)
+            seen.add("mark")
     if threshold is not None:
-        ax.axhline(threshold, color="crimson", ls="--", lw=1.2, label=f"threshold {threshold:g}")
+        ax.axhline(threshold, color="crimson", ls="--", lw=1.2)
     split_markers(ax, data)
     ax.set_xlabel("round")
-    ax.set_ylabel("Davies–Bouldin score")
+    ax.set_ylabel("best Davies–Bouldin score (lower: more clustered)")
     ax.grid(alpha=0.3)
-    if len(db) <= 8:
-        ax.legend(fontsize=7, loc="best", ncols=2)
-    ax.set_title("Each split test: the best partition's score and what it must beat")
+    ax.set_ylim(0, max(float(np.nanmax([v.max() for _, v in db.values()])), threshold or 0) * 1.15)
+    handles = [Line2D([], [], ls="", marker="o", ms=8, color=palette.of(cid),
+                      label=cluster_label(cid)) for cid in db][:8]  # fmt: skip
+    for kind, (marker, filled, text) in TEST_OUTCOMES.items():
+        if kind in seen:
+            face = "0.3" if filled else "white"
+            handles.append(Line2D([], [], ls="", marker=marker, ms=8, color="0.3",
+                                  markerfacecolor=face, label=text))  # fmt: skip
+    if "mark" in seen:
+        handles.append(Line2D([], [], ls="", marker="_", ms=14, mew=2.5, color="0.3",
+                              label=f"{ratio:g} × the references' median: to beat"))  # fmt: skip
+    if threshold is not None:
+        handles.append(Line2D([], [], color="crimson", ls="--", label=f"threshold {threshold:g}"))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=LEGEND_PT, ncols=3)
+    ax.set_title("Split tests: the best score, what it had to beat, what came of it")
     caption = (
-        "The best Davies–Bouldin score of each split test's spectral partitions (dots; lower "
-        "is more clustered). A partition is proposed when the score is below the threshold"
+        "The best Davies–Bouldin score of each split test's spectral partitions, one marker "
+        "per test in the cluster's colour, its shape saying what came of it: a star where "
+        "the cluster split; hollow circles above the threshold (dashed red)"
     )
+    stable = setting(data, "stable_tests") or 1
+    if stable > 1:
+        caption += (
+            f"; hollow squares below it whose partition waits for the next test to propose "
+            f"it again ({stable} tests in a row must agree)"
+        )
     if reference:
         caption += (
-            "; it is made when consecutive tests propose the same one and its score is below "
-            "the crosses, the given fraction of the median score of Gaussian references "
-            "(one cloud with P's mean and covariance, no groups), drawn only when the other "
-            "conditions hold (see the calibrated split test in the algorithms page)"
+            "; the bars are the fraction of the median score of Gaussian references (one "
+            "cloud with P's mean and covariance, no groups) that a proposal must beat, drawn "
+            "only when the other conditions hold, and crosses the tests refused by it (see "
+            "the calibrated split test in the algorithms page)"
         )
     return fig, caption + "."
 
@@ -155,8 +243,13 @@ def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Draw
     ax.grid(alpha=0.3)
     colour = [
         Line2D(
-            [], [], ls="", marker="o", color=palette.of(f"{split.id}.{c}"), label=f"{split.id}.{c}"
-        )
+            [],
+            [],
+            ls="",
+            marker="o",
+            color=palette.of(f"{split.id}.{c}"),
+            label=cluster_label(f"{split.id}.{c}"),
+        )  # fmt: skip
         for c in kids
     ]
     shape = [
@@ -164,7 +257,7 @@ def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Draw
         for g in groups
     ]
     # beside the axes, where they hide no client
-    kw = dict(fontsize=7, title_fontsize=7)
+    kw = dict(fontsize=LEGEND_PT, title_fontsize=LEGEND_PT)
     fig.legend(handles=colour, title="cluster", loc="outside right upper", **kw)
     fig.legend(handles=shape, title="group", loc="outside right lower", **kw)
     ax.set_title(f"Split of {split.id} at round {split.round}: spectral embedding of W")
@@ -196,7 +289,7 @@ def split_db(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | Non
     ax.set_xticks(ns)
     ax.set_xlabel("number of clusters n")
     ax.set_ylabel("Davies–Bouldin score (lower is better)")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=LEGEND_PT)
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(
         f"Split of {split.id} at round {split.round}: DB per candidate n (chosen {chosen})"

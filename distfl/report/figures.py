@@ -105,14 +105,37 @@ def split_markers(ax, data: RunData) -> None:
             ax.text(
                 node.split_round,
                 0.99,
-                f"split {node.id} ",
+                f"split of {node.id} ",
                 transform=ax.get_xaxis_transform(),
-                fontsize=7,
+                fontsize=8,
                 color="0.35",
                 va="top",
                 ha="right",
                 rotation=90,
             )
+
+
+def cluster_label(cid: str) -> str:
+    """A cluster as a legend names it: ``cluster 0.1``."""
+    return f"cluster {cid}"
+
+
+#: the size of the report's legends and labels, in points: legible at the page's width
+LEGEND_PT = 9
+
+
+def broken_at_splits(rounds: np.ndarray, values: np.ndarray, data: RunData):
+    """``rounds`` and ``values`` with a NaN between two points that a split falls between
+    (the line is not drawn across it: the clusters before and after are other models)."""
+    splits = sorted({n.split_round for n in data.hierarchy if n.split_round >= 0})
+    r, v = [], []
+    for i, (x, y) in enumerate(zip(rounds.tolist(), values.tolist(), strict=True)):
+        if i and any(rounds[i - 1] <= s < x for s in splits):
+            r.append(np.nan)
+            v.append(np.nan)
+        r.append(x)
+        v.append(y)
+    return np.asarray(r, dtype=np.float64), np.asarray(v, dtype=np.float64)
 
 
 def accuracy(data: RunData, palette: Palette) -> Drawn | None:
@@ -124,27 +147,31 @@ def accuracy(data: RunData, palette: Palette) -> Drawn | None:
     fig = new_figure(8, 4.5)
     ax = fig.add_subplot()
     per_cluster = series(data.evaluation, "accuracy")
+    # the clusters under the federation, wide and with large markers: a cluster that holds
+    # every client (the root before its split) shows around the federation's line
     for cid, (r, v) in per_cluster.items():
-        ax.plot(r, v, color=palette.of(cid), lw=1, alpha=0.85, marker=".", ms=3, label=cid)
-    ax.plot(rounds[ok], acc[ok], color="black", lw=2, marker="o", ms=3, label="federation")
+        ax.plot(r, v, color=palette.of(cid), lw=3, alpha=0.75, marker="o", ms=7,
+                label=cluster_label(cid), zorder=2)  # fmt: skip
+    fr, fv = broken_at_splits(rounds[ok], acc[ok], data)
+    ax.plot(fr, fv, color="black", lw=1.3, ls="--", marker="x", ms=6, label="federation",
+            zorder=3)  # fmt: skip
     split_markers(ax, data)
     ax.set_xlabel("round")
     ax.set_ylabel("balanced accuracy")
     ax.set_xlim(0, max(data.config.run.rounds, int(rounds.max(initial=1))))
+    ax.set_ylim(0, 1.02)  # a proportion: every run's figure on the same scale
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
     if len(per_cluster) <= 16:  # the federation first, then the clusters in id order
-        ax.legend(
-            handles[-1:] + handles[:-1],
-            labels[-1:] + labels[:-1],
-            fontsize=7,
-            loc="lower right",
-            ncols=2,
-        )
-    ax.set_title("Accuracy over rounds (federation and per cluster); dotted: splits")
+        ax.legend(handles[-1:] + handles[:-1], labels[-1:] + labels[:-1], fontsize=LEGEND_PT,
+                  loc="lower right", ncols=2 if len(per_cluster) > 4 else 1)  # fmt: skip
+    ax.set_title("Balanced accuracy over rounds: the federation and each cluster")
     return fig, (
-        "Balanced accuracy of the federation (black) and of each cluster's clients at each "
-        "evaluation round; dotted lines mark the splits, labelled with the cluster that split."
+        "Balanced accuracy of the federation (black, dashed) and of each cluster's clients "
+        "(colours) at each evaluation round, on the full 0 to 1 scale. Dotted lines mark the "
+        "splits, labelled with the cluster that split; the federation's line is not drawn "
+        "across a split, where its clusters change. Read whether the split lifted the "
+        "clients it separated, and how far each cluster ends from the federation."
     )
 
 
@@ -163,7 +190,7 @@ def statistic(data: RunData, name: str, palette: Palette) -> Drawn | None:
     fig = new_figure(8, 4.5)
     ax = fig.add_subplot()
     for cid, (r, v) in per_cluster.items():
-        ax.plot(r, v, color=palette.of(cid), lw=1.2, marker="o", ms=2.5, label=cid)
+        ax.plot(r, v, color=palette.of(cid), lw=1.5, marker="o", ms=3, label=cluster_label(cid))
     split_markers(ax, data)
     ax.set_xlabel("round")
     ax.set_ylabel(name)
@@ -171,7 +198,7 @@ def statistic(data: RunData, name: str, palette: Palette) -> Drawn | None:
     ax.xaxis.get_major_locator().set_params(integer=True)
     ax.grid(alpha=0.3)
     if len(per_cluster) <= 16:
-        ax.legend(fontsize=7, loc="best", ncols=2, title="cluster", title_fontsize=7)
+        ax.legend(fontsize=LEGEND_PT, loc="best", ncols=2 if len(per_cluster) > 4 else 1)
     ax.set_title(f"{name} per cluster over rounds; dotted: splits")
     return fig, (
         f"The statistic {name!r} the run's algorithm recorded for each cluster "
@@ -244,45 +271,45 @@ def tree(data: RunData, palette: Palette) -> Drawn | None:
     if not layout:
         return None
     end = max(data.rounds_done, 1)
-    width = max(6.0, min(0.6 * sum(1 for n in layout.values() if not n.children) + 3, 20))
-    fig = new_figure(width, 5)
+    leaf_count = sum(1 for n in layout.values() if not n.children)
+    width = max(4.5, min(1.5 * leaf_count + 2, 20))
+    fig = new_figure(width, 4.2)
     ax = fig.add_subplot()
     leaves = set(data.leaves)
     for node in layout.values():
         bottom = node.split if node.split >= 0 else end
         colour = palette.of(node.id) if node.id in leaves else "0.3"
-        ax.plot([node.x, node.x], [node.created, bottom], color=colour, lw=2.5)
+        ax.plot([node.x, node.x], [node.created, bottom], color=colour, lw=3)
         if node.children:
             xs = [layout[c].x for c in node.children]
-            ax.plot([min(xs), max(xs)], [node.split, node.split], color="0.3", lw=2.5)
-            ax.text(
-                node.x, node.split, f" {node.id} ({node.size})\n split r{node.split}",
-                fontsize=7, va="bottom", ha="left", color="0.2",
+            ax.plot([min(xs), max(xs)], [node.split, node.split], color="0.3", lw=3)
+            ax.annotate(
+                f"cluster {node.id}: {node.size} clients\nsplit at round {node.split}",
+                (node.x, node.split), xytext=(0, 6), textcoords="offset points",
+                fontsize=LEGEND_PT, va="bottom", ha="center", color="0.15",
+                bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.85},
             )  # fmt: skip
         else:
-            ax.plot([node.x], [bottom], marker="o", color=colour, ms=6)
+            ax.plot([node.x], [bottom], marker="o", color=colour, ms=9)
             ax.annotate(
-                f"{node.id}\n({node.size})",
-                (node.x, bottom),
-                xytext=(0, -7),
-                textcoords="offset points",
-                fontsize=7,
-                va="top",
-                ha="center",
-            )
+                f"cluster {node.id}\n{node.size} clients", (node.x, bottom), xytext=(0, -9),
+                textcoords="offset points", fontsize=LEGEND_PT, va="top", ha="center",
+            )  # fmt: skip
     ticks = sorted({0, end} | {n.split for n in layout.values() if n.split >= 0})
     ax.set_yticks(ticks)
-    ax.set_ylim(end + 0.15 * end + 2, -0.05 * end - 1)
+    ax.tick_params(labelsize=LEGEND_PT)
+    ax.set_ylim(end * 1.22 + 2, -0.04 * end - 1)
     xs = [n.x for n in layout.values()]
-    ax.set_xlim(min(xs) - 0.8, max(xs) + 0.8)
+    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
     ax.set_xticks([])
     ax.set_ylabel("round")
     ax.grid(alpha=0.3, axis="y")
     state = "" if data.finished else f" (round {data.rounds_done} of {data.config.run.rounds})"
-    ax.set_title(f"Cluster tree: id (clients), split rounds{state}")
+    ax.set_title(f"Cluster tree over rounds{state}")
     return fig, (
-        "The cluster hierarchy over rounds: each split is labelled with the cluster's id, its "
-        "number of clients and the round; each final cluster ends in a dot with its id and size."
+        "The cluster hierarchy over rounds, top to bottom: each split is labelled with the "
+        "cluster that split, its clients and the round; each final cluster ends in a dot with "
+        "its id and size. Read when the clusters appeared and how the clients divided."
     )
 
 
@@ -302,17 +329,16 @@ def classes(data: RunData, palette: Palette) -> Drawn | None:
             ax.bar(np.arange(C), fractions[i], color=palette.of(data.leaves[i]), width=0.8)
             mixed = ", ".join(f"{palette.name(g)}: {c}" for g, c in enumerate(mix[i]) if c)
             ax.set_title(
-                f"{data.leaves[i]}: {sizes[i]} clients, {int(totals[i])} samples ({mixed or '-'})",
-                fontsize=8,
-                loc="left",
-            )
+                f"{cluster_label(data.leaves[i])}: {sizes[i]} clients, {int(totals[i])} samples "
+                f"({mixed or '-'})", fontsize=LEGEND_PT + 1, loc="left",
+            )  # fmt: skip
             ax.set_ylim(0, max(fractions.max() * 1.1, 1e-9))
             ax.grid(alpha=0.3, axis="y")
-            ax.tick_params(labelsize=7)
+            ax.tick_params(labelsize=LEGEND_PT)
         axes[-1].set_xlabel("class")
         if C <= 30:
             axes[-1].set_xticks(np.arange(C))
-        fig.supylabel("fraction of the cluster's samples", fontsize=8)
+        fig.supylabel("fraction of the cluster's samples", fontsize=LEGEND_PT + 1)
     else:
         fig = new_figure(max(6.0, min(0.15 * C + 3, 16)), max(4.0, min(0.25 * L + 2, 16)))
         ax = fig.add_subplot()
@@ -358,18 +384,20 @@ def membership(data: RunData, palette: Palette) -> Drawn | None:
             share[i, [col[int(r)] for r in rounds[rows]]] = count[rows]
         total = share.sum(axis=0)
         share = np.divide(share, total, out=np.zeros_like(share), where=total > 0)
-        ax.stackplot(steps, share, colors=[palette.of(c) for c in ids], labels=ids, lw=0)
-        ax.set_title(f"{names[g]} ({int(total.max())} clients)", fontsize=8, loc="left")
+        ax.stackplot(steps, share, colors=[palette.of(c) for c in ids],
+                     labels=[cluster_label(c) for c in ids], lw=0)  # fmt: skip
+        ax.set_title(f"{names[g]} ({int(total.max())} clients)", fontsize=LEGEND_PT + 1,
+                     loc="left")  # fmt: skip
         ax.set_ylim(0, 1)
-        ax.tick_params(labelsize=7)
+        ax.tick_params(labelsize=LEGEND_PT)
         ax.grid(alpha=0.3)
     for ax in axes[shown:]:
         ax.set_visible(False)
     handles, labels = axes[0].get_legend_handles_labels()
     if len(ids) <= 16:
-        fig.legend(handles, labels, fontsize=7, loc="outside right upper", title="cluster")
-    fig.supxlabel("round", fontsize=8)
-    fig.supylabel("share of the group's clients", fontsize=8)
+        fig.legend(handles, labels, fontsize=LEGEND_PT, loc="outside right upper")
+    fig.supxlabel("round", fontsize=LEGEND_PT + 1)
+    fig.supylabel("share of the group's clients", fontsize=LEGEND_PT + 1)
     more = f" (the first 12 of {G} groups)" if G > shown else ""
     fig.suptitle("Which cluster holds each ground-truth group's clients" + more)
     return fig, (
@@ -383,9 +411,20 @@ def membership(data: RunData, palette: Palette) -> Drawn | None:
 # -- a suite -------------------------------------------------------------------------
 
 
+#: what the suite's bar charts call their metrics (the table's column names otherwise)
+METRIC_NAMES = {
+    "rand": "Rand index",
+    "ari": "adjusted Rand index (ARI)",
+    "accuracy": "final balanced accuracy",
+    "clusters": "clusters found",
+    "first_split": "round of the first split",
+}
+
+
 def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Drawn | None:
     """Grouped bars: one group per scenario, one bar per algorithm, the mean over seeds with
-    the seeds' range as an error bar."""
+    the seeds' range as an error bar (none with one seed); a mean of 0 shows as a short
+    thick line on the axis, not as no bar at all."""
     values: dict[tuple[str, str], list[float]] = {}
     for row in rows:
         v = row.get(metric)
@@ -396,8 +435,9 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
         return None
     scenarios = list(dict.fromkeys(str(r["scenario"]) for r in rows))
     algorithms = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
+    seeds = sorted({len(v) for v in values.values()})
     width = 0.8 / len(algorithms)
-    fig = new_figure(max(6.0, min(1.1 * len(scenarios) * max(1, len(algorithms) / 2) + 2, 20)), 4.5)
+    fig = new_figure(max(6.0, min(1.1 * len(scenarios) * max(1, len(algorithms) / 2) + 2, 20)), 4.8)
     ax = fig.add_subplot()
     x = np.arange(len(scenarios))
     for j, algo in enumerate(algorithms):
@@ -408,24 +448,31 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
             mean.append(m)
             lo.append(m - min(v) if v else 0.0)
             hi.append(max(v) - m if v else 0.0)
-        bars = ax.bar(
-            x - 0.4 + width * (j + 0.5),
-            mean,
-            width=width,
-            color=_colour(j),
-            yerr=[lo, hi],
-            capsize=2,
-            label=algo,
-        )
-        ax.bar_label(bars, fmt="%.2f", fontsize=7, padding=2)
-    ax.set_xticks(x, scenarios, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel(metric)
+        at = x - 0.4 + width * (j + 0.5)
+        errors = [lo, hi] if seeds != [1] else None
+        bars = ax.bar(at, mean, width=width, color=_colour(j), yerr=errors, capsize=3,
+                      label=algo, edgecolor="black", linewidth=0.4)  # fmt: skip
+        zero = np.array([m == 0 for m in mean])
+        if zero.any():  # a bar of height 0 is still a result: a thick line on the axis
+            ax.hlines(np.zeros(zero.sum()), at[zero] - width * 0.45, at[zero] + width * 0.45,
+                      color=_colour(j), lw=4, zorder=3)  # fmt: skip
+        ax.bar_label(bars, fmt="%.2f", fontsize=LEGEND_PT - 1, padding=2)
+    ax.set_xticks(x, scenarios, rotation=30, ha="right", fontsize=LEGEND_PT)
+    ax.set_ylabel(METRIC_NAMES.get(metric, metric))
     if metric in ("rand", "ari", "accuracy"):  # scores of at most 1: show the whole scale
         low = min([0.0] + [min(v) for v in values.values()])
-        ax.set_ylim(low - 0.05 if low < 0 else 0.0, 1.12)
+        ax.set_ylim(low - 0.05 if low < 0 else 0.0, 1.15)
+    ax.axhline(0, color="0.3", lw=0.8)
     ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=8, ncols=min(len(algorithms), 4), loc="upper left")
-    ax.set_title(title)
+    ax.legend(fontsize=LEGEND_PT, ncols=min(len(algorithms), 4), loc="upper left")
+    n = seeds[0] if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
+    how = (
+        "one seed, no error bars" if seeds == [1]
+        else f"mean of {n} seeds; error bars: the lowest and highest seed"
+    )  # fmt: skip
+    ax.set_title(f"{title}\n({how})", fontsize=LEGEND_PT + 2)
     return fig, (
-        f"{title}: mean over seeds per scenario and algorithm (error bars: the seeds' range)."
+        f"{title}: per scenario (groups of bars) and algorithm (colours), {how}; the number "
+        "on each bar is its mean. Higher is better for the Rand index, the ARI and the "
+        "accuracy; an ARI of 0 is a clustering no better than chance (one cluster for all)."
     )
