@@ -146,7 +146,8 @@ def _parser() -> argparse.ArgumentParser:
         default="fedgwc,none",
         metavar="A,B",
         help="values of algorithm.name or --variant names, comma-separated (fedgwc,none; "
-        "none = one global model, shown as its aggregator)",
+        "none, also written fedavg, is one global model, named by its aggregator (fedavg) in "
+        "the table, the figures and the run files)",
     )
     su.add_argument(
         "--variant",

@@ -112,6 +112,12 @@ def run_file_stem(scenario: str, algorithm: str, seed: int) -> str:
     return f"{scenario}--{algorithm}--s{seed}"
 
 
+#: the algorithm of one global model, and the name --algorithms also takes for it (what the
+#: tables, the figures and the run files call it with the default aggregator)
+GLOBAL_MODEL = "none"
+GLOBAL_MODEL_NAME = "fedavg"
+
+
 def algorithm_label(config) -> str:
     """The algorithm as the table names it: ``none`` (one global model) is its aggregator."""
     name = config.algorithm.name
@@ -213,10 +219,12 @@ def plan_jobs(
         raise UserError("distfl suite needs at least one scenario, algorithm and seed")
     _load_plugins(scenarios, overrides)
     allowed = algorithm_names()
+    # FedAvg by the name the tables, the figures and the run files give it
+    algorithms = [GLOBAL_MODEL if a == GLOBAL_MODEL_NAME else a for a in algorithms]
     defined: dict[str, tuple[str, tuple[str, ...]]] = {}
     for text in variants:
         name, base, items = parse_variant(text)
-        if name in allowed or name in defined:
+        if name in allowed or name in defined or name == GLOBAL_MODEL_NAME:
             what = "an algorithm's" if name in allowed else "another variant's"
             raise UserError(f"--variant {text!r}: {name!r} is already {what} name")
         if base not in allowed:
@@ -251,21 +259,36 @@ def plan_jobs(
             base = base_of[algorithm]
             mine = defined[algorithm][1] if algorithm in defined else ()
             for seed in seeds:
-                out = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
-                own = (
-                    f"algorithm.name={cfg.toml_string(base)}",
-                    f"run.seed={seed}",
-                    f"run.out={cfg.toml_string(str(out))}",
-                    'run.progress="none"',
-                )
-                items = (*shared[base], *mine, *own)
                 kind, value = source
-                config = cfg.load(
-                    path=value if kind == "--config" else None,
-                    preset=value if kind == "--preset" else None,
-                    overrides=items,
-                )
+
+                def build(out: Path, seed=seed, base=base, mine=mine, kind=kind, value=value):
+                    own = (
+                        f"algorithm.name={cfg.toml_string(base)}",
+                        f"run.seed={seed}",
+                        f"run.out={cfg.toml_string(str(out))}",
+                        'run.progress="none"',
+                    )
+                    items = (*shared[base], *mine, *own)
+                    config = cfg.load(
+                        path=value if kind == "--config" else None,
+                        preset=value if kind == "--preset" else None,
+                        overrides=items,
+                    )
+                    return items, config
+
                 variant = algorithm in defined
+                listed = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
+                items, config = build(listed)
+                if not variant and algorithm_label(config) != algorithm:
+                    # one global model: the file is named as the table names the algorithm
+                    # (its aggregator), unless a suite run before named it by --algorithms
+                    shown = listed.with_name(
+                        f"{run_file_stem(name, algorithm_label(config), seed)}.h5"
+                    )
+                    out = listed if listed.exists() and not shown.exists() else shown
+                    items, config = build(out)
+                else:
+                    out = listed
                 jobs.append(Job(name, source, algorithm, seed, out, items, config, variant))
     return jobs
 

@@ -67,7 +67,8 @@ METRICS = COLUMNS[4:]  # the columns read from the run file
 
 
 def run_name(scenario: str, algorithm: str, seed: int) -> str:
-    return f"{scenario}--{algorithm}--s{seed}.h5"
+    """A job's run file: named by the algorithm as the table names it (``none``: fedavg)."""
+    return f"{scenario}--{ALGORITHMS.get(algorithm, algorithm)}--s{seed}.h5"
 
 
 def label(scenario: str, algorithm: str, seed: int) -> str:
@@ -464,9 +465,9 @@ def test_failed_run_leaves_its_row_empty_and_exit_code_1(helpers, base, tmp_path
                   "--seeds", "0", "--workers", "2", "--out", "out", *COMMON)  # fmt: skip
     assert proc.returncode == 1, proc.stdout + proc.stderr
     out = tmp_path / "out"
-    log = out / "class12--none--s0.log"
+    log = out / "class12--fedavg--s0.log"
     assert "class 12" in log.read_text()
-    assert not (out / "class12--none--s0.h5").exists()
+    assert not (out / "class12--fedavg--s0.h5").exists()
     statuses = progress_lines(proc.stdout, 2)
     failed = statuses[label("class12", "none", 0)]
     assert failed.startswith("FAILED (distfl: error: ") and "class 12" in failed, failed

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from distfl.errors import ConfigError
+from distfl.errors import ConfigError, UserError
 from distfl.tools.suite import algorithm_overrides, plan_jobs
 
 
@@ -107,3 +107,24 @@ def test_bad_variants_are_refused_before_anything_runs(tmp_path, variants, algor
         plan_jobs(["digits-mixed"], algorithms, [0], tmp_path, [], variants)
     assert needle in str(exc.value) and "\n" not in str(exc.value), str(exc.value)
     assert not any(tmp_path.iterdir())
+
+
+def test_one_global_model_has_one_name_fedavg(tmp_path):
+    """``none`` (one global model) is named by its aggregator in the run files as in the
+    tables (``fedavg``, or ``fedavgm`` with that aggregator); ``--algorithms fedavg`` is the
+    same job; a file a suite wrote before under ``--none--`` is the job's file while no
+    ``--fedavg--`` file exists, so that a finished run is kept, not run again."""
+    (job,) = plan_jobs(["digits-mixed"], ["none"], [0], tmp_path, [])
+    assert job.out.name == "digits-mixed--fedavg--s0.h5" and job.name == "fedavg"
+    assert job.config.run.out == str(job.out)
+    (alias,) = plan_jobs(["digits-mixed"], ["fedavg"], [0], tmp_path, [])
+    assert (alias.algorithm, alias.out, alias.config) == ("none", job.out, job.config)
+    (momentum,) = plan_jobs(["digits-mixed"], ["none"], [0], tmp_path,
+                            ['server.aggregator="fedavgm"'])  # fmt: skip
+    assert momentum.out.name == "digits-mixed--fedavgm--s0.h5"
+    (tmp_path / "digits-mixed--none--s0.h5").write_bytes(b"")
+    (before,) = plan_jobs(["digits-mixed"], ["none"], [0], tmp_path, [])
+    assert before.out.name == "digits-mixed--none--s0.h5"
+    assert before.config.run.out == str(before.out)
+    with pytest.raises(UserError, match="--algorithms: .none. is listed twice"):
+        plan_jobs(["digits-mixed"], ["none", "fedavg"], [0], tmp_path, [])
