@@ -158,3 +158,50 @@ def test_every_readme_section_named_elsewhere_exists():
             if not ok:
                 named.append(f"{path.relative_to(ROOT)}: {m.group(0)}")
     assert not named, f"README has no such section: {named}"
+
+
+def page_block(page: str, lead: str) -> list[str]:
+    return shown_after(ROOT / page, lead)
+
+
+def test_the_configuration_pages_error_line_is_what_the_config_says():
+    from distfl.config import load
+    from distfl.errors import ConfigError
+
+    (shown,) = page_block("docs/configuration.md", "does not take stops the run with exit code 2")
+    with pytest.raises(ConfigError) as info:
+        load(overrides=['algorithm.name="fedgwc"', "algorithm.eps1=0.4"])
+    assert shown == f"distfl: error: {info.value}"
+
+
+def test_the_commands_pages_keys_excerpt_is_what_distfl_keys_prints():
+    from distfl.tools.keys import format_keys, key_rows
+
+    printed = {line.rstrip() for line in format_keys(key_rows("default"), "default").splitlines()}
+    shown = page_block("docs/commands.md", "printed on the next line. An excerpt:")
+    assert len(shown) >= 4
+    for line in shown:
+        assert line.rstrip() in printed, line
+
+
+def test_the_commands_pages_gather_lines_are_what_gather_prints(default_run, tmp_path):
+    """A sweep of three run files and a text file named x.h5, gathered as the page
+    shows."""
+    import io
+
+    from distfl.tools.gather import gather
+
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    for name in ("a.h5", "b.h5", "c.h5"):
+        shutil.copy(default_run.path, sweep / name)
+    (sweep / "x.h5").write_text("not a run file\n")
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        code = gather(["sweep"], out, errors=err)
+    finally:
+        os.chdir(here)
+    shown = page_block("docs/commands.md", "named on stderr with the reason, followed by a")
+    assert code == 1 and err.getvalue().splitlines() == shown

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import pytest
@@ -84,6 +85,10 @@ def test_a_round_that_raises_keeps_the_last_round_and_resumes_exactly(setup, fai
         f"injected failure in round {fail_round}); {out} holds round {fail_round - 1}: "
         f"continue with distfl run --resume {out}; the traceback is in {trace}"
     )
+    if fail_round == 25:  # the line docs/checkpoints.md shows, for --out run.h5
+        page = (Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md").read_text()
+        shown = line.replace(str(trace), "run.h5.traceback.txt").replace(str(out), "run.h5")
+        assert f"```\n{shown}\n```" in page, shown
     text = trace.read_text()
     assert "Traceback (most recent call last)" in text and "injected failure" in text
     with h5py.File(out, "r") as f:
