@@ -34,13 +34,24 @@ VOLATILE = [
 ]
 
 
+#: the comment before a block that runs only where pandas is importable
+NEEDS_PANDAS = "<!-- needs pandas -->"
+
+
 def blocks(page: Path) -> list[tuple[str, str | None]]:
-    """(code, the output the page shows after it or None) of each Python block, in order."""
+    """(code, the output the page shows after it or None) of each Python block, in order;
+    a block preceded by :data:`NEEDS_PANDAS` only where pandas is importable."""
+    import importlib.util
+
+    pandas = importlib.util.find_spec("pandas") is not None
     text = page.read_text(encoding="utf-8")
     fences = [(m.group(1), m.group(2), m.start(), m.end()) for m in FENCE.finditer(text)]
     out = []
-    for i, (lang, body, _, end) in enumerate(fences):
+    for i, (lang, body, start, end) in enumerate(fences):
         if lang != "python":
+            continue
+        before = text[fences[i - 1][3] if i else 0 : start]
+        if NEEDS_PANDAS in before and not pandas:
             continue
         shown = None
         if i + 1 < len(fences):
