@@ -4,11 +4,13 @@ checkpoint is refused with exit code 2 and one line."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import h5py
 import numpy as np
@@ -110,6 +112,15 @@ def test_sigusr1_checkpoints_and_resume_equals_uninterrupted(helpers, tmp_path, 
         assert time.monotonic() - signalled < 15
         text = stdout0.text()
         assert "stopped by SIGUSR1 after round" in text, text
+        # the line docs/checkpoints.md shows (its round and file aside)
+        (line,) = [x for x in text.splitlines() if x.startswith("distfl: stopped by SIGUSR1")]
+        page = (Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md").read_text()
+        (shown,) = [x for x in page.splitlines() if x.startswith("distfl: stopped by SIGUSR1")]
+
+        def masked(x: str, path: str) -> str:
+            return re.sub(r"round \d+/\d+", "round N/T", x).replace(path, "RUN")
+
+        assert masked(line, str(out)) == masked(shown, "run.h5")
     finally:
         helpers.kill_tree(procs, marker=str(tmp_path))
     with h5py.File(out, "r") as f:

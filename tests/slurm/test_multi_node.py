@@ -98,6 +98,15 @@ def test_template_across_two_nodes_equals_local_run(slurm2, work, template, args
     shown = subprocess.run([sys.executable, "-m", "distfl", "inspect", str(out)],
                            capture_output=True, text=True, timeout=60).stdout  # fmt: skip
     assert "\nworld      node1 ranks 0-1, node2 ranks 2-3; " in shown, shown
+    if template == "srun_native.sbatch":  # the line docs/launching.md shows, port and IP aside
+        page = (Path(__file__).resolve().parents[2] / "docs" / "launching.md").read_text()
+        (line,) = [x for x in shown.splitlines() if x.startswith("world ")]
+        (doc,) = [x for x in page.splitlines() if x.startswith("world      node1 ranks")]
+
+        def masked(x: str) -> str:
+            return re.sub(r"node1:\d+ = [\d.]+", "node1:PORT = IP", x)
+
+        assert masked(line) == masked(doc), (line, doc)
     assert_same_run(reference, out)
 
 
