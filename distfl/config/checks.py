@@ -1,0 +1,254 @@
+"""The values a config may hold and the relations between them (:func:`validate`), the
+output path (:func:`check_out_path`) and the world a launch may have
+(:func:`check_world`): each refusal a ConfigError with one line naming the key."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+
+from distfl.algorithms.base import Params
+from distfl.algorithms.registry import algorithm_class
+from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
+from distfl.datasets.registry import dataset_spec, dataset_specs
+from distfl.errors import ConfigError, did_you_mean
+
+NAME_MAX = 255
+NAME_SUFFIX = 21
+
+
+def check_out_path(out: str) -> None:
+    """Refuse (ConfigError) a run.out that cannot name a run file: empty, a directory (``.``,
+    ``/``, a trailing slash), or a file name too long for the files written beside it."""
+    if not out:
+        raise ConfigError("run.out is empty: give the path of the HDF5 run file")
+    name = os.path.basename(out)
+    if out.endswith(os.sep) or name in ("", ".", ".."):
+        raise ConfigError(
+            f"run.out = {out!r} names a directory; give the path of a run file in it, "
+            f"such as {os.path.join(out, 'run.h5')!r}"
+        )
+    size = len(os.fsencode(name))
+    if size > NAME_MAX - NAME_SUFFIX:
+        raise ConfigError(
+            f"run.out's file name is {size} bytes; at most {NAME_MAX - NAME_SUFFIX} (a file "
+            f"name takes {NAME_MAX}, and the temporary file beside the run file adds up to "
+            f"{NAME_SUFFIX})"
+        )
+
+
+#: most torch threads a rank may ask for (run.threads): far beyond any machine's cores, and
+#: below the OpenMP pools of 10,000s of threads that crash the process
+MAX_THREADS = 1024
+#: the largest float32: learning rates, weight decay and FedProx's mu are applied to float32
+#: tensors, and a larger value cannot be converted (a value this large diverges cleanly)
+MAX_FLOAT32 = 3.4028234663852886e38
+#: most samples a client may hold: the population counts them in int32
+MAX_SAMPLES_PER_CLIENT = 2**31 - 1
+#: widest Gaussian blur kernel: three times the side of the largest built-in images (32x32);
+#: the kernel (that many float64 values) is built for every client materialised
+MAX_BLUR = 99
+#: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
+#: and to int64 milliseconds
+MAX_TIMEOUT_S = 1e9
+
+
+def _float32_rate(key: str, value: float, what: str, *, positive: bool) -> None:
+    """A rate applied to float32 tensors: finite, positive (or non-negative) and at most
+    :data:`MAX_FLOAT32`."""
+    low_ok = value > 0 if positive else value >= 0
+    if not (low_ok and math.isfinite(value) and value <= MAX_FLOAT32):
+        sign = "positive" if positive else "non-negative"
+        raise ConfigError(
+            f"{key} = {value!r}: must be {sign} and at most {MAX_FLOAT32:.4g} (the largest "
+            f"float32; it is applied to float32 tensors){what}"
+        )
+
+
+def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:
+    if value != value or (lo is not None and value < lo) or (hi is not None and value > hi):
+        raise ConfigError(f"{key} = {value!r}: must be {what}")
+
+
+def validate(c: Config, *, unknown_dataset: bool = False) -> None:
+    """Check values and the relations between them; raise ConfigError on the first problem.
+    ``unknown_dataset``: a ``data.dataset`` that is not registered (a stored config's
+    plug-in, not imported) is kept, and the checks that need its spec are skipped."""
+    for dotted, allowed in CHOICES.items():
+        section, key = dotted.split(".")
+        value = getattr(getattr(c, section), key)
+        if value not in allowed:
+            raise ConfigError(
+                f"{dotted} = {value!r}{did_you_mean(value, allowed)}: allowed values are "
+                f"{', '.join(allowed)}"
+            )
+    for kind in c.run.export:
+        if kind not in EXPORTS:
+            raise ConfigError(
+                f"run.export: {kind!r}{did_you_mean(kind, EXPORTS)} is no export; allowed: "
+                f"{', '.join(EXPORTS)}"
+            )
+    if len(set(c.run.export)) != len(c.run.export):
+        raise ConfigError(f"run.export = {list(c.run.export)}: an export is named twice")
+    if "tensorboard" in c.run.export and importlib.util.find_spec("tensorboard") is None:
+        raise ConfigError(
+            "run.export names tensorboard, which needs the tensorboard package: "
+            "pip install distfl[tensorboard], or leave it out of run.export"
+        )
+    _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
+    _range("run.rounds", c.run.rounds, 1, None, "at least 1")
+    _range("run.threads", c.run.threads, 1, MAX_THREADS,
+           f"between 1 and {MAX_THREADS} (torch threads of each rank)")  # fmt: skip
+    check_out_path(c.run.out)
+    _range("data.num_clients", c.data.num_clients, 1, None, "at least 1")
+    _range("data.samples_per_client", c.data.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
+           f"between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
+    if not 0.0 < c.data.test_fraction < 1.0:
+        raise ConfigError(
+            f"data.test_fraction = {c.data.test_fraction!r}: must be strictly between 0 and 1"
+        )
+    n_test = round(c.data.samples_per_client * c.data.test_fraction)
+    if n_test < 1 or n_test >= c.data.samples_per_client:
+        raise ConfigError(
+            f"data.test_fraction = {c.data.test_fraction!r}: leaves no train or no test sample "
+            f"out of data.samples_per_client = {c.data.samples_per_client}"
+        )
+    _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
+    _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
+    try:
+        spec = dataset_spec(c.data.dataset)
+    except ConfigError:
+        if not unknown_dataset:
+            raise
+        spec = None  # a stored config's dataset of a plug-in not imported: kept unchecked
+    if spec is not None:
+        c.data.params.check(c)  # the dataset's own keys
+    if spec is not None and spec.needs_root and not c.data.root:
+        raise ConfigError(
+            f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
+            "data.root (nothing is downloaded; see the dataset table of docs/datasets.md)"
+        )
+    if spec is not None and c.data.partition == "natural" and spec.natural == "never":
+        natural = ", ".join(s.name for s in dataset_specs() if s.natural != "never")
+        raise ConfigError(
+            f"data.partition = 'natural': data.dataset = {c.data.dataset!r} has no natural "
+            f"owners (the datasets that have them: {natural})"
+        )
+    for i, g in enumerate(c.data.groups):
+        key = f"data.groups[{i}]"
+        _range(f"{key}.count", g.count, 1, None, "at least 1")
+        _range(f"{key}.alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)")
+        if g.samples_per_client:
+            _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
+                   f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
+        if g.test_fraction and not 0.0 < g.test_fraction < 1.0:
+            raise ConfigError(
+                f"{key}.test_fraction = {g.test_fraction!r}: must be 0 (data.test_fraction) "
+                "or strictly between 0 and 1"
+            )
+        n = g.samples_per_client or c.data.samples_per_client
+        frac = g.test_fraction or c.data.test_fraction
+        if not 1 <= round(n * frac) < n:
+            raise ConfigError(
+                f"{key}: test fraction {frac!r} of {n} samples per client leaves no train or "
+                "no test sample"
+            )
+        for j, cls in enumerate(g.classes):
+            _range(f"{key}.classes[{j}]", cls, 0, None, "a class index (0 or more)")
+        if len(set(g.classes)) != len(g.classes):
+            raise ConfigError(f"{key}.classes = {list(g.classes)}: a class is listed twice")
+        _range(f"{key}.patch", g.patch, 0, None, "0 (off) or a patch side in pixels")
+        if g.blur and (g.blur < 3 or g.blur % 2 == 0):
+            raise ConfigError(f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size >= 3")
+        if g.blur > MAX_BLUR:
+            raise ConfigError(
+                f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size from 3 to "
+                f"{MAX_BLUR} (three times the side of the largest images)"
+            )
+        _range(f"{key}.noise", g.noise, 0.0, None, "non-negative (std of the noise)")
+        _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
+    if c.data.groups and sum(g.count for g in c.data.groups) != c.data.num_clients:
+        total = sum(g.count for g in c.data.groups)
+        raise ConfigError(
+            f"data.groups: the counts add up to {total}, but data.num_clients = "
+            f"{c.data.num_clients}; they must be equal"
+        )
+    for i, h in enumerate(c.model.hidden):
+        _range(f"model.hidden[{i}]", h, 1, None, "at least 1")
+    _range("train.local_steps", c.train.local_steps, 1, None, "at least 1")
+    _range("train.batch_size", c.train.batch_size, 1, None, "at least 1")
+    _float32_rate("train.lr", c.train.lr, "", positive=True)
+    _range("train.momentum", c.train.momentum, 0.0, 0.999999, "in [0, 1)")
+    _float32_rate("train.weight_decay", c.train.weight_decay, "", positive=False)
+    _float32_rate("train.prox_mu", c.train.prox_mu, " (FedProx's mu; 0: off)", positive=False)
+    _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
+    if spec is not None and c.train.loss == "hinge" and spec.classes(c) != 2:
+        binary = ", ".join(s.name for s in dataset_specs() if s.num_classes == 2)
+        raise ConfigError(
+            f"train.loss = 'hinge' needs a binary problem: data.dataset = {c.data.dataset!r} "
+            f"has {spec.classes(c)} classes (the binary datasets: {binary})"
+        )
+    _range(
+        "server.clients_per_round",
+        c.server.clients_per_round,
+        1,
+        c.data.num_clients,
+        f"between 1 and data.num_clients ({c.data.num_clients})",
+    )
+    _float32_rate("server.lr", c.server.lr, " (FedAvgM's η)", positive=True)
+    _range("server.momentum", c.server.momentum, 0.0, 0.999999, "in [0, 1) (FedAvgM's β)")
+    if c.server.aggregator == "fedprox" and not c.train.prox_mu > 0:
+        raise ConfigError(
+            "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
+            "e.g. --set train.prox_mu=0.01)"
+        )
+    _validate_algorithm(c)
+    if not 0 < c.comm.timeout_s <= MAX_TIMEOUT_S:
+        raise ConfigError(
+            f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive and at most "
+            f"{MAX_TIMEOUT_S:.0e} seconds"
+        )
+    _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
+    _range(
+        "eval.clients",
+        c.eval.clients,
+        0,
+        c.data.num_clients,
+        f"0 (all) or a sample size up to data.num_clients ({c.data.num_clients})",
+    )
+    _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
+    _range("checkpoint.seconds", c.checkpoint.seconds, 0.0, None, "0 (off) or more")
+
+
+def _validate_algorithm(c: Config) -> None:
+    """The named algorithm's keys, by its own rules (:meth:`Params.check`); none for a
+    stored algorithm that is not registered (its plug-in was not imported)."""
+    if isinstance(c.algorithm.params, StoredParams):
+        return
+    cls = algorithm_class(c.algorithm.name)
+    params = c.algorithm.params
+    if type(params) is not cls.Params or not isinstance(params, Params):
+        raise ConfigError(
+            f"algorithm.name = {c.algorithm.name!r} takes {cls.Params.__name__}, "
+            f"not {type(params).__name__}"
+        )
+    for key, allowed in cls.Params.choices.items():
+        value = getattr(params, key)
+        if value not in allowed:
+            raise ConfigError(
+                f"algorithm.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
+                f"are {', '.join(allowed)}"
+            )
+    params.check(c)
+
+
+def check_world(c: Config, world_size: int) -> None:
+    """Relations between the config and the launched world, checked before any collective."""
+    num_workers = max(world_size - 1, 1)
+    if num_workers > c.data.num_clients:
+        raise ConfigError(
+            f"data.num_clients = {c.data.num_clients}: fewer clients than the {num_workers} "
+            f"worker ranks of this world of {world_size}; launch at most "
+            f"{c.data.num_clients + 1} ranks or raise data.num_clients"
+        )

@@ -1,0 +1,502 @@
+"""The config's schema: one frozen dataclass per section (its keys, their defaults,
+the values each allows and what each means, declared once with ``setting``), the whole
+:class:`Config`, and the keys of a fixed set of values (:data:`CHOICES`)."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from distfl.algorithms.base import Params, setting
+from distfl.algorithms.registry import algorithm_class
+from distfl.datasets import DEFAULT_DATASET
+from distfl.datasets.registry import dataset_spec
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A group of clients: its size, how its samples are drawn, and the transforms applied
+    to its data (in the order listed; see :mod:`distfl.data.transforms`)."""
+
+    count: int = setting(allowed="int ≥ 1", doc="clients in the group")
+    alpha: float = setting(
+        allowed="≥ 0",
+        doc="class proportions of each client ~ Dir(α·1): α = 0 one class per client, "
+        "α = 1000 near-IID (ignored by natural partitions)",
+    )
+    name: str = setting("", "string", "a label for tables and plots")
+    samples_per_client: int = setting(
+        0, "int ≥ 0", "the group's own sample count (0: `data.samples_per_client`)"
+    )
+    test_fraction: float = setting(
+        0.0, "[0, 1)", "the group's own test share (0: `data.test_fraction`)"
+    )
+    classes: tuple[int, ...] = setting(
+        (), "list of class indices", "the classes the group's samples are drawn from (`[]`: all)"
+    )
+    rotation: float = setting(
+        0.0,
+        "degrees",
+        "rotate every image by this many degrees counter-clockwise (multiples of 90 exact, others "
+        "bilinear); on tabular data the first two features",
+    )
+    blur: int = setting(
+        0,
+        "0 or odd, ≤ 99",
+        "Gaussian blur with this odd kernel size (σ = 0.3·((k−1)/2 − 1) + 0.8, reflect padding)",
+    )
+    patch: int = setting(
+        0,
+        "int ≥ 0",
+        "a p×p patch in the top-left corner whose colour encodes the sample's class (a backdoor "
+        "feature; one colour table per seed, the same for every group)",
+    )
+    noise: float = setting(
+        0.0, "≥ 0", "add Gaussian noise of this σ to every feature, drawn per client"
+    )
+    shift: float = setting(
+        0.0,
+        "≥ 0",
+        "add a fixed vector of this norm, drawn per group, to every sample (feature shift, for "
+        "tabular data)",
+    )
+    permute_labels: bool = setting(
+        False,
+        "bool",
+        "pass the group's labels through one fixed permutation that moves every class (a concept "
+        "shift; for two classes a label flip)",
+    )
+
+
+@dataclass(frozen=True)
+class RunSection:
+    seed: int = setting(
+        0,
+        "int ≥ 0",
+        "seed of the partition, the model's initialisation, the server's sampling and every "
+        "client's batches",
+    )
+    rounds: int = setting(40, "int ≥ 1", "communication rounds")
+    out: str = setting("distfl-run.h5", "string", "HDF5 run file (also `--out`)")
+    threads: int = setting(
+        1, "1..1024", "torch threads per process (fixed, so results do not depend on the machine)"
+    )
+    device: str = setting(
+        "auto", "`auto`, `cpu`, `cuda`", "where clients train; `auto` takes CUDA when present"
+    )
+    progress: str = setting(
+        "auto",
+        "`auto`, `bar`, `lines`, `none`",
+        "rank 0's progress: a redrawn bar on a terminal, lines in a log",
+    )
+    export: tuple[str, ...] = setting(
+        (),
+        "list of `jsonl`, `tensorboard`",
+        "live export while the run goes, by rank 0 beside the run file: `jsonl` every row of "
+        "the run file's tables as JSON lines in `<out>.jsonl` (no dependency); `tensorboard` "
+        "the per-round metrics as TensorBoard events in `<out>-tb/` (needs "
+        "`pip install distfl[tensorboard]`); both flushed at each evaluation and at the end "
+        "([Watching a run](watching.md))",
+    )
+    plugins: tuple[str, ...] = setting(
+        (),
+        "list of strings",
+        "Python modules (names, or paths of `.py` files) imported on every rank before the config "
+        "is checked, so that the algorithms they define register",
+    )
+
+
+def _own_key(section: Any, key: str, fields: tuple[str, ...], owner) -> Any:
+    """``section.<key>`` for a key of its ``params`` (an algorithm's or a dataset's own
+    keys); AttributeError naming ``owner()`` otherwise."""
+    if key.startswith("__") or key in fields:
+        raise AttributeError(key)
+    try:
+        params = object.__getattribute__(section, "params")
+    except AttributeError:
+        raise AttributeError(key) from None
+    if isinstance(params, (Params, StoredParams)) and key in params.keys():
+        return getattr(params, key)
+    raise AttributeError(f"{owner()} has no key {key!r}")
+
+
+@dataclass(frozen=True)
+class DataSection:
+    dataset: str = setting(
+        DEFAULT_DATASET,
+        "a registered dataset",
+        "see [Datasets](datasets.md) for the built-in ones, where each comes from and what it "
+        "needs; a dataset of your own registers through `run.plugins` "
+        "([Adding a dataset](adding-a-dataset.md))",
+    )
+    root: str = setting(
+        "",
+        "string",
+        "directory holding the dataset's files (required for the datasets read from files; "
+        "nothing is downloaded)",
+    )
+    partition: str = setting(
+        "dirichlet",
+        "`dirichlet`, `natural`",
+        "`dirichlet`: each client's samples are drawn from the pooled dataset by its group's α; "
+        "`natural`: one client per natural owner of a dataset that has them (a writer; "
+        "[Datasets](datasets.md))",
+    )
+    draw: str = setting(
+        "per_client",
+        "`per_client`, `sequential`",
+        "how a Dirichlet partition draws ([Datasets](datasets.md#how-each-partition-draws)): "
+        "`per_client` keeps a few numbers per client and draws a client's samples when it is "
+        "used; `sequential` is distfl 0.1.0's draw (every client's indices held on every rank), "
+        "kept so that run files written by 0.1.0 resume to the same bits",
+    )
+    cache_mb: int = setting(
+        256,
+        "int ≥ 0",
+        "MiB of materialised clients a worker keeps between steps, least recently used first out "
+        "(0: keep none)",
+    )
+    num_clients: int = setting(20, "int ≥ 1", "K, the number of simulated clients")
+    samples_per_client: int = setting(
+        80,
+        "2..2³¹−1",
+        "samples each client holds (train + test); the mean when `quantity_skew` > 0; with the "
+        "model widths and local steps, checked against the memory available before any rank "
+        "allocates",
+    )
+    test_fraction: float = setting(
+        0.25, "(0, 1)", "share of each client's samples kept as its local test split"
+    )
+    quantity_skew: float = setting(
+        0.0,
+        "≥ 0",
+        "σ of a log-normal factor on each client's sample count (mean preserved, at least 2 "
+        "samples); 0: every client of a group holds the same count",
+    )
+    groups: tuple[GroupSpec, ...] = setting(
+        (),
+        "list of tables (below)",
+        "groups of clients, each with its count, label skew, sizes and transforms; the counts "
+        "must add up to `num_clients`; each client's group is recorded as ground truth",
+    )
+    #: the dataset's own keys (its spec's ``Params``; ``StoredParams`` for a stored config's
+    #: dataset that is not registered): ``config.data.dim`` reads the key ``dim`` of them
+    params: Any = None
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", dataset_spec(self.dataset).Params())
+
+    def __getattr__(self, key: str) -> Any:
+        return _own_key(self, key, ("params",), lambda: f"data.dataset {self.dataset!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The [data] table: the shared keys, then the dataset's own."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "groups":
+                out[f.name] = tuple(dataclasses.asdict(g) for g in value)
+            elif f.name != "params":
+                out[f.name] = copy.deepcopy(value)
+        own = (self.params.to_dict() if isinstance(self.params, StoredParams)
+               else dataclasses.asdict(self.params))  # fmt: skip
+        return out | own
+
+
+@dataclass(frozen=True)
+class ModelSection:
+    name: str = setting(
+        "mlp",
+        "`mlp`, `cnn`, `lenet5`, `mnist_cnn`",
+        "`mlp`: an MLP of `model.hidden`; `cnn`: two 5x5 conv blocks of 64 channels, dense "
+        "384-192-C; `lenet5`: LeNet-5; `mnist_cnn`: 3x3 convolutions of 64 and 128 channels, dense "
+        "128-C (a 128-wide embedding). All take the dataset's input shape and class count; which "
+        "paper each follows: [Models](datasets.md#models)",
+    )
+    hidden: tuple[int, ...] = setting((64,), "list of int ≥ 1", "hidden widths of the MLP")
+
+
+@dataclass(frozen=True)
+class TrainSection:
+    local_steps: int = setting(
+        8, "int ≥ 1", "S, local SGD steps per client per round (the loss of each is recorded)"
+    )
+    batch_size: int = setting(16, "int ≥ 1", "minibatch size (capped at the client's train size)")
+    lr: float = setting(0.1, "> 0, finite in float32", "local SGD learning rate")
+    momentum: float = setting(
+        0.0, "[0, 1)", "local SGD momentum (the optimiser starts fresh each round)"
+    )
+    weight_decay: float = setting(0.0, "≥ 0", "local SGD weight decay")
+    prox_mu: float = setting(
+        0.0, "≥ 0", "FedProx's μ: adds μ(w − w_start) to every local gradient (0: off)"
+    )
+    trainer: str = setting(
+        "auto",
+        "`auto`, `batched`, `vectorised`, `sequential`",
+        "local trainer ([Each round](rounds.md)): `batched` trains the clients of one cluster "
+        "model together with batched kernels (one autograd graph; the MLP's backward written "
+        "out); `vectorised` with `torch.func` (`vmap` of `grad` over stacked parameters); "
+        "`sequential` one after another (the reference); `auto` picks, per model and device, the "
+        "trainer `distfl bench` measured fastest: `batched` for the three built-in models on CPU "
+        "(on CUDA not measured yet; `batched` too), `vectorised` for another model without "
+        "buffers, else `sequential`. A stored config without `comm.sums` (written before "
+        "`batched` existed) keeps `auto` meaning `vectorised`",
+    )
+    chunk_mb: int = setting(
+        256,
+        "int ≥ 1",
+        "memory budget of one batched or vectorised chunk of clients (parameters, gradients, "
+        "momentum, activations); at least two clients per chunk",
+    )
+    loss: str = setting(
+        "cross_entropy",
+        "`cross_entropy`, `hinge`",
+        "local and test loss; `hinge` is max(0, 1 − m) on the margin m = (2y − 1)(z₁ − z₀), for "
+        "a dataset of two classes",
+    )
+
+
+@dataclass(frozen=True)
+class ServerSection:
+    clients_per_round: int = setting(
+        10, "1..K", "clients sampled (uniformly, without replacement) per round"
+    )
+    aggregator: str = setting(
+        "fedavg",
+        "`fedavg`, `fedavgm`, `fedprox`, `fairavg`",
+        "how a cluster's model is made from its participants (see "
+        "[Aggregators](algorithms.md#aggregators)); works with every algorithm",
+    )
+    lr: float = setting(1.0, "> 0, finite in float32", "FedAvgM: server learning rate η")
+    momentum: float = setting(0.9, "[0, 1)", "FedAvgM: server momentum β")
+    placement: str = setting(
+        "balanced",
+        "`balanced`, `static`",
+        "which worker runs each task of a step: `balanced` by predicted cost, a client's home "
+        "worker first; `static` always its home worker (contiguous shards of near-equal samples)",
+    )
+
+
+@dataclass(frozen=True)
+class AlgorithmSection:
+    """``algorithm.name`` and that algorithm's own keys (``params``, its ``Params``
+    dataclass). ``config.algorithm.epsilon`` reads the key ``epsilon`` of the params."""
+
+    name: str = setting(
+        "none",
+        "a registered algorithm (the built-in ones, or one of your own: [Adding an "
+        "algorithm](adding-an-algorithm.md))",
+        "clustering algorithm ([Algorithms](algorithms.md)); `none` trains one global model. The "
+        "other keys of `[algorithm]` are that algorithm's own (below)",
+    )
+    params: Any = None
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", algorithm_class(self.name).Params())
+
+    def __getattr__(self, key: str) -> Any:
+        return _own_key(self, key, ("name", "params"), lambda: f"algorithm {self.name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"name": ..., <key>: <value>, ...}``, the [algorithm] table."""
+        if isinstance(self.params, StoredParams):
+            return {"name": self.name, **self.params.to_dict()}
+        return {"name": self.name, **dataclasses.asdict(self.params)}
+
+
+class StoredParams:
+    """The [algorithm] keys of a stored config whose algorithm is not registered (an
+    algorithm of one's own, read from a run file without importing its ``run.plugins``):
+    the stored values as they are, unchecked by the algorithm's own rules. Read-only;
+    ``params.<key>`` and :meth:`to_dict` give them, in the stored order."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        object.__setattr__(self, "_values", copy.deepcopy(dict(values)))
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("__") or key == "_values":
+            raise AttributeError(key)
+        try:
+            return self._values[key]
+        except KeyError:
+            raise AttributeError(f"the stored [algorithm] has no key {key!r}") from None
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot assign to field {key!r}")
+
+    def __delattr__(self, key: str) -> None:
+        raise dataclasses.FrozenInstanceError(f"cannot delete field {key!r}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (StoredParams, (self._values,))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, StoredParams):
+            return NotImplemented
+        return self._values == other._values
+
+    def __hash__(self) -> int:
+        return hash(json.dumps(self._values, sort_keys=True, default=repr))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self._values.items())
+        return f"StoredParams({inner})"
+
+    def keys(self) -> tuple[str, ...]:
+        """The stored key names."""
+        return tuple(self._values)
+
+    def to_dict(self) -> dict[str, Any]:
+        return copy.deepcopy(self._values)
+
+    def as_kwargs(self) -> dict[str, Any]:
+        return self.to_dict()
+
+
+@dataclass(frozen=True)
+class CommSection:
+    backend: str = setting(
+        "auto", "`auto`, `local`, `torch`, `mpi`", "communicator (also `--comm`)"
+    )
+    timeout_s: float = setting(300.0, "(0, 10⁹]", "timeout of a collective (torch.distributed)")
+    sums: str = setting(
+        "scaled",
+        "`scaled`, `limbs`",
+        "the exact sums' format ([same bits](launching.md#the-same-bits-on-any-world-size)): one "
+        "int64 per value on a grid agreed each round, or 0.1.0's three int64 limbs per value on a "
+        "fixed 2^-64 grid",
+    )
+
+
+@dataclass(frozen=True)
+class EvalSection:
+    every: int = setting(
+        10,
+        "int ≥ 1",
+        "every this many rounds (and after the last) each client evaluates its cluster's model on "
+        "its local test split",
+    )
+    weighted: bool = setting(False, "bool", "weight the federation mean by test-split size")
+    clients: int = setting(
+        0,
+        "0..K",
+        "clients evaluated per evaluation: 0 all of them; N a uniform sample of N drawn from "
+        "(seed, round), so every world size and a resumed run evaluate the same ones",
+    )
+
+
+@dataclass(frozen=True)
+class CheckpointSection:
+    every: int = setting(
+        0, "int ≥ 0", "also write the run file every this many rounds (0: only at the end)"
+    )
+    seconds: float = setting(
+        300.0, "float ≥ 0",
+        "also write the run file after a round once this many seconds passed since the last "
+        "write, and at least 20 times as long as that write took (0: off); what a kill that "
+        "no signal announces (SIGKILL, an out-of-memory kill, a power cut) can lose",
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Config:
+    run: RunSection = field(default_factory=RunSection)
+    data: DataSection = field(default_factory=DataSection)
+    model: ModelSection = field(default_factory=ModelSection)
+    train: TrainSection = field(default_factory=TrainSection)
+    server: ServerSection = field(default_factory=ServerSection)
+    algorithm: AlgorithmSection = field(default_factory=AlgorithmSection)
+    comm: CommSection = field(default_factory=CommSection)
+    eval: EvalSection = field(default_factory=EvalSection)
+    checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
+
+    @property
+    def groups(self) -> tuple[GroupSpec, ...]:
+        """The client groups; one near-IID group of all clients when none are given."""
+        if self.data.groups:
+            return self.data.groups
+        return (GroupSpec(count=self.data.num_clients, alpha=1000.0, name="all"),)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for f in dataclasses.fields(self):
+            section = getattr(self, f.name)
+            out[f.name] = (
+                section.to_dict()
+                if f.name in ("algorithm", "data")
+                else dataclasses.asdict(section)
+            )
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    def to_toml(self) -> str:
+        """The whole config as a TOML file that ``--config`` reads back to this config."""
+        out = []
+        default_group = dataclasses.asdict(GroupSpec(count=0, alpha=0.0))
+        for section, values in self.to_dict().items():
+            groups = values.pop("groups", [])
+            out.append(f"[{section}]")
+            out.extend(f"{key} = {toml_value(value)}" for key, value in values.items())
+            for group in groups:  # each as a table, the keys that differ from the default
+                out.append(f"[[{section}.groups]]")
+                out.extend(
+                    f"{key} = {toml_value(value)}"
+                    for key, value in group.items()
+                    if key in ("count", "alpha") or value != default_group[key]
+                )
+            out.append("")
+        return "\n".join(out)
+
+
+def toml_string(s: str) -> str:
+    """``s`` as a TOML basic string, for building ``--set key=value`` items: every
+    character as given, a newline or another control character escaped (JSON's escapes
+    are TOML's)."""
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def toml_value(value: Any) -> str:
+    """``value`` (a config value: bool, string, number, table or list) as TOML."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return toml_string(value)
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):  # always finite: validate() refuses inf and nan
+        return repr(value)
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {type(value).__name__}")
+
+
+# Allowed values of the enumerated keys. Modules that add choices (models) are listed here
+# so that the check happens before anything is built; algorithm.name's are the registered
+# algorithms (algorithm_names), their own keys' are in their Params; data.dataset's are the
+# registered datasets (dataset_names).
+#: what run.export may name
+EXPORTS = ("jsonl", "tensorboard")
+CHOICES: dict[str, tuple[str, ...]] = {
+    "run.device": ("auto", "cpu", "cuda"),
+    "run.progress": ("auto", "bar", "lines", "none"),
+    "data.partition": ("dirichlet", "natural"),
+    "data.draw": ("per_client", "sequential"),
+    "server.placement": ("balanced", "static"),
+    "model.name": ("mlp", "cnn", "lenet5", "mnist_cnn"),
+    "train.trainer": ("auto", "batched", "vectorised", "sequential"),
+    "train.loss": ("cross_entropy", "hinge"),
+    "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
+    "comm.backend": ("auto", "local", "torch", "mpi"),
+    "comm.sums": ("scaled", "limbs"),
+}
