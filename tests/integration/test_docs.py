@@ -205,3 +205,65 @@ def test_the_commands_pages_gather_lines_are_what_gather_prints(default_run, tmp
         os.chdir(here)
     shown = page_block("docs/commands.md", "named on stderr with the reason, followed by a")
     assert code == 1 and err.getvalue().splitlines() == shown
+
+
+#: what starts a block of commands (not of output) on the pages
+COMMAND = re.compile(
+    r"^(distfl (run|suite|report|inspect|status|gather|compare|keys|bench)\b(?!:)|torchrun|"
+    r"mpiexec|sbatch|srun|python|\.|/usr|#|\$|launch/|NPROC|export|pip|tail|tensorboard|cd |"
+    r"OMP|scripts|git|request)"
+)
+#: every block of output a page shows (a page and its first line's start), with the test
+#: that compares it with what the code prints; python-api.md's blocks after its Python
+#: blocks are all run by tests/integration/test_docs_python_api.py
+CHECKED_OUTPUTS = {
+    ("README.md", "round 270/300 |"): "test_docs.py",
+    ("README.md", "hierarchy"): "test_docs.py",
+    ("docs/index.md", "round 240/300 |"): "test_docs.py",
+    ("docs/index.md", "run file   distfl-run.h5"): "test_docs.py",
+    ("docs/watching.md", "round 250/300 |"): "test_docs.py",
+    ("docs/configuration.md", "distfl: error: unknown key algorithm.eps1"): "test_docs.py",
+    ("docs/commands.md", "key                           value"): "test_docs.py",
+    ("docs/commands.md", "distfl gather: skipped sweep/x.h5"): "test_docs.py",
+    ("docs/checkpoints.md", "distfl: stopped by SIGUSR1"): "test_resume.py",
+    ("docs/checkpoints.md", "distfl: error: round 25 failed"): "test_round_failure.py",
+    ("docs/launching.md", "A  alone.h5"): "test_compare.py",
+    ("docs/launching.md", "world      node1 ranks 0-1"): "test_multi_node.py",
+}
+
+
+def output_blocks(page: Path) -> list[str]:
+    """The first lines of the page's blocks of output: fenced blocks without a language (or
+    ``text``) that start with no command, other than those after a Python block."""
+    text = page.read_text(encoding="utf-8")
+    fences = list(re.finditer(r"^```(\w*)\n(.*?)^```\n", text, re.S | re.M))
+    out = []
+    for i, m in enumerate(fences):
+        first = (m.group(2).splitlines() or [""])[0]
+        after_python = i and fences[i - 1].group(1) == "python"
+        if m.group(1) in ("", "text") and not COMMAND.match(first) and not after_python:
+            out.append(first)
+    return out
+
+
+def test_every_output_a_page_shows_is_compared_by_a_test():
+    """A new block of output on a page fails here until a test compares it with what the
+    code prints (and CHECKED_OUTPUTS names that test); a check whose block is gone, too."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    found = {
+        (str(page.relative_to(ROOT)), first)
+        for page in pages
+        for first in output_blocks(page)
+        if page.name != "adding-an-algorithm.md" or not first.startswith("request =")
+    }
+    unchecked = sorted(
+        f"{page}: {first!r}"
+        for page, first in found
+        if not any(page == p and first.startswith(start) for p, start in CHECKED_OUTPUTS)
+    )
+    assert not unchecked, f"output shown by no test: {unchecked}"
+    gone = [k for k in CHECKED_OUTPUTS if not any(k[0] == p and f.startswith(k[1])
+                                                    for p, f in found)]  # fmt: skip
+    assert not gone, f"checked outputs no page shows: {gone}"
+    tests = {p.name for p in (ROOT / "tests").rglob("test_*.py")}
+    assert set(CHECKED_OUTPUTS.values()) <= tests
