@@ -397,11 +397,7 @@ class Run:
         importable, else a NumPy record array."""
         if name in layout.BY_KEY:
             return _run_table(name, self._file.tables.get(name, {}))
-        own = (
-            self._file.tables.get(layout.ALGORITHM_PREFIX + name)
-            if name in self.own_tables
-            else None
-        )
+        own = self._file.tables.get(layout.ALGORITHM_PREFIX + name)
         if own is None:
             raise KeyError(
                 f"no table {name!r} in {self.path}; tables: "

@@ -116,16 +116,17 @@ TEST_OUTCOMES = {
 }
 
 
-def test_outcomes(data: RunData, cid: str, rounds, scores) -> list[str]:
-    """Why each split test of cluster ``cid`` (its rounds and best scores) did or did not
+def test_outcomes(
+    data: RunData, cid: str, rounds, scores, reference: dict[int, float]
+) -> list[str]:
+    """Why each split test of cluster ``cid`` (its rounds and best scores; ``reference``:
+    the references' median score by round, where they were drawn) did or did not
     split: ``split`` (the cluster split in that round), ``above`` (its score was not below
     ``db_threshold``), ``references`` (the Gaussian references were drawn and its score
     was not below ``reference_ratio`` times their median), ``waiting`` (below the threshold
     with ``stable_tests`` > 1 and no references drawn: the proposal waits for the next test
     to repeat it), else ``proposed``."""
     split_at = {n.split_round for n in data.hierarchy if n.id == cid and n.split_round >= 0}
-    reference = dict(zip(*(x.tolist() for x in series(data.cluster_metrics, "db_reference")
-                           .get(cid, (np.zeros(0), np.zeros(0)))), strict=True))  # fmt: skip
     threshold, ratio = setting(data, "db_threshold"), setting(data, "reference_ratio")
     stable = setting(data, "stable_tests") or 1
     out = []
@@ -159,7 +160,9 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
     seen: set[str] = set()
     for cid, (r, v) in db.items():
         colour = palette.of(cid)
-        outcomes = test_outcomes(data, cid, r, v)
+        rr, vr = reference.get(cid, (np.zeros(0), np.zeros(0)))
+        at = dict(zip(rr.astype(int).tolist(), vr.tolist(), strict=True))
+        outcomes = test_outcomes(data, cid, r, v, at)
         for kind in dict.fromkeys(outcomes):
             marker, filled, _ = TEST_OUTCOMES[kind]
             keep = np.array([o == kind for o in outcomes])
@@ -167,8 +170,7 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
                     color=colour, markerfacecolor=colour if filled else "white",
                     markeredgewidth=1.6, zorder=3)  # fmt: skip
             seen.add(kind)
-        if cid in reference and ratio is not None:
-            rr, vr = reference[cid]
+        if at and ratio is not None:
             ax.plot(rr, ratio * vr, ls="", marker="_", ms=16, mew=2.5, color=colour, zorder=2)
             seen.add("mark")
     if threshold is not None:

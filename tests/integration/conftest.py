@@ -260,6 +260,30 @@ def bench_json(cwd, *args: str, timeout: float) -> dict:
     return json.loads(proc.stdout)  # stdout is one JSON object and nothing else
 
 
+def launch_together(commands: dict[str, list[str]], cwd, timeout: float = 300) -> dict[str, str]:
+    """Each command of ``commands`` (a name: its argv) started at once in ``cwd``, stdout and
+    stderr together; each must exit 0 (the assertion names it and shows its output).
+    Returns each one's output by name."""
+    procs = {
+        name: subprocess.Popen(
+            argv,
+            cwd=cwd,
+            env=clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )  # fmt: skip
+        for name, argv in commands.items()
+    }
+    outputs = {}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(timeout=timeout)
+        assert proc.returncode == 0, f"{name}:\n{out}"
+        outputs[name] = out
+    return outputs
+
+
 def run_alone(cwd, *args: str) -> str:
     """``distfl run ARGS`` in this process, through :func:`distfl.run` (which writes the file
     ``distfl run`` writes, bit for bit), from ``cwd``: for runs that only make a file to
@@ -305,6 +329,7 @@ def helpers() -> types.SimpleNamespace:
         start_ranks=start_ranks,
         bench_json=bench_json,
         run_alone=run_alone,
+        launch_together=launch_together,
     )
 
 

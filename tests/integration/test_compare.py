@@ -62,21 +62,7 @@ def page(tmp_path_factory, helpers):
     runs = [c for c in commands if " run " in f" {c} "]
     compares = [c for c in commands if c.startswith("distfl compare")]
     assert len(runs) == 3 and len(compares) == 2, commands
-    procs = [
-        subprocess.Popen(
-            argv(c, helpers),
-            cwd=tmp,
-            env=helpers.clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-        for c in runs
-    ]
-    for command, proc in zip(runs, procs, strict=True):
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{command}:\n{out}"
+    helpers.launch_together({c: argv(c, helpers) for c in runs}, tmp)
     outputs = {}
     for command in compares:
         proc = subprocess.run(

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from docpage import FENCE, masked
 
 from distfl.record.layout import describe
 from distfl.tools.reference import config_keys
@@ -68,21 +69,6 @@ def test_the_readme_is_short_and_its_links_exist():
     assert len(links) >= 10
     for link in links:
         assert (ROOT / link).exists(), link
-
-
-#: what differs between two runs of the same job: rates, seconds, the time left
-VOLATILE = [
-    (re.compile(r"\d+\.\d+ rounds/s"), "R rounds/s"),
-    (re.compile(r"ETA [^|]+$"), "ETA T"),
-    (re.compile(r"in \d+\.\d+ s"), "in T s"),
-    (re.compile(r"(client-steps/s +)\d+\.\d+"), r"\1R"),
-]
-
-
-def masked(line: str) -> str:
-    for pattern, replacement in VOLATILE:
-        line = pattern.sub(replacement, line)
-    return line.rstrip()
 
 
 def shown_after(page: Path, lead: str) -> list[str]:
@@ -236,7 +222,7 @@ def output_blocks(page: Path) -> list[str]:
     """The first lines of the page's blocks of output: fenced blocks without a language (or
     ``text``) that start with no command, other than those after a Python block."""
     text = page.read_text(encoding="utf-8")
-    fences = list(re.finditer(r"^```(\w*)\n(.*?)^```\n", text, re.S | re.M))
+    fences = list(FENCE.finditer(text))
     out = []
     for i, m in enumerate(fences):
         first = (m.group(2).splitlines() or [""])[0]

@@ -219,21 +219,10 @@ def runs(tmp_path_factory, helpers):
         "mpiexec3": [str(bin_dir / "mpiexec"), "-n", "3", sys.executable, "-m", "distfl", "run",
                      "--comm", "mpi"],
     }  # fmt: skip
-    procs = {
-        name: subprocess.Popen(
-            [*cmd, *ARGS, "--out", str(tmp / f"{name}.h5")],
-            cwd=tmp,
-            env=helpers.clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )  # fmt: skip
-        for name, cmd in cmds.items()
-    }
-    for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=300)
-        assert proc.returncode == 0, f"{name}:\n{out}"
+    helpers.launch_together(
+        {name: [*cmd, *ARGS, "--out", str(tmp / f"{name}.h5")] for name, cmd in cmds.items()},
+        tmp,
+    )
     return {name: tmp / f"{name}.h5" for name in cmds}
 
 
