@@ -458,22 +458,26 @@ def suite(
     return rows, outcomes
 
 
-def suite_main(args, stream: TextIO = sys.stdout) -> int:
-    """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
-    algorithms = [a for a in args.algorithms.split(",") if a]
+def suite_arguments(args) -> dict[str, Any]:
+    """``distfl suite``'s parsed arguments as :func:`suite`'s: the scenarios (the default
+    ones where none are named), the algorithms and seeds as lists, and the rest."""
     try:
         seeds = [int(s) for s in args.seeds.split(",") if s]
     except ValueError:
         raise UserError(f"--seeds {args.seeds!r}: expected integers like 0,1,2") from None
-    _, outcomes = suite(
-        args.scenarios,
-        algorithms=algorithms,
+    return dict(
+        scenarios=list(args.scenarios or default_scenarios()),
+        algorithms=[a for a in args.algorithms.split(",") if a],
         seeds=seeds,
         out=args.out,
         workers=args.workers,
-        overrides=args.overrides,
-        variants=args.variants,
+        overrides=list(args.overrides),
+        variants=list(args.variants),
         force=args.force,
-        stream=stream,
     )
+
+
+def suite_main(args, stream: TextIO = sys.stdout) -> int:
+    """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
+    _, outcomes = suite(**suite_arguments(args), stream=stream)
     return 1 if any(o.returncode != 0 for o in outcomes) else 0

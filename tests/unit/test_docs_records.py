@@ -16,8 +16,9 @@ import shlex
 from pathlib import Path
 
 import pytest
+from docpage import FENCE
 
-from distfl.cli import _parser
+from distfl.cli import _config_from_args, _parser
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -50,7 +51,6 @@ SLICED = {("docs/fidelity.md", "### Fidelity on digits"): "test_fidelity_table.p
 
 SEPARATOR = re.compile(r"^\|[-: |]+\|$")
 DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
-FENCED = re.compile(r"^```[a-z]*\n(.*?)^```", re.S | re.M)
 INDENTED = re.compile(r"(?:^\n)((?:^    .*\S.*\n)+)", re.M)
 INLINE = re.compile(r"`((?:distfl|python|torchrun) [^`]+)`")
 NUMBER = re.compile(r"^[−\-+]?[\d,.]+(?:e-?\d+)?(?:×|%| ?s| ?[KMG]iB)?$")
@@ -91,7 +91,7 @@ def commands(text: str) -> list[str]:
     """The commands a record's text shows: fenced or indented blocks (continuation lines
     joined) and inline code that starts with ``distfl``, ``python`` or ``torchrun``, other
     than a command's name alone (`distfl report`, which needs its run file)."""
-    blocks = [m.group(1) for m in FENCED.finditer(text)]
+    blocks = [m.group(2) for m in FENCE.finditer(text)]
     blocks += [re.sub(r"^    ", "", m.group(1), flags=re.M) for m in INDENTED.finditer(text)]
     out = []
     for block in blocks:
@@ -100,13 +100,17 @@ def commands(text: str) -> list[str]:
     return out + [c for c in inline if len(c.split()) > 2 or complete(c)]
 
 
+def parsed(argv: list[str]):
+    """distfl's parsed arguments of ``distfl ARGV``; None where its parser refuses them."""
+    try:
+        return _parser().parse_args(argv)
+    except SystemExit:
+        return None
+
+
 def complete(command: str) -> bool:
     """Whether distfl's parser takes ``command`` as it is."""
-    try:
-        _parser().parse_args(shlex.split(command)[1:])
-    except SystemExit:
-        return False
-    return True
+    return parsed(shlex.split(command)[1:]) is not None
 
 
 def check_command(command: str) -> None:
@@ -121,19 +125,16 @@ def check_command(command: str) -> None:
         return
     if argv[0] != "distfl":
         return  # torchrun or python -m: the launchers' own arguments
-    try:
-        args = _parser().parse_args(argv[1:])
-    except SystemExit:
-        raise AssertionError(f"{command}: distfl's parser refuses it") from None
-    from distfl import config as cfg
-    from distfl.tools.suite import plan_jobs
+    args = parsed(argv[1:])
+    assert args is not None, f"{command}: distfl's parser refuses it"
+    if argv[1] == "suite":  # every job's config, as distfl suite plans them before a run
+        from distfl.tools.suite import plan_jobs, suite_arguments
 
-    if argv[1] == "suite":
-        seeds = [int(s) for s in args.seeds.split(",") if s]
-        plan_jobs(args.scenarios or ["default"], args.algorithms.split(","), seeds,
-                  "/nonexistent", list(args.overrides), list(args.variants))  # fmt: skip
-    elif argv[1] == "run":
-        cfg.load(path=args.config, preset=args.preset, overrides=args.overrides)
+        kw = suite_arguments(args)
+        plan_jobs(kw["scenarios"], kw["algorithms"], kw["seeds"], "/nonexistent",
+                  kw["overrides"], kw["variants"])  # fmt: skip
+    elif argv[1] == "run":  # the config distfl run builds from them
+        _config_from_args(args)
 
 
 def all_tables() -> list[tuple[str, str, str, str]]:
