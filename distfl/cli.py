@@ -7,10 +7,11 @@ died, a timeout) exits with code 3 and one line naming the rank.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from distfl import __version__
-from distfl.errors import CommError, DivergedError, RoundFailed, UserError
+from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
 from distfl.launch import is_rank0, launch, run_config
 
 
@@ -415,9 +416,13 @@ def main(argv: list[str] | None = None) -> int:
             return bench_main(args)
         if args.command == "run":
             config = _config_from_args(args)
-            summary = launch(config, resume=args.resume, force=args.force)
-            # Ctrl-C checkpoints like SIGTERM, but a shell still learns it was interrupted
-            return 130 if summary and summary.get("stopped_by") == "SIGINT" else 0
+            # the process exits after the run: a signal during its teardown changes nothing
+            summary = launch(config, resume=args.resume, force=args.force, signals_after="ignore")
+            # Ctrl-C checkpoints like SIGTERM, but a shell still learns it was interrupted;
+            # not a rank of torchrun's, which reads every code but 0 as a failed rank
+            # (launch/torchrun.sh exits 130 after a Ctrl-C it handed to the ranks)
+            interrupted = summary and summary.get("stopped_by") == "SIGINT"
+            return 130 if interrupted and "TORCHELASTIC_RUN_ID" not in os.environ else 0
     except UserError as exc:
         _rank0_says(exc)  # every rank sees the same bad input; one line is enough
         return exc.exit_code
@@ -427,7 +432,8 @@ def main(argv: list[str] | None = None) -> int:
     except DivergedError as exc:
         _rank0_says(exc)  # every rank stops on the same all-reduced bounds
         return exc.exit_code
-    except KeyboardInterrupt:
-        print("distfl: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"distfl: {exc}" if isinstance(exc, Interrupted) else "distfl: interrupted",
+              file=sys.stderr)  # fmt: skip
         return 130
     return 1

@@ -51,3 +51,10 @@ class RoundFailed(Exception):
     one line, exit code 1."""
 
     exit_code = 1
+
+
+class Interrupted(KeyboardInterrupt):
+    """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) ended the run: its
+    message says what the run file holds. Printed as one line, exit code 130."""
+
+    exit_code = 130

@@ -33,13 +33,23 @@ def run_config(
     return config.load(path=path, preset=preset, overrides=items, base=base)
 
 
-def launch(config, *, info=None, resume: str | None = None, force: bool = False, stream=None):
+def launch(
+    config,
+    *,
+    info=None,
+    resume: str | None = None,
+    force: bool = False,
+    stream=None,
+    signals_after: str = "restore",
+):
     """Run ``config`` in this process's role, as ``distfl run`` does (shared with
     :func:`distfl.run`, which gives a one-process ``info``); returns the summary on rank 0,
     None on the other ranks and when ``resume`` names a run that has nothing left to do.
 
     What the launch alone decides (a world larger than the federation, a backend the
-    launcher cannot serve) is refused before the runtime and torch are imported."""
+    launcher cannot serve) is refused before the runtime and torch are imported.
+    ``signals_after``: what becomes of the stop signals after the run
+    (:func:`distfl.runtime.stopping.stop_signals`)."""
     from distfl.comm import resolve_backend
     from distfl.comm.env import detect
     from distfl.config import check_world
@@ -51,7 +61,8 @@ def launch(config, *, info=None, resume: str | None = None, force: bool = False,
         return None
     from distfl.runtime import run
 
-    return run(config, info=info, resume=resume, force=force, stream=stream)
+    return run(config, info=info, resume=resume, force=force, stream=stream,
+               signals_after=signals_after)  # fmt: skip
 
 
 def resumed_run_is_done(path: str, config) -> bool:

@@ -25,6 +25,7 @@ class Progress:
         self.width = 24
         self.accuracy = math.nan  # the latest evaluated accuracy, and its round
         self.accuracy_round = 0
+        self.eval_shown = -math.inf  # seconds into the evaluation of its last line
 
     def line(
         self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
@@ -60,6 +61,37 @@ class Progress:
             if round_index == self.total:
                 self.stream.write("\n")
         elif round_index % self.every == 0 or round_index == self.total or not math.isnan(accuracy):
+            self.stream.write(text + "\n")
+        self.stream.flush()
+
+    #: an evaluation's progress is shown once it has run this long, then (``lines``) every
+    #: EVAL_EVERY_S seconds
+    EVAL_AFTER_S = 1.0
+    EVAL_EVERY_S = 10.0
+
+    def evaluation_line(self, round_index: int, done: int, total: int, seconds: float) -> str:
+        """The text of a line during round ``round_index``'s evaluation."""
+        rate = done / seconds if seconds > 0 else math.nan
+        left = (total - done) / rate if rate > 0 else math.nan
+        return (
+            f"round {round_index:>{len(str(self.total))}}/{self.total} | evaluating "
+            f"{done:,}/{total:,} clients | {rate:,.0f} clients/s | ETA {duration(left)}"
+        )
+
+    def evaluation(self, round_index: int, done: int, total: int, seconds: float) -> None:
+        """An evaluation that has run for ``seconds``, ``done`` of ``total`` clients: shown
+        after EVAL_AFTER_S (``bar``: redrawn; ``lines``: a line every EVAL_EVERY_S)."""
+        if self.mode == "none" or seconds < self.EVAL_AFTER_S or done >= total:
+            if done >= total:
+                self.eval_shown = -math.inf
+            return
+        if self.mode == "lines" and seconds - self.eval_shown < self.EVAL_EVERY_S:
+            return
+        self.eval_shown = seconds
+        text = self.evaluation_line(round_index, done, total, seconds)
+        if self.mode == "bar":
+            self.stream.write(f"\r{text}\x1b[K")
+        else:
             self.stream.write(text + "\n")
         self.stream.flush()
 

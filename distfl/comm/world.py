@@ -5,6 +5,7 @@ over nodes shows where every rank was and which rendezvous the world met at."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 
 import numpy as np
@@ -37,7 +38,12 @@ def this_rank(comm: Communicator, info: LaunchInfo) -> dict:
         address = interface[1]
     elif comm.name == "torch" and (ip := rendezvous_ip(info)):
         address = route_source(ip, info.master_port) or ""
-    return {"host": socket.gethostname(), "local_rank": comm.local_rank, "address": address}
+    return {
+        "host": socket.gethostname(),
+        "local_rank": comm.local_rank,
+        "address": address,
+        "pid": os.getpid(),
+    }
 
 
 def _encode(row: dict) -> torch.Tensor:
@@ -57,7 +63,8 @@ def _decode(row: np.ndarray) -> dict:
 
 def describe_world(comm: Communicator, info: LaunchInfo) -> dict | None:
     """Every rank calls this once (one gather of W × 256 bytes); rank 0 gets the world:
-    per rank ``host``, ``local_rank``, ``address`` (lists in rank order), and the launch's
+    per rank ``host``, ``local_rank``, ``address`` and ``pid`` (lists in rank order; the
+    server keeps the process ids out of the run file), and the launch's
     ``launcher``, ``backend``, ``rendezvous`` ("host:port" or "") and ``rendezvous_ip``."""
     mine = _encode(this_rank(comm, info))
     rows = mine if comm.world_size == 1 else comm.gather_rows(mine, counts=[1] * comm.world_size)
@@ -69,6 +76,7 @@ def describe_world(comm: Communicator, info: LaunchInfo) -> dict | None:
         "host": [r["host"] for r in ranks],
         "local_rank": [int(r["local_rank"]) for r in ranks],
         "address": [r["address"] for r in ranks],
+        "pid": [int(r.get("pid", 0)) for r in ranks],
         "launcher": info.launcher,
         "backend": getattr(comm, "backend", comm.name),
         "rendezvous": f"{info.master_addr}:{info.master_port}" if torch_rdzv else "",

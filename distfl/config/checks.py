@@ -66,6 +66,10 @@ def _float32_rate(key: str, value: float, what: str, *, positive: bool) -> None:
         )
 
 
+#: the words ``eval.clients`` takes besides a number
+EVAL_WORDS = ("auto", "all")
+
+
 def _range(key: str, value: float, lo: float | None, hi: float | None, what: str) -> None:
     if value != value or (lo is not None and value < lo) or (hi is not None and value > hi):
         raise ConfigError(f"{key} = {value!r}: must be {what}")
@@ -210,13 +214,20 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             f"{MAX_TIMEOUT_S:.0e} seconds"
         )
     _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
-    _range(
-        "eval.clients",
-        c.eval.clients,
-        0,
-        c.data.num_clients,
-        f"0 (all) or a sample size up to data.num_clients ({c.data.num_clients})",
-    )
+    if isinstance(c.eval.clients, str):
+        if c.eval.clients not in EVAL_WORDS:
+            raise ConfigError(
+                f"eval.clients = {c.eval.clients!r}{did_you_mean(c.eval.clients, EVAL_WORDS)}: "
+                f"allowed are 'auto', 'all' or a number of clients 0..{c.data.num_clients}"
+            )
+    else:
+        _range(
+            "eval.clients",
+            c.eval.clients,
+            0,
+            c.data.num_clients,
+            f"'auto', 'all' (or 0) or a sample size up to data.num_clients ({c.data.num_clients})",
+        )
     _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
     _range("checkpoint.seconds", c.checkpoint.seconds, 0.0, None, "0 (off) or more")
 

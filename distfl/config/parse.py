@@ -30,7 +30,13 @@ def _section_types() -> dict[str, type]:
     return get_type_hints(Config)
 
 
+#: the type of a key that takes a number or a word (``eval.clients``: N, "auto" or "all")
+INT_OR_WORD = int | str
+
+
 def describe_type(tp: Any) -> str:
+    if tp == INT_OR_WORD:
+        return "an integer or a string"
     if tp is bool:
         return "true or false"
     if tp is int:
@@ -50,6 +56,10 @@ def describe_type(tp: Any) -> str:
 def _coerce(key: str, value: Any, tp: Any) -> Any:
     """Check ``value`` against the field type ``tp``; return it in canonical form."""
     bad = ConfigError(f"{key} = {value!r}: expected {describe_type(tp)}")
+    if tp == INT_OR_WORD:
+        if isinstance(value, bool) or not isinstance(value, int | str):
+            raise bad
+        return value
     if tp is bool:
         if not isinstance(value, bool):
             raise bad

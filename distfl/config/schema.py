@@ -375,6 +375,11 @@ class CommSection:
     )
 
 
+#: ``eval.clients = "auto"`` (the default) evaluates every client of a population up to
+#: this size, and a sample of this many clients (drawn from the seed and the round) above it
+AUTO_EVAL_SAMPLE = 10_000
+
+
 @dataclass(frozen=True)
 class EvalSection:
     every: int = setting(
@@ -384,12 +389,23 @@ class EvalSection:
         "its local test split",
     )
     weighted: bool = setting(False, "bool", "weight the federation mean by test-split size")
-    clients: int = setting(
-        0,
-        "0..K",
-        "clients evaluated per evaluation: 0 all of them; N a uniform sample of N drawn from "
-        "(seed, round), so every world size and a resumed run evaluate the same ones",
+    clients: int | str = setting(
+        "auto",
+        "`auto`, `all`, 0..K",
+        f"clients evaluated per evaluation: `auto` every client of a population up to "
+        f"{AUTO_EVAL_SAMPLE:,} and a sample of {AUTO_EVAL_SAMPLE:,} above; `all` (or 0) every "
+        "client; N a uniform sample of N. A sample is drawn from (seed, round), so every world "
+        "size and a resumed run evaluate the same clients",
     )
+
+    def evaluated(self, num_clients: int) -> int:
+        """How many of ``num_clients`` clients an evaluation evaluates."""
+        n = self.clients
+        if n == "auto":
+            return min(num_clients, AUTO_EVAL_SAMPLE)
+        if n == "all" or n == 0:
+            return num_clients
+        return min(int(n), num_clients)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import numpy as np
 
 from distfl.algorithms import algorithm_class
 from distfl.config import Config, DataSection, ModelSection, ServerSection, TrainSection
+from distfl.config.schema import AUTO_EVAL_SAMPLE
 from distfl.data.partition import sample_counts
 from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
@@ -291,6 +292,10 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             N * (S + 1) * 8 * LOSS_ROW_COPIES,
             f"the round's loss rows [{N:,}, {S:,}] float64 ({LOSS_ROW_COPIES} copies)",
         ),
+        "evaluation": (
+            config.eval.evaluated(d.num_clients) * EVAL_BYTES_PER_CLIENT,
+            f"an evaluation's rows of {config.eval.evaluated(d.num_clients):,} clients",
+        ),
     }
     terms.update(spec.memory_terms(config))
     if not spec.generated and (spec.natural_partition(config) or d.draw == "sequential"):
@@ -375,6 +380,11 @@ def knobs(config: Config) -> list[Knob]:
                  config, server=dataclasses.replace(config.server, clients_per_round=v))),
         Knob("data.cache_mb", d.cache_mb, 0, DataSection.cache_mb, "MiB of cache",
              lambda v: data(cache_mb=v)),
+        Knob("eval.clients", config.eval.evaluated(d.num_clients), 1,
+             min(d.num_clients, AUTO_EVAL_SAMPLE), "clients per evaluation",
+             lambda v: dataclasses.replace(
+                 config, eval=dataclasses.replace(config.eval, clients=v)),
+             str(config.eval.clients)),
     ]  # fmt: skip
     return out
 
@@ -414,7 +424,8 @@ def check_sizes(config: Config, available: int | None) -> None:
             best = (saved, knob, lower)
     if best is None:  # the number of clients grew it: the terms that scale with it
         K = config.data.num_clients
-        scaled = sum(terms[t][0] for t in ("population", "cache", "indices") if t in terms)
+        grows = ("population", "cache", "indices", "evaluation")
+        scaled = sum(terms[t][0] for t in grows if t in terms)
         fixed = need - scaled
         fits = max(0, K * (available - fixed) // scaled) if available > fixed else 0
         name = max(terms, key=lambda t: terms[t][0])
@@ -464,6 +475,45 @@ __all__ = [
     "size_bytes",
     "size_terms",
 ]
+
+
+#: rank 0's bytes per evaluated client: its evaluation row (5 float64, gathered and kept),
+#: its id and cluster, and the step's task row
+EVAL_BYTES_PER_CLIENT = 160
+#: an evaluation's work per client besides its test samples (materialising the client and
+#: its balanced accuracy, one client at a time), in samples' forward passes, where a
+#: training step (batched over the cohort) counts three per sample: measured on gaussian,
+#: 0.72 ms per evaluated client and 0.75 ms per trained client of 8 steps of 16 samples
+EVAL_CLIENT_COST = 350
+
+
+def evaluation_note(config: Config) -> str | None:
+    """One line, before any work, when the evaluations a config asks for explicitly
+    (``eval.clients`` other than "auto") will cost more than all of its training: how much
+    more, and how to change it. None otherwise."""
+    if config.eval.clients == "auto":
+        return None
+    K, t = config.data.num_clients, config.train
+    n = config.eval.evaluated(K)
+    runs, total = client_samples(config)
+    per_client = total / max(K, 1)
+    test = per_client * config.data.test_fraction
+    train = per_client - test
+    R, every = config.run.rounds, config.eval.every
+    evaluations = R // every + (1 if R % every else 0)
+    eval_work = evaluations * n * (EVAL_CLIENT_COST + test)
+    cohort = min(config.server.clients_per_round, K)
+    train_work = R * cohort * 3 * t.local_steps * min(t.batch_size, train)
+    if eval_work <= train_work:
+        return None
+    what = "every client" if n >= K else f"a sample of {n:,} clients"
+    return (
+        f"note: the {evaluations:,} evaluation{'s' if evaluations > 1 else ''} of {what} of "
+        f"{K:,} (eval.clients = {config.eval.clients!r}) will cost about "
+        f"{eval_work / train_work:,.0f} times the training of all {R:,} rounds; "
+        f'eval.clients = "auto" evaluates a sample of {min(K, AUTO_EVAL_SAMPLE):,}, '
+        "eval.clients = N a sample of N"
+    )
 
 
 #: bytes of the per-round tables (/metrics, /timing) per round and cluster, generously

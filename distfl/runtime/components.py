@@ -26,7 +26,7 @@ from distfl.progress import Progress
 from distfl.record.layout import ALGORITHM_PREFIX
 from distfl.record.output import RunFileWriteError
 from distfl.runtime.export import LiveExport
-from distfl.runtime.protocol import EVAL, peak_rss_mb
+from distfl.runtime.protocol import EVAL, EVAL_WIDTH, peak_rss_mb
 
 if TYPE_CHECKING:
     from typing import TextIO
@@ -71,7 +71,15 @@ class ServerView(Protocol):
     created: str
     loop_started: float
 
+    live_round: int | None  # the completed round the live state holds (None mid-round)
+    train_s: float  # seconds of the last round's training step
+    clients_trained: int  # clients the last round trained
+
     def state(self) -> dict: ...  # /state of the run file
+
+    def expected_round_s(self, t: int) -> float: ...
+
+    def evaluating(self, t: int, done: int, total: int, seconds: float) -> None: ...
 
     def step(self, model_of: dict, op_of: dict, t: int, *, cost: Any = None) -> tuple: ...
 
@@ -116,6 +124,15 @@ class Component:
     def at_start(self, server: ServerView) -> None:
         pass
 
+    def before_round(self, server: ServerView, t: int) -> None:
+        pass
+
+    def during_evaluation(
+        self, server: ServerView, t: int, done: int, total: int, seconds: float
+    ) -> None:
+        """``done`` of the ``total`` clients of round ``t``'s evaluation are evaluated,
+        ``seconds`` after it began (called after each of its steps)."""
+
     def after_round(self, server: ServerView, result: RoundResult) -> None:
         pass
 
@@ -124,41 +141,80 @@ class Component:
 
 
 class Evaluation:
-    """Every ``eval.every`` rounds and in the last, every client (or ``eval.clients`` of
-    them) evaluates its cluster's model on its local test split; the per-cluster means go
-    to /metrics/evaluation, each client's accuracy to /clients/accuracy."""
+    """Every ``eval.every`` rounds and in the last, every client (or a sample of them:
+    ``eval.clients``) evaluates its cluster's model on its local test split; the
+    per-cluster means go to /metrics/evaluation, each client's accuracy to
+    /clients/accuracy.
+
+    The evaluation is cut into steps of about ``STEP_S`` seconds each, in ascending client
+    order, so that a stop signal waits for one step at most and the progress display
+    follows a long one; the rows, and so every mean, are those of one step."""
+
+    #: seconds an evaluation step aims at (measured on the steps before it)
+    STEP_S = 1.0
+    #: clients per worker in the first step, and the bounds of a step's clients per worker
+    FIRST_STEP = 64
+    MIN_STEP, MAX_STEP = 16, 1 << 16
+
+    def __init__(self) -> None:
+        #: wall seconds per evaluated client, measured by the last evaluation (NaN: none yet)
+        self.client_s = math.nan
 
     def due(self, server: ServerView, t: int) -> bool:
         return t % server.config.eval.every == 0 or t == server.config.run.rounds
 
     def clients(self, server: ServerView, t: int) -> np.ndarray | None:
-        """The clients evaluated in round ``t``: all (None), or with ``eval.clients`` = N a
-        sample of N drawn from (seed, round), the same at any W and on resume."""
-        n = server.config.eval.clients
-        if n == 0 or n >= server.K:
+        """The clients evaluated in round ``t``: all (None), or a sample drawn from (seed,
+        round), the same at any W and on resume (``eval.clients``)."""
+        n = server.config.eval.evaluated(server.K)
+        if n >= server.K:
             return None
         rng = np.random.default_rng([server.config.run.seed, 0xE7A1, t])
         return np.sort(rng.choice(server.K, size=n, replace=False))
+
+    def expected_s(self, server: ServerView, t: int) -> float:
+        """Seconds round ``t``'s evaluation is expected to take: the last evaluation's
+        seconds per client, or before any, the last round's training seconds per client."""
+        per = self.client_s
+        if not math.isfinite(per):
+            per = server.train_s / max(server.clients_trained, 1)
+        return server.config.eval.evaluated(server.K) * per
 
     def __call__(self, server: ServerView, t: int) -> tuple[float, float, float]:
         leaves, assign = server.tree.assignment()
         chosen = self.clients(server, t)
         clients = np.arange(server.K) if chosen is None else chosen
         clients = clients[assign[clients] >= 0]  # a client in no leaf has no model yet
-        model_of = {int(k): leaves[int(assign[k])] for k in clients}
-        _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=server.num_test)
-        server.count(len(model_of) * (4 * server.P + 8 * 5))
-        rows = out.eval_rows.cpu().numpy()
-        clients = rows[:, 0].astype(np.int64)
-        server.client_accuracy[clients] = rows[:, 1]
+        leaf_of = assign[clients]
+        total = len(clients)
+        workers = max(server.comm.world_size - 1, 1)
+        started = time.perf_counter()
+        parts, done, size = [], 0, self.FIRST_STEP * workers
+        while done < total:
+            ks, ls = clients[done : done + size], leaf_of[done : done + size]
+            model_of = {int(k): leaves[int(i)] for k, i in zip(ks, ls, strict=True)}
+            _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=server.num_test)
+            parts.append(out.eval_rows.cpu().numpy())
+            done += len(ks)
+            seconds = time.perf_counter() - started
+            per = seconds / done
+            size = int(np.clip(self.STEP_S / max(per, 1e-9), self.MIN_STEP * workers,
+                               self.MAX_STEP * workers))  # fmt: skip
+            server.evaluating(t, done, total, seconds)
+        if total:
+            self.client_s = (time.perf_counter() - started) / total
+        server.count(total * (4 * server.P + 8 * 5))
+        rows = np.concatenate(parts) if parts else np.zeros((0, EVAL_WIDTH))
+        evaluated = rows[:, 0].astype(np.int64)
+        server.client_accuracy[evaluated] = rows[:, 1]
         weights = rows[:, 4] if server.config.eval.weighted else None
-        cluster_of = np.array([model_of[int(k)] for k in clients], dtype=object)
-        for cid in sorted(set(model_of.values()), key=node_order):
-            mine = cluster_of == cid
+        leaf_index = assign[evaluated]
+        for i in sorted(set(leaf_index.tolist()), key=lambda i: node_order(leaves[i])):
+            mine = leaf_index == i
             w = None if weights is None else weights[mine]
             server.record.evaluation.append({
                 "round": t,
-                "cluster": cid,
+                "cluster": leaves[i],
                 "clients": int(mine.sum()),
                 "accuracy": federation_mean(rows[mine, 1], w),
                 "accuracy_plain": federation_mean(rows[mine, 2], w),
@@ -211,6 +267,7 @@ class Recorder(Component):
                 "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
                 "pooled": pooled, "pooled_s": pooled_s,
             })  # fmt: skip
+        server.live_round = t  # the round and its record are complete
 
     @staticmethod
     def _own_rows(server: ServerView, t: int, rows: dict[str, dict]) -> None:
@@ -268,6 +325,11 @@ class ProgressDisplay(Component):
         self.progress = Progress(server.config.run.rounds, server.config.run.progress,
                                  server.stream)  # fmt: skip
 
+    def during_evaluation(
+        self, server: ServerView, t: int, done: int, total: int, seconds: float
+    ) -> None:
+        self.progress.evaluation(t, done, total, seconds)
+
     def after_round(self, server: ServerView, r: RoundResult) -> None:
         self.progress.update(r.round, clusters=len(server.models), accuracy=r.accuracy,
                              rounds_per_s=r.rate, loss=float(r.reports.losses[:, -1].mean())
@@ -278,8 +340,10 @@ class Checkpoint(Component):
     label = "the checkpoint"
     """The run file, every ``checkpoint.every`` rounds, after a round once
     ``checkpoint.seconds`` passed since the last write (and 20 times that write's own
-    seconds: its cost stays under 5% of the run), and at the end; not in a round the run
-    stops after (the end writes it). A write that fails stops the workers and ends the run
+    seconds: its cost stays under 5% of the run), before a round when the rounds not yet on
+    disk would otherwise wait longer than that for their write (a long evaluation or
+    update ahead: :meth:`before_round`), and at the end; not in a round the run stops after
+    (the end writes it). A write that fails stops the workers and ends the run
     (RunFileWriteError); the previous file stays."""
 
     #: a periodic write waits at least this many times as long as the last write took
@@ -288,18 +352,33 @@ class Checkpoint(Component):
     def __init__(self) -> None:
         self.last_write = 0.0  # perf_counter() when the last write ended (or the loop began)
         self.write_s = 0.0
+        self.wrote = False  # whether this process wrote the file
 
     def at_start(self, server: ServerView) -> None:
         self.last_write = time.perf_counter()
 
-    def due(self, server: ServerView, t: int) -> bool:
+    def due(self, server: ServerView, t: int, ahead_s: float = 0.0) -> bool:
+        """Whether to write after round ``t``, ``ahead_s`` seconds of work before the next
+        write could come."""
         cfg = server.config.checkpoint
         if t >= server.config.run.rounds or server.stopping(t):
             return False
         if cfg.every and t % cfg.every == 0:
             return True
-        waited = time.perf_counter() - self.last_write
+        waited = time.perf_counter() - self.last_write + ahead_s
         return bool(cfg.seconds) and waited >= max(cfg.seconds, self.COST_FACTOR * self.write_s)
+
+    def before_round(self, server: ServerView, t: int) -> None:
+        """Rounds completed but not on disk are written before a round expected to take
+        so long (an evaluation of many clients, a long update) that they would wait longer
+        than ``checkpoint.seconds`` after it began: a kill during that round loses none of
+        them."""
+        done = server.rounds_done
+        if done <= (server.rounds_written or 0):
+            return
+        expected = server.expected_round_s(t)
+        if expected > 0 and self.due(server, done, ahead_s=expected):
+            self.write(server)
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
         if not self.due(server, r.round):
@@ -311,6 +390,8 @@ class Checkpoint(Component):
             raise
 
     def at_end(self, server: ServerView, summary: dict[str, Any]) -> None:
+        if server.rounds_written == server.rounds_done and self.wrote:
+            return  # a stop came while this process wrote the same round
         self.write(server)
 
     def write(self, server: ServerView) -> None:
@@ -318,6 +399,7 @@ class Checkpoint(Component):
         write_server(server)
         self.last_write = time.perf_counter()
         self.write_s = self.last_write - started
+        self.wrote = True
 
 
 def write_server(server: ServerView) -> None:
@@ -378,8 +460,7 @@ class Summary(Component):
             )
         lines = [
             head,
-            f"  final balanced accuracy  {s['accuracy']:.4f} (mean over "
-            f"{cfg.eval.clients or server.K} clients)",
+            f"  final balanced accuracy  {s['accuracy']:.4f} ({evaluated_over(cfg)})",
             f"  clusters                 {s['num_clusters']}"
             f"{empty_leaves_note(s['num_clusters'], s['num_leaves'])}",
             f"  client-steps/s           {s['client_steps_per_s']:.1f}",
@@ -390,6 +471,14 @@ class Summary(Component):
         ]
         server.stream.write("\n".join(lines) + "\n")
         server.stream.flush()
+
+
+def evaluated_over(config: Config) -> str:
+    """What an evaluation's mean is taken over, in words: "mean over 40 clients", "mean
+    over a sample of 10,000 of 1,000,000 clients"."""
+    K = config.data.num_clients
+    n = config.eval.evaluated(K)
+    return f"mean over {K:,} clients" if n >= K else f"mean over a sample of {n:,} of {K:,} clients"
 
 
 def default_components() -> list[Component]:

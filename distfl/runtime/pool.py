@@ -19,6 +19,7 @@ world size (the one-process pool runs the same function on the same arrays).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -35,6 +36,10 @@ from distfl.algorithms.base import (
 )
 from distfl.comm.base import Communicator
 from distfl.runtime.protocol import gather_blocks
+from distfl.runtime.stopping import StopNow
+
+#: a task's ``ok`` when its worker left it at a stop signal (1: computed, 0: it raised)
+LEFT = -1.0
 
 #: the dtypes a payload array may have (the job's description names them)
 DTYPES = ("bool", "int32", "int64", "uint64", "float32", "float64")
@@ -76,11 +81,12 @@ def tasks_of(rank: int, tasks: int, world_size: int) -> np.ndarray:
 
 
 def exchange(
-    comm: Communicator, job: tuple[bytes, int, int] | None
+    comm: Communicator, job: tuple[bytes, int, int] | None, stop=None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """One pooled job over the world, after its header: ``job`` (rank 0: its bytes, its
     tasks and its row width) travels from rank 0, each worker decodes it and computes its
-    tasks, and rank 0 gets (``[tasks, 1 + width]`` rows ``[ok, row...]`` in task order,
+    tasks (a worker whose ``stop`` flag is set leaves the rest, ``ok`` = LEFT), and rank 0
+    gets (``[tasks, 1 + width]`` rows ``[ok, row...]`` in task order,
     ``[W - 1, 2]`` per worker ``[tasks, seconds]``); None on the workers."""
     size = torch.zeros(1, dtype=torch.int64)
     if job is not None:
@@ -102,6 +108,9 @@ def exchange(
         out = np.zeros((len(mine), 1 + width), dtype=np.float64)
         fn = pooled_function(name)
         for j, i in enumerate(mine):
+            if stop is not None and stop.name:  # the rest is left: the server abandons it
+                out[j:, 0] = LEFT
+                break
             try:
                 out[j, 1:] = pooled_row(fn, payload, int(i), width)
                 out[j, 0] = 1.0
@@ -124,22 +133,30 @@ def exchange(
 
 class RankPool(ServerPool):
     """The server's pool in a run over W > 1 ranks: each map is one ``COMPUTE`` step.
-    ``announce()`` sends the step's header (the workers then call :func:`exchange`);
+    ``announce(may_leave)`` sends the step's header (the workers then call :func:`exchange`);
     ``account(rank, tasks, seconds)`` is told what each worker did."""
 
-    def __init__(self, comm: Communicator, announce, account) -> None:
+    def __init__(self, comm: Communicator, announce, account, stop=None) -> None:
         self.comm = comm
         self.ranks = comm.world_size - 1
         self._announce = announce
         self._account = account
+        #: the process's StopFlag: the job's collectives are shielded from it, and when the
+        #: server's work is abandonable the workers may leave the job's tasks at a signal
+        self._stop = stop
 
     def map(self, fn, payload, tasks, width):
         name = pooled_name(fn)
         job = encode_job(name, int(tasks), int(width), payload)
-        self._announce()
-        result, per_rank = exchange(self.comm, (job, int(tasks), int(width)))
+        stop = self._stop
+        may_leave = stop is not None and stop.abandoning
+        with stop.shielded() if stop is not None else contextlib.nullcontext():
+            self._announce(may_leave)
+            result, per_rank = exchange(self.comm, (job, int(tasks), int(width)))
         for r, (n, seconds) in enumerate(per_rank, start=1):
             self._account(r, int(n), float(seconds))
+        if (result[:, 0] == LEFT).any():  # a worker left its tasks at a stop signal
+            raise StopNow
         bad = np.flatnonzero(result[:, 0] != 1.0)
         if len(bad):
             raise PooledTaskFailed(

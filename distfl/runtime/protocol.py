@@ -180,10 +180,12 @@ class Plan:
         return Plan(STOP, 0, 0, none, none, none, none)
 
     @staticmethod
-    def compute() -> Plan:
-        """The header of a pooled job (:func:`distfl.runtime.pool.exchange` follows)."""
+    def compute(may_leave: bool = False) -> Plan:
+        """The header of a pooled job (:func:`distfl.runtime.pool.exchange` follows); its
+        ``round`` holds MAY_GIVE_UP when the workers may leave the job's tasks at a stop
+        signal (the server then abandons the work it belongs to)."""
         none = np.zeros(0, dtype=np.int64)
-        return Plan(COMPUTE, 0, 0, none, none, none, none)
+        return Plan(COMPUTE, MAY_GIVE_UP if may_leave else 0, 0, none, none, none, none)
 
 
 @dataclass

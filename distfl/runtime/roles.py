@@ -3,10 +3,8 @@ W=1 runs both in one process."""
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import TextIO
@@ -26,9 +24,11 @@ from distfl.runtime.capacity import (
     available_bytes,
     check_population,
     check_sizes,
+    evaluation_note,
     run_file_bytes,
 )
 from distfl.runtime.server import Server
+from distfl.runtime.stopping import STOP_SIGNALS, StopFlag, stop_signals
 from distfl.runtime.worker import Worker, worker_loop
 
 
@@ -44,41 +44,6 @@ def _train_device(config: Config, comm: Communicator) -> torch.device:
     return torch.device("cpu")
 
 
-#: SIGHUP: the terminal closed or the ssh session dropped
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
-
-
-class StopFlag:
-    """Set by SIGTERM, SIGUSR1, SIGINT (Ctrl-C) or SIGHUP (a closed terminal). A worker
-    reads it before each local step of a round that may be given up (it then leaves the
-    round's training, which the server discards) and reports it with its step's timing
-    row; the server checkpoints the last completed round and stops the workers, which
-    wait for its stop message. A second SIGINT aborts at once (KeyboardInterrupt, exit code
-    130): a write in progress is abandoned and the previous checkpoint stays."""
-
-    name: str | None = None
-
-    def __call__(self, signum: int, _frame) -> None:
-        if signum == signal.SIGINT and self.name == "SIGINT":
-            raise KeyboardInterrupt
-        self.name = signal.Signals(signum).name
-
-
-@contextlib.contextmanager
-def _stop_signals(flag: StopFlag):
-    previous = {}
-    try:
-        for sig in STOP_SIGNALS:
-            previous[sig] = signal.signal(sig, flag)
-    except ValueError:  # not the main thread: leave signals alone
-        pass
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-
-
 def run(
     config: Config,
     *,
@@ -86,8 +51,12 @@ def run(
     stream: TextIO | None = None,
     resume: str | None = None,
     force: bool = False,
+    signals_after: str = "restore",
 ) -> dict | None:
     """Run one federation in this process's role. Returns the summary on rank 0.
+
+    The stop signals are handled while it runs (:mod:`distfl.runtime.stopping`);
+    ``signals_after`` says what becomes of them after it (``stop_signals``' ``after``).
 
     With ``resume``, continue from that run file's /state (every rank checks the file, so
     a bad checkpoint stops all of them with the same message before any collective).
@@ -110,7 +79,7 @@ def run(
     config = _through_links(config)
     lock = OutputLock(Path(config.run.out)) if comm.rank == 0 else None
     try:
-        with _stop_signals(stop):
+        with stop_signals(stop, after=signals_after):
             world = describe_world(comm, info)
             _agree_to_start(config, comm, lock, resume=resume, force=force)
             result = _run_role(config, comm, saved, stop, stream or sys.stdout, world)
@@ -165,6 +134,8 @@ def _agree_to_start(
         comm.broadcast(flags, src=0)
     if refusal is not None:
         raise refusal
+    if comm.rank == 0 and (note := evaluation_note(config)):
+        print(f"distfl: {note}", file=sys.stderr, flush=True)
     _check_memory(config, int(flags[0]))
     if int(flags[1]):
         raise UserError(f"rank 0 cannot write the run file {config.run.out}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import sys
 import time
 import traceback
@@ -32,12 +33,12 @@ from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
-from distfl.errors import CommError, DivergedError, RoundFailed, UserError
+from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import last_finite
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import write_atomically
+from distfl.record.output import RunFileWriteError, write_atomically
 from distfl.record.tables import Record
 from distfl.runtime.components import (
     Component,
@@ -60,6 +61,7 @@ from distfl.runtime.protocol import (
     run_step,
     sum_layout,
 )
+from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.worker import Worker
 from distfl.train import trainer_kind
 
@@ -83,8 +85,10 @@ class Server:
     ):
         self.config = config
         self.comm = comm
-        #: where each rank runs (distfl.comm.world.describe_world), for /world
-        self.world = world
+        #: where each rank runs (distfl.comm.world.describe_world), for /world; its process
+        #: ids stay here (they name a rank that died)
+        self.world = None if world is None else {k: v for k, v in world.items() if k != "pid"}
+        self.rank_pids: list[int] = list((world or {}).get("pid", []))
         self.partition = partition
         #: each client's ground-truth group (int64)
         self.federation_groups = np.asarray(partition.group, dtype=np.int64)
@@ -102,6 +106,9 @@ class Server:
         #: each client's home worker; placement balances each step's tasks from there
         self.home = home_workers(self.num_train, self.num_workers)
         self.balanced = config.server.placement == "balanced"
+        #: its ``name`` is set by a stop signal (distfl.runtime.stopping): the run writes its
+        #: last completed round and stops
+        self.stop: StopFlag = stop if stop is not None else StopFlag()
 
         def initial(offset: int) -> torch.nn.Module:
             if offset == 0:
@@ -148,7 +155,7 @@ class Server:
         self.round_workers: dict[int, np.ndarray] = {}
         #: the algorithm's pieces of server work go to the workers when there are any
         self.algorithm.pool = (
-            RankPool(comm, self._announce_pooled, self._pooled)
+            RankPool(comm, self._announce_pooled, self._pooled, stop=self.stop)
             if comm.world_size > 1
             else TimedPool(self._pooled)
         )
@@ -162,8 +169,6 @@ class Server:
         self.created = ""
         self.client_steps = 0
         self.round_bytes = 0
-        #: its ``name`` is set by a stop signal: checkpoint after this round and stop
-        self.stop = stop
         #: when and how clients evaluate; what is done after each round and at the end
         self.evaluation = Evaluation()
         self.components = default_components() if components is None else components
@@ -172,6 +177,14 @@ class Server:
         self.snapshot_strikes = 0  # rounds in a row whose snapshot cost too much
         self.snapshot_s = 0.0
         self.rounds_written: int | None = None  # the round of the run file on disk, if any
+        #: the round the live state holds completed (its record too); None while a round
+        #: is changing it
+        self.live_round: int | None = None
+        #: measured seconds of the last round's training step and update, and per client of
+        #: the last evaluation (the pre-round checkpoint's estimate of a round)
+        self.train_s = 0.0
+        self.update_s = 0.0
+        self.clients_trained = 0
 
     def _record(self, saved: dict | None = None) -> Record:
         """The run file's per-row tables, empty or as ``saved`` holds them: the layout's,
@@ -199,6 +212,7 @@ class Server:
         self.sum_bytes_per_param = saved.sum_bytes_per_param
         self.created = saved.created
         self.rounds_written = self.rounds_done  # the file resumed holds it
+        self.live_round = self.rounds_done
 
     def state(self) -> dict:
         ids = sorted(self.models)
@@ -260,45 +274,84 @@ class Server:
         self.record.rollback(saved["record"])
         self.sum_bytes_per_param = saved["sum_bytes_per_param"]
 
-    def fail(self, t: int, exc: Exception, saved: dict | None) -> NoReturn:
+    def keep_last_round(self, saved: dict | None) -> str:
+        """Put the last completed round on disk, as far as the server holds it: the live
+        state when it is a completed round's, else the snapshot of the round before the one
+        in progress; the file is not written again when it holds that round already.
+        Returns what the run file holds, for a one-line message ("run.h5 holds round 6")."""
+        self.stop.settle()  # nothing is abandoned any more: this write completes
+        out = self.config.run.out
+        if self.live_round is None and saved is not None:
+            try:
+                self.restore_snapshot(saved)
+                self.live_round = saved["round"]
+            except Exception:
+                pass
+        if self.live_round is not None and self.live_round != self.rounds_written:
+            try:
+                write_server(self)
+            except RunFileWriteError as exc:
+                return f"{out} was not written ({exc})"
+            except KeyboardInterrupt:
+                return f"{out} was not written (interrupted again while writing it)"
+        if self.rounds_written is None:
+            return "no run file was written"
+        return f"{out} holds round {self.rounds_written}"
+
+    def resume_hint(self) -> str:
+        written = self.rounds_written is not None and self.rounds_written < self.config.run.rounds
+        return f": continue with distfl run --resume {self.config.run.out}" if written else ""
+
+    def fail(self, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
         """Round ``t`` raised ``exc`` in ``self.phase``: the run file is written with the
-        last completed round (from the snapshot; without one, the last checkpoint stays),
-        the workers are stopped, the traceback goes to ``RUN.h5.traceback.txt``, and
-        RoundFailed says so in one line."""
+        last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
+        rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
+        and RoundFailed says so in one line."""
         from distfl import __version__
 
         out = Path(self.config.run.out)
         trace = out.with_name(out.name + ".traceback.txt")
         text = (f"distfl {__version__}: round {t} failed in {self.phase}\n"
-                + traceback.format_exc())  # fmt: skip
+                + "".join(traceback.format_exception(exc)))  # fmt: skip
+        kept = self.keep_last_round(saved)
         try:
             write_atomically(trace, text.encode("utf-8", "surrogateescape"))
             told = f"the traceback is in {trace}"
         except Exception as why:  # a full disk: the line still comes
             told = f"the traceback could not be written to {trace} ({why})"
-        kept = None
-        if saved is not None:
+        if isinstance(exc, CommError):
+            cause = f"{self.lost_ranks()}: {_first_line(exc)}"
+        else:
             try:
-                self.restore_snapshot(saved)
-                write_server(self)
-                kept = f"{out} holds round {saved['round']}"
+                self.stop_workers()
             except Exception:
-                kept = None
-        if kept is None:
-            kept = (f"{out} holds round {self.rounds_written}, its last checkpoint"
-                    if self.rounds_written is not None else "no run file was written")  # fmt: skip
-        try:
-            self.stop_workers()
-        except Exception:
-            pass  # a broken world: the launcher ends the other ranks
-        what = str(exc).strip().splitlines()
-        cause = f"{type(exc).__name__}: {what[0]}" if what else type(exc).__name__
-        resume = (
-            f": continue with distfl run --resume {out}" if self.rounds_written is not None else ""
-        )
+                pass  # a broken world: the launcher ends the other ranks
+            cause = f"{type(exc).__name__}: {_first_line(exc)}".rstrip(": ")
         raise RoundFailed(
-            f"round {t} failed in {self.phase} ({cause}); {kept}{resume}; {told}"
+            f"round {t} failed in {self.phase} ({cause}); {kept}{self.resume_hint()}; {told}"
         ) from exc
+
+    def interrupted(self, t: int, saved: dict | None) -> NoReturn:
+        """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:
+        the last completed round is written before the process exits (code 130)."""
+        where = self.phase if self.live_round is None else f"after round {self.live_round}"
+        kept = self.keep_last_round(saved)
+        raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint()}")
+
+    def lost_ranks(self) -> str:
+        """Which ranks are gone, as far as this host can tell (the ranks on rank 0's host,
+        by their process ids), for a failed collective's message."""
+        pids = self.rank_pids
+        hosts = (self.world or {}).get("host") or []
+        here = hosts[0] if hosts else None
+        dead = [
+            f"rank {r} (pid {pid})"
+            for r, (pid, host) in enumerate(zip(pids, hosts, strict=False))
+            if r > 0 and host == here and not _alive(int(pid))
+        ]
+        if dead:
+            return ", ".join(dead) + " died"
+        return "a worker rank died or stopped answering"
 
     # -- one step over the world -------------------------------------------------------
 
@@ -327,19 +380,20 @@ class Server:
             worker, probe_op, probe if probe is not None else ProbeShape(0),
         )  # fmt: skip
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
-        _, out = run_step(
-            self.comm, plan, models, layout=self.layout, num_steps=self.S,
-            execute=self.worker.execute if self.worker is not None else None,
-        )  # fmt: skip
-        for row in out.timing_rows.cpu().numpy():
-            rank = int(row[0])
-            if row[7] and self.stop is not None and not self.stop.name:
-                # a signal that reached a worker only: the run stops after this round
-                self.stop.name = "a stop signal at a worker"
-            acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
-            acc[:3] += row[1:4]  # clients, train s, busy s
-            acc[3] += row[4]  # clients materialised
-            acc[4:6] = row[5:7]  # cache MiB and peak RSS at the step's end
+        with self.shield():  # every rank leaves the step together; a stop acts at its end
+            _, out = run_step(
+                self.comm, plan, models, layout=self.layout, num_steps=self.S,
+                execute=self.worker.execute if self.worker is not None else None,
+            )  # fmt: skip
+            for row in out.timing_rows.cpu().numpy():
+                rank = int(row[0])
+                if row[7] and not self.stop.name:
+                    # a signal that reached a worker only: the run stops as well
+                    self.stop.name = "a stop signal at a worker"
+                acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
+                acc[:3] += row[1:4]  # clients, train s, busy s
+                acc[3] += row[4]  # clients materialised
+                acc[4:6] = row[5:7]  # cache MiB and peak RSS at the step's end
         out.loss_rows = _by_client(out.loss_rows)
         out.eval_rows = _by_client(out.eval_rows)
         if out.probe_rows is not None:
@@ -353,8 +407,18 @@ class Server:
             out.model_rows = out.model_rows[torch.from_numpy(order)]
         return clusters, out
 
-    def _announce_pooled(self) -> None:
-        run_step(self.comm, Plan.compute(), None, layout=self.layout, num_steps=self.S,
+    def evaluating(self, t: int, done: int, total: int, seconds: float) -> None:
+        """Tell the components how far round ``t``'s evaluation is."""
+        for component in self.components:  # (a hook a component may leave out)
+            if hasattr(component, "during_evaluation"):
+                component.during_evaluation(self, t, done, total, seconds)
+
+    def shield(self):
+        """A context in which a stop signal waits (the collectives of a step)."""
+        return self.stop.shielded()
+
+    def _announce_pooled(self, may_leave: bool) -> None:
+        run_step(self.comm, Plan.compute(may_leave), None, layout=self.layout, num_steps=self.S,
                  execute=None)  # fmt: skip
 
     def _pooled(self, rank: int, tasks: int, seconds: float) -> None:
@@ -445,21 +509,23 @@ class Server:
             self.aggregate.split(split.parent, list(split.children))
 
     def stop_workers(self) -> None:
+        self.stop.settle()
         run_step(self.comm, Plan.stop(), None, layout=self.layout, num_steps=self.S, execute=None)
 
     # -- the run ---------------------------------------------------------------------
 
     def stopping(self, t: int) -> bool:
         """Whether a signal asked the run to stop after round ``t`` (not its last)."""
-        return bool(self.stop is not None and self.stop.name and t < self.config.run.rounds)
+        return bool(self.stop.name and t < self.config.run.rounds)
 
     def round(
         self, t: int, t_start: float, first: int, may_give_up: bool = False
     ) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
-        evaluation when one is due. None: a stop signal gave the round up during its probe,
-        or (``may_give_up``: the server holds a snapshot of round ``t - 1``) during its
-        training; nothing of it is to be kept, and the run stops after round ``t - 1``."""
+        evaluation when one is due. None, or StopNow raised: a stop signal gave the round up
+        (during its probe, or, with ``may_give_up``, the server holding a snapshot of round
+        ``t - 1``, anywhere); nothing of it is to be kept, and the run stops after round
+        ``t - 1``."""
         bytes_before = self.comm.bytes_moved
         self.round_bytes = 0
         self.round_workers = {}
@@ -480,13 +546,16 @@ class Server:
         for cid in plan.train.values():
             sampled[cid] += 1
         self.phase = "training"
+        train_started = time.perf_counter()
         reports = self.train_round(plan, may_give_up)
         if reports is None:
             return None
+        self.train_s = time.perf_counter() - train_started
+        self.clients_trained = len(reports.clients)
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)
-        update_s = time.perf_counter() - update_started
+        update_s = self.update_s = time.perf_counter() - update_started
         self.phase = "applying the update"
         for cid, flat in update.models.items():
             self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
@@ -504,40 +573,80 @@ class Server:
             rate=(t - first + 1) / max(now - t_start, 1e-9), update_s=update_s,
         )  # fmt: skip
 
+    def expected_round_s(self, t: int) -> float:
+        """Seconds round ``t`` is expected to take: the last round's training and update,
+        and its evaluation when one is due (:meth:`Evaluation.expected_s`)."""
+        expected = self.train_s + self.update_s
+        if self.evaluation.due(self, t):
+            expected += self.evaluation.expected_s(self, t)
+        return expected
+
     def run(self) -> dict:
-        """Every round from the next to ``run.rounds`` (or until a signal), each followed by
-        the components' work (record, progress, checkpoint); then the file and the summary."""
+        """Every round from the next to ``run.rounds`` (or until a signal), each preceded
+        and followed by the components' work (record, progress, checkpoint); then the file
+        and the summary. A stop signal abandons the round in progress and the run ends after
+        the round before (:mod:`distfl.runtime.stopping`); an exception or a dead rank
+        fails the round (:meth:`fail`) and a KeyboardInterrupt ends the run
+        (:meth:`interrupted`), each after writing the last completed round."""
         cfg = self.config
         for component in self.components:
             component.at_start(self)
         self.loop_started = time.time()
         t_start = time.perf_counter()
         first = self.rounds_done + 1
+        self.live_round = self.rounds_done
         accuracy = last_finite(self.record.metrics["accuracy"])
         for t in range(first, cfg.run.rounds + 1):
-            saved = self.snapshot()
-            round_started = time.perf_counter()
+            saved = None
             try:
-                result = self.round(t, t_start, first, may_give_up=saved is not None)
-                if result is None:  # given up at a stop signal: the run ends after round t - 1
-                    if saved is not None:
-                        self.restore_snapshot(saved)
-                    if self.stop is not None and not self.stop.name:
-                        self.stop.name = "a stop signal at a worker"
+                for component in self.components:  # (a hook a component may leave out)
+                    self.phase = component.label
+                    if hasattr(component, "before_round"):
+                        component.before_round(self, t)
+                if self.stopping(t - 1):  # a signal while the rounds before were written
                     break
-                for component in self.components:
+                saved = self.snapshot()
+                round_started = time.perf_counter()
+                self.live_round = None
+                with self.stop.abandonable(saved is not None):
+                    result = self.round(t, t_start, first, may_give_up=saved is not None)
+                if result is None:  # given up at a stop signal: the run ends after round t - 1
+                    raise StopNow
+                for component in self.components:  # the Recorder completes the round
                     self.phase = component.label
                     component.after_round(self, result)
-            except (UserError, CommError, DivergedError):
-                raise  # each says what happened itself (and every rank stops alike)
-            except Exception as exc:
+                self.live_round = t
+            except StopNow:
+                self.stop.settle()
+                if saved is not None and self.live_round is None:
+                    self.restore_snapshot(saved)
+                    self.live_round = saved["round"]
+                if not self.stop.name:
+                    self.stop.name = "a stop signal at a worker"
+                break
+            except KeyboardInterrupt:
+                self.interrupted(t, saved)
+            except RunFileWriteError:
+                raise  # it says what the file holds; every rank was stopped
+            except DivergedError as exc:  # every rank stops alike on the same bounds
+                if t == 1 and self.rounds_written is None:
+                    raise  # no round to keep
+                kept = self.keep_last_round(saved)
+                raise DivergedError(f"{exc}; {kept}{self.resume_hint()}") from None
+            except UserError:
+                raise  # it says what happened itself (and every rank stops alike)
+            except Exception as exc:  # a dead rank (CommError) too
                 self.fail(t, exc, saved)
             self.weigh_snapshot(time.perf_counter() - round_started)
             if result.evaluated:
                 accuracy = result.accuracy
             if self.stopping(t):
                 break
-        self.stop_workers()
+        try:
+            self.phase = "stopping the workers"
+            self.stop_workers()
+        except CommError as exc:  # a rank died after the last round: the file is complete
+            self.fail(self.rounds_done, exc, None)
         wall = time.perf_counter() - t_start
         ran = self.rounds_done - first + 1
         summary = {
@@ -554,9 +663,34 @@ class Server:
             ),
             "stopped_by": self.stop.name if self.rounds_done < cfg.run.rounds else None,
         }
-        for component in self.components:
-            component.at_end(self, summary)
+        try:
+            for component in self.components:
+                component.at_end(self, summary)
+        except KeyboardInterrupt:
+            self.interrupted(self.rounds_done + 1, None)
         return summary
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie, dead but not yet collected by
+    its launcher, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
 
 
 def _by_client(rows: torch.Tensor) -> torch.Tensor:

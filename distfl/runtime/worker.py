@@ -318,4 +318,4 @@ def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
         if plan.kind == STOP:
             return
         if plan.kind == COMPUTE:
-            exchange(comm, None)
+            exchange(comm, None, stop=worker.stop if plan.round & MAY_GIVE_UP else None)

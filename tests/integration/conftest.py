@@ -220,20 +220,23 @@ def start_ranks(
     *,
     args_of: Callable[[int], list[str]] | None = None,
     quiet_workers: bool = False,
+    env: dict[str, str] | None = None,
 ) -> list[subprocess.Popen]:
     """``distfl run ARGS`` started as the ranks of one launch, in ``cwd``: one process
     without a launcher's variables (``world`` 1) or ``world`` ranks of a torchrun-style world
     on a free port, each in a session of its own (a signal to the test's group reaches
     none), its stdout and stderr pipes of text (``quiet_workers``: the workers' stdout
-    discarded). ``args_of(rank)``: each rank's own arguments, in place of ``args``."""
+    discarded). ``args_of(rank)``: each rank's own arguments, in place of ``args``;
+    ``env``: variables every rank gets besides."""
     port = free_port()
     procs = []
     for rank in range(world):
+        rank_env = clean_env() if world == 1 else torch_env(rank, world, port)
         procs.append(
             subprocess.Popen(
                 distfl_cmd(*(args_of(rank) if args_of else args)),
                 cwd=cwd,
-                env=clean_env() if world == 1 else torch_env(rank, world, port),
+                env={**rank_env, **(env or {})},
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.DEVNULL if quiet_workers and rank else subprocess.PIPE,
                 stderr=subprocess.PIPE,

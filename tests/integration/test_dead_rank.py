@@ -1,5 +1,6 @@
 """A rank that dies (or hangs) mid-run makes the others exit with a clear message instead of
-hanging forever."""
+hanging forever; under torchrun the server, which lives on, fails the round in flight: it
+writes the last completed round, says which rank died, and exits 1."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import h5py
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -69,14 +71,25 @@ def test_torch_rank_killed_others_exit_3(helpers, tmp_path):
 
         for rank in (0, 1):
             err = stderrs[rank].text()
-            assert procs[rank].returncode == 3, f"rank {rank}: exit {procs[rank].returncode}\n{err}"
+            assert procs[rank].returncode == (1 if rank == 0 else 3), f"rank {rank}:\n{err}"
             assert "Traceback" not in err, f"rank {rank}:\n{err}"
             line = err.strip()
             assert "\n" not in line, f"rank {rank} printed more than one line:\n{err}"
-            assert line.startswith(f"distfl: error: rank {rank}"), f"rank {rank}: {line!r}"
+            if rank:
+                assert line.startswith(f"distfl: error: rank {rank}"), f"rank {rank}: {line!r}"
         assert elapsed < EXIT_TIMEOUT
+        printed = [int(s.split()[1].split("/")[0]) for s in stdout0.text().splitlines()
+                   if is_progress_line(s)]  # fmt: skip
     finally:
         helpers.kill_tree(procs, marker=str(tmp_path))
+    # the server wrote every round it completed and named the rank that died
+    line = stderrs[0].text().strip()
+    out = tmp_path / "run-rank0.h5"
+    assert line.startswith("distfl: error: round "), line
+    assert f"rank 2 (pid {procs[2].pid}) died" in line, line
+    kept = round_of(out)
+    assert kept >= printed[-1], (kept, printed[-1])
+    assert f"{out} holds round {kept}: continue with distfl run --resume {out}" in line, line
 
 
 def test_mpi_rank_killed_job_ends(helpers, tmp_path):
@@ -129,6 +142,11 @@ def test_mpi_rank_killed_job_ends(helpers, tmp_path):
         helpers.kill_tree([proc], marker=marker)
 
 
+def round_of(path) -> int:
+    with h5py.File(path, "r") as f:
+        return int(f["state"].attrs["round"])
+
+
 HANG_TIMEOUT = 4  # comm.timeout_s of the hang tests
 
 
@@ -158,9 +176,10 @@ def test_torch_rank_hung_others_time_out(helpers, tmp_path):
         assert procs[2].poll() is None  # the hung rank itself is still there, stopped
         for rank in (0, 1):
             err = stderrs[rank].text().strip()
-            assert procs[rank].returncode == 3, err
+            assert procs[rank].returncode == (1 if rank == 0 else 3), err
             assert "\n" not in err and "Traceback" not in err, err
-            assert err.startswith(f"distfl: error: rank {rank}"), err
+            start = "distfl: error: round " if rank == 0 else f"distfl: error: rank {rank}"
+            assert err.startswith(start), err
             assert f"{HANG_TIMEOUT} s collective timeout" in err, err
         # not before the timeout: the survivors really waited for the hung peer
         assert elapsed >= HANG_TIMEOUT - 1

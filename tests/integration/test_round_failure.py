@@ -40,15 +40,20 @@ class FlakyFedGWC(FedGWC):
     def update(self, round_index, plan, reports):
         out = super().update(round_index, plan, reports)
         if os.environ.get("FLAKY_ROUND") == str(round_index):
+            if os.environ.get("FLAKY_RAISE") == "KeyboardInterrupt":
+                raise KeyboardInterrupt
             raise RuntimeError(f"injected failure in round {round_index}")
         return out
 '''
 
 
-def _run(tmp, *args, fail_round: int | None = None) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k != "FLAKY_ROUND"}
+def _run(
+    tmp, *args, fail_round: int | None = None, raise_: str = "RuntimeError"
+) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("FLAKY_ROUND", "FLAKY_RAISE")}
     if fail_round is not None:
         env["FLAKY_ROUND"] = str(fail_round)
+        env["FLAKY_RAISE"] = raise_
     return subprocess.run(
         [sys.executable, "-m", "distfl", "run", *args], cwd=tmp, env=env, capture_output=True,
         text=True, timeout=600,
@@ -94,6 +99,26 @@ def test_a_round_that_raises_keeps_the_last_round_and_resumes_exactly(setup, fai
     with h5py.File(out, "r") as f:
         assert f["state"].attrs["round"] == str(fail_round - 1)
         assert len(f["metrics/round"]) == fail_round - 1
+    proc = _run(tmp, "--resume", str(out), "--trust-plugins")
+    assert proc.returncode == 0, proc.stderr
+    assert_same_run(full, out)
+
+
+def test_a_keyboard_interrupt_in_a_plug_in_keeps_every_completed_round(setup):
+    """A KeyboardInterrupt raised by the algorithm's own code (as a second Ctrl-C raises
+    it) in round 6, long before any periodic checkpoint: the file holds round 5 and
+    resumes to the bits of the run that was never interrupted."""
+    tmp, full = setup
+    out = tmp / "interrupted.h5"
+    proc = _run(tmp, "--config", "flaky.toml", "--out", str(out), fail_round=6,
+                raise_="KeyboardInterrupt")  # fmt: skip
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip() == (
+        f"distfl: interrupted in round 6 (flaky_fedgwc's update); {out} holds round 5: "
+        f"continue with distfl run --resume {out}"
+    )
+    with h5py.File(out, "r") as f:
+        assert f["state"].attrs["round"] == "5"
     proc = _run(tmp, "--resume", str(out), "--trust-plugins")
     assert proc.returncode == 0, proc.stderr
     assert_same_run(full, out)

@@ -1,0 +1,175 @@
+"""A stop signal is acted on within seconds in every phase of a round, alone (W = 1) and in a
+torchrun world of three ranks with every rank signalled (as torchrun and Slurm deliver it):
+the run exits 0 within STOP_S of the signal, its file holds the last completed round, and
+the resumed run has the bits of a run that was never stopped.
+
+The phases: a long evaluation (every one of 20,000 clients), a long update of the
+algorithm (a pure-Python loop that never looks at a flag), long pooled work of the server
+(the references' kind, computed by the worker ranks under torchrun) and the write of the
+run file. The training's phase is ``test_stop_in_training.py``'s.
+
+The slow update, pooled work and write come from a plug-in written by this module: the
+``none`` algorithm (FedAvg) whose update, when ``SLOW_PHASE`` names it, touches the file
+``SLOW_MARK`` and then works for a minute. Its results do not depend on ``SLOW_PHASE``, so
+a run without it is the reference of every stopped run.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import h5py
+import pytest
+from runfile import assert_same_run
+
+pytestmark = pytest.mark.integration
+
+#: how soon after the signal every process must have exited
+STOP_S = 10.0
+
+PLUGIN = '''\
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from distfl.algorithms import pooled, register
+from distfl.algorithms.none import NoClustering
+
+SLOW = os.environ.get("SLOW_PHASE", "")
+MARK = os.environ.get("SLOW_MARK", "")
+LONG_S = 60.0
+
+
+def begin():
+    if MARK:
+        Path(MARK).touch()
+
+
+@pooled
+def slow_piece(payload, i):
+    """A second of work per piece in round 2, when the pooled work is to be slow."""
+    if SLOW == "references" and int(payload["round"][0]) == 2:
+        begin()
+        time.sleep(1.0)
+    return [float(payload["round"][0] + i)]
+
+
+@register
+class SlowPhases(NoClustering):
+    name = "slow_phases"
+
+    def update(self, round_index, plan, reports):
+        pieces = 2 * int(LONG_S) if round_index == 2 else 2
+        self.pool.map(slow_piece, {"round": np.array([round_index])}, pieces, 1)
+        if SLOW == "update" and round_index == 2:
+            begin()
+            end = time.monotonic() + LONG_S
+            while time.monotonic() < end:  # Python work that never looks at a flag
+                sum(range(1000))
+        self.slow_write = SLOW == "write" and round_index == 1
+        return super().update(round_index, plan, reports)
+
+    def state_dict(self):
+        if getattr(self, "slow_write", False):  # the run file's write after round 1
+            self.slow_write = False
+            begin()
+            time.sleep(3.0)
+        return super().state_dict()
+'''
+
+
+def population(clients: int) -> list[str]:
+    half = clients // 2
+    return [
+        "--set", 'data.dataset="gaussian"', "--set", f"data.num_clients={clients}",
+        "--set", f"data.groups=[{{count = {half}, alpha = 1000.0}}, "
+                 f"{{count = {clients - half}, alpha = 1000.0, permute_labels = true}}]",
+        "--set", "server.clients_per_round=100", "--set", "run.plugins=['slow_phases.py']",
+        "--set", 'algorithm.name="slow_phases"', "--set", 'run.progress="lines"',
+    ]  # fmt: skip
+
+
+#: the phases: (their population's arguments, the rounds, the round the signal lands in)
+SMALL = [*population(2000), "--set", "run.rounds=3", "--set", "eval.every=3"]
+LARGE = [*population(20000), "--set", "run.rounds=2", "--set", "eval.every=2",
+         "--set", 'eval.clients="all"']  # fmt: skip
+PHASES = {
+    "evaluation": (LARGE, 1),
+    "update": (SMALL, 1),
+    "references": (SMALL, 1),
+    "write": ([*SMALL, "--set", "checkpoint.every=1"], 1),
+}
+
+
+def stored_round(path: Path) -> int:
+    with h5py.File(path, "r") as f:
+        assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
+        return int(f["state"].attrs["round"])
+
+
+@pytest.fixture(scope="module")
+def references(tmp_path_factory, helpers) -> dict[str, Path]:
+    """The runs never stopped, one per population."""
+    tmp = tmp_path_factory.mktemp("stop-in-every-phase")
+    (tmp / "slow_phases.py").write_text(PLUGIN)
+    runs = {"small": (SMALL, "small.h5"), "large": (LARGE, "large.h5")}
+    procs = helpers.launch_together(
+        {name: helpers.distfl_cmd(*args, "--out", out) for name, (args, out) in runs.items()},
+        cwd=tmp, timeout=600,
+    )  # fmt: skip
+    assert all(out for out in procs.values()), procs
+    return {name: tmp / out for name, (_, out) in runs.items()}
+
+
+def ready_when(phase: str, cwd: Path, procs, out) -> bool:
+    """Wait until the run is inside ``phase``: the evaluation's progress line, or the mark
+    the plug-in's slow work touches."""
+    if phase == "evaluation":
+        return out.wait_for(lambda line: "evaluating" in line, 300) is not None
+    mark = cwd / "mark"
+    deadline = time.monotonic() + 300
+    while not mark.exists():
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            return False
+        time.sleep(0.02)
+    return True
+
+
+@pytest.mark.parametrize("world", [1, 3], ids=["alone", "torchrun"])
+@pytest.mark.parametrize("phase", sorted(PHASES))
+def test_a_signal_in_each_phase_is_acted_on_within_seconds(
+    helpers, tmp_path, references, phase, world
+):
+    args, kept = PHASES[phase]
+    (tmp_path / "slow_phases.py").write_text(PLUGIN)
+    env = {"SLOW_PHASE": phase, "SLOW_MARK": str(tmp_path / "mark")}
+    procs = helpers.start_ranks([*args, "--out", "cut.h5"], tmp_path, world, env=env)
+    try:
+        readers = [(helpers.LineReader(p.stdout), helpers.LineReader(p.stderr)) for p in procs]
+        assert ready_when(phase, tmp_path, procs, readers[0][0]), readers[0][1].text(0)
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        for p, (_, err) in zip(procs, readers, strict=True):
+            assert p.wait(timeout=120) == 0, err.text()
+        took = time.monotonic() - signalled
+        lines = readers[0][0].text().splitlines()
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
+    assert took < STOP_S, f"the run took {took:.1f} s to stop"
+    assert any(s.startswith(f"distfl: stopped by SIGTERM after round {kept}/") for s in lines), (
+        lines
+    )
+    assert stored_round(tmp_path / "cut.h5") == kept
+    resumed = subprocess.run(
+        helpers.distfl_cmd("--resume", "cut.h5", "--trust-plugins"), cwd=tmp_path,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    reference = references["large" if phase == "evaluation" else "small"]
+    assert_same_run(tmp_path / "cut.h5", reference)
