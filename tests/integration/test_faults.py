@@ -280,6 +280,21 @@ def test_a_double_ctrl_c_keeps_every_completed_round(helpers, tmp_path, gap):
     assert distfl(helpers, tmp_path, "status", "twice.h5").returncode == 1  # whole, unfinished
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_signal_after_the_summary_changes_nothing(helpers, tmp_path, sig):
+    """The run is complete once its summary is out: a signal during the process's teardown
+    (a launcher's belated SIGTERM, an impatient Ctrl-C) leaves the exit code 0."""
+    proc = start(helpers, tmp_path, *TINY, "--out", "done.h5")
+    try:
+        out = helpers.LineReader(proc.stdout)
+        assert out.wait_for(lambda line: line.lstrip().startswith("run file"), 60)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert round_of(tmp_path / "done.h5") == 3
+
+
 def test_a_closed_stdout_costs_no_result(helpers, tmp_path):
     """``distfl run ... | head -1``: the reader goes away after one line; the run goes on
     and writes its file."""

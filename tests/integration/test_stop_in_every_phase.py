@@ -173,3 +173,28 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
     assert resumed.returncode == 0, resumed.stderr
     reference = references["large" if phase == "evaluation" else "small"]
     assert_same_run(tmp_path / "cut.h5", reference)
+
+
+def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_path):
+    """Rounds of a fraction of a second, then an evaluation of 20,000 clients that takes
+    many times ``checkpoint.seconds``: the rounds before it are written before it begins,
+    so a SIGKILL during it (no handler runs) leaves them, and the run resumes from there."""
+    (tmp_path / "slow_phases.py").write_text(PLUGIN)
+    args = [*population(20000), "--set", "run.rounds=4", "--set", "eval.every=4",
+            "--set", 'eval.clients="all"', "--set", "checkpoint.seconds=3"]  # fmt: skip
+    (proc,) = helpers.start_ranks([*args, "--out", "killed.h5"], tmp_path)
+    try:
+        out = helpers.LineReader(proc.stdout)
+        assert out.wait_for(lambda line: "evaluating" in line, 300), proc.stderr.read()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert stored_round(tmp_path / "killed.h5") == 3
+    resumed = subprocess.run(
+        helpers.distfl_cmd("--resume", "killed.h5", "--trust-plugins"), cwd=tmp_path,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert "round 4/4 | clusters 1" in resumed.stdout
+    assert stored_round(tmp_path / "killed.h5") == 4

@@ -1,6 +1,6 @@
 """Consecutive clean torchrun launches end cleanly: every one exits 0, writes its run file
 and shows no abort ("terminate called ...", SIGABRT, torchrun's "exitcode: -6") and no
-traceback in any process's output.
+traceback in any process's output; a launch stopped by a signal ends as cleanly.
 
 A short run of scripts/teardown_loop.py (real torchrun, 3 ranks, gloo); the same script
 runs the 100-launch loop by hand."""
@@ -10,9 +10,11 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import subprocess
 import sys
 
+import h5py
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -57,3 +59,31 @@ def test_the_loop_counts_a_rank_that_aborts(helpers):
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
     assert _loop_module().classify(proc.returncode, output, True) == "abort", output
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)])
+def test_a_stop_under_launch_torchrun_ends_torchrun_cleanly(helpers, tmp_path, sig, code):
+    """``launch/torchrun.sh`` signalled (a terminal's Ctrl-C reaches its whole process
+    group): the ranks write the last completed round and exit 0, torchrun exits 0 with no
+    traceback of its own, and the script's code is 0 (130 after a Ctrl-C)."""
+    env = helpers.clean_env(NPROC="2", OUT="stopped.h5", PATH=os.path.dirname(sys.executable)
+                            + os.pathsep + os.environ["PATH"])  # fmt: skip
+    proc = subprocess.Popen(
+        ["bash", os.path.join(ROOT, "launch", "torchrun.sh"), "--set", "run.rounds=100000",
+         "--set", "eval.every=1", "--set", 'run.progress="lines"'],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
+        assert out.wait_for(lambda line: line.startswith("round "), 120), err.text(0)
+        os.killpg(proc.pid, sig)  # the script's group: not torchrun, in a session of its own
+        assert proc.wait(timeout=60) == code, err.text()
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    name = signal.Signals(sig).name
+    assert f"distfl: stopped by {name} after round " in out.text()
+    for word in ("Traceback", "SignalException", "ChildFailedError"):
+        assert word not in err.text(), err.text()
+    with h5py.File(tmp_path / "stopped.h5", "r") as f:
+        assert int(f["state"].attrs["round"]) >= 1

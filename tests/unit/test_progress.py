@@ -1,7 +1,7 @@
 """Rank 0's progress line: the round's mean training loss, the latest evaluated accuracy
 carried forward with the round that measured it, the rate and the time left; a line every
-tenth of the run, at each evaluation and at the end (``lines``); and ``run.export``'s
-names and paths."""
+tenth of the run, at each evaluation and at the end (``lines``); a long evaluation's own
+line; and ``run.export``'s names and paths."""
 
 from __future__ import annotations
 
@@ -40,6 +40,26 @@ def test_the_bar_is_redrawn_in_place_and_ends_with_a_newline():
     p.update(2, clusters=1, accuracy=0.9, rounds_per_s=1.0, loss=1.0)
     text = stream.getvalue()
     assert text.count("\r[") == 2 and text.endswith("\x1b[K\n") and "#" * 24 in text
+
+
+def test_a_long_evaluation_shows_its_progress_after_a_second_then_every_ten():
+    stream = io.StringIO()
+    p = Progress(20, "lines", stream)
+    for done, seconds in [(100, 0.5), (300, 1.5), (900, 4.0), (2000, 11.0), (2400, 13.0),
+                          (4000, 20.0)]:  # fmt: skip
+        p.evaluation(20, done, 4000, seconds)
+    lines = stream.getvalue().splitlines()
+    assert lines == [
+        "round 20/20 | evaluating 300/4,000 clients | 200 clients/s | ETA 18 s",
+        "round 20/20 | evaluating 2,400/4,000 clients | 185 clients/s | ETA 9 s",
+    ]
+    bar, quiet = io.StringIO(), io.StringIO()
+    Progress(20, "bar", bar).evaluation(3, 50, 100, 2.0)
+    Progress(20, "none", quiet).evaluation(3, 50, 100, 2.0)
+    assert (
+        bar.getvalue() == "\rround  3/20 | evaluating 50/100 clients | 25 clients/s | ETA 2 s\x1b[K"
+    )
+    assert quiet.getvalue() == ""
 
 
 @pytest.mark.parametrize(
