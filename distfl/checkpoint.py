@@ -43,7 +43,7 @@ from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
 from distfl.record import integrity, layout
-from distfl.record.output import why, write_atomically
+from distfl.record.output import DiskReserve, why, write_atomically
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -184,6 +184,7 @@ def write_run_file(
     loop_started: float = 0.0,
     sum_bytes_per_param: float = 0.0,
     created: str = "",
+    room: DiskReserve | None = None,
 ) -> str:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file):
     built in memory, sealed with its integrity record, then put in place by
@@ -192,7 +193,9 @@ def write_run_file(
 
     ``tables``: the columns of each per-row table, by the table's key in
     :data:`distfl.record.layout.TABLES` (``Record.arrays()``). ``created``: when the run's
-    first file was written (kept on resume); default now. Returns the ``created`` it wrote."""
+    first file was written (kept on resume); default now. ``room``: the disk's room held
+    for this write (:class:`~distfl.record.output.DiskReserve`). Returns the ``created``
+    it wrote."""
     path = Path(path)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     image = io.BytesIO()
@@ -236,7 +239,7 @@ def write_run_file(
         _write_tree(s, state)
         s.attrs["sha256"] = tree_digest(state)
         integrity.seal(f)
-    write_atomically(path, image.getbuffer())
+    write_atomically(path, image.getbuffer(), room)
     return created or now
 
 

@@ -11,6 +11,9 @@
   no other process uses, flushed to disk, renamed over the target. A write that fails
   (a full disk, an I/O error) removes its temporary file, leaves the previous file as it
   was, and raises :class:`RunFileWriteError` (one line, exit code 2).
+- :class:`DiskReserve` holds the room of the run file's next write on its disk, allocated
+  in advance, so that a disk that fills during the run cannot keep a completed round from
+  being written.
 """
 
 from __future__ import annotations
@@ -68,16 +71,25 @@ def remove_stale_temporaries(path: Path) -> None:
                 pass
 
 
-def write_atomically(path: Path, data: bytes | memoryview) -> None:
+def write_atomically(path: Path, data: bytes | memoryview, room: DiskReserve | None = None) -> None:
     """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never
-    a part; on failure the old file stays and no temporary file is left."""
-    tmp = temporary_path(path)
+    a part; on failure the old file stays and no temporary file is left. With ``room``
+    holding at least ``len(data)`` bytes, the data goes into the room already allocated on
+    the disk (so a disk that filled since cannot stop the write), which it uses up."""
+    view = memoryview(data)
+    size = view.nbytes
+    held = room.take(size) if room is not None else None
+    tmp = held or temporary_path(path)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        if held is None:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        else:
+            fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW)
         try:
-            view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            if held is not None:
+                os.ftruncate(fd, size)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -90,6 +102,47 @@ def write_atomically(path: Path, data: bytes | memoryview) -> None:
         _unlink_quietly(tmp)
         raise
     _fsync_dir(path.parent)
+
+
+class DiskReserve:
+    """Room on a run file's disk held for its next write: a temporary file beside it (named
+    as :func:`temporary_path` names them, so that a killed writer's is removed by the next
+    writer of the path), its blocks allocated in advance. :func:`write_atomically` writes
+    the next version of the file into it, so that a disk filled by someone else since keeps
+    no completed round from the disk; the writer then holds room for the write after."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.tmp: Path | None = None
+        self.nbytes = 0
+
+    def hold(self, nbytes: int) -> None:
+        """Hold ``nbytes`` (the room held so far is given up first); OSError (ENOSPC: the
+        disk has not that room) leaves none held."""
+        self.release()
+        tmp = temporary_path(self.path)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.posix_fallocate(fd, 0, max(int(nbytes), 1))
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(tmp)
+            raise
+        os.close(fd)
+        self.tmp, self.nbytes = tmp, int(nbytes)
+
+    def take(self, nbytes: int) -> Path | None:
+        """The held temporary file for a write of ``nbytes``, which uses the room up; None
+        when the room held is smaller."""
+        if self.tmp is None or nbytes > self.nbytes:
+            return None
+        tmp, self.tmp, self.nbytes = self.tmp, None, 0
+        return tmp
+
+    def release(self) -> None:
+        if self.tmp is not None:
+            _unlink_quietly(self.tmp)
+        self.tmp, self.nbytes = None, 0
 
 
 def _unlink_quietly(p: Path) -> None:
@@ -258,6 +311,7 @@ def _mib(n: int) -> str:
 
 
 __all__ = [
+    "DiskReserve",
     "OutputLock",
     "RunFileWriteError",
     "check_output",

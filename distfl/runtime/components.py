@@ -11,6 +11,7 @@ component's :meth:`~Component.at_end`. None of them knows which algorithm runs.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -24,7 +25,8 @@ from distfl.hierarchy import empty_leaves_note, node_order
 from distfl.metrics import federation_mean
 from distfl.progress import Progress
 from distfl.record.layout import ALGORITHM_PREFIX
-from distfl.record.output import RunFileWriteError
+from distfl.record.output import DiskReserve, RunFileWriteError, why
+from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import EVAL, EVAL_WIDTH, peak_rss_mb
 
@@ -70,6 +72,7 @@ class ServerView(Protocol):
     rounds_written: int | None
     created: str
     loop_started: float
+    room: DiskReserve  # the disk's room held for the file's next write
 
     live_round: int | None  # the completed round the live state holds (None mid-round)
     train_s: float  # seconds of the last round's training step
@@ -354,8 +357,43 @@ class Checkpoint(Component):
         self.write_s = 0.0
         self.wrote = False  # whether this process wrote the file
 
+    #: the room held for the next write: this many times the size of the last one, and
+    #: ROOM_SPARE bytes besides (the file grows with every round's rows)
+    ROOM_FACTOR = 1.25
+    ROOM_SPARE = 1 << 20
+
     def at_start(self, server: ServerView) -> None:
         self.last_write = time.perf_counter()
+        self.estimate = run_file_bytes(server.config)
+        if server.rounds_written is not None:  # a resumed file: its size is known
+            self.estimate = max(self.estimate, self._room_after(server))
+        try:
+            server.room.hold(self.estimate)
+        except OSError as exc:
+            raise RunFileWriteError(
+                f"cannot write the run file {server.config.run.out}: no room for it on its "
+                f"disk ({why(exc)}); free some space or give another --out"
+            ) from None
+
+    def _room_after(self, server: ServerView) -> int:
+        try:
+            size = os.path.getsize(server.config.run.out)
+        except OSError:  # a resumed run writing to another --out
+            size = 0
+        return int(self.ROOM_FACTOR * size) + self.ROOM_SPARE
+
+    def keep_room(self, server: ServerView) -> None:
+        """Room for the write after the one just made; a disk without it ends the run here,
+        its last completed round on disk (RunFileWriteError, exit code 2)."""
+        try:
+            server.room.hold(max(self.estimate, self._room_after(server)))
+        except OSError as exc:
+            out = server.config.run.out
+            raise RunFileWriteError(
+                f"the disk of the run file {out} is full ({why(exc)}): it holds round "
+                f"{server.rounds_written}, and there is no room for another write; free some "
+                f"space, then continue with distfl run --resume {out}"
+            ) from None
 
     def due(self, server: ServerView, t: int, ahead_s: float = 0.0) -> bool:
         """Whether to write after round ``t``, ``ahead_s`` seconds of work before the next
@@ -379,20 +417,22 @@ class Checkpoint(Component):
         expected = server.expected_round_s(t)
         if expected > 0 and self.due(server, done, ahead_s=expected):
             self.write(server)
+            self.keep_room(server)
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
         if not self.due(server, r.round):
             return
         try:
             self.write(server)
+            self.keep_room(server)
         except RunFileWriteError:
             server.stop_workers()  # every rank ends
             raise
 
     def at_end(self, server: ServerView, summary: dict[str, Any]) -> None:
-        if server.rounds_written == server.rounds_done and self.wrote:
-            return  # a stop came while this process wrote the same round
-        self.write(server)
+        if not (server.rounds_written == server.rounds_done and self.wrote):
+            self.write(server)  # (unless a stop came while this process wrote that round)
+        server.room.release()
 
     def write(self, server: ServerView) -> None:
         started = time.perf_counter()
@@ -429,6 +469,7 @@ def write_server(server: ServerView) -> None:
         sum_bytes_per_param=server.sum_bytes_per_param,
         state=server.state(),
         created=server.created,
+        room=server.room,
     )
     server.rounds_written = server.rounds_done
 

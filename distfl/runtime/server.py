@@ -38,7 +38,7 @@ from distfl.hierarchy import clusters_found
 from distfl.metrics import last_finite
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import RunFileWriteError, write_atomically
+from distfl.record.output import DiskReserve, RunFileWriteError, write_atomically
 from distfl.record.tables import Record
 from distfl.runtime.components import (
     Component,
@@ -180,6 +180,8 @@ class Server:
         #: the round the live state holds completed (its record too); None while a round
         #: is changing it
         self.live_round: int | None = None
+        #: the room on the run file's disk held for its next write (the checkpoint holds it)
+        self.room = DiskReserve(Path(config.run.out))
         #: measured seconds of the last round's training step and update, and per client of
         #: the last evaluation (the pre-round checkpoint's estimate of a round)
         self.train_s = 0.0
@@ -588,6 +590,12 @@ class Server:
         the round before (:mod:`distfl.runtime.stopping`); an exception or a dead rank
         fails the round (:meth:`fail`) and a KeyboardInterrupt ends the run
         (:meth:`interrupted`), each after writing the last completed round."""
+        try:
+            return self._run()
+        finally:
+            self.room.release()
+
+    def _run(self) -> dict:
         cfg = self.config
         for component in self.components:
             component.at_start(self)

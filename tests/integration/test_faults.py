@@ -4,8 +4,10 @@ refused with one line naming the part, never a traceback.
 
 - an existing ``--out`` is refused (a finished run file, a text file, a directory); an
   unwritable location, or a disk without room, before the first round;
-- a disk that fills during the run (a small tmpfs, as root): one line, the previous
-  checkpoint kept and resumable, no temporary file left;
+- a disk that fills during the run (a small tmpfs, as root): the write goes into the room
+  held for it, and the run ends there in one line, every completed round kept and
+  resumable, no temporary file left; a disk that fills before the first periodic
+  checkpoint loses no round either;
 - a second writer of the same path (a second run, or a resume while the run writes) is
   refused and the first run is untouched;
 - Ctrl-C checkpoints like SIGTERM, a second Ctrl-C writes the rounds it completed and
@@ -176,21 +178,18 @@ def test_a_disk_that_fills_during_the_run_keeps_the_last_checkpoint(helpers, tmp
                 break
             time.sleep(0.05)
         assert (tmpfs / "run.h5").exists(), proc.stderr.read() if proc.poll() is not None else ""
-        with open(tmpfs / "filler", "wb") as fh:  # the disk fills up
-            try:
-                while True:
-                    fh.write(b"\0" * (1 << 20))
-            except OSError:
-                pass
+        fill(tmpfs)  # the disk fills up
         _, err = proc.communicate(timeout=60)
     finally:
         proc.kill()
     assert proc.returncode == 2, err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
-    assert "No space left on device" in err and "the previous checkpoint is kept" in err, err
+    assert "No space left on device" in err, err
     assert leftovers(tmpfs) == []
     (tmpfs / "filler").unlink()
     kept = round_of(tmpfs / "run.h5")
+    # the write of the round before the disk filled went into the room held for it
+    assert f"it holds round {kept}" in err and "distfl run --resume run.h5" in err, err
     assert kept >= 1
     status = distfl(helpers, tmpfs, "status", "run.h5")
     assert status.returncode == 1 and f"stopped at round {kept} of 5000" in status.stdout
@@ -199,6 +198,50 @@ def test_a_disk_that_fills_during_the_run_keeps_the_last_checkpoint(helpers, tmp
                      str(tmp_path / "more.h5"), "--set", f"run.rounds={kept + 2}")  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert round_of(tmp_path / "more.h5") == kept + 2
+
+
+def fill(directory: Path) -> None:
+    """Fill the disk of ``directory`` to its last byte."""
+    with open(directory / "filler", "wb", buffering=0) as fh:
+        for size in (1 << 20, 1 << 12, 1):
+            try:
+                while True:
+                    fh.write(b"\0" * size)
+            except OSError:
+                pass
+
+
+@pytest.mark.parametrize("ending", ["finished", "SIGTERM"])
+def test_a_disk_full_before_the_first_checkpoint_keeps_every_round(helpers, tmpfs, ending):
+    """The disk fills after a few rounds, long before the first periodic checkpoint: the
+    run's next write (at its end, or at a stop signal) goes into the room held for it, and
+    the file holds every round the run completed."""
+    # (5000 rounds: the run file's estimate fits the 24 MiB disk, checked before round 1)
+    rounds = 40 if ending == "finished" else 5000
+    proc = start(helpers, tmpfs, "--preset", "digits", "--set", f"run.rounds={rounds}",
+                 "--set", "eval.every=1", "--set", 'run.progress="lines"',
+                 "--out", "run.h5")  # fmt: skip
+    try:
+        out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
+        for _ in range(3):
+            assert out.wait_for(lambda line: line.startswith("round "), 60), err.text(0)
+        fill(tmpfs)
+        if ending == "SIGTERM":
+            assert out.wait_for(lambda line: line.startswith("round "), 60)
+            proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        assert out.wait_for(lambda line: line.lstrip().startswith("run file"), 30)
+    finally:
+        helpers.kill_tree([proc], marker=str(tmpfs))
+    assert proc.returncode == 0, err.text()
+    printed = [int(s.split()[1].split("/")[0]) for s in out.text().splitlines()
+               if s.startswith("round ")]  # fmt: skip
+    assert round_of(tmpfs / "run.h5") == printed[-1]
+    if ending == "finished":
+        assert printed[-1] == rounds
+    else:
+        assert "stopped by SIGTERM" in out.text()
+    assert leftovers(tmpfs) == []
 
 
 # -- two writers -------------------------------------------------------------------------
