@@ -118,8 +118,11 @@ def run(
     ``run.progress = "none"`` for no progress lines).
 
     Raises ConfigError for a bad key or value and UserError for an output it may not
-    write, before anything runs. Ctrl-C stops the run after the current round with a
-    checkpoint (resume it with ``distfl run --resume``) and raises KeyboardInterrupt.
+    write, before anything runs. Ctrl-C stops the run within seconds with a checkpoint of
+    its last completed round (resume it with ``distfl run --resume``) and raises
+    KeyboardInterrupt; a second Ctrl-C does not wait for anything: the last completed
+    round is written and :class:`~distfl.errors.Interrupted` (a KeyboardInterrupt) says
+    where.
     torch's thread count and CPU random state are as they were when it returns."""
     from distfl.comm.env import LaunchInfo
     from distfl.config import Config

@@ -122,17 +122,18 @@ def test_the_byte_estimate_by_hand():
         "model": P * 4 * (16 + 2 * 1),
         "trainer": 16 * P + 3 * 4 * (64 * 4 + 16) + 4 * 4 * act + 10 * sample,
         "losses": 1 * (3 + 1) * 8 * 4,
+        "evaluation": 2 * 160,  # both clients' rows (eval.clients = "auto": all of 2)
         # what the digits spec holds on every rank: 1,797 samples of float32 pixels and
         # an int64 label
         "dataset": 1797 * (64 * 4 + 8),
     }
-    assert size_bytes(cfg) == sum(terms.values()) == 48640 + 474408
-    check_sizes(cfg, 523048)  # exactly enough: no error
+    assert size_bytes(cfg) == sum(terms.values()) == 48640 + 474408 + 320
+    check_sizes(cfg, 523368)  # exactly enough: no error
     check_sizes(cfg, None)  # memory unknown: no check
-    # one byte short, and no key above its default: the clients are named; of the 523,048
-    # bytes 960 scale with them (the population) and 522,088 do not, which leaves 959 bytes
-    # of the 523,047: room for one client
-    text = refusal(cfg, 523047)
+    # one byte short, and no key above its default: the clients are named; of the 523,368
+    # bytes 1,280 scale with them (the population and the evaluation's rows) and 522,088 do
+    # not, which leaves 1,279 bytes of the 523,367: room for one client
+    text = refusal(cfg, 523367)
     assert text.startswith("data.num_clients = 2: ")
     assert text.endswith("at most about 1 clients fit")
 

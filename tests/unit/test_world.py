@@ -3,6 +3,7 @@ long for the row is cut (never the JSON), and a one-process world describes itse
 
 from __future__ import annotations
 
+import os
 import socket
 
 import h5py
@@ -34,7 +35,8 @@ def test_one_process_world():
     world = describe_world(LocalCommunicator(), info)
     assert world == {
         "host": [socket.gethostname()], "local_rank": [0], "address": [""],
-        "launcher": "single", "backend": "local", "rendezvous": "", "rendezvous_ip": "",
+        "pid": [os.getpid()], "launcher": "single", "backend": "local", "rendezvous": "",
+        "rendezvous_ip": "",
     }  # fmt: skip
 
 
