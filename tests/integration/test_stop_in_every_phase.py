@@ -1,5 +1,6 @@
 """A stop signal is acted on within seconds in every phase of a round, alone (W = 1) and in a
-torchrun world of three ranks with every rank signalled (as torchrun and Slurm deliver it):
+torchrun world of three ranks with every rank signalled (as torchrun and Slurm deliver it)
+and, for the pooled work, under mpiexec:
 the run exits 0 within STOP_S of the signal, its file holds the last completed round, and
 the resumed run has the bits of a run that was never stopped.
 
@@ -16,8 +17,10 @@ a run without it is the reference of every stopped run.
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -173,6 +176,39 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
     assert resumed.returncode == 0, resumed.stderr
     reference = references["large" if phase == "evaluation" else "small"]
     assert_same_run(tmp_path / "cut.h5", reference)
+
+
+def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
+    """The same under mpiexec (MPI's collectives, the signal at mpiexec, which hands it to
+    every rank), in the phase where the workers compute the server's pooled work."""
+    mpiexec = helpers.venv_tool("mpiexec")
+    if not os.path.exists(mpiexec):
+        pytest.skip(f"no mpiexec next to {sys.executable}")
+    pytest.importorskip("mpi4py")
+    (tmp_path / "slow_phases.py").write_text(PLUGIN)
+    env = helpers.clean_env(SLOW_PHASE="references", SLOW_MARK=str(tmp_path / "mark"))
+    proc = subprocess.Popen(
+        [mpiexec, "-n", "3", *helpers.distfl_cmd(*SMALL, "--out", "cut.h5")], cwd=tmp_path,
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
+        assert ready_when("references", tmp_path, [proc], out), err.text(0)
+        proc.send_signal(signal.SIGTERM)
+        signalled = time.monotonic()
+        assert proc.wait(timeout=120) == 0, err.text()
+        took = time.monotonic() - signalled
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert took < STOP_S, f"the run took {took:.1f} s to stop"
+    assert "distfl: stopped by SIGTERM after round 1/3" in out.text()
+    resumed = subprocess.run(
+        helpers.distfl_cmd("--resume", "cut.h5", "--trust-plugins"), cwd=tmp_path,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr
+    assert_same_run(tmp_path / "cut.h5", references["small"])
 
 
 def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_path):
