@@ -456,47 +456,66 @@ def vmap_child(args: dict) -> dict:
     start = flat_params(model).to(device)
     out: dict = {"clients": K, "steps": S, "batch": B, "rounds_timed": R,
                  "num_params": int(start.numel()), "device": str(device),
-                 "settings": deterministic_settings()}  # fmt: skip
-    out["bare_s"], out["bare_all_s"] = timed(lambda f, _t: bare_round(f), start)
-    vectorised = VectorisedTrainer(model, cfg.train, device)
-    out["vectorised_trainer_s"], out["vectorised_trainer_all_s"] = timed(
-        lambda f, t: trainer_round(vectorised, f, t), start
-    )
-    batched = BatchedTrainer(model, cfg.train, device, pad_to=min(B, max(sizes)))
-    out["batched_trainer_s"], out["batched_trainer_all_s"] = timed(
-        lambda f, t: trainer_round(batched, f, t), start
-    )
-    # the bare round again with torch's own defaults: what the determinism settings cost
-    torch.use_deterministic_algorithms(False)
-    torch.backends.cudnn.deterministic = False
-    out["bare_torch_defaults_s"], _ = timed(lambda f, _t: bare_round(f), start)
-    prepare_device(device)
-    out["auto_picks"] = trainer_kind("auto", model, device)
+                 "settings": deterministic_settings(), "errors": {}}  # fmt: skip
 
-    # the same computation: the bare steps from distfl's own batches agree with the trainer
-    few = list(range(min(8, K)))
-    seeds = [client_seed(w.seed, 1, k) for k in few]
-    mine, _ = vectorised.train_many(start, [datas[k] for k in few], seeds)
-    params = {k: v.unsqueeze(0).expand(len(few), *v.shape).clone()
-              for k, v in to_params(start).items()}  # fmt: skip
-    streams = [BatchStream(datas[k].num_train, B, torch.Generator().manual_seed(s))
-               for k, s in zip(few, seeds, strict=True)]  # fmt: skip
-    for _ in range(S):
-        picks = [st.next().to(device) for st in streams]
-        x = torch.stack([datas[k].x_train[i] for k, i in zip(few, picks, strict=True)])
-        y = torch.stack([datas[k].y_train[i] for k, i in zip(few, picks, strict=True)])
-        grads, _loss = step(params, x, y)
-        with torch.no_grad():
-            for k in names:
-                params[k].sub_(grads[k], alpha=lr)
-    bare = torch.cat([params[k].reshape(len(few), -1) for k in names], dim=1)
-    out["agreement_max_abs"] = float((bare - mine).abs().max())
-    out["agreement_clients"] = len(few)
+    def attempt(key: str, fn: Callable[[], None]) -> None:
+        """One measurement; its failure is recorded and the next one still runs."""
+        try:
+            fn()
+        except Exception as exc:
+            out["errors"][key] = f"{type(exc).__name__}: {exc} | " + _tail(
+                traceback.format_exc(), 6
+            )
 
-    # whole distfl rounds (W = 1, this process): the run file's seconds per round
-    for trainer in ("vectorised", "batched"):
-        rounds = R + 1
-        cfg_t = config(trainer, rounds)
+    def time_bare() -> None:
+        out["bare_s"], out["bare_all_s"] = timed(lambda f, _t: bare_round(f), start)
+
+    trainers = {}
+
+    def time_trainer(kind: str) -> None:
+        trainers[kind] = (
+            VectorisedTrainer(model, cfg.train, device) if kind == "vectorised"
+            else BatchedTrainer(model, cfg.train, device, pad_to=min(B, max(sizes)))
+        )  # fmt: skip
+        out[f"{kind}_trainer_s"], out[f"{kind}_trainer_all_s"] = timed(
+            lambda f, t: trainer_round(trainers[kind], f, t), start
+        )
+
+    def time_bare_defaults() -> None:
+        """The bare round under torch's own defaults: what the determinism settings cost."""
+        torch.use_deterministic_algorithms(False)
+        torch.backends.cudnn.deterministic = False
+        try:
+            out["bare_torch_defaults_s"], _ = timed(lambda f, _t: bare_round(f), start)
+        finally:
+            prepare_device(device)
+
+    def agreement() -> None:
+        """The bare steps from distfl's own batches give the vectorised trainer's models."""
+        few = list(range(min(8, K)))
+        seeds = [client_seed(w.seed, 1, k) for k in few]
+        mine, _ = VectorisedTrainer(model, cfg.train, device).train_many(
+            start, [datas[k] for k in few], seeds
+        )
+        params = {k: v.unsqueeze(0).expand(len(few), *v.shape).clone()
+                  for k, v in to_params(start).items()}  # fmt: skip
+        streams = [BatchStream(datas[k].num_train, B, torch.Generator().manual_seed(s))
+                   for k, s in zip(few, seeds, strict=True)]  # fmt: skip
+        for _ in range(S):
+            picks = [st.next().to(device) for st in streams]
+            x = torch.stack([datas[k].x_train[i] for k, i in zip(few, picks, strict=True)])
+            y = torch.stack([datas[k].y_train[i] for k, i in zip(few, picks, strict=True)])
+            grads, _loss = step(params, x, y)
+            with torch.no_grad():
+                for k in names:
+                    params[k].sub_(grads[k], alpha=lr)
+        bare = torch.cat([params[k].reshape(len(few), -1) for k in names], dim=1)
+        out["agreement_max_abs"] = float((bare - mine).abs().max())
+        out["agreement_clients"] = len(few)
+
+    def distfl_rounds(trainer: str) -> None:
+        """Whole distfl rounds (W = 1, this process): the run file's seconds per round."""
+        cfg_t = config(trainer, R + 1)
         run(cfg_t, info=LaunchInfo("single", 0, 1, 0), stream=io.StringIO(), force=True)
         got = run_file_timing(Path(cfg_t.run.out), S)
         per_round = np.diff(distfl.open(cfg_t.run.out).timing["elapsed_s"]).tolist()
@@ -504,6 +523,15 @@ def vmap_child(args: dict) -> dict:
         out[f"distfl_{trainer}_round_s"] = _median(per_round)
         out[f"distfl_{trainer}_train_s"] = _median(train[1:])
         out[f"distfl_{trainer}_trainer_recorded"] = got["trainer"]
+
+    attempt("bare", time_bare)
+    attempt("vectorised_trainer", lambda: time_trainer("vectorised"))
+    attempt("batched_trainer", lambda: time_trainer("batched"))
+    attempt("bare_torch_defaults", time_bare_defaults)
+    attempt("auto_picks", lambda: out.update(auto_picks=trainer_kind("auto", model, device)))
+    attempt("agreement", agreement)
+    attempt("distfl_vectorised_round", lambda: distfl_rounds("vectorised"))
+    attempt("distfl_batched_round", lambda: distfl_rounds("batched"))
     return out
 
 
@@ -522,7 +550,9 @@ def _child(ctx: Context, label: str, name: str, args: dict) -> Child:
 
 
 def _tail(text: str, lines: int = 4) -> str:
-    kept = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    """The last ``lines`` lines of ``text`` that say something (a traceback's ^^^ marks do
+    not), joined by " | "."""
+    kept = [line.strip() for line in text.strip().splitlines() if line.strip(" ^~\t")]
     return " | ".join(kept[-lines:]) if kept else "no output"
 
 
@@ -681,7 +711,7 @@ def part_vmap(ctx: Context) -> dict:
             **({"clients": 16, "steps": 2, "batch": 8, "rounds": 1} if ctx.tiny
                else {"clients": 1000, "steps": 8, "batch": 16, "rounds": 5})}  # fmt: skip
     got = dict(_child(ctx, "d-vmap-round", "vmap", args).result)
-    bare = got["bare_s"]
+    bare = got.get("bare_s")
     for key in (
         "vectorised_trainer",
         "batched_trainer",
@@ -689,10 +719,16 @@ def part_vmap(ctx: Context) -> dict:
         "distfl_batched_round",
         "bare_torch_defaults",
     ):
-        got[f"{key}_vs_bare"] = got[f"{key}_s"] / bare if bare else None
+        mine = got.get(f"{key}_s")
+        got[f"{key}_vs_bare"] = mine / bare if bare and mine is not None else None
     got["client_steps_per_s_bare"] = got["clients"] * got["steps"] / bare if bare else None
-    faster = min(("vectorised", "batched"), key=lambda t: got[f"distfl_{t}_round_s"])
-    got["faster_in_distfl"] = faster
+    rounds = {t: got.get(f"distfl_{t}_round_s") for t in ("vectorised", "batched")}
+    if None not in rounds.values():
+        got["faster_in_distfl"] = min(rounds, key=rounds.__getitem__)
+    if got["errors"]:
+        raise PartFailed(
+            "; ".join(f"{k}: {v[:300]}" for k, v in got["errors"].items()), got
+        )  # fmt: skip
     if got["agreement_max_abs"] > 1e-4:
         raise PartFailed(
             f"the vectorised trainer and the bare vmap steps from the same batches differ by "
@@ -844,15 +880,16 @@ def part_line(record: dict) -> str:
                 f"W=2 ({n['backend']}), {_num(n['rounds_per_s'])} rounds/s; compare with a: "
                 f"exit {n['compare_exit']}"
             )
-        elif record["key"] == "d" and "bare_s" in n:
+        elif record["key"] == "d" and "clients" in n:
+            bare = n.get("bare_s")
             text = (
                 f"{n['clients']} clients x {n['steps']} steps: bare vmap "
-                f"{n['bare_s'] * 1e3:.1f} ms/round; vectorised trainer "
-                f"{_num(n['vectorised_trainer_vs_bare'])}x, batched trainer "
-                f"{_num(n['batched_trainer_vs_bare'])}x, distfl round vectorised "
-                f"{_num(n['distfl_vectorised_round_vs_bare'])}x, batched "
-                f"{_num(n['distfl_batched_round_vs_bare'])}x of the bare time; auto picks "
-                f"{n['auto_picks']}; agreement {n['agreement_max_abs']:.2g}"
+                f"{_num(bare and bare * 1e3, '.1f')} ms/round; vectorised trainer "
+                f"{_num(n.get('vectorised_trainer_vs_bare'))}x, batched trainer "
+                f"{_num(n.get('batched_trainer_vs_bare'))}x, distfl round vectorised "
+                f"{_num(n.get('distfl_vectorised_round_vs_bare'))}x, batched "
+                f"{_num(n.get('distfl_batched_round_vs_bare'))}x of the bare time; auto picks "
+                f"{n.get('auto_picks')}; agreement {_num(n.get('agreement_max_abs'), '.2g')}"
             )
         elif record["key"] == "e" and n.get("rows"):
             text = "; ".join(

@@ -73,6 +73,7 @@ def test_every_part_runs_on_the_cpu(tmp_path, helpers):
     assert (c["world_size"], c["backend"], c["compare_exit"]) == (2, "gloo", 0)
     assert c["compare"][-1] == same
     # the bare vmap round and distfl's trainers: all timed, the same numbers from one batch
+    assert d["errors"] == {}
     assert d["agreement_max_abs"] == 0.0 and d["agreement_clients"] == 8
     for key in ("vectorised_trainer", "batched_trainer", "distfl_vectorised_round",
                 "distfl_batched_round"):  # fmt: skip
