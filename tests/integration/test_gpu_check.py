@@ -164,3 +164,32 @@ def test_every_part_passes_on_cuda_at_the_tiny_size(tmp_path, helpers):
     assert failed == {}, (out / "gpu-check.txt").read_text()
     assert parts["a"]["numbers"]["settings"]["deterministic_algorithms"] is True
     assert proc.returncode == 0
+
+
+def test_a_default_job_that_fails_falls_back_to_the_reference_trainer(
+    tmp_path, monkeypatch, gpu_check
+):
+    """Part a failing with its own trainer still leaves a run file for b, c, e and n: the
+    same job with train.trainer = sequential, which the later runs then use too."""
+    calls = []
+
+    def run_default(ctx, label, out):
+        calls.append((label, gpu_check.default_job_args(ctx, out)))
+        if label == "a-default-job":
+            raise gpu_check.PartFailed("a-default-job: distfl run exited 1: RuntimeError")
+        return None, {"run_file": str(out), "rounds": 3}
+
+    monkeypatch.setattr(gpu_check, "_run_default", run_default)
+    ctx = gpu_check.Context(device="cpu", size="tiny", out=tmp_path, work=tmp_path)
+    with pytest.raises(gpu_check.PartFailed) as failed:
+        gpu_check.part_default_job(ctx)
+    assert "with train.trainer = sequential it ran" in str(failed.value)
+    assert (
+        failed.value.numbers
+        == ctx.shared["a"]
+        == {"run_file": str(tmp_path / "runs" / "a.h5"), "rounds": 3}
+    )
+    (first, args), (second, fallback) = calls
+    assert (first, second) == ("a-default-job", "a-default-job-sequential")
+    assert fallback == [*args, *gpu_check.FALLBACK]
+    assert gpu_check.default_job_args(ctx, tmp_path / "b.h5")[-2:] == gpu_check.FALLBACK
