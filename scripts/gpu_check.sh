@@ -5,6 +5,7 @@
 #   scripts/gpu_check.sh OUT_DIR --device cpu    # every part on the CPU, at a tiny size
 #   scripts/gpu_check.sh OUT_DIR --only a,b      # some parts (env,a,b,c,d,e,n)
 #
+# OUT_DIR defaults to $DISTFL_GPU_CHECK_OUT, else ./gpu-check.
 # PYTHON: the interpreter with torch (default: the repository's .venv, else python3).
 # GPU_CHECK_WHEELS: a folder of wheels installed (into a temporary folder, no network)
 # for the modules distfl needs that PYTHON lacks. Runs from the repository as it is:
@@ -14,8 +15,11 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(dirname "$HERE")"
-OUT_DIR="${1:-${DISTFL_GPU_CHECK_OUT:-gpu-check}}"
-[[ $# -gt 0 ]] && shift
+OUT_DIR="${DISTFL_GPU_CHECK_OUT:-gpu-check}"
+if [[ $# -gt 0 && "$1" != -* ]]; then
+  OUT_DIR="$1"
+  shift
+fi
 if [[ -z "${PYTHON:-}" ]]; then
   if [[ -x "$ROOT/.venv/bin/python" ]]; then PYTHON="$ROOT/.venv/bin/python"; else PYTHON=python3; fi
 fi
