@@ -44,7 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--out", metavar="RUN.h5", help="HDF5 run file (same as --set run.out=...)")
     run.add_argument(
-        "--comm", choices=("auto", "local", "torch", "mpi"), help="communicator (comm.backend)"
+        "--comm",
+        choices=("auto", "local", "torch", "gloo", "mpi"),
+        help="communicator (comm.backend)",
     )
     run.add_argument(
         "--resume",

@@ -3,10 +3,13 @@ on one worker when the suite runs in parallel (``./test.sh`` runs pytest-xdist w
 ``--dist loadfile``): a module's fixtures are built once, and the Slurm modules, which
 share the host's munged and clean MPICH's shared memory at the end, run on the same
 worker, one after the other. The longest modules are handed out first (FIRST), so that
-the suite does not end with one worker running a long module while the others wait."""
+the suite does not end with one worker running a long module while the others wait. A
+test marked ``cuda`` skips with the reason "no CUDA device" where torch sees none."""
 
 import sys
 from pathlib import Path
+
+import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -41,6 +44,15 @@ def _rank(nodeid: str) -> int:
 def pytest_collection_modifyitems(config, items):
     """The longest modules first (a stable sort: a module's tests keep their order)."""
     items.sort(key=lambda item: _rank(item.nodeid))
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``cuda`` skips where torch sees no CUDA device."""
+    if item.get_closest_marker("cuda") is not None:
+        import torch
+
+        if not torch.cuda.is_available():
+            pytest.skip("no CUDA device")
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -1,4 +1,11 @@
-"""Communicators: in-process (world size 1), torch.distributed, mpi4py."""
+"""Communicators: in-process (world size 1), torch.distributed, mpi4py.
+
+``comm.backend`` names one: ``torch`` (torch.distributed: NCCL for the tensors on CUDA,
+with a gloo group for control messages, where CUDA is present and ``run.device`` allows
+it; gloo elsewhere), ``gloo`` (torch.distributed with gloo for every collective, the
+tensors passing through host memory, while the clients still train on ``run.device``: NCCL
+refuses two ranks on one GPU, gloo does not), ``mpi`` (mpi4py), ``local`` (one process).
+"""
 
 from __future__ import annotations
 
@@ -11,6 +18,10 @@ if TYPE_CHECKING:  # torch loads only when a communicator is built
     from distfl.comm.base import Communicator
 
 
+#: the values of comm.backend served by torch.distributed
+TORCH_BACKENDS = ("torch", "gloo")
+
+
 def resolve_backend(requested: str, info: LaunchInfo) -> str:
     backend = info.default_backend if requested == "auto" else requested
     if backend == "local" and info.world_size > 1:
@@ -18,10 +29,10 @@ def resolve_backend(requested: str, info: LaunchInfo) -> str:
             f"comm.backend = 'local' runs one process, but the launcher ({info.launcher}) "
             f"started {info.world_size}; use auto, torch or mpi"
         )
-    if backend == "torch" and info.world_size > 1 and not info.master_addr:
+    if backend in TORCH_BACKENDS and info.world_size > 1 and not info.master_addr:
         raise ConfigError(
-            f"comm.backend = 'torch' needs a rendezvous address, which {info.launcher} does not "
-            "give; launch with torchrun or srun, set MASTER_ADDR/MASTER_PORT, "
+            f"comm.backend = '{backend}' needs a rendezvous address, which {info.launcher} does "
+            "not give; launch with torchrun or srun, set MASTER_ADDR/MASTER_PORT, "
             "or use comm.backend = mpi"
         )
     return backend
@@ -39,15 +50,14 @@ def make_communicator(
         from distfl.comm.local import LocalCommunicator
 
         return LocalCommunicator()
-    if backend == "torch":
+    if backend in TORCH_BACKENDS:
         from distfl.comm.torch_dist import TorchCommunicator
 
-        return TorchCommunicator(
-            info, timeout_s=timeout_s, use_cuda=use_cuda and torch.cuda.is_available()
-        )
+        nccl = backend == "torch" and use_cuda and torch.cuda.is_available()
+        return TorchCommunicator(info, timeout_s=timeout_s, use_cuda=nccl)
     from distfl.comm.mpi import MPICommunicator
 
     return MPICommunicator(info, timeout_s=timeout_s)
 
 
-__all__ = ["LaunchInfo", "detect", "make_communicator", "resolve_backend"]
+__all__ = ["TORCH_BACKENDS", "LaunchInfo", "detect", "make_communicator", "resolve_backend"]

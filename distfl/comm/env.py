@@ -87,10 +87,11 @@ def slurm_port(env: Mapping[str, str]) -> int:
 def detect(env: Mapping[str, str] | None = None, backend: str = "auto") -> LaunchInfo:
     """Work out the launch from ``env`` (default: ``os.environ``).
 
-    ``backend = "torch"`` inside a Slurm step takes the step's variables even where srun
-    also set PMI ones (clusters whose ``MpiDefault`` is pmi2 set them for every step)."""
+    ``backend = "torch"`` (or ``"gloo"``) inside a Slurm step takes the step's variables
+    even where srun also set PMI ones (clusters whose ``MpiDefault`` is pmi2 set them for
+    every step)."""
     env = os.environ if env is None else env
-    if backend == "torch" and "RANK" not in env and _slurm_step(env):
+    if backend in ("torch", "gloo") and "RANK" not in env and _slurm_step(env):
         return _slurm(env)
     if "RANK" in env and "WORLD_SIZE" in env:
         return LaunchInfo(

@@ -363,7 +363,12 @@ class StoredParams:
 @dataclass(frozen=True)
 class CommSection:
     backend: str = setting(
-        "auto", "`auto`, `local`, `torch`, `mpi`", "communicator (also `--comm`)"
+        "auto",
+        "`auto`, `local`, `torch`, `gloo`, `mpi`",
+        "communicator (also `--comm`): `torch` is torch.distributed with NCCL where CUDA is "
+        "present and gloo elsewhere; `gloo` is torch.distributed with gloo for every "
+        "collective while the clients train on `run.device` (several ranks can then share one "
+        "GPU, which NCCL refuses)",
     )
     timeout_s: float = setting(300.0, "(0, 10⁹]", "timeout of a collective (torch.distributed)")
     sums: str = setting(
@@ -513,6 +518,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
-    "comm.backend": ("auto", "local", "torch", "mpi"),
+    "comm.backend": ("auto", "local", "torch", "gloo", "mpi"),
     "comm.sums": ("scaled", "limbs"),
 }

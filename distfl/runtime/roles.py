@@ -27,6 +27,7 @@ from distfl.runtime.capacity import (
     evaluation_note,
     run_file_bytes,
 )
+from distfl.runtime.device import prepare_device
 from distfl.runtime.server import Server
 from distfl.runtime.stopping import STOP_SIGNALS, StopFlag, stop_signals
 from distfl.runtime.worker import Worker, worker_loop
@@ -34,13 +35,13 @@ from distfl.runtime.worker import Worker, worker_loop
 
 def _train_device(config: Config, comm: Communicator) -> torch.device:
     if comm.device.type == "cuda":
-        return comm.device
+        return prepare_device(comm.device)
     if config.run.device == "cuda" or (config.run.device == "auto" and torch.cuda.is_available()):
         if not torch.cuda.is_available():
             from distfl.errors import ConfigError
 
             raise ConfigError("run.device = 'cuda' but torch sees no CUDA device; use auto or cpu")
-        return torch.device(f"cuda:{comm.local_rank % torch.cuda.device_count()}")
+        return prepare_device(torch.device(f"cuda:{comm.local_rank % torch.cuda.device_count()}"))
     return torch.device("cpu")
 
 

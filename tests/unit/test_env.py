@@ -285,3 +285,47 @@ def test_torch_backend_in_a_slurm_step_ignores_pmi_vars():
     # torchrun's own variables still win over Slurm's
     torchrun = {**env, "RANK": "2", "WORLD_SIZE": "4", "MASTER_ADDR": "h", "MASTER_PORT": "1"}
     assert detect(torchrun, backend="torch").launcher == "torchrun"
+
+
+def test_gloo_backend_is_torch_distributed_with_gloo():
+    """comm.backend = "gloo": torch.distributed as for "torch", with the same rendezvous
+    needs, and the same Slurm-step reading of the launch."""
+    tr = LaunchInfo("torchrun", 0, 2, 0, "127.0.0.1", 29500)
+    assert resolve_backend("gloo", tr) == "gloo"
+    assert resolve_backend("gloo", LaunchInfo("single", 0, 1, 0)) == "gloo"
+    with pytest.raises(ConfigError, match="comm.backend = 'gloo' needs a rendezvous address"):
+        resolve_backend("gloo", LaunchInfo(launcher="mpi", rank=0, world_size=3, local_rank=0))
+    step = {"PMI_RANK": "1", "PMI_SIZE": "2", "SLURM_STEP_ID": "0", "SLURM_PROCID": "1",
+            "SLURM_STEP_NUM_TASKS": "2", "SLURM_JOB_NODELIST": "cn1"}  # fmt: skip
+    assert detect(step, backend="gloo").launcher == "slurm"
+
+
+@pytest.mark.parametrize(
+    "backend, use_cuda, cuda_present, nccl",
+    [
+        ("torch", True, True, True),  # NCCL where CUDA is present
+        ("torch", True, False, False),
+        ("torch", False, True, False),  # run.device = "cpu"
+        ("gloo", True, True, False),  # gloo whatever the device: ranks may share a GPU
+        ("gloo", False, False, False),
+    ],
+)
+def test_which_torch_backend_a_communicator_gets(
+    monkeypatch, backend, use_cuda, cuda_present, nccl
+):
+    import torch
+
+    from distfl.comm import make_communicator, torch_dist
+
+    built = {}
+
+    class Recorder:
+        def __init__(self, info, *, timeout_s, use_cuda):
+            built.update(info=info, use_cuda=use_cuda)
+
+    monkeypatch.setattr(torch_dist, "TorchCommunicator", Recorder)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda_present)
+    info = LaunchInfo("torchrun", 1, 2, 1, "127.0.0.1", 29500)
+    comm = make_communicator(backend, timeout_s=5.0, use_cuda=use_cuda, info=info)
+    assert isinstance(comm, Recorder)
+    assert built == {"info": info, "use_cuda": nccl}
