@@ -37,7 +37,7 @@ from distfl.hierarchy import clusters_found
 from distfl.metrics import last_finite
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import write_atomically
+from distfl.record.output import write_traceback
 from distfl.record.tables import Record
 from distfl.runtime.components import (
     Component,
@@ -272,7 +272,7 @@ class Server:
         text = (f"distfl {__version__}: round {t} failed in {self.phase}\n"
                 + traceback.format_exc())  # fmt: skip
         try:
-            write_atomically(trace, text.encode("utf-8", "surrogateescape"))
+            write_traceback(trace, text)
             told = f"the traceback is in {trace}"
         except Exception as why:  # a full disk: the line still comes
             told = f"the traceback could not be written to {trace} ({why})"
