@@ -111,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
         "stderr ('distfl gather: skipped PATH: reason') and left out. Exit 0 when every file "
         "was read; 1 when some were skipped and at least one was gathered (the table and the "
         "CSV hold those); 2 when none could be read, or for a wrong argument (an unknown "
-        "--key, a path that does not exist), with one line and no table.",
+        "--key, a path that does not exist, a --csv that exists without --force), with one "
+        "line and no table.",
     )
     ga.add_argument(
         "paths",
@@ -120,6 +121,11 @@ def _parser() -> argparse.ArgumentParser:
         help="run files, or directories (every *.h5 directly inside, sorted by name)",
     )
     ga.add_argument("--csv", metavar="OUT.csv", help="also write the rows as CSV to OUT.csv")
+    ga.add_argument(
+        "--force",
+        action="store_true",
+        help="replace an existing OUT.csv (a regular file; never a link, a FIFO or a device)",
+    )
     ga.add_argument(
         "--key",
         metavar="SECTION.KEY",
@@ -402,7 +408,12 @@ def main(argv: list[str] | None = None) -> int:
             from distfl.tools.gather import gather
 
             return gather(
-                args.paths, sys.stdout, csv_path=args.csv, keys=args.keys, errors=sys.stderr
+                args.paths,
+                sys.stdout,
+                csv_path=args.csv,
+                keys=args.keys,
+                errors=sys.stderr,
+                force=args.force,
             )
         if args.command == "suite":
             from distfl.tools.suite import suite_main

@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
-from distfl.tools.gather import write_text_atomic
 
 #: marks a page written by ``distfl report``; an output directory without it is not cleared
 GENERATOR = "distfl report"
@@ -146,7 +145,7 @@ def write_run_report(
             if figure.per_split:
                 draw(section, f"split-{split.id}-{figure.file}", figure.function(), split)
     page = _run_page(data, summary, shown, up, pdf)
-    write_text_atomic(out / "index.html", page)
+    figures.write_page(out / "index.html", page)
     return out / "index.html"
 
 
@@ -297,7 +296,7 @@ def write_suite_report(
         )
     parts.append("<h2>Metrics</h2>")
     parts.extend(_figure_html(name, caption, pdf) for name, caption in shown)
-    write_text_atomic(
+    figures.write_page(
         out / "index.html", _page(f"Suite {directory.name or directory}", "\n".join(parts))
     )
     return out / "index.html"

@@ -40,11 +40,22 @@ def new_figure(width: float, height: float):
 Drawn = tuple[Any, str]
 
 
+def write_page(path: Path, data: str | bytes) -> None:
+    """A page or figure of the report, in a directory the report made or found to be a
+    report's: written beside and put in place; a file of an earlier report is replaced, a
+    symbolic link, a FIFO or a device is never written through or replaced."""
+    from distfl.record.output import write_file
+
+    write_file(path, data, replace=True, label="the report's file",
+               other="remove it, or give the report another --out")  # fmt: skip
+
+
 def save(fig, path: Path, *, pdf: bool = False) -> None:
     """Render on the Agg canvas and write a 256-colour PNG (the figures are flat colours and
     colour maps: a palette keeps them as they look at about 40% of the RGB file's size),
-    beside and renamed, so that a reader never sees half a figure."""
-    import os
+    beside and put in place (:func:`write_page`), so that a reader never sees half a
+    figure."""
+    import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from PIL import Image
@@ -55,14 +66,13 @@ def save(fig, path: Path, *, pdf: bool = False) -> None:
     image = Image.fromarray(np.ascontiguousarray(rgb)).quantize(
         256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
     )
-    tmp = path.with_name(path.name + ".tmp")
-    image.save(tmp, format="PNG", optimize=True)
-    os.replace(tmp, path)
+    png = io.BytesIO()
+    image.save(png, format="PNG", optimize=True)
+    write_page(path, png.getvalue())
     if pdf:  # vector lines and text, for a paper (heatmaps stay images inside it)
-        vector = path.with_suffix(".pdf")
-        tmp = vector.with_name(vector.name + ".tmp")
-        fig.savefig(tmp, format="pdf", metadata={"Creator": None, "Producer": None})
-        os.replace(tmp, vector)
+        vector = io.BytesIO()
+        fig.savefig(vector, format="pdf", metadata={"Creator": None, "Producer": None})
+        write_page(path.with_suffix(".pdf"), vector.getvalue())
 
 
 def _colour(i: int) -> Any:

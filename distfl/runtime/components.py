@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -81,6 +82,8 @@ class ServerView(Protocol):
     def state(self) -> dict: ...  # /state of the run file
 
     def expected_round_s(self, t: int) -> float: ...
+
+    def writing(self) -> AbstractContextManager[None]: ...  # a write no signal interrupts
 
     def evaluating(self, t: int, done: int, total: int, seconds: float) -> None: ...
 
@@ -444,6 +447,11 @@ class Checkpoint(Component):
 
 def write_server(server: ServerView) -> None:
     """The run file of the server's state now (its last completed round)."""
+    with server.writing():
+        _write_server(server)
+
+
+def _write_server(server: ServerView) -> None:
     leaves, assignment = server.tree.assignment()
     partition = server.partition
     server.created = write_run_file(

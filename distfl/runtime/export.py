@@ -15,17 +15,87 @@ Both are flushed at each evaluation and at the end. The run file stays the recor
 export is made from its rows, and a resumed run makes it again from the rows the file
 holds (the JSON lines are written anew; TensorBoard drops the events of the rounds after
 the file's last, ``purge_step``), so that an export never holds a round the run file
-lost."""
+lost.
+
+An export never changes anything outside the run: before the first round,
+:func:`check_exports` refuses (one line, exit code 2) an export path that holds a symbolic
+link, a FIFO, a device or anything but a regular file (a directory for TensorBoard), and one
+that holds a file (a directory) unless ``--force`` is given or it is the export of the run
+being resumed, which is made anew. The JSON lines are put in place from a temporary file
+(:func:`distfl.record.output.place_file`), so their path is never opened: a FIFO there
+cannot block the run."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any
 
-from distfl.errors import ConfigError
+from distfl.errors import ConfigError, UserError
 from distfl.record.layout import ALGORITHM_PREFIX
+from distfl.record.output import check_directory, check_file, place_file
+
+#: (device, inode) of each export path that :func:`check_exports` found and may be made
+#: anew, by path: the export replaces that file (directory) and nothing put there later
+_CLEARED: dict[str, tuple[int, int]] = {}
+
+
+def _target(kind: str) -> dict[str, str]:
+    """How a refusal names the ``kind`` export, and what the user may do instead."""
+    return {
+        "label": f"the {kind} export",
+        "other": f"give another --out or leave {kind} out of run.export",
+        "force": "pass --force to replace it",
+    }
+
+
+def _inode(st: os.stat_result | None) -> tuple[int, int] | None:
+    return None if st is None else (st.st_dev, st.st_ino)
+
+
+def check_exports(config: Any, *, force: bool, resuming: str | Path | None) -> None:
+    """Refuse (UserError, one line) before the first round the export paths of
+    ``config.run.export`` that the run may not write: anything but a regular file at
+    ``<out>.jsonl`` and anything but a directory at ``<out>-tb`` (a symbolic link, a FIFO,
+    a device); an existing one unless ``force``, or ``config.run.out`` is the file
+    ``resuming`` continues (its exports are made anew from the file)."""
+    kinds = config.run.export
+    if not kinds:
+        return
+    out = Path(config.run.out)
+    jsonl, tb = export_paths(out)
+    replace = force or (resuming is not None and _same_file(out, Path(resuming)))
+    if "jsonl" in kinds:
+        there = check_file(jsonl, replace=replace, **_target("jsonl"))
+        _clear(jsonl, there)
+    if "tensorboard" in kinds:
+        there = check_directory(tb, existing=replace, **_target("tensorboard"))
+        _clear(tb, there)
+
+
+def _clear(path: Path, there: os.stat_result | None) -> None:
+    if there is None:
+        _CLEARED.pop(str(path), None)
+    else:
+        _CLEARED[str(path)] = _inode(there)
+
+
+def _may_replace(path: Path) -> bool:
+    """Whether what is at ``path`` is what :func:`check_exports` found there and cleared."""
+    cleared = _CLEARED.pop(str(path), None)
+    try:
+        return cleared is not None and _inode(os.lstat(path)) == cleared
+    except OSError:
+        return False
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
 
 
 def export_paths(out: str | Path) -> tuple[Path, Path]:
@@ -50,7 +120,8 @@ def _plain(value: Any) -> Any:
 class JsonLines:
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.file = open(path, "w", encoding="utf-8")  # noqa: SIM115 (open for the run)
+        fd = place_file(path, replace=_may_replace(path), **_target("jsonl"))
+        self.file = os.fdopen(fd, "w", encoding="utf-8")
 
     def rows(self, key: str, rows: list[dict[str, Any]]) -> None:
         name = table_name(key)
@@ -75,6 +146,16 @@ class TensorBoard:
                 f"run.export names tensorboard, which needs the tensorboard package ({exc}); "
                 "pip install distfl[tensorboard], or leave it out of run.export"
             ) from None
+        there = check_directory(
+            directory, existing=_may_replace(directory), **_target("tensorboard")
+        )
+        if there is None:
+            try:
+                os.mkdir(directory)
+            except OSError as exc:
+                raise UserError(
+                    f"cannot write the tensorboard export {directory}: {exc.strerror or exc}"
+                ) from None
         # the events of rounds from first_round on, left by an earlier writer, are dropped
         self.writer = SummaryWriter(log_dir=str(directory), purge_step=first_round)
         self.first_round = first_round
@@ -153,4 +234,4 @@ class LiveExport:
             self.written[key] = end
 
 
-__all__ = ["LiveExport", "export_paths"]
+__all__ = ["LiveExport", "check_exports", "export_paths"]

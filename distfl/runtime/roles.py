@@ -28,6 +28,7 @@ from distfl.runtime.capacity import (
     run_file_bytes,
 )
 from distfl.runtime.device import prepare_device
+from distfl.runtime.export import check_exports
 from distfl.runtime.server import Server
 from distfl.runtime.stopping import STOP_SIGNALS, StopFlag, stop_signals
 from distfl.runtime.worker import Worker, worker_loop
@@ -112,7 +113,8 @@ def _agree_to_start(
     """Every rank refuses alike, before any of them allocates the population (rank 0 says
     why): rank 0 reads the memory available and, when the run fits in it, checks that the
     run file can be written (:func:`check_output`) and locks it; the others decide on the
-    same two numbers."""
+    same two numbers. The paths of ``run.export`` are checked with the run file's
+    (:func:`~distfl.runtime.export.check_exports`)."""
     refusal: UserError | None = None
     mine = 0
     if comm.rank == 0:
@@ -125,6 +127,7 @@ def _agree_to_start(
                 need = max(need, Path(resume).stat().st_size)
             check_output(out, force=force, resuming=Path(resume) if resume else None,
                          need_bytes=need)  # fmt: skip
+            check_exports(config, force=force, resuming=resume)
             assert lock is not None
             lock.acquire()
             remove_stale_temporaries(out)

@@ -38,7 +38,7 @@ from distfl.hierarchy import clusters_found
 from distfl.metrics import last_finite
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import DiskReserve, RunFileWriteError, write_atomically
+from distfl.record.output import DiskReserve, RunFileWriteError, write_traceback
 from distfl.record.tables import Record
 from distfl.runtime.components import (
     Component,
@@ -317,7 +317,7 @@ class Server:
                 + "".join(traceback.format_exception(exc)))  # fmt: skip
         kept = self.keep_last_round(saved)
         try:
-            write_atomically(trace, text.encode("utf-8", "surrogateescape"))
+            write_traceback(trace, text)
             told = f"the traceback is in {trace}"
         except Exception as why:  # a full disk: the line still comes
             told = f"the traceback could not be written to {trace} ({why})"
@@ -414,6 +414,10 @@ class Server:
         for component in self.components:  # (a hook a component may leave out)
             if hasattr(component, "during_evaluation"):
                 component.during_evaluation(self, t, done, total, seconds)
+
+    def writing(self):
+        """A context in which no signal interrupts a write of the run file."""
+        return self.stop.writing()
 
     def shield(self):
         """A context in which a stop signal waits (the collectives of a step)."""

@@ -13,8 +13,9 @@ work in progress (``docs/checkpoints.md`` has the table):
   checks the flag between local steps of training, between rows of a probe and between
   the tasks of a pooled job; an evaluation is cut into steps of about a second;
 - a write of the run file always completes;
-- a second Ctrl-C raises KeyboardInterrupt wherever the run is: the server writes what it
-  holds of the last completed round and exits with code 130.
+- a second Ctrl-C raises KeyboardInterrupt wherever the run is (at the end of a write in
+  progress): the server writes what it holds of the last completed round and exits with
+  code 130.
 """
 
 from __future__ import annotations
@@ -44,9 +45,14 @@ class StopFlag:
     def __init__(self) -> None:
         self.name: str | None = None
         self._abandonable = 0  # depth of abandonable work, 0 inside a shield
+        self._writing = 0  # depth of writes of the run file in progress
+        self._interrupt_pending = False  # a second Ctrl-C during a write
 
     def __call__(self, signum: int, _frame) -> None:
         if signum == signal.SIGINT and self.name == "SIGINT":
+            if self._writing:  # the write completes first (it takes seconds at most)
+                self._interrupt_pending = True
+                return
             raise KeyboardInterrupt
         self.name = signal.Signals(signum).name
         if self._abandonable:
@@ -78,6 +84,20 @@ class StopFlag:
         finally:
             self._abandonable = depth
         self.check()
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """A write of the run file: neither a stop nor a second Ctrl-C interrupts it (a
+        KeyboardInterrupt inside HDF5's own callbacks would not even reach the run); a
+        second Ctrl-C during it is raised as it ends."""
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+        if self._interrupt_pending and not self._writing:
+            self._interrupt_pending = False
+            raise KeyboardInterrupt
 
     @property
     def abandoning(self) -> bool:

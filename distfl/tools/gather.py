@@ -9,7 +9,8 @@ an empty cell in the CSV. A file that cannot be read is left out of the table an
 and named on stderr with the reason (``distfl gather: skipped PATH: reason``), then a count.
 ``gather`` exits with 0 when every file was read, 1 when some were skipped and at least one
 was gathered, and 2 (one line, nothing written) when none could be read or an argument is
-wrong (an unknown ``--key``, a path that does not exist, nothing found).
+wrong (an unknown ``--key``, a path that does not exist, nothing found, a ``--csv`` that
+exists without ``--force`` or is not a regular file).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.record.output import check_file, write_file
 
 #: the fixed columns of ``distfl gather``, in order; ``--key`` columns follow
 COLUMNS = (
@@ -240,33 +242,32 @@ def format_table(rows: list[dict[str, Any]]) -> str:
     return line(columns) + "".join(line(r) for r in cells)
 
 
-def write_csv(rows: list[dict[str, Any]], path: str | Path) -> None:
-    """Header plus one line per row, written beside and renamed (never half a file)."""
+#: how --csv is named in a refusal, and what the user may do instead
+CSV_TARGET = {
+    "label": "--csv",
+    "other": "give another --csv",
+    "force": "pass --force to replace it",
+}
+
+
+def write_csv(
+    rows: list[dict[str, Any]],
+    path: str | Path,
+    *,
+    replace: bool,
+    target: dict[str, str] | None = None,
+) -> None:
+    """Header plus one line per row, written beside and put in place (never half a file;
+    :func:`~distfl.record.output.write_file`): an existing regular file at ``path`` is
+    replaced only with ``replace``, anything else there never. ``target``: how a refusal
+    names the path (default ``--csv``'s, :data:`CSV_TARGET`)."""
     columns = list(rows[0]) if rows else list(COLUMNS)
     buf = io.StringIO()
     writer = csv.writer(buf, lineterminator="\n")
     writer.writerow(columns)
     for row in rows:
         writer.writerow([cell_text(c, row[c], table=False) for c in columns])
-    write_text_atomic(path, buf.getvalue())
-
-
-def write_text_atomic(path: str | Path, text: str) -> None:
-    """``text`` (UTF-8, line ends as given) written beside ``path`` and renamed onto it, so
-    that a reader never sees half a file; a UserError naming ``path`` if it cannot be. A
-    file name that is not UTF-8 (its bytes kept by Python as surrogates) is written as its
-    own bytes."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        with open(tmp, "w", encoding="utf-8", errors="surrogateescape", newline="") as fh:
-            fh.write(text)
-        os.replace(tmp, path)
-    except OSError as exc:
-        raise UserError(f"cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_file(path, buf.getvalue(), replace=replace, **(target or CSV_TARGET))
 
 
 def gather(
@@ -276,13 +277,18 @@ def gather(
     keys: Sequence[str] = (),
     *,
     errors: TextIO | None = None,
+    force: bool = False,
 ) -> int:
     """``distfl gather``: every run file is read before anything is written; the table of
     the readable ones goes to ``stream`` (and the CSV to ``csv_path``), then one line per
     file that cannot be read and a count to ``errors``. Returns the exit code: 0 when every
     file was read, 1 when some were skipped. A UserError (exit code 2, nothing written) for
-    an unknown key, a path that does not exist, no run file found or none readable."""
+    an unknown key, a path that does not exist, no run file found or none readable, and,
+    before any file is read, a ``csv_path`` that is not a new file (a regular file is
+    replaced with ``force``; a link, a FIFO, a device or a directory never)."""
     keys = check_keys(keys)
+    if csv_path is not None:
+        check_file(csv_path, replace=force, **CSV_TARGET)
     paths = find_run_files(args)
     rows, skipped = gather_files(paths, keys)
     if not rows:
@@ -291,7 +297,7 @@ def gather(
         why = "; ".join(f"{s.path}: {s.reason}" for s in skipped)
         raise UserError(f"none of the {len(skipped)} run files could be read: {why}")
     if csv_path is not None:
-        write_csv(rows, csv_path)
+        write_csv(rows, csv_path, replace=force)
     stream.write(format_table(rows))
     if not skipped:
         return 0

@@ -407,13 +407,17 @@ def run_suite(
 
 
 def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
-    """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and renamed)."""
-    from distfl.tools.gather import write_csv, write_text_atomic
+    """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and put in
+    place; the suite's own, so a regular file of a run before is replaced, a link, a FIFO or
+    a device never)."""
+    from distfl.record.output import write_file
+    from distfl.tools.gather import write_csv
 
     out_dir = Path(out_dir)
-    write_csv(rows, out_dir / "suite.csv")
+    target = {"label": "the suite's table", "other": "remove it, or give another --out"}
+    write_csv(rows, out_dir / "suite.csv", replace=True, target=target)
     text = json.dumps({"columns": list(COLUMNS), "rows": rows}, indent=1) + "\n"
-    write_text_atomic(out_dir / "suite.json", text)
+    write_file(out_dir / "suite.json", text, replace=True, **target)
 
 
 def suite(

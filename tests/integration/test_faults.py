@@ -309,7 +309,7 @@ def test_a_double_ctrl_c_keeps_every_completed_round(helpers, tmp_path, gap):
         time.sleep(gap)  # two signals at once would be one: a pending signal is not queued
         proc.send_signal(signal.SIGINT)
         second = time.monotonic()
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=30) == 130, err.text()
         assert time.monotonic() - second < 15
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
