@@ -51,3 +51,8 @@ class RoundFailed(Exception):
     one line, exit code 1."""
 
     exit_code = 1
+
+
+class UnverifiedRunFile(UserWarning):
+    """A run file read without an integrity record (distfl 0.1.0 wrote none): only its
+    /state's SHA-256 was checked, the rest of what it holds is unverified."""
