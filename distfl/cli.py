@@ -10,7 +10,7 @@ import argparse
 import sys
 
 from distfl import __version__
-from distfl.errors import CommError, DivergedError, RoundFailed, UserError
+from distfl.errors import CommError, DivergedError, LoaderFailed, RoundFailed, UserError
 from distfl.launch import is_rank0, launch, run_config
 from distfl.text import printable
 
@@ -439,8 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     except (CommError, RoundFailed) as exc:  # RoundFailed: raised on rank 0 alone
         print(f"distfl: error: {printable(exc)}", file=sys.stderr)
         return exc.exit_code
-    except DivergedError as exc:
-        _rank0_says(exc)  # every rank stops on the same all-reduced bounds
+    except (DivergedError, LoaderFailed) as exc:
+        _rank0_says(exc)  # every rank stops on the same bounds, or loads the same dataset
         return exc.exit_code
     except KeyboardInterrupt:
         print("distfl: interrupted", file=sys.stderr)

@@ -20,7 +20,7 @@ from distfl.comm.env import LaunchInfo
 from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
-from distfl.errors import UserError
+from distfl.errors import LoaderFailed, UserError
 from distfl.record.output import OutputLock, check_output, remove_stale_temporaries
 from distfl.runtime.capacity import (
     available_bytes,
@@ -178,11 +178,48 @@ def _check_memory(config: Config, available: int) -> None:
     check_sizes(config, known)
 
 
+def _load_dataset(config: Config, rank: int):
+    """:func:`~distfl.data.load_dataset`; a loader that raises anything but a UserError (a
+    missing or malformed data file) is a :class:`~distfl.errors.LoaderFailed` of one line
+    that names the dataset, where it is defined and the error, with the traceback in
+    ``RUN.h5.traceback.txt`` (written by rank 0)."""
+    try:
+        return load_dataset(config)
+    except UserError:
+        raise
+    except Exception as exc:
+        import traceback
+
+        from distfl import __version__
+        from distfl.datasets import dataset_spec
+        from distfl.record.output import write_atomically
+
+        name = config.data.dataset
+        module = sys.modules.get(dataset_spec(name).__module__)
+        where = getattr(module, "__file__", None) or dataset_spec(name).__module__
+        out = Path(config.run.out)
+        trace = out.with_name(out.name + ".traceback.txt")
+        told = f"the traceback is in {trace}"
+        if rank == 0:
+            text = (f"distfl {__version__}: the loader of data.dataset = {name!r} failed\n"
+                    + traceback.format_exc())  # fmt: skip
+            try:
+                write_atomically(trace, text.encode("utf-8", "surrogateescape"))
+            except Exception as why:  # a full disk: the line still comes
+                told = f"the traceback could not be written to {trace} ({why})"
+        what = str(exc).strip().splitlines()
+        cause = f"{type(exc).__name__}: {what[0]}" if what else type(exc).__name__
+        raise LoaderFailed(
+            f"the loader of data.dataset = {name!r} ({where}) raised {cause}; nothing was "
+            f"run; {told}"
+        ) from None
+
+
 def _run_role(
     config: Config, comm, saved, stop: StopFlag, stream: TextIO, world: dict | None
 ) -> dict | None:
     device = _train_device(config, comm)
-    dataset = load_dataset(config)
+    dataset = _load_dataset(config, comm.rank)
     partition = make_partition(config, dataset)
     if comm.rank == 0:
         worker = None
