@@ -16,12 +16,14 @@ Layout (DESIGN.md):
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics);
                       attrs trainer, loop_started, sum_bytes_per_param; /timing/workers/
                       per (round, worker rank)
-    /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
+    /state/           what exact resumption needs (attrs round, sha256, config_sha256;
+                      models, algorithm)
     /world/           where the ranks of the launch that wrote the file ran: host [W],
                       local_rank [W], address [W]; attrs launcher, backend, rendezvous,
                       rendezvous_ip
     /integrity/       path [n], sha256 [n]: a SHA-256 of every other dataset and attribute
-                      (distfl.record.integrity), checked whenever the file is read
+                      (distfl.record.integrity), checked whenever the file is read, as is
+                      what the file holds against its stored config (distfl.record.contents)
 """
 
 from __future__ import annotations
@@ -432,29 +434,6 @@ def _check_format(f: h5py.File, config: Config, contents: Contents) -> None:
         )
 
 
-def _check_models(saved: RunFile, contents: Contents) -> None:
-    """The models of /state of as many parameters as the stored config's model has (its
-    dataset registered: a plug-in's not imported is left unchecked)."""
-    from distfl.datasets import dataset_spec
-    from distfl.runtime.capacity import parameter_count
-
-    config = saved.config
-    try:
-        spec = dataset_spec(config.data.dataset)
-    except ConfigError:
-        return
-    want = parameter_count(
-        config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
-        tuple(config.model.hidden),
-    )  # fmt: skip
-    have = np.shape(saved.state["models"])[1]
-    if have != want:
-        raise contents.bad(
-            f"/state/models holds models of {have} parameters; the stored config's model "
-            f"({config.model.name} on {config.data.dataset}) has {want}"
-        )
-
-
 def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False) -> RunFile:
     """Read and verify a run file; raise CheckpointError (exit code 2) with the reason.
 
@@ -469,8 +448,7 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
 
     ``state=False`` reads only /state's attributes (the round), not its arrays (every
     cluster's model and, for FedGWC, its K×K interaction matrix): enough to look at a
-    run's results, at a fraction of the memory for a large federation. With ``state``
-    the models are also checked against the stored config's model. ``plugins``: import
+    run's results, at a fraction of the memory for a large federation. ``plugins``: import
     the stored config's ``run.plugins`` (code the file names; see
     :func:`~distfl.config.from_json`); by default nothing is imported."""
     path = Path(path)
@@ -544,8 +522,6 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 written=str(f.attrs.get("written", "")),
                 verified=sealed,
             )
-            if state:
-                _check_models(saved, contents)
             return saved
     except CheckpointError:
         raise

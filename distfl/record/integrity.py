@@ -9,8 +9,13 @@ one line naming it (:class:`~distfl.errors.CheckpointError`, exit code 2). Files
 before the record existed carry none; for them only ``/state``'s own SHA-256 is checked, as
 it always was.
 
-Datasets are hashed in slabs of at most :data:`SLAB_BYTES`, so that checking a large file
-(an algorithm's K×K matrices, many cluster models) needs little memory.
+Nothing a file claims is read before it is checked: the record's own form first
+(:func:`read_record`), then the names of the file's parts against it (:func:`check_parts`:
+a part added or missing is refused before anything is hashed), then how many values each
+dataset claims against the bytes it holds on disk (:func:`check_storage`), and only then
+the digests (:func:`check_digests`). Datasets are hashed in slabs of at most
+:data:`SLAB_BYTES`, so that checking a large file (an algorithm's K×K matrices, many
+cluster models) needs little memory.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from typing import TextIO
 
 import torch
 
-from distfl.checkpoint import check_resumable, read_run_file
+from distfl.checkpoint import RunFile, check_resumable, read_run_file
 from distfl.comm import detect, make_communicator, resolve_backend
 from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
@@ -26,6 +26,7 @@ from distfl.runtime.capacity import (
     available_bytes,
     check_population,
     check_sizes,
+    parameter_count,
     run_file_bytes,
 )
 from distfl.runtime.server import Server
@@ -99,6 +100,7 @@ def run(
     if resume is not None:
         saved = read_run_file(resume)
         check_resumable(saved.config, config, resume)
+        _check_models(saved, resume)
     resolve_backend(config.comm.backend, info)  # a wrong backend is a config error, not a hang
     torch.set_num_threads(config.run.threads)
     use_cuda = config.run.device != "cpu" and torch.cuda.is_available()
@@ -122,6 +124,31 @@ def run(
         finally:
             if lock is not None:
                 lock.release()
+
+
+def _check_models(saved: RunFile, path: str) -> None:
+    """The models of a resumed file's /state as wide as its stored config's model has
+    parameters (a dataset of a plug-in not imported is left unchecked): a file sealed anew
+    with models of another width is refused in one line, not at a later round."""
+    from distfl.datasets import dataset_spec
+    from distfl.errors import CheckpointError, ConfigError
+
+    config = saved.config
+    try:
+        spec = dataset_spec(config.data.dataset)
+    except ConfigError:
+        return
+    want = parameter_count(
+        config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
+        tuple(config.model.hidden),
+    )  # fmt: skip
+    have = saved.state["models"].shape[1]
+    if have != want:
+        raise CheckpointError(
+            f"run file {path} is inconsistent: /state/models holds models of {have} "
+            f"parameters; the stored config's model ({config.model.name} on "
+            f"{config.data.dataset}) has {want}"
+        )
 
 
 def _through_links(config: Config) -> Config:
