@@ -47,6 +47,7 @@ from distfl.paths import regular_file
 from distfl.record import integrity, layout
 from distfl.record.contents import Contents, check_contents
 from distfl.record.output import why, write_atomically
+from distfl.text import printable
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -523,12 +524,12 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 verified=sealed,
             )
             return saved
-    except CheckpointError:
-        raise
+    except CheckpointError as exc:  # it may name parts of the file: printed as escaped
+        raise CheckpointError(printable(exc)) from None
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(
-            f"run file {path} cannot be read (truncated or not HDF5?): {first}"
+            printable(f"run file {path} cannot be read (truncated or not HDF5?): {first}")
         ) from None
 
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.text import printable
 from distfl.tools.gather import write_text_atomic
 
 #: marks a page written by ``distfl report``; an output directory without it is not cleared
@@ -235,7 +236,7 @@ def suite_rows(
             (g,) = gather_rows([path], runs=[run])
             config = run.config
         except CheckpointError as exc:
-            problems.append(str(exc))
+            problems.append(printable(exc))  # it may name parts of the file
             continue
         stem = Path(path).stem
         match = RUN_FILE_STEM.match(stem)

@@ -166,7 +166,8 @@ def gather_files(
                 errors.write(unverified_warning(path))
             rows.append(_row(path, keys, run))
         except CheckpointError as exc:
-            skipped.append(Skipped(str(path), _reason(path, str(exc)), str(exc)))
+            text = printable(exc)  # it may name parts of the file
+            skipped.append(Skipped(str(path), _reason(printable(path), text), text))
     return rows, skipped
 
 

@@ -129,6 +129,10 @@ def _huge_unsealed(f: h5py.File) -> None:
     f.create_dataset("metrics/extra", shape=(2 * 10**9,), dtype="f8", chunks=(1 << 16,))
 
 
+def _odd_name_added(f: h5py.File) -> None:
+    f["metrics/x\x1b[2J\nmore"] = np.arange(2)
+
+
 def _record_of_integers(f: h5py.File) -> None:
     n = len(f["integrity/sha256"])
     del f["integrity/sha256"]
@@ -272,6 +276,8 @@ TAMPERS = {
     "hard link sorting first": (_hard_link_first, "is a second name of"),
     "external link": (_external_link, "/zz is an external link"),
     "16 GB added, not sealed": (_huge_unsealed, "/metrics/extra was not written by distfl"),
+    "a name of control characters added": (_odd_name_added,
+                                           "/metrics/x\\x1b[2J\\nmore was not written by"),
     "record of integers": (_record_of_integers,
                            "/integrity has a sha256 that is not a list of SHA-256 digests"),
     "resealed: member out of range": (_resealed(_member_out_of_range),
@@ -338,6 +344,7 @@ def test_every_reader_refuses_a_tampered_file(written, tmp_path, name):
     for reader, args in READERS.items():
         with deadline(30):
             proc = distfl_cli(tmp_path, *args(path, tmp_path))
+        assert "\x1b" not in proc.stderr + proc.stdout, (reader, proc.stderr)
         if reader == "gather":  # gather skips what it cannot read, says why, exits 1 or 2
             assert proc.returncode in (1, 2) and needle in proc.stderr, (reader, proc.stderr)
             continue
