@@ -62,8 +62,8 @@ def _parser() -> argparse.ArgumentParser:
         "--trust-unverified",
         action="store_true",
         help="--resume: continue a run file that has no integrity record (distfl 0.1.0 wrote "
-        "none; one made to look like such a file too), whose contents but /state cannot be "
-        "verified; without it such a file is refused",
+        "none; one made to look like such a file has none either), of which only /state can "
+        "be verified; without it such a file is refused",
     )
     run.add_argument(
         "--force",
