@@ -16,12 +16,14 @@ Layout (DESIGN.md):
     /timing/          wall-clock columns (differ from run to run, kept apart from /metrics);
                       attrs trainer, loop_started, sum_bytes_per_param; /timing/workers/
                       per (round, worker rank)
-    /state/           what exact resumption needs (attrs round, sha256; models, algorithm)
+    /state/           what exact resumption needs (attrs round, sha256, config_sha256;
+                      models, algorithm)
     /world/           where the ranks of the launch that wrote the file ran: host [W],
                       local_rank [W], address [W]; attrs launcher, backend, rendezvous,
                       rendezvous_ip
     /integrity/       path [n], sha256 [n]: a SHA-256 of every other dataset and attribute
-                      (distfl.record.integrity), checked whenever the file is read
+                      (distfl.record.integrity), checked whenever the file is read, as is
+                      what the file holds against its stored config (distfl.record.contents)
 """
 
 from __future__ import annotations
@@ -43,7 +45,9 @@ from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
 from distfl.record import integrity, layout
+from distfl.record.contents import Contents, check_contents
 from distfl.record.output import DiskReserve, why, write_atomically
+from distfl.text import printable
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -85,10 +89,20 @@ def _write_tree(group: h5py.Group, tree: dict[str, Any]) -> None:
             group.attrs[key] = json.dumps(value)
 
 
-def _read_tree(group: h5py.Group) -> dict[str, Any]:
-    tree: dict[str, Any] = {k: json.loads(v) for k, v in group.attrs.items() if k != "sha256"}
+#: /state's attributes that are the file's own, not part of the state it holds
+STATE_OWN = ("sha256", "config_sha256")
+
+
+def _read_tree(group: h5py.Group, contents: Contents | None = None) -> dict[str, Any]:
+    """group -> dict, dataset -> array, attribute -> its JSON value (``contents``: the
+    checks of the file it is read from, which bound the JSON's nesting)."""
+    parse = json.loads if contents is None else contents.json_value
+    tree: dict[str, Any] = {}
+    for key, value in group.attrs.items():
+        if key not in STATE_OWN:
+            tree[key] = parse(value) if contents is None else parse(value, f"{group.name}@{key}")
     for key, item in group.items():
-        tree[key] = _read_tree(item) if isinstance(item, h5py.Group) else item[()]
+        tree[key] = _read_tree(item, contents) if isinstance(item, h5py.Group) else item[()]
     return tree
 
 
@@ -152,6 +166,16 @@ def tree_digest(tree: dict[str, Any]) -> str:
 
     walk(tree, "")
     return h.hexdigest()
+
+
+def config_digest(config: Config) -> str:
+    """SHA-256 of what in ``config`` decides what a run computes (every key but those a
+    resume may change, :data:`RESUMABLE_CHANGES`, and ``run.plugins``, where the code comes
+    from), in a canonical JSON: written to ``/state@config_sha256`` with the state it
+    computed, so that a stored config changed since is not read as the one of the run."""
+    keys = _flatten(config.to_dict())
+    kept = {k: v for k, v in keys.items() if k not in RESUMABLE_CHANGES and k != "run.plugins"}
+    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 
 def _column(group: h5py.Group, name: str, values: np.ndarray) -> None:
@@ -238,6 +262,7 @@ def write_run_file(
         s = f.create_group("state")
         _write_tree(s, state)
         s.attrs["sha256"] = tree_digest(state)
+        s.attrs["config_sha256"] = config_digest(config)
         integrity.seal(f)
     write_atomically(path, image.getbuffer(), room)
     return created or now
@@ -283,6 +308,10 @@ class RunFile:
     version: str = ""
     created: str = ""
     written: str = ""
+    #: whether an integrity record covered every part (False: a file without one, such as
+    #: distfl 0.1.0's, of which only /state's SHA-256 was checked: its contents are
+    #: unverified)
+    verified: bool = True
 
     @property
     def metrics(self) -> dict[str, np.ndarray]:
@@ -347,18 +376,18 @@ def _text(value) -> str:
 
 
 #: the format of the files this writer seals (root attribute ``format``): every file of a
-#: format ≥ 2 carries its integrity record; distfl 0.1.0's files have no such attribute
-FORMAT = 2
+#: format >= 2 carries its integrity record, every one of format >= 3 the digest of the
+#: config its state was computed with (/state@config_sha256); distfl 0.1.0's files have no
+#: such attribute
+FORMAT = 3
 #: what only files written with an integrity record hold (distfl 0.1.0 wrote none of them):
 #: a file without a record that holds one had its record removed
 SEALED_ONLY = ("@format", "@written", "/world", "/timing/workers")
-#: the groups and datasets at the top of a run file, and the root's attributes
-TOP_LEVEL = {"clients", "final", "hierarchy", "metrics", "state", "timing", "world",
-             integrity.GROUP}  # fmt: skip
-ROOT_ATTRS = {"config", "created", "distfl_version", "format", "seed", "world_size", "written"}
-REQUIRED = ("clients/group", "clients/class_counts", "clients/num_train", "clients/num_test",
-            "clients/accuracy", "final/assignment", "final/leaves", "final/models",
-            "hierarchy", "metrics", "state", "timing")  # fmt: skip
+#: what a reader says of a file without an integrity record
+UNVERIFIED = (
+    "has no integrity record (distfl 0.1.0 wrote none): only its /state's SHA-256 was "
+    "checked, its contents are unverified"
+)
 
 
 def _check_unsealed(f: h5py.File, path: Path) -> None:
@@ -374,74 +403,57 @@ def _check_unsealed(f: h5py.File, path: Path) -> None:
             )
 
 
-def check_structure(f: h5py.File, config: Config, path: Path) -> None:
-    """What the readers index by, checked before they do (a crafted file whose record was
-    made again is refused here with one line, not with a traceback later): the declared
-    top-level parts only, the required ones present, the per-client arrays of K rows, every
-    tree node's members clients of the run, and the final assignment within the leaves."""
-    K = config.data.num_clients
+def _stored_config(f: h5py.File, path: Path, plugins: bool) -> Config:
+    text = f.attrs["config"]
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    if not isinstance(text, str):
+        raise CheckpointError(f"run file {path}: its stored config is not text")
+    try:
+        return from_json(text, plugins=plugins)
+    except ConfigError as exc:
+        raise CheckpointError(f"run file {path}: its stored config is invalid: {exc}") from None
 
-    def bad(what: str) -> CheckpointError:
-        return CheckpointError(f"run file {path} is inconsistent: {what}")
 
-    extra = sorted(set(f) - TOP_LEVEL) + sorted(f"@{a}" for a in set(f.attrs) - ROOT_ATTRS)
-    if extra:
-        raise bad(f"{extra[0]} is no part of a distfl run file")
-    for part in REQUIRED:
-        if part not in f:
-            raise bad(f"/{part} is missing")
-    for name, ds in f["clients"].items():
-        if not isinstance(ds, h5py.Dataset) or ds.ndim < 1 or ds.shape[0] != K:
-            raise bad(f"/clients/{name} does not hold one row for each of the {K} clients")
-    leaves = f["final/leaves"]
-    assignment = f["final/assignment"][()]
-    if assignment.shape != (K,) or assignment.dtype.kind not in "iu":
-        raise bad(f"/final/assignment does not hold one leaf index for each of the {K} clients")
-    if K and (assignment.min() < 0 or assignment.max() >= len(leaves)):
-        raise bad(f"/final/assignment points outside the {len(leaves)} leaves")
-    own = f.get(layout.ALGORITHM_TABLES)
-    if own is not None and not isinstance(own, h5py.Group):
-        raise bad(f"/{layout.ALGORITHM_TABLES} is not a group of tables")
-    for name, g in (own or {}).items():
-        where = f"/{layout.ALGORITHM_TABLES}/{name}"
-        columns = list(g.values()) if isinstance(g, h5py.Group) else []
-        if not columns or any(not isinstance(c, h5py.Dataset) or c.ndim != 1 for c in columns):
-            raise bad(f"{where} is not a table (a group of columns)")
-        if len({c.shape[0] for c in columns}) != 1:
-            raise bad(f"{where}'s columns are not of one length")
-        order = sorted(_text(x) for x in g.attrs.get("columns", sorted(g)))
-        if order != sorted(g):
-            raise bad(f"{where}@columns does not name its columns")
-    nodes = f["hierarchy"]
-    for node_id, g in nodes.items():
-        where = f"/hierarchy/{node_id}"
-        if not isinstance(g, h5py.Group) or "members" not in g:
-            raise bad(f"{where} is not a cluster (no members)")
-        for attr in ("parent", "created_round", "split_round"):
-            if attr not in g.attrs:
-                raise bad(f"{where}@{attr} is missing")
-        parent = str(g.attrs["parent"])
-        if parent and parent not in nodes:
-            raise bad(f"{where}'s parent {parent} is not in /hierarchy")
-        members = g["members"][()]
-        if members.ndim != 1 or members.dtype.kind not in "iu":
-            raise bad(f"{where}/members is not a list of client ids")
-        if len(members) and (members.min() < 0 or members.max() >= K):
-            raise bad(f"{where}/members holds a client id outside 0..{K - 1}")
-        if len(np.unique(members)) != len(members):
-            raise bad(f"{where}/members names a client twice")
-    for leaf in leaves[()]:
-        if _text(leaf) not in nodes:
-            raise bad(f"/final/leaves names {_text(leaf)}, which is not in /hierarchy")
+def _check_format(f: h5py.File, config: Config, contents: Contents) -> None:
+    """``@format`` a format this reader knows; a file of format 3 or later carries the
+    digest of the config its state was computed with, and that config is the stored one."""
+    fmt = 0
+    if "format" in f.attrs:
+        fmt = contents.integer(f.attrs["format"], "@format", 2, 1 << 62, "a format")
+        if fmt > FORMAT:
+            raise CheckpointError(
+                f"run file {contents.path} is of format {fmt}; this distfl reads formats up to "
+                f"{FORMAT} (it was written by a newer distfl)"
+            )
+    digest = f["state"].attrs.get("config_sha256")
+    if digest is None:
+        if fmt >= 3:
+            raise contents.bad("/state@config_sha256 is missing (a file of format 3 has it)")
+        return
+    if contents.text(digest, "/state@config_sha256") != config_digest(config):
+        raise contents.bad(
+            "the stored config is not the one /state was computed with (its digest, "
+            "/state@config_sha256, differs): the config was changed after the run wrote it"
+        )
 
 
 def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False) -> RunFile:
     """Read and verify a run file; raise CheckpointError (exit code 2) with the reason.
 
+    In order, each step before anything the next reads: the file is a regular file and
+    HDF5; it holds no link distfl never writes; its integrity record (when it has one) is
+    of the form distfl writes and names exactly the parts the file has, by their names
+    alone; no dataset claims more values than its bytes on disk give
+    (:func:`~distfl.record.integrity.check_storage`); every part matches its SHA-256; the
+    stored config is valid; and what the file says is what a run of that config could
+    have written (:mod:`distfl.record.contents`). A file without a record (distfl 0.1.0's)
+    has its /state's SHA-256 checked, and is read with ``verified = False``.
+
     ``state=False`` reads only /state's attributes (the round), not its arrays (every
-    cluster's model and, for FedGWC, its K×K interaction matrix) nor their SHA-256: enough
-    to look at a run's results, at a fraction of the memory for a large federation.
-    ``plugins``: import the stored config's ``run.plugins`` (code the file names; see
+    cluster's model and, for FedGWC, its K×K interaction matrix): enough to look at a
+    run's results, at a fraction of the memory for a large federation. ``plugins``: import
+    the stored config's ``run.plugins`` (code the file names; see
     :func:`~distfl.config.from_json`); by default nothing is imported."""
     path = Path(path)
     try:
@@ -464,30 +476,37 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
             integrity.check_links(f, path)
             sealed = integrity.has_record(f)
             if sealed:
-                integrity.verify(f, path)  # every part, the stored config and /state too
+                record = integrity.read_record(f, path)
+                integrity.check_parts(f, record, path)  # by name: before anything is hashed
             else:
                 _check_unsealed(f, path)
-            try:
-                config = from_json(f.attrs["config"], plugins=plugins)
-            except ConfigError as exc:
-                raise CheckpointError(
-                    f"run file {path}: its stored config is invalid: {exc}"
-                ) from None
-            check_structure(f, config, path)
+            integrity.check_storage(f, path)
+            if sealed:
+                integrity.check_digests(f, record, path)  # the stored config and /state too
+            config = _stored_config(f, path, plugins)
+            contents = Contents(f, config, path)
+            done = check_contents(f, config, path)
+            _check_format(f, config, contents)
             if not state:
-                stored = {k: json.loads(v) for k, v in f["state"].attrs.items() if k != "sha256"}
+                own = f["state"].attrs
+                stored: dict[str, Any] = {
+                    k: contents.json_value(v, f"/state@{k}")
+                    for k, v in own.items()
+                    if k not in STATE_OWN
+                }
+                stored["round"] = done
             else:
-                stored = _read_tree(f["state"])
+                stored = _read_tree(f["state"], contents)
             digest = f["state"].attrs.get("sha256", "")
             # a file without a record (distfl 0.1.0's) has /state's SHA-256 only: every
             # reader checks it, the ones that do not use /state's arrays too
-            whole = stored if state else (_read_tree(f["state"]) if not sealed else None)
+            whole = stored if state else (_read_tree(f["state"], contents) if not sealed else None)
             if not sealed and tree_digest(whole) != digest:
                 raise CheckpointError(
                     f"run file {path} is corrupt: /state does not match its SHA-256"
                 )
             timing = f["timing"].attrs
-            return RunFile(
+            saved = RunFile(
                 config=config,
                 world_size=int(f.attrs["world_size"]),
                 hierarchy=read_hierarchy(f["hierarchy"]),
@@ -505,13 +524,15 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 version=str(f.attrs.get("distfl_version", "")),
                 created=str(f.attrs.get("created", "")),
                 written=str(f.attrs.get("written", "")),
+                verified=sealed,
             )
-    except CheckpointError:
-        raise
+            return saved
+    except CheckpointError as exc:  # it may name parts of the file: printed as escaped
+        raise CheckpointError(printable(exc)) from None
     except (OSError, KeyError, ValueError, TypeError) as exc:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(
-            f"run file {path} cannot be read (truncated or not HDF5?): {first}"
+            printable(f"run file {path} cannot be read (truncated or not HDF5?): {first}")
         ) from None
 
 

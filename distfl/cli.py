@@ -11,8 +11,16 @@ import os
 import sys
 
 from distfl import __version__
-from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
+from distfl.errors import (
+    CommError,
+    DivergedError,
+    Interrupted,
+    LoaderFailed,
+    RoundFailed,
+    UserError,
+)
 from distfl.launch import is_rank0, launch, run_config
+from distfl.text import printable
 
 
 class _Parser(argparse.ArgumentParser):
@@ -59,6 +67,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="--resume: import the plug-ins the run file names (run.plugins: Python code), "
         "without naming them again with --set run.plugins=[...] or --config",
+    )
+    run.add_argument(
+        "--trust-unverified",
+        action="store_true",
+        help="--resume: continue a run file that has no integrity record (distfl 0.1.0 wrote "
+        "none; one made to look like such a file has none either), of which only /state can "
+        "be verified; without it such a file is refused",
     )
     run.add_argument(
         "--force",
@@ -271,9 +286,16 @@ def _config_from_args(args: argparse.Namespace):
     if args.resume:
         # the run file is checked (its format, its config; not yet its arrays) before the
         # runtime and torch are imported: a wrong file is refused in a fraction of a second
-        from distfl.checkpoint import read_run_file
+        from distfl.checkpoint import UNVERIFIED, read_run_file
+        from distfl.errors import CheckpointError
 
-        stored = read_run_file(args.resume, state=False).config
+        saved = read_run_file(args.resume, state=False)
+        if not saved.verified and not args.trust_unverified:
+            raise CheckpointError(
+                f"run file {args.resume} {UNVERIFIED}; resume it with --trust-unverified "
+                "if you trust what it holds"
+            )
+        stored = saved.config
         if stored.run.plugins:  # code named by the file: imported only when the user says so
             _check_plugins_named(args, stored.run.plugins)
             stored = read_run_file(args.resume, state=False, plugins=True).config
@@ -340,7 +362,7 @@ def _rank0_says(exc: Exception) -> None:
     rank that refused (say) the world size in a fraction of a second would otherwise have
     rank 0 killed before it reached the same line."""
     if is_rank0():
-        print(f"distfl: error: {exc}", file=sys.stderr)
+        print(f"distfl: error: {printable(exc)}", file=sys.stderr)
         return
     import time
 
@@ -394,16 +416,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "inspect":
             from distfl.tools.inspection import inspect_run
 
-            inspect_run(args.path, sys.stdout)
+            inspect_run(args.path, sys.stdout, errors=sys.stderr)
             return 0
         if args.command == "compare":
             from distfl.tools.compare import compare_main
 
-            return compare_main(args, sys.stdout)
+            return compare_main(args, sys.stdout, errors=sys.stderr)
         if args.command == "status":
             from distfl.tools.gather import run_status
 
-            return run_status(args.path, sys.stdout)
+            return run_status(args.path, sys.stdout, errors=sys.stderr)
         if args.command == "gather":
             from distfl.tools.gather import gather
 
@@ -440,10 +462,10 @@ def main(argv: list[str] | None = None) -> int:
         _rank0_says(exc)  # every rank sees the same bad input; one line is enough
         return exc.exit_code
     except (CommError, RoundFailed) as exc:  # RoundFailed: raised on rank 0 alone
-        print(f"distfl: error: {exc}", file=sys.stderr)
+        print(f"distfl: error: {printable(exc)}", file=sys.stderr)
         return exc.exit_code
-    except DivergedError as exc:
-        _rank0_says(exc)  # every rank stops on the same all-reduced bounds
+    except (DivergedError, LoaderFailed) as exc:
+        _rank0_says(exc)  # every rank stops on the same bounds, or loads the same dataset
         return exc.exit_code
     except KeyboardInterrupt as exc:
         print(f"distfl: {exc}" if isinstance(exc, Interrupted) else "distfl: interrupted",

@@ -58,3 +58,16 @@ class Interrupted(KeyboardInterrupt):
     message says what the run file holds. Printed as one line, exit code 130."""
 
     exit_code = 130
+
+
+class LoaderFailed(Exception):
+    """A dataset's loader raised (a plug-in's, or a built-in one's for a reason that is no
+    bad data file): nothing was run or written but the traceback, in a file beside the
+    run file. Every rank meets it alike; rank 0 prints one line, exit code 1."""
+
+    exit_code = 1
+
+
+class UnverifiedRunFile(UserWarning):
+    """A run file read without an integrity record (distfl 0.1.0 wrote none): only its
+    /state's SHA-256 was checked, the rest of what it holds is unverified."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,10 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from distfl.checkpoint import RunFile, read_run_file
+from distfl.checkpoint import UNVERIFIED, RunFile, read_run_file
+from distfl.errors import UnverifiedRunFile
 from distfl.hierarchy import HierarchyNode, clusters_found, first_split, node_order
 from distfl.metrics import federation_mean, last_finite
 from distfl.record import layout
+from distfl.text import printable
 
 #: the per-row tables of a run file, by their names in distfl.record.layout.TABLES
 TABLES = tuple(t.key for t in layout.TABLES)
@@ -143,7 +146,8 @@ def tree_lines(hierarchy: list[HierarchyNode], accuracy: np.ndarray) -> list[str
     children: the node's id under its parent's branch, its member count, and for a split
     node the round it split in, its number of children and its best Davies-Bouldin score;
     for a leaf the mean balanced accuracy of its members (``accuracy``: each client's, as
-    /clients/accuracy holds it)."""
+    /clients/accuracy holds it). Drawn without recursion, so that a tree of any depth
+    draws."""
     out: list[str] = []
     nodes = {n.id: n for n in hierarchy}
     children: dict[str, list[str]] = {}
@@ -167,13 +171,16 @@ def tree_lines(hierarchy: list[HierarchyNode], accuracy: np.ndarray) -> list[str
             acc = federation_mean(accuracy[members]) if len(members) else math.nan
             text += f"  leaf, accuracy {score_text(acc)}"
         out.append(text)
-        kids = sorted(children.get(node.id, []), key=node_order)
-        for i, kid in enumerate(kids):
-            ext = "" if depth == 0 else ("    " if last else "│   ")
-            line(nodes[kid], prefix + ext, i == len(kids) - 1, depth + 1)
 
-    for root in roots:
-        line(nodes[root], "", True, 0)
+    # (node, the prefix of its line, whether it is its parent's last child, its depth)
+    todo = [(nodes[root], "", True, 0) for root in reversed(roots)]
+    while todo:
+        node, prefix, last, depth = todo.pop()
+        line(node, prefix, last, depth)
+        kids = sorted(children.get(node.id, []), key=node_order)
+        ext = "" if depth == 0 else ("    " if last else "│   ")
+        for i in reversed(range(len(kids))):
+            todo.append((nodes[kids[i]], prefix + ext, i == len(kids) - 1, depth + 1))
     return out
 
 
@@ -227,12 +234,18 @@ class Tree(Mapping[str, Node]):
             if n.parent:
                 kids.setdefault(n.parent, []).append(n.id)
         parents = {n.id: n.parent for n in hierarchy}
+        depths: dict[str, int] = {}
 
         def depth(cid: str) -> int:
-            d = 0
-            while parents.get(cid) and d <= len(parents):  # a parent loop stops too
-                cid, d = parents[cid], d + 1
-            return d
+            way = []  # the ancestors whose depth is not known yet, nearest first
+            while cid in parents and cid not in depths and len(way) <= len(parents):
+                way.append(cid)
+                cid = parents[cid]
+            d = depths.get(cid, -1)  # -1: above a root
+            for node in reversed(way):
+                d += 1
+                depths[node] = d
+            return depths[way[0]] if way else depths.get(cid, 0)
 
         self._nodes: dict[str, Node] = {}
         for n in sorted(hierarchy, key=lambda n: node_order(n.id)):
@@ -380,6 +393,12 @@ class Run:
     def written(self) -> str:
         """When this file was written (ISO 8601, UTC)."""
         return self._file.written
+
+    @property
+    def verified(self) -> bool:
+        """Whether the file's integrity record covered everything it holds; False for a
+        file without one (distfl 0.1.0's), of which only /state was checked."""
+        return self._file.verified
 
     @property
     def stored(self) -> RunFile:
@@ -613,10 +632,12 @@ class Run:
         cfg = self._file.config
         acc = self.accuracy
         accuracy = "n/a" if acc is None else f"{acc:.3f}"
+        note = "" if self.verified else ", unverified"
         return (
-            f"<distfl.Run {str(self._path)!r}: {cfg.algorithm.name} on {cfg.data.dataset}, "
-            f"{cfg.data.num_clients} clients, round {self.round} of {self.rounds}, "
-            f"{self.num_clusters} clusters, accuracy {accuracy}>"
+            f"<distfl.Run {str(self._path)!r}: {printable(cfg.algorithm.name)} on "
+            f"{printable(cfg.data.dataset)}, {cfg.data.num_clients} clients, round "
+            f"{self.round} of {self.rounds}, {self.num_clusters} clusters, accuracy "
+            f"{accuracy}{note}>"
         )
 
 
@@ -627,13 +648,23 @@ def read(path: str | os.PathLike, *, plugins: bool = False) -> Run:
     return Run(path, read_run_file(path, state=False, plugins=plugins))
 
 
+def unverified_warning(path: str | os.PathLike) -> str:
+    """The line every reader writes on stderr for a file without an integrity record."""
+    return f"distfl: warning: run file {printable(path)} {UNVERIFIED}\n"
+
+
 def open(path: str | os.PathLike) -> Run:
     """Read the run file at ``path`` (one written by ``distfl run`` or :func:`run`, a
     finished run's or a checkpoint of one in progress). Raises
     :class:`~distfl.errors.CheckpointError` with the reason when the file is missing,
-    damaged (its integrity record does not match) or not a distfl run file. The plug-ins
-    its config names (``run.plugins``) are not imported."""
-    return read(path)
+    damaged (its integrity record does not match), inconsistent with its own config or
+    not a distfl run file. A file without an integrity record (distfl 0.1.0's) is read
+    with :attr:`Run.verified` False and an :class:`~distfl.errors.UnverifiedRunFile`
+    warning. The plug-ins its config names (``run.plugins``) are not imported."""
+    run = read(path)
+    if not run.verified:
+        warnings.warn(UnverifiedRunFile(f"run file {path} {UNVERIFIED}"), stacklevel=2)
+    return run
 
 
 __all__ = [
@@ -648,4 +679,5 @@ __all__ = [
     "rows_table",
     "score_text",
     "tree_lines",
+    "unverified_warning",
 ]

@@ -18,6 +18,7 @@ caller needs is here.
 """
 
 from distfl.config.checks import (
+    MAX_ALPHA,
     MAX_BLUR,
     MAX_FLOAT32,
     MAX_SAMPLES_PER_CLIENT,
@@ -54,6 +55,7 @@ from distfl.presets import PRESETS
 __all__ = [
     "CHOICES",
     "EXPORTS",
+    "MAX_ALPHA",
     "MAX_BLUR",
     "MAX_CONFIG_BYTES",
     "MAX_FLOAT32",

@@ -49,6 +49,10 @@ MAX_SAMPLES_PER_CLIENT = 2**31 - 1
 #: widest Gaussian blur kernel: three times the side of the largest built-in images (32x32);
 #: the kernel (that many float64 values) is built for every client materialised
 MAX_BLUR = 99
+#: largest Dirichlet concentration of a group (data.groups[i].alpha): already at 10^6 every
+#: class proportion is 1/C to within 0.01% (a client's draw is IID), and far larger values
+#: overflow the gamma draws' sum (10^307 with 100 classes)
+MAX_ALPHA = 1e6
 #: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
 #: and to int64 milliseconds
 MAX_TIMEOUT_S = 1e9
@@ -142,7 +146,9 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     for i, g in enumerate(c.data.groups):
         key = f"data.groups[{i}]"
         _range(f"{key}.count", g.count, 1, None, "at least 1")
-        _range(f"{key}.alpha", g.alpha, 0.0, None, "non-negative (0 = one class per client)")
+        _range(f"{key}.alpha", g.alpha, 0.0, MAX_ALPHA,
+               f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every class "
+               "equally likely to within 0.01%)")  # fmt: skip
         if g.samples_per_client:
             _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
                    f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip

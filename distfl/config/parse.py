@@ -185,7 +185,34 @@ def parse_set(item: str) -> tuple[str, str, Any]:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
         value = raw
+    except RecursionError:
+        raise ConfigError(f"--set {dotted}: {_too_deep('the value')}") from None
+    if nesting(value) > MAX_NESTING:
+        raise ConfigError(f"--set {dotted}: {_too_deep('the value')}")
     return section, key, value
+
+
+#: the deepest nesting of tables and arrays a config may have (data.groups, a list of
+#: tables of lists, is three levels deep)
+MAX_NESTING = 16
+
+
+def nesting(value: Any) -> int:
+    """How deeply tables and arrays (dicts and lists) nest in ``value`` (0 for a plain
+    value), counted without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend((v, depth + 1) for v in item)
+    return deepest
+
+
+def _too_deep(what: str) -> str:
+    return f"{what} nests tables and arrays deeper than {MAX_NESTING} levels (a config's are 3)"
 
 
 #: the largest config file read (a config is a few KiB; /dev/zero is not one)
@@ -212,9 +239,14 @@ def read_toml(path: str | Path) -> dict[str, Any]:
             f"config file {p} cannot be read ({exc.__class__.__name__}); expected a TOML file"
         ) from None
     try:
-        return tomllib.loads(text)
+        table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"config file {p}: {_too_deep('it')}") from None
+    if nesting(table) > MAX_NESTING + 1:  # the file's sections are one level more
+        raise ConfigError(f"config file {p}: {_too_deep('it')}")
+    return table
 
 
 def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) -> Config:
@@ -420,6 +452,12 @@ def from_json(text: str, *, plugins: bool = False) -> Config:
         stored = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"the stored config is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(_too_deep("the stored config")) from None
+    if not isinstance(stored, dict):
+        raise ConfigError("the stored config is not a JSON object of sections")
+    if nesting(stored) > MAX_NESTING + 1:
+        raise ConfigError(_too_deep("the stored config"))
     raw: dict[str, Any] = {}
     _merge(raw, stored, "the stored config")
     return build(raw, stored=True, plugins=plugins)

@@ -23,7 +23,7 @@ class GroupSpec:
 
     count: int = setting(allowed="int ≥ 1", doc="clients in the group")
     alpha: float = setting(
-        allowed="≥ 0",
+        allowed="0 to 1e6",
         doc="class proportions of each client ~ Dir(α·1): α = 0 one class per client, "
         "α = 1000 near-IID (ignored by natural partitions)",
     )

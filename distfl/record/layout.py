@@ -226,9 +226,10 @@ class Part:
 
 
 PARTS = (
-    Part("/", "attrs", "distfl_version, format (2: the file has an integrity record; "
-         "distfl 0.1.0's files have neither), config (JSON), seed, world_size, created (the "
-         "run's first write), written (this write)"),
+    Part("/", "attrs", "distfl_version, format (3: the file has an integrity record and "
+         "/state@config_sha256; 2: an integrity record; distfl 0.1.0's files have neither), "
+         "config (JSON), seed, world_size, created (the run's first write), written (this "
+         "write)"),
     Part("/clients/group", "[K]", "ground-truth group of each client (index into data.groups)"),
     Part("/clients/class_counts", "[K, C]", "class counts of each client's samples (train + "
          "test)"),
@@ -256,7 +257,9 @@ PARTS = (
          "per model parameter, Σ n_k aside, in the last training round)"),
     Part("/world", "group", "where the ranks of the launch that wrote the file ran: host [W], "
          "local_rank [W], address [W]; attrs launcher, backend, rendezvous, rendezvous_ip"),
-    Part("/state", "group", "what exact resumption needs: attrs round, sha256; model_ids, "
+    Part("/state", "group", "what exact resumption needs: attrs round, sha256, "
+         "config_sha256 (the digest of the config the state was computed with: every key "
+         "but those a resume may change and run.plugins); model_ids, "
          "models [clusters, P], client_accuracy, algorithm/ (the algorithm's own state "
          "besides the tree, which is /hierarchy: its generator, weights, per-cluster "
          "matrices, ...), aggregator/ (FedAvgM's velocity per cluster)"),

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.text import printable
 
 #: marks a page written by ``distfl report``; an output directory without it is not cleared
 GENERATOR = "distfl report"
@@ -103,11 +104,13 @@ def write_run_report(
     from distfl.algorithms import ReportFigure, report_figures
     from distfl.report import figures
     from distfl.report.data import load_run
-    from distfl.results import recorded_statistics
+    from distfl.results import recorded_statistics, unverified_warning
     from distfl.tools.gather import gather_rows
 
     path, out = Path(path), Path(out)
     data = load_run(path, plugins=plugins)
+    if not data.run.verified:
+        sys.stderr.write(unverified_warning(path))
     (summary,) = gather_rows([path], runs=[data.run])
     _prepare(out)
     palette = figures.Palette(data)
@@ -164,12 +167,18 @@ def _statistic_files(names: list[str]) -> list[str]:
 
 
 def _status(data) -> str:
+    unverified = (
+        ""
+        if data.run is None or data.run.verified
+        else "; unverified: the file has no integrity record (distfl 0.1.0 wrote none), only "
+        "its /state was checked"
+    )
     if data.finished:
-        return f"finished: {data.rounds_done} of {data.config.run.rounds} rounds"
+        return f"finished: {data.rounds_done} of {data.config.run.rounds} rounds{unverified}"
     return (
         f"not finished: round {data.rounds_done} of {data.config.run.rounds}, from the last "
         f"checkpoint (written {data.written}); a run in progress or a stopped one "
-        "(continue it with distfl run --resume)"
+        f"(continue it with distfl run --resume){unverified}"
     )
 
 
@@ -226,7 +235,7 @@ def suite_rows(
             (g,) = gather_rows([path], runs=[run])
             config = run.config
         except CheckpointError as exc:
-            problems.append(str(exc))
+            problems.append(printable(exc))  # it may name parts of the file
             continue
         stem = Path(path).stem
         match = RUN_FILE_STEM.match(stem)

@@ -216,12 +216,19 @@ def tree_layout(hierarchy: list[HierarchyNode]) -> dict[str, TreeNode]:
             kids[n.parent].append(n.id)
     out: dict[str, TreeNode] = {}
     next_x = 0
-
-    def place(i: str) -> float:
-        nonlocal next_x
+    roots = sorted((i for i, n in nodes.items() if n.parent not in nodes), key=node_order)
+    # depth first without recursion (a tree of any depth): a node is placed once its
+    # children are; (id, whether its children are placed)
+    todo = [(root, False) for root in reversed(roots)]
+    while todo:
+        i, ready = todo.pop()
         children = sorted(kids[i], key=node_order)
+        if not ready and children:
+            todo.append((i, True))
+            todo.extend((c, False) for c in reversed(children))
+            continue
         if children:
-            x = float(np.mean([place(c) for c in children]))
+            x = float(np.mean([out[c].x for c in children]))
         else:
             x = float(next_x)
             next_x += 1
@@ -234,8 +241,4 @@ def tree_layout(hierarchy: list[HierarchyNode]) -> dict[str, TreeNode]:
             x=x,
             children=children,
         )
-        return x
-
-    for root in sorted((i for i, n in nodes.items() if n.parent not in nodes), key=node_order):
-        place(root)
     return out

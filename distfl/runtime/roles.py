@@ -11,20 +11,21 @@ from typing import TextIO
 
 import torch
 
-from distfl.checkpoint import check_resumable, read_run_file
+from distfl.checkpoint import RunFile, check_resumable, read_run_file
 from distfl.comm import detect, make_communicator, resolve_backend
 from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
 from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
-from distfl.errors import UserError
+from distfl.errors import LoaderFailed, UserError
 from distfl.record.output import OutputLock, check_output, remove_stale_temporaries
 from distfl.runtime.capacity import (
     available_bytes,
     check_population,
     check_sizes,
     evaluation_note,
+    parameter_count,
     run_file_bytes,
 )
 from distfl.runtime.device import prepare_device
@@ -70,6 +71,7 @@ def run(
     if resume is not None:
         saved = read_run_file(resume)
         check_resumable(saved.config, config, resume)
+        _check_models(saved, resume)
     resolve_backend(config.comm.backend, info)  # a wrong backend is a config error, not a hang
     torch.set_num_threads(config.run.threads)
     use_cuda = config.run.device != "cpu" and torch.cuda.is_available()
@@ -93,6 +95,31 @@ def run(
         finally:
             if lock is not None:
                 lock.release()
+
+
+def _check_models(saved: RunFile, path: str) -> None:
+    """The models of a resumed file's /state as wide as its stored config's model has
+    parameters (a dataset of a plug-in not imported is left unchecked): a file sealed anew
+    with models of another width is refused in one line, not at a later round."""
+    from distfl.datasets import dataset_spec
+    from distfl.errors import CheckpointError, ConfigError
+
+    config = saved.config
+    try:
+        spec = dataset_spec(config.data.dataset)
+    except ConfigError:
+        return
+    want = parameter_count(
+        config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
+        tuple(config.model.hidden),
+    )  # fmt: skip
+    have = saved.state["models"].shape[1]
+    if have != want:
+        raise CheckpointError(
+            f"run file {path} is inconsistent: /state/models holds models of {have} "
+            f"parameters; the stored config's model ({config.model.name} on "
+            f"{config.data.dataset}) has {want}"
+        )
 
 
 def _through_links(config: Config) -> Config:
@@ -153,11 +180,48 @@ def _check_memory(config: Config, available: int) -> None:
     check_sizes(config, known)
 
 
+def _load_dataset(config: Config, rank: int):
+    """:func:`~distfl.data.load_dataset`; a loader that raises anything but a UserError (a
+    missing or malformed data file) is a :class:`~distfl.errors.LoaderFailed` of one line
+    that names the dataset, where it is defined and the error, with the traceback in
+    ``RUN.h5.traceback.txt`` (written by rank 0)."""
+    try:
+        return load_dataset(config)
+    except UserError:
+        raise
+    except Exception as exc:
+        import traceback
+
+        from distfl import __version__
+        from distfl.datasets import dataset_spec
+        from distfl.record.output import write_atomically
+
+        name = config.data.dataset
+        module = sys.modules.get(dataset_spec(name).__module__)
+        where = getattr(module, "__file__", None) or dataset_spec(name).__module__
+        out = Path(config.run.out)
+        trace = out.with_name(out.name + ".traceback.txt")
+        told = f"the traceback is in {trace}"
+        if rank == 0:
+            text = (f"distfl {__version__}: the loader of data.dataset = {name!r} failed\n"
+                    + traceback.format_exc())  # fmt: skip
+            try:
+                write_atomically(trace, text.encode("utf-8", "surrogateescape"))
+            except Exception as why:  # a full disk: the line still comes
+                told = f"the traceback could not be written to {trace} ({why})"
+        what = str(exc).strip().splitlines()
+        cause = f"{type(exc).__name__}: {what[0]}" if what else type(exc).__name__
+        raise LoaderFailed(
+            f"the loader of data.dataset = {name!r} ({where}) raised {cause}; nothing was "
+            f"run; {told}"
+        ) from None
+
+
 def _run_role(
     config: Config, comm, saved, stop: StopFlag, stream: TextIO, world: dict | None
 ) -> dict | None:
     device = _train_device(config, comm)
-    dataset = load_dataset(config)
+    dataset = _load_dataset(config, comm.rank)
     partition = make_partition(config, dataset)
     if comm.rank == 0:
         worker = None

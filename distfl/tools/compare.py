@@ -40,6 +40,8 @@ import numpy as np
 
 from distfl.checkpoint import RESUMABLE_CHANGES, read_run_file
 from distfl.errors import ConfigError, did_you_mean
+from distfl.record import integrity
+from distfl.text import printable
 
 #: the parts compared, in order, each with the top-level groups it covers
 PARTS = {
@@ -74,7 +76,7 @@ class Difference:
 
     def line(self) -> str:
         more = f" (1 of {self.count:,} entries that differ)" if self.count > 1 else ""
-        return f"{self.where}: {self.a} in A, {self.b} in B{more}"
+        return printable(f"{self.where}: {self.a} in A, {self.b} in B{more}")
 
 
 @dataclass
@@ -241,11 +243,20 @@ def _number(value) -> str:
     return str(value.item() if hasattr(value, "item") else value)
 
 
-def report(results: list[PartResult], a: str, b: str, stream: TextIO) -> int:
+def report(
+    results: list[PartResult],
+    a: str,
+    b: str,
+    stream: TextIO,
+    *,
+    unverified: Iterable[str] = (),
+) -> int:
     """The comparison as lines, one per part; 0 when every compared part is the same, else
-    1."""
+    1. ``unverified``: the files of ``a`` and ``b`` read without an integrity record, each
+    marked so on its line."""
     w = stream.write
-    w(f"A  {a}\nB  {b}\n")
+    marks = {p: " (unverified: it has no integrity record)" for p in unverified}
+    w(f"A  {printable(a)}{marks.get(a, '')}\nB  {printable(b)}{marks.get(b, '')}\n")
     for r in results:
         if not r.compared:
             w(f"{r.part:<8} not compared (--ignore {r.part})\n")
@@ -264,11 +275,25 @@ def report(results: list[PartResult], a: str, b: str, stream: TextIO) -> int:
     return 0
 
 
-def compare_main(args, stream: TextIO) -> int:
-    """``distfl compare A B [--ignore PARTS]``."""
+def compare_main(args, stream: TextIO, *, errors: TextIO | None = None) -> int:
+    """``distfl compare A B [--ignore PARTS]``; a file without an integrity record is said
+    so on ``errors`` and marked on its line."""
+    from distfl.results import unverified_warning
+
     ignore = parse_ignore(args.ignore)
     results = compare_files(args.a, args.b, ignore)
-    return report(results, args.a, args.b, stream)
+    unverified = [p for p in dict.fromkeys((args.a, args.b)) if not _sealed(p)]
+    for path in unverified:
+        if errors is not None:
+            errors.write(unverified_warning(path))
+    return report(results, args.a, args.b, stream, unverified=unverified)
+
+
+def _sealed(path: str | Path) -> bool:
+    """Whether the run file at ``path`` (read and verified already) has an integrity
+    record."""
+    with h5py.File(path, "r") as f:
+        return integrity.has_record(f)
 
 
 __all__ = ["IGNORED", "NOT_RESULTS", "PARTS", "compare_files", "compare_main", "report"]

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
 from distfl.record.output import check_file, write_file
+from distfl.text import printable
 
 #: the fixed columns of ``distfl gather``, in order; ``--key`` columns follow
 COLUMNS = (
@@ -46,19 +47,20 @@ COLUMNS = (
 )
 
 
-def run_status(path: str | Path, stream: TextIO) -> int:
-    """Write one line on whether the run finished; 0 when it did, 1 when it stopped early."""
-    from distfl.results import read
+def run_status(path: str | Path, stream: TextIO, *, errors: TextIO | None = None) -> int:
+    """Write one line on whether the run finished; 0 when it did, 1 when it stopped early.
+    A file without an integrity record is said so on ``errors``."""
+    from distfl.results import read, unverified_warning
 
     run = read(path)
-    try:
-        done, rounds = run.round, run.rounds
-    except (KeyError, ValueError, TypeError):
-        raise CheckpointError(f"run file {path} has no round in its /state") from None
+    done, rounds = run.round, run.rounds
+    if not run.verified and errors is not None:
+        errors.write(unverified_warning(path))
+    shown = printable(path)
     if done >= rounds:
-        stream.write(f"{path}: finished (round {done} of {rounds})\n")
+        stream.write(f"{shown}: finished (round {done} of {rounds})\n")
         return 0
-    stream.write(f"{path}: stopped at round {done} of {rounds} (resume with --resume)\n")
+    stream.write(f"{shown}: stopped at round {done} of {rounds} (resume with --resume)\n")
     return 1
 
 
@@ -148,19 +150,26 @@ class Skipped:
 
 
 def gather_files(
-    paths: Iterable[str | Path], keys: Sequence[str] = ()
+    paths: Iterable[str | Path], keys: Sequence[str] = (), *, errors: TextIO | None = None
 ) -> tuple[list[dict[str, Any]], list[Skipped]]:
     """The rows of :func:`gather_rows` for the files that can be read, in order, and a
     :class:`Skipped` for each that cannot (a CheckpointError). An unknown key is a
-    UserError, raised before any file is read."""
+    UserError, raised before any file is read. A file read without an integrity record
+    (distfl 0.1.0's) is gathered and said so on ``errors``."""
+    from distfl.results import read, unverified_warning
+
     keys = check_keys(keys)
     rows: list[dict[str, Any]] = []
     skipped: list[Skipped] = []
     for path in paths:
         try:
-            rows.append(_row(path, keys, None))
+            run = read(path)
+            if not run.verified and errors is not None:
+                errors.write(unverified_warning(path))
+            rows.append(_row(path, keys, run))
         except CheckpointError as exc:
-            skipped.append(Skipped(str(path), _reason(path, str(exc)), str(exc)))
+            text = printable(exc)  # it may name parts of the file
+            skipped.append(Skipped(str(path), _reason(printable(path), text), text))
     return rows, skipped
 
 
@@ -188,7 +197,7 @@ def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
         s = run.summary()
         row: dict[str, Any] = {
             "file": str(path),
-            "algorithm": s["algorithm"],
+            "algorithm": printable(s["algorithm"]),
             "seed": run.config.run.seed,
             "beta": _float_or_none(config_value(run.config, "algorithm.beta")),
             "rounds_done": s["round"],
@@ -199,7 +208,8 @@ def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CheckpointError(f"run file {path} cannot be read: {first}") from None
     for key in keys:
-        row[key] = config_value(run.config, key)
+        value = config_value(run.config, key)
+        row[key] = printable(value) if isinstance(value, str) else value
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 
@@ -290,7 +300,7 @@ def gather(
     if csv_path is not None:
         check_file(csv_path, replace=force, **CSV_TARGET)
     paths = find_run_files(args)
-    rows, skipped = gather_files(paths, keys)
+    rows, skipped = gather_files(paths, keys, errors=errors)
     if not rows:
         if len(skipped) == 1:  # the one file's own line, as status and inspect print it
             raise CheckpointError(skipped[0].message or f"{skipped[0].path}: {skipped[0].reason}")

@@ -7,14 +7,15 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.hierarchy import empty_leaves_note
-from distfl.results import Run, read, score_text
+from distfl.results import Run, read, score_text, unverified_warning
+from distfl.text import printable
 
 
 def world_line(world: Mapping[str, Any]) -> str:
     """``/world`` (as :attr:`RunFile.world` holds it) in one line: each host with its
     ranks, the launcher, the backend and the rendezvous (e.g. ``node1 ranks 0-1, node2
     ranks 2-3; slurm, gloo, rendezvous node1:15007 = 10.231.1.1``)."""
-    hosts = [str(h) for h in world["host"]]
+    hosts = [printable(h) for h in world["host"]]
     spans: list[tuple[str, int, int]] = []  # (host, first rank, last rank), in rank order
     for rank, host in enumerate(hosts):
         if spans and spans[-1][0] == host and spans[-1][2] == rank - 1:
@@ -22,29 +23,41 @@ def world_line(world: Mapping[str, Any]) -> str:
         else:
             spans.append((host, rank, rank))
     where = ", ".join(f"{h} rank {a}" if a == b else f"{h} ranks {a}-{b}" for h, a, b in spans)
-    how = f"{world.get('launcher', '')}, {world.get('backend', '')}"
+    how = f"{printable(world.get('launcher', ''))}, {printable(world.get('backend', ''))}"
     if world.get("rendezvous"):
-        how += f", rendezvous {world['rendezvous']}"
+        how += f", rendezvous {printable(world['rendezvous'])}"
         if world.get("rendezvous_ip"):
-            how += f" = {world['rendezvous_ip']}"
+            how += f" = {printable(world['rendezvous_ip'])}"
     return f"{where}; {how}"
 
 
-def inspect_run(path: str | Path, stream: TextIO, *, run: Run | None = None) -> None:
+def inspect_run(
+    path: str | Path,
+    stream: TextIO,
+    *,
+    run: Run | None = None,
+    errors: TextIO | None = None,
+) -> None:
     """``distfl inspect``: the run, its tree and its :meth:`~distfl.results.Run.summary`.
-    ``run``: the file's :class:`~distfl.results.Run` when the caller has read it already."""
+    ``run``: the file's :class:`~distfl.results.Run` when the caller has read it already.
+    A file without an integrity record is marked UNVERIFIED on its first line (and said so
+    on ``errors``). Text from the file is printed with its control characters escaped."""
     run = run if run is not None else read(path)
     cfg, file = run.config, run.stored
     world = world_line(file.world) if file.world else None
     w = stream.write
+    if not run.verified and errors is not None:
+        errors.write(unverified_warning(path))
+    unverified = "" if run.verified else "; UNVERIFIED: it has no integrity record"
     w(
-        f"run file   {path} (distfl {run.version}, created {run.created}, "
-        f"world size {run.world_size})\n"
+        f"run file   {printable(path)} (distfl {printable(run.version)}, created "
+        f"{printable(run.created)}, world size {run.world_size}{unverified})\n"
     )
     if world:
         w(f"world      {world}\n")
+    algorithm, dataset = printable(cfg.algorithm.name), printable(cfg.data.dataset)
     w(
-        f"run        {cfg.algorithm.name} on {cfg.data.dataset}, {cfg.data.num_clients} clients in "
+        f"run        {algorithm} on {dataset}, {cfg.data.num_clients} clients in "
         f"{len(cfg.groups)} group(s), round {run.round} of {run.rounds}"
         + ("" if run.finished else " (incomplete: resume with distfl run --resume)")
         + "\n"

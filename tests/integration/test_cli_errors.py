@@ -58,7 +58,7 @@ SET_CASES = [
     (
         "group-negative-alpha",
         ["data.groups=[{count=20, alpha=-1.0}]"],
-        ["data.groups[0].alpha", "-1.0", "non-negative"],
+        ["data.groups[0].alpha", "-1.0", "from 0 (one class per client) to 1e+06"],
     ),
     (
         "unknown-model",

@@ -28,9 +28,10 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from runfile import assert_same, kernel_fingerprint, read_run
 
-from distfl.checkpoint import read_run_file
+from distfl.checkpoint import UNVERIFIED, read_run_file
 from distfl.tools.gather import gather_rows
 from distfl.tools.inspection import inspect_run
 
@@ -93,10 +94,21 @@ def test_the_stored_configs_keep_each_algorithms_own_values():
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_inspect_reads_them(path):
     assert read_run_file(path).state["round"] > 0  # the SHA-256 of /state checks out
-    shown = io.StringIO()
-    inspect_run(path, shown)
+    shown, said = io.StringIO(), io.StringIO()
+    inspect_run(path, shown, errors=said)
     assert "hierarchy" in shown.getvalue()
     assert f"run        {stored(path)['algorithm']['name']} on " in shown.getvalue()
+    # they have no integrity record: read, and said to be unverified
+    assert "UNVERIFIED" in shown.getvalue().splitlines()[0]
+    assert said.getvalue() == f"distfl: warning: run file {path} {UNVERIFIED}\n"
+
+
+def test_a_resume_of_one_needs_trust_unverified(helpers, tmp_path):
+    copy = tmp_path / "none.h5"
+    shutil.copy(DATA / "none.h5", copy)
+    proc = distfl(helpers, tmp_path, "run", "--resume", str(copy), "--set", "run.rounds=6")
+    assert_one_line_error(proc, f"run file {copy} has no integrity record", "--trust-unverified")
+    assert copy.read_bytes() == (DATA / "none.h5").read_bytes()
 
 
 def test_gather_reads_them(helpers, tmp_path):
@@ -150,7 +162,8 @@ def resumed(tmp_path_factory, helpers):
         toml = tmp / f"{path.stem}.toml"
         toml.write_text(read_run_file(path, state=False).config.to_toml())
         fresh = tmp / f"{path.stem}-fresh.h5"
-        a = distfl(helpers, tmp, "run", "--resume", str(copy), "--set", f"run.rounds={rounds}")
+        a = distfl(helpers, tmp, "run", "--resume", str(copy), "--set", f"run.rounds={rounds}",
+                   "--trust-unverified")  # fmt: skip
         if not compare:
             return path.stem, (a, copy), (None, None)
         b = distfl(helpers, tmp, "run", "--config", str(toml), "--out", str(fresh),

@@ -100,6 +100,7 @@ def exact(text: str):
 
 
 @pytest.mark.parametrize("which", ["ifca", "stored-fedgwc"])
+@pytest.mark.filterwarnings("ignore::distfl.errors.UnverifiedRunFile")  # the 0.1.0 file
 def test_every_reader_derives_the_same_numbers(which, ifca_file, tmp_path):
     path = ifca_file if which == "ifca" else STORED
     run = distfl.open(path)

@@ -1,44 +1,95 @@
 """A run file changed after distfl wrote it is refused by every reader (status, inspect,
-report, gather, ``run --resume`` and ``distfl.open``) with exit code 2 and one line, never
-a traceback and never accepted:
+report, gather, compare, ``run --resume`` and ``distfl.open``) with exit code 2 and one
+line, never a traceback, never accepted, never read at the cost of gigabytes or minutes:
 
 - its integrity record deleted (the file's format always has one), with the stored config
-  edited or not;
-- a soft link, an external link, or a second name (hard link) of a part added;
+  edited or not; the record's own datasets of another type;
+- a soft link, an external link, or a second name (hard link) of a part added; a dataset
+  added without sealing again (refused by its name before anything is hashed, however
+  large it claims to be);
 - crafted parts sealed anew with distfl's own record (a checksum, not a signature): a
   member id outside the clients, a deleted per-client array, a part no run file has, an
-  algorithm's table whose columns differ in length.
+  algorithm's table whose columns differ in length, a round that is no round of the run,
+  JSON nested 100,000 deep, metrics of text or of two dimensions, negative class counts, a
+  world of 10^18 ranks, models of another shape, a dataset claiming far more values than
+  its bytes on disk hold, and a stored config changed since the state was computed.
 
-distfl 0.1.0's files, which have no record, stay readable (tests/test_old_runfiles.py)."""
+Each reader is called in this process (``distfl.cli.main``). A file without an integrity
+record that is not of a sealed format (distfl 0.1.0's, or one made to look like one) is
+read, but every reader says it is unverified, and ``--resume`` of it needs
+``--trust-unverified`` (tests/test_old_runfiles.py reads the real 0.1.0 files)."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import os
+import re
 import shutil
-import subprocess
-import sys
+import signal
+import time
+import tracemalloc
+import types
+import warnings
 from pathlib import Path
+from unittest import mock
 
 import h5py
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 
+import distfl
+from distfl.checkpoint import config_digest
+from distfl.cli import main
+from distfl.config import from_json
+from distfl.errors import CheckpointError, UnverifiedRunFile
 from distfl.record import integrity
 
 pytestmark = pytest.mark.integration
 
+ROUNDS = 2
+
 
 @pytest.fixture(scope="module")
-def written(tmp_path_factory) -> Path:
+def written(tmp_path_factory, helpers) -> Path:
     tmp = tmp_path_factory.mktemp("tamper")
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--preset", "digits", "--set", "run.rounds=2",
-         "--set", 'run.progress="none"', "--out", "run.h5"],
-        cwd=tmp, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
+    helpers.run_alone(tmp, "--preset", "digits", "--set", f"run.rounds={ROUNDS}",
+                      "--set", 'run.progress="none"', "--out", "run.h5")  # fmt: skip
     return tmp / "run.h5"
+
+
+@contextlib.contextmanager
+def deadline(seconds: float):
+    """Raise TimeoutError in this thread once ``seconds`` have passed."""
+
+    def expire(signum, frame):
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def distfl_cli(cwd: Path, *args: str) -> types.SimpleNamespace:
+    """``distfl ARGS`` in this process from ``cwd``: returncode, stdout, stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main([str(a) for a in args])
+    finally:
+        os.chdir(here)
+    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+# -- changes to a file ---------------------------------------------------------------------
 
 
 def _unsealed(f: h5py.File) -> None:
@@ -73,14 +124,48 @@ def _external_link(f: h5py.File) -> None:
     f["zz"] = h5py.ExternalLink("other.h5", "/x")
 
 
-def _resealed(change):
+def _huge_unsealed(f: h5py.File) -> None:
+    """16 GB of float64 claimed by a chunked dataset of no chunk (a few KB on disk)."""
+    f.create_dataset("metrics/extra", shape=(2 * 10**9,), dtype="f8", chunks=(1 << 16,))
+
+
+def _odd_name_added(f: h5py.File) -> None:
+    f["metrics/x\x1b[2J\nmore"] = np.arange(2)
+
+
+def _record_of_integers(f: h5py.File) -> None:
+    n = len(f["integrity/sha256"])
+    del f["integrity/sha256"]
+    f["integrity/sha256"] = np.arange(n, dtype=np.int64)
+
+
+def _resealed(change, *, digest: bool = False):
+    """``change``, then the integrity record written anew; ``digest``: also the digest of
+    the (changed) stored config in /state, as someone who knows distfl's code would."""
+
     def tamper(f: h5py.File) -> None:
         change(f)
+        if digest:
+            config = from_json(f.attrs["config"])
+            f["state"].attrs["config_sha256"] = config_digest(config)
         del f["integrity"]
-        integrity.seal(f)
+        _seal(f)
 
     tamper.__name__ = change.__name__
     return tamper
+
+
+def _seal(f: h5py.File) -> None:
+    """:func:`integrity.seal`, with a made-up digest for a dataset that claims more than
+    its bytes on disk hold (hashing it would read all it claims)."""
+    real = integrity._dataset_digest
+
+    def digest(ds: h5py.Dataset) -> str:
+        claimed, held = ds.size * ds.dtype.itemsize, ds.id.get_storage_size()
+        return "0" * 64 if claimed > max(integrity.LZF_RATIO * held, 1 << 20) else real(ds)
+
+    with mock.patch.object(integrity, "_dataset_digest", digest):
+        integrity.seal(f)
 
 
 def _member_out_of_range(f: h5py.File) -> None:
@@ -105,6 +190,83 @@ def _soft_link_resealed(f: h5py.File) -> None:
     f["hierarchy/0.3"] = h5py.SoftLink("/hierarchy/0")
 
 
+def _round(value: str):
+    def change(f: h5py.File) -> None:
+        f["state"].attrs["round"] = value
+
+    return change
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+def _deep_config(f: h5py.File) -> None:
+    text = f.attrs["config"]
+    f.attrs["config"] = text.replace('"export": []', f'"export": {DEEP}')
+
+
+def _metric_as_text(f: h5py.File) -> None:
+    del f["metrics/accuracy"]
+    f["metrics/accuracy"] = np.array(["0.5", "0.9"], dtype=h5py.string_dtype())
+
+
+def _metric_in_two_dimensions(f: h5py.File) -> None:
+    del f["metrics/accuracy"]
+    f["metrics/accuracy"] = np.full((ROUNDS, 3), 0.5)
+
+
+def _accuracy_of_seven(f: h5py.File) -> None:
+    f["metrics/accuracy"][-1] = 7.0
+
+
+def _negative_counts(f: h5py.File) -> None:
+    counts = f["clients/class_counts"]
+    counts[0, 0] = -5
+
+
+def _world_of_a_quintillion(f: h5py.File) -> None:
+    f.attrs["world_size"] = 10**18
+
+
+def _wider_state_models(f: h5py.File) -> None:
+    models = f["state/models"][()]
+    del f["state/models"]
+    f["state/models"] = np.zeros((models.shape[0], models.shape[1] + 1), np.float32)
+
+
+def _models_claimed(f: h5py.File) -> None:
+    """/state/models of 100,000 × 4,810 float32 (1.8 GiB), of which no chunk is on disk."""
+    del f["state/models"]
+    f.create_dataset("state/models", shape=(100_000, 4810), dtype="f4", chunks=(64, 4810),
+                     compression="lzf")  # fmt: skip
+
+
+def _lr_changed(f: h5py.File) -> None:
+    config = json.loads(f.attrs["config"])
+    config["train"]["lr"] = 0.5
+    f.attrs["config"] = json.dumps(config, sort_keys=True)
+
+
+def _parent_loop(f: h5py.File) -> None:
+    node = f["hierarchy/0"]
+    node.attrs["parent"] = "0.1"
+    node.attrs["split_round"] = 1
+    node.attrs["created_round"] = 1
+    child = f.create_group("hierarchy/0.1")
+    child.attrs["parent"] = "0"
+    child.attrs["created_round"] = 1
+    child.attrs["split_round"] = 1
+    child["members"] = np.arange(3)
+
+
+def _node_of_another_name(f: h5py.File) -> None:
+    f.create_group("hierarchy/x\x1b[2J").create_dataset("members", data=np.arange(2))
+    g = f["hierarchy/x\x1b[2J"]
+    g.attrs["parent"] = ""
+    g.attrs["created_round"] = 0
+    g.attrs["split_round"] = -1
+
+
 TAMPERS = {
     "record deleted": (_unsealed, "no integrity record"),
     "record deleted, config edited": (_unsealed_and_edited, "no integrity record"),
@@ -113,6 +275,11 @@ TAMPERS = {
     "hard link": (_hard_link, "/metrics/clusters/zz is a second name of"),
     "hard link sorting first": (_hard_link_first, "is a second name of"),
     "external link": (_external_link, "/zz is an external link"),
+    "16 GB added, not sealed": (_huge_unsealed, "/metrics/extra was not written by distfl"),
+    "a name of control characters added": (_odd_name_added,
+                                           "/metrics/x\\x1b[2J\\nmore was not written by"),
+    "record of integers": (_record_of_integers,
+                           "/integrity has a sha256 that is not a list of SHA-256 digests"),
     "resealed: member out of range": (_resealed(_member_out_of_range),
                                       "/hierarchy/0/members holds a client id outside"),
     "resealed: clients/group deleted": (_resealed(_group_deleted), "/clients/group is missing"),
@@ -120,39 +287,200 @@ TAMPERS = {
     "resealed: soft link": (_resealed(_soft_link_resealed), "is a soft link"),
     "resealed: an uneven table": (_resealed(_uneven_own_table),
                                   "/metrics/tables/mine's columns are not of one length"),
+    "resealed: round -5": (_resealed(_round("-5")), "/state@round = -5 is not a round of this run"),
+    "resealed: round 1e999": (_resealed(_round("1e999")), "/state@round = inf is not a round"),
+    "resealed: round of text": (_resealed(_round('"abc"')), "/state@round = 'abc' is not a round"),
+    "resealed: round nested deep": (_resealed(_round(DEEP)),
+                                    "/state@round is nested deeper than 32 levels"),
+    "resealed: round without its metrics": (_resealed(_round("1")),
+                                            "/metrics/round holds 2 rows, not one for each"),
+    "resealed: config nested deep": (_resealed(_deep_config),
+                                     "its stored config is invalid: the stored config nests"),
+    "resealed: metric of text": (_resealed(_metric_as_text),
+                                 "/metrics/accuracy holds object values; a run file's are float"),
+    "resealed: metric of two dimensions": (_resealed(_metric_in_two_dimensions),
+                                           "/metrics/accuracy has 2 dimensions"),
+    "resealed: accuracy of 7": (_resealed(_accuracy_of_seven),
+                                "/metrics/accuracy holds an accuracy outside 0..1"),
+    "resealed: negative class count": (_resealed(_negative_counts),
+                                       "/clients/class_counts holds a negative count"),
+    "resealed: a world of 10^18": (_resealed(_world_of_a_quintillion),
+                                   "@world_size = 1000000000000000000 is not a world of this run"),
+    "resealed: state models of another width": (_resealed(_wider_state_models),
+                                                "/state/models holds 1 models of 4811 parameters"),
+    "resealed: models claimed, not held": (_resealed(_models_claimed),
+                                           "/state/models claims 1.8 GiB of values but holds 0"),
+    "resealed: lr changed": (_resealed(_lr_changed),
+                             "the stored config is not the one /state was computed with"),
+    "resealed: parents in a loop": (_resealed(_parent_loop, digest=True), "parents loop back"),
+    "resealed: a node of another name": (_resealed(_node_of_another_name),
+                                         "/hierarchy holds 'x\\x1b[2J', which is not a cluster id"),
 }  # fmt: skip
 
 READERS = {
     "status": lambda f, d: ["status", f],
     "inspect": lambda f, d: ["inspect", f],
-    "report": lambda f, d: ["report", f, "--out", str(d / "report")],
+    "report": lambda f, d: ["report", f, "--out", d / "report"],
     "gather": lambda f, d: ["gather", f],
-    "resume": lambda f, d: ["run", "--resume", f, "--set", "run.rounds=3"],
+    "compare": lambda f, d: ["compare", f, d / "good.h5"],
+    "resume": lambda f, d: ["run", "--resume", f, "--set", f"run.rounds={ROUNDS + 1}"],
 }
+
+
+def tampered(written: Path, tmp_path: Path, tamper) -> Path:
+    path = tmp_path / "run.h5"
+    shutil.copy(written, path)
+    shutil.copy(written, tmp_path / "good.h5")
+    with h5py.File(path, "r+") as f:
+        tamper(f)
+    return path
 
 
 @pytest.mark.parametrize("name", list(TAMPERS))
 def test_every_reader_refuses_a_tampered_file(written, tmp_path, name):
     tamper, needle = TAMPERS[name]
-    path = tmp_path / "run.h5"
-    shutil.copy(written, path)
-    with h5py.File(path, "r+") as f:
-        tamper(f)
+    path = tampered(written, tmp_path, tamper)
     before = path.read_bytes()
     for reader, args in READERS.items():
-        proc = subprocess.run(
-            [sys.executable, "-m", "distfl", *args(str(path), tmp_path)], cwd=tmp_path,
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        with deadline(30):
+            proc = distfl_cli(tmp_path, *args(path, tmp_path))
+        assert "\x1b" not in proc.stderr + proc.stdout, (reader, proc.stderr)
         if reader == "gather":  # gather skips what it cannot read, says why, exits 1 or 2
-            assert proc.returncode in (1, 2) and "Traceback" not in proc.stderr, proc.stderr
-            assert needle in proc.stderr, (reader, proc.stderr)
+            assert proc.returncode in (1, 2) and needle in proc.stderr, (reader, proc.stderr)
             continue
         line = assert_one_line_error(proc, needle)
         assert "run.h5" in line, (reader, line)
     assert path.read_bytes() == before  # nothing rewrote it
     assert not (tmp_path / "report").exists() or not any((tmp_path / "report").iterdir())
-    code = f"import distfl; distfl.open({str(path)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
-    assert proc.returncode != 0 and needle in proc.stderr, proc.stderr
+    with pytest.raises(CheckpointError, match=re.escape(needle)):
+        distfl.open(path)
+
+
+def test_a_huge_claim_is_refused_in_a_second_and_a_few_mib(written, tmp_path):
+    """16 GB claimed by an added dataset, 1.8 GiB by /state/models (the file is a few
+    hundred KB): each reader answers within seconds, with little memory."""
+    for tamper in (_huge_unsealed, _resealed(_models_claimed)):
+        path = tampered(written, tmp_path, tamper)
+        assert path.stat().st_size < 1 << 20
+        for args in (["status", path], ["run", "--resume", path, "--set", "run.rounds=3"]):
+            tracemalloc.start()
+            started = time.perf_counter()
+            proc = distfl_cli(tmp_path, *args)
+            took = time.perf_counter() - started
+            peak = tracemalloc.get_traced_memory()[1]
+            tracemalloc.stop()
+            assert proc.returncode == 2, proc.stderr
+            assert took < 5 and peak < 64 << 20, (args[0], took, peak)
+
+
+def _two_million_clients(f: h5py.File) -> None:
+    """An 8 MB file that claims 2,000,000 clients: its config and every per-client array
+    grown to them, filled with zeros."""
+    K = 2_000_000
+    config = json.loads(f.attrs["config"])
+    config["data"]["num_clients"] = K
+    f.attrs["config"] = json.dumps(config, sort_keys=True)
+    for name in ("clients/group", "clients/num_train", "clients/num_test",
+                 "clients/class_counts", "clients/accuracy", "final/assignment",
+                 "hierarchy/0/members", "state/client_accuracy"):  # fmt: skip
+        old = f[name]
+        shape, dtype = (K, *old.shape[1:]), old.dtype
+        del f[name]
+        values = np.zeros(shape, dtype)
+        if name == "hierarchy/0/members":
+            values = np.arange(K)
+        f.create_dataset(name, data=values, chunks=True, compression="lzf")
+
+
+def test_a_file_claiming_two_million_clients_is_refused_with_little_memory(written, tmp_path):
+    path = tampered(written, tmp_path, _resealed(_two_million_clients, digest=True))
+    assert path.stat().st_size < 16 << 20
+    tracemalloc.start()
+    proc = distfl_cli(tmp_path, "inspect", path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert_one_line_error(proc, "client holds fewer than two samples")
+    assert peak < 256 << 20, peak
+
+
+def test_the_models_of_another_model_are_not_resumed(written, tmp_path):
+    """/state/models and /final/models both one parameter wider than the stored config's
+    model, sealed anew: the readers that do not use the models read the file, a resume
+    refuses it in one line before its first round."""
+
+    def widen(f):
+        for name in ("state/models", "final/models"):
+            models = f[name][()]
+            del f[name]
+            f[name] = np.zeros((models.shape[0], models.shape[1] + 1), np.float32)
+
+    path = tampered(written, tmp_path, _resealed(widen))
+    assert distfl_cli(tmp_path, "status", path).returncode == 0
+    proc = distfl_cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
+    assert_one_line_error(
+        proc, "/state/models holds models of 4811 parameters; the stored config's model "
+        "(mlp on digits) has 4810",
+    )  # fmt: skip
+
+
+# -- a file without an integrity record ------------------------------------------------------
+
+
+def _made_old(f: h5py.File) -> None:
+    """Everything a file of distfl 0.1.0 lacks deleted, then a metric changed."""
+    del f["integrity"]
+    for key in ("format", "written"):
+        del f.attrs[key]
+    del f["world"]
+    del f["timing/workers"]
+    del f["state"].attrs["config_sha256"]
+    f["metrics/accuracy"][-1] = 0.99
+
+
+def test_a_file_without_a_record_is_read_as_unverified_everywhere(written, tmp_path):
+    path = tampered(written, tmp_path, _made_old)
+    said = "has no integrity record (distfl 0.1.0 wrote none)"
+    proc = distfl_cli(tmp_path, "status", path)
+    assert proc.returncode == 0 and proc.stdout.startswith(f"{path}: finished (round 2 of 2)")
+    assert f"distfl: warning: run file {path} {said}" in proc.stderr
+    proc = distfl_cli(tmp_path, "inspect", path)
+    assert proc.returncode == 0 and "UNVERIFIED" in proc.stdout.splitlines()[0]
+    assert said in proc.stderr
+    proc = distfl_cli(tmp_path, "gather", path)
+    assert proc.returncode == 0 and said in proc.stderr
+    proc = distfl_cli(tmp_path, "compare", path, tmp_path / "good.h5")
+    assert proc.returncode == 1 and "A  " in proc.stdout and "(unverified:" in proc.stdout
+    assert said in proc.stderr
+    proc = distfl_cli(tmp_path, "report", path, "--out", tmp_path / "rep")
+    assert proc.returncode == 0 and said in proc.stderr
+    assert "unverified" in (tmp_path / "rep" / "index.html").read_text()
+    with pytest.warns(UnverifiedRunFile, match="has no integrity record"):
+        run = distfl.open(path)
+    assert run.verified is False and run.accuracy == pytest.approx(0.99)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert distfl.open(tmp_path / "good.h5").verified is True
+    before = path.read_bytes()
+    proc = distfl_cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
+    assert_one_line_error(proc, f"{path} {said}", "--trust-unverified")
+    assert path.read_bytes() == before
+    proc = distfl_cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3",
+                      "--trust-unverified")  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert distfl.open(path).verified and distfl.open(path).round == 3  # sealed when written
+
+
+# -- text from a file --------------------------------------------------------------------------
+
+
+def test_text_from_a_file_is_printed_with_its_control_characters_escaped(written, tmp_path):
+    def colour(f):
+        f["world/host"][0] = "\x1b[31mred\x1b[0m"
+        f.attrs["distfl_version"] = "0.1\x1b]0;title\x07"
+
+    path = tampered(written, tmp_path, _resealed(colour))
+    proc = distfl_cli(tmp_path, "inspect", path)
+    assert proc.returncode == 0, proc.stderr
+    assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
+    assert "distfl 0.1\\x1b]0;title\\x07" in proc.stdout
+    assert "world      \\x1b[31mred\\x1b[0m rank 0" in proc.stdout

@@ -27,6 +27,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("distfl.config",),
     ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
     ("distfl.data", "distfl.models", "distfl.aggregators", "distfl.checkpoint",
+     "distfl.record.contents",  # what a run file holds, checked against its config
      "distfl.datasets.spec"),  # the datasets' specs: their loaders read with distfl.data
     ("distfl.train",),
     ("distfl.algorithms.client",),  # the plug-ins' client halves (*_client)

@@ -269,6 +269,37 @@ def test_impossible_values(overrides, key):
     raises_naming(key, overrides=overrides)
 
 
+def test_a_dirichlet_alpha_beyond_iid_is_refused_with_its_range():
+    """1e308 overflowed the gamma draws' sum and failed in round 1 (IndexError)."""
+    for alpha in ("1e308", "1e7"):
+        error = raises_naming(
+            "data.groups[0].alpha", overrides=[f"data.groups=[{{count = 20, alpha = {alpha}}}]"]
+        )
+        assert "from 0 (one class per client) to 1e+06" in str(error)
+    c = load(overrides=["data.groups=[{count = 20, alpha = 1e6}]"])
+    assert c.data.groups[0].alpha == C.MAX_ALPHA
+
+
+DEEPLY = "[" * 100_000 + "]" * 100_000
+
+
+def test_a_config_nested_100000_deep_is_one_line(tmp_path):
+    """TOML and JSON parsers recurse: a config nested beyond any real one is refused with
+    one line, not a RecursionError."""
+    deep = tmp_path / "deep.toml"
+    deep.write_text(f"[run]\nexport = {DEEPLY}\n")
+    with pytest.raises(ConfigError, match="deep.toml: it nests tables and arrays deeper than"):
+        load(path=deep)
+    shallow_enough = tmp_path / "forty.toml"  # no RecursionError, still beyond any config
+    shallow_enough.write_text("[run]\nexport = " + "[" * 40 + "]" * 40 + "\n")
+    with pytest.raises(ConfigError, match="deeper than 16 levels"):
+        load(path=shallow_enough)
+    with pytest.raises(ConfigError, match="--set run.export: the value nests"):
+        parse_set(f"run.export={DEEPLY}")
+    with pytest.raises(ConfigError, match="the stored config nests tables and arrays deeper"):
+        from_json('{"run": {"export": ' + DEEPLY + "}}")
+
+
 def test_groups_count_mismatch_message():
     err = raises_naming(
         "data.num_clients",

@@ -46,15 +46,20 @@ def small_file(path: Path) -> None:
     record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2, "pooled": 0})
     config = load(preset="digits")
     K = config.data.num_clients  # the per-client arrays hold a row for each client
+    counts = np.zeros((K, 10), dtype=np.int64)
+    counts[:, 0] = 4  # each client's samples, all of class 0: what a reader checks
     write_run_file(
         path, config=config, world_size=1,
-        clients={"group": np.zeros(K, dtype=np.int64), "class_counts": np.ones((K, 10)),
-                 "num_train": np.ones(K), "num_test": np.ones(K), "accuracy": np.zeros(K)},
+        clients={"group": np.zeros(K, dtype=np.int64), "class_counts": counts,
+                 "num_train": np.full(K, 3), "num_test": np.ones(K, dtype=np.int64),
+                 "accuracy": np.zeros(K)},
         world={"host": ["h"], "local_rank": [0], "address": ["a"], "launcher": "single"},
         hierarchy=[HierarchyNode(id="0", parent="", created_round=0, members=np.arange(K))],
         leaves=["0"],
         assignment=np.zeros(K, dtype=np.int64), leaf_models=np.zeros((1, 3)),
-        tables=record.arrays(), state={"round": 1, "models": np.zeros((1, 3))},
+        tables=record.arrays(),
+        state={"round": 1, "model_ids": ["0"], "models": np.zeros((1, 3), np.float32),
+               "client_accuracy": np.zeros(K)},
     )  # fmt: skip
 
 

@@ -29,6 +29,9 @@ from distfl.tools.inspection import inspect_run
 DATA = Path(__file__).resolve().parents[1] / "data" / "runfiles-v0.1.0"
 FILES = sorted(DATA.glob("*.h5"))
 FEDGWC = DATA / "fedgwc.h5"
+# distfl 0.1.0's files have no integrity record: opening one warns that it is unverified
+# (tests/integration/test_tampering.py checks that it does)
+pytestmark = pytest.mark.filterwarnings("ignore::distfl.errors.UnverifiedRunFile")
 
 no_pandas = pytest.mark.skipif(
     importlib.util.find_spec("pandas") is not None,

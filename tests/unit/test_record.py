@@ -107,6 +107,79 @@ def test_an_unknown_scheme_is_refused(tmp_path):
         integrity.verify(f, "a.h5")
 
 
+@pytest.mark.parametrize(
+    "damage, needle",
+    [
+        (lambda f: (f["integrity"].__delitem__("sha256"),
+                    f["integrity"].create_dataset("sha256", data=np.arange(6))),
+         "has a sha256 that is not a list of SHA-256 digests"),
+        (lambda f: (f["integrity"].__delitem__("path"),
+                    f["integrity"].create_dataset("path", data=np.arange(6))),
+         "has a path that is not a list of text"),
+        (lambda f: f["integrity"].create_dataset("more", data=[1]), "holds 'more'"),
+        (lambda f: f["integrity/sha256"].__setitem__(0, b"z" * 64), "holds 'zzz"),
+        (lambda f: f["integrity"].attrs.__setitem__("scheme", 7), "scheme that is not text"),
+    ],
+)  # fmt: skip
+def test_a_record_of_another_form_is_refused_in_one_line(tmp_path, damage, needle):
+    make(tmp_path / "a.h5")
+    with h5py.File(tmp_path / "a.h5", "r+") as f:
+        damage(f)
+    with h5py.File(tmp_path / "a.h5", "r") as f, pytest.raises(CheckpointError) as err:
+        integrity.verify(f, "a.h5")
+    assert "run file a.h5 is damaged: its integrity record /integrity " in str(err.value)
+    assert needle in str(err.value)
+
+
+def test_an_added_part_is_refused_before_anything_is_hashed(tmp_path, monkeypatch):
+    """16 GB of float64 claimed by a chunked dataset with no chunk on disk: named at once,
+    not hashed first."""
+    make(tmp_path / "a.h5")
+    with h5py.File(tmp_path / "a.h5", "r+") as f:
+        f.create_dataset("metrics/huge", shape=(2 * 10**9,), dtype="f8", chunks=(1 << 16,))
+
+    def hashed(ds):
+        raise AssertionError(f"{ds.name} hashed")
+
+    monkeypatch.setattr(integrity, "_dataset_digest", hashed)
+    with h5py.File(tmp_path / "a.h5", "r") as f, pytest.raises(CheckpointError) as err:
+        integrity.verify(f, "a.h5")
+    assert "/metrics/huge was not written by distfl" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "make_dataset, needle",
+    [
+        (lambda f: f.create_dataset("metrics/gz", data=np.zeros(100), compression="gzip",
+                                    chunks=(10,)), "/metrics/gz is filtered with deflate"),
+        (lambda f: f.create_dataset("metrics/out", shape=(4,), dtype="f8",
+                                    external=[("/dev/zero", 0, 32)]),
+         "/metrics/out keeps its values in another file"),
+        (lambda f: f.create_dataset("metrics/claim", shape=(10**8,), dtype="f8",
+                                    chunks=(1 << 16,), compression="lzf"),
+         "/metrics/claim claims 762.9 MiB of values but holds 0 bytes on disk"),
+    ],
+)  # fmt: skip
+def test_a_dataset_that_is_not_held_as_distfl_holds_it_is_refused(
+    tmp_path, monkeypatch, make_dataset, needle
+):
+    """Sealed with it (the record is a checksum; the one that claims 763 MiB with a digest
+    made up, as hashing it would read them): a dataset filtered as distfl never does, one
+    whose values lie in another file, one that claims more than its bytes hold. None is
+    hashed."""
+    path = tmp_path / "a.h5"
+    real = integrity._dataset_digest
+    with h5py.File(path, "w") as f:
+        f.attrs["config"] = "{}"
+        make_dataset(f)
+        monkeypatch.setattr(integrity, "_dataset_digest", lambda ds: "0" * 64)
+        integrity.seal(f)
+    monkeypatch.setattr(integrity, "_dataset_digest", real)
+    with h5py.File(path, "r") as f, pytest.raises(CheckpointError) as err:
+        integrity.verify(f, "a.h5")
+    assert needle in str(err.value)
+
+
 # -- writing -------------------------------------------------------------------------------
 
 

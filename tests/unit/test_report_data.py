@@ -247,3 +247,22 @@ def test_a_figure_is_refused_at_registration_unless_it_is_of_its_own_name():
             register(make(file))
     with pytest.raises(TypeError, match="expected a function"):
         register(make("mine.png", draw=42))
+
+
+def test_a_tree_of_any_depth_is_drawn_and_laid_out():
+    """A chain of 3,000 splits (each cluster's one child splits again): inspect's drawing,
+    the Python API's tree and the report's dendrogram do not recurse per level."""
+    from distfl.results import Tree, tree_lines
+
+    depth = 3000
+    ids = ["0"] + [f"{i}" for i in range(1, depth)]
+    nodes = [
+        HierarchyNode(id=cid, parent=ids[i - 1] if i else "", created_round=i,
+                      members=np.arange(2), split_round=i + 1 if i < depth - 1 else -1)
+        for i, cid in enumerate(ids)
+    ]  # fmt: skip
+    lines = tree_lines(nodes, np.full(2, 0.5))
+    assert len(lines) == depth and lines[-1].strip().startswith(f"└── {depth - 1} ")
+    assert Tree(nodes, np.full(2, 0.5))[str(depth - 1)].depth == depth - 1
+    layout = tree_layout(nodes)
+    assert len(layout) == depth and layout["0"].x == layout[str(depth - 1)].x == 0.0
