@@ -389,7 +389,7 @@ def entry() -> int:
     command quietly with exit code 141, as a process ended by SIGPIPE: no traceback, and
     nothing more written to the closed pipe."""
     try:
-        code = main()
+        code = main(exiting=True)
         sys.stdout.flush()
     except BrokenPipeError:
         from distfl.progress import stdout_to_devnull
@@ -408,7 +408,10 @@ def entry() -> int:
     return code
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, exiting: bool = False) -> int:
+    """``distfl ARGV``; the exit code. ``exiting``: the process ends after it (the command
+    line), so a stop signal after a run changes nothing any more and is ignored; called
+    from Python, the signal handlers are left as they were."""
     args = _parser().parse_args(argv)
     try:
         if args.command == "keys":
@@ -451,8 +454,8 @@ def main(argv: list[str] | None = None) -> int:
             return bench_main(args)
         if args.command == "run":
             config = _config_from_args(args)
-            # the process exits after the run: a signal during its teardown changes nothing
-            summary = launch(config, resume=args.resume, force=args.force, signals_after="ignore")
+            after = "ignore" if exiting else "restore"  # a teardown's signal changes nothing
+            summary = launch(config, resume=args.resume, force=args.force, signals_after=after)
             # Ctrl-C checkpoints like SIGTERM, but a shell still learns it was interrupted;
             # not a rank of torchrun's, which reads every code but 0 as a failed rank
             # (launch/torchrun.sh exits 130 after a Ctrl-C it handed to the ranks)

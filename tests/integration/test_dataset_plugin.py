@@ -115,12 +115,14 @@ BROKEN_LINE = (
 
 def test_a_loader_that_raises_is_one_line_and_a_traceback_file(tmp_path):
     """Alone (in this process): exit code 1, one line, the traceback beside the run file,
-    no run file."""
+    no run file. The plug-in's registration ends with the test (the registry is the
+    process's, and the process runs other tests)."""
     import contextlib
     import io
     import os
 
     from distfl.cli import main
+    from distfl.datasets import registry
 
     (tmp_path / "broken.py").write_text(BROKEN)
     err = io.StringIO()
@@ -131,6 +133,7 @@ def test_a_loader_that_raises_is_one_line_and_a_traceback_file(tmp_path):
             code = main(["run", *BROKEN_ARGS])
     finally:
         os.chdir(here)
+        registry._REGISTRY.pop("broken", None)
     assert code == 1
     assert err.getvalue() == BROKEN_LINE.format(tmp_path / "broken.py") + "\n"
     trace = (tmp_path / "run.h5.traceback.txt").read_text()

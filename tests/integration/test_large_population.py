@@ -166,26 +166,3 @@ def test_emdcfl_anchor_distances_are_the_all_pairs_ones(helpers, tmp_path):
     assert len(anchors) == 4 and rows.shape == (12, 8)
     assert np.array_equal(rows[:, :4], d[:, anchors])
     assert np.array_equal(rows[:, 4:], d[anchors, :].T)
-
-
-def test_above_10000_clients_the_default_evaluation_samples_10000(helpers, tmp_path):
-    """``eval.clients = "auto"`` (the default) at K = 20,000: each evaluation takes a sample
-    of 10,000 clients, shows its progress while it runs, and the summary says what the
-    accuracy is the mean of."""
-    half = "{count = 10000, alpha = 1000.0}"
-    args = [
-        "--set", 'data.dataset="gaussian"', "--set", "data.num_clients=20000",
-        "--set", f"data.groups=[{half}, {half[:-1]}, permute_labels = true}}]",
-        "--set", "server.clients_per_round=100", "--set", "run.rounds=2",
-        "--set", "eval.every=2", "--set", 'run.progress="lines"', "--out", "auto.h5",
-    ]  # fmt: skip
-    proc = subprocess.run(
-        helpers.distfl_cmd(*args), cwd=tmp_path, env=helpers.clean_env(), capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    assert "(mean over a sample of 10,000 of 20,000 clients)" in proc.stdout
-    assert "round 2/2 | evaluating " in proc.stdout  # took more than a second here
-    with h5py.File(tmp_path / "auto.h5", "r") as f:
-        assert f["metrics/evaluation/clients"][()].sum() == 10_000
-        assert np.isfinite(f["clients/accuracy"][()]).sum() == 10_000

@@ -4,10 +4,10 @@ and, for the pooled work, under mpiexec:
 the run exits 0 within STOP_S of the signal, its file holds the last completed round, and
 the resumed run has the bits of a run that was never stopped.
 
-The phases: a long evaluation (every one of 20,000 clients), a long update of the
-algorithm (a pure-Python loop that never looks at a flag), long pooled work of the server
-(the references' kind, computed by the worker ranks under torchrun) and the write of the
-run file. The training's phase is ``test_stop_in_training.py``'s.
+The phases: a long evaluation (10,000 of 20,000 clients, the default sample), a long
+update of the algorithm (a pure-Python loop that never looks at a flag), long pooled work
+of the server (the references' kind, computed by the worker ranks under torchrun) and the
+write of the run file. The training's phase is ``test_stop_in_training.py``'s.
 
 The slow update, pooled work and write come from a plug-in written by this module: the
 ``none`` algorithm (FedAvg) whose update, when ``SLOW_PHASE`` names it, touches the file
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import h5py
+import numpy as np
 import pytest
 from runfile import assert_same_run
 
@@ -99,8 +100,8 @@ def population(clients: int) -> list[str]:
 
 #: the phases: (their population's arguments, the rounds, the round the signal lands in)
 SMALL = [*population(2000), "--set", "run.rounds=3", "--set", "eval.every=3"]
-LARGE = [*population(20000), "--set", "run.rounds=2", "--set", "eval.every=2",
-         "--set", 'eval.clients="all"']  # fmt: skip
+#: above 10,000 clients an evaluation takes a sample of 10,000 (eval.clients = "auto")
+LARGE = [*population(20000), "--set", "run.rounds=2", "--set", "eval.every=2"]
 PHASES = {
     "evaluation": (LARGE, 1),
     "update": (SMALL, 1),
@@ -116,8 +117,8 @@ def stored_round(path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def references(tmp_path_factory, helpers) -> dict[str, Path]:
-    """The runs never stopped, one per population."""
+def references(tmp_path_factory, helpers) -> dict:
+    """The runs never stopped, one per population (and the large one's output)."""
     tmp = tmp_path_factory.mktemp("stop-in-every-phase")
     (tmp / "slow_phases.py").write_text(PLUGIN)
     runs = {"small": (SMALL, "small.h5"), "large": (LARGE, "large.h5")}
@@ -126,7 +127,20 @@ def references(tmp_path_factory, helpers) -> dict[str, Path]:
         cwd=tmp, timeout=600,
     )  # fmt: skip
     assert all(out for out in procs.values()), procs
-    return {name: tmp / out for name, (_, out) in runs.items()}
+    paths = {name: tmp / out for name, (_, out) in runs.items()}
+    return {**paths, "large_output": procs["large"]}
+
+
+def test_above_10000_clients_the_default_evaluation_samples_10000(references):
+    """``eval.clients = "auto"`` (the default) at K = 20,000, in the run the evaluation's
+    phase is stopped in: the evaluation takes a sample of 10,000 clients, shows its
+    progress while it runs, and the summary says what the accuracy is the mean of."""
+    output = references["large_output"]
+    assert "(mean over a sample of 10,000 of 20,000 clients)" in output
+    assert "round 2/2 | evaluating " in output  # it took more than a second here
+    with h5py.File(references["large"], "r") as f:
+        assert f["metrics/evaluation/clients"][()].sum() == 10_000
+        assert np.isfinite(f["clients/accuracy"][()]).sum() == 10_000
 
 
 def ready_when(phase: str, cwd: Path, procs, out) -> bool:
@@ -212,12 +226,12 @@ def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
 
 
 def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_path):
-    """Rounds of a fraction of a second, then an evaluation of 20,000 clients that takes
-    many times ``checkpoint.seconds``: the rounds before it are written before it begins,
+    """Rounds of a fraction of a second, then an evaluation of 10,000 clients that takes
+    longer than ``checkpoint.seconds``: the rounds before it are written before it begins,
     so a SIGKILL during it (no handler runs) leaves them, and the run resumes from there."""
     (tmp_path / "slow_phases.py").write_text(PLUGIN)
     args = [*population(20000), "--set", "run.rounds=4", "--set", "eval.every=4",
-            "--set", 'eval.clients="all"', "--set", "checkpoint.seconds=3"]  # fmt: skip
+            "--set", "checkpoint.seconds=3"]  # fmt: skip
     (proc,) = helpers.start_ranks([*args, "--out", "killed.h5"], tmp_path)
     try:
         out = helpers.LineReader(proc.stdout)
