@@ -31,8 +31,9 @@ trainer = "{trainer}"
 [algorithm]
 name = "fedgwc"
 """
-#: how soon after the signal every process must have exited
-PROMPT_S = 30.0
+#: how soon after the signal every process must have exited (a signal at one worker alone
+#: reaches the server with that worker's next message: no bound but the round's)
+PROMPT_S = 10.0
 
 
 def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
@@ -49,9 +50,9 @@ def start(
     return helpers.start_ranks(["--config", "long.toml", "--out", "cut.h5"], cwd, world)
 
 
-def stop_when(helpers, cwd: Path, procs, targets, ready) -> list[str]:
+def stop_when(helpers, cwd: Path, procs, targets, ready, prompt: bool = True) -> list[str]:
     """Once ``ready(server's output reader)`` holds, SIGTERM the ``targets``; every process
-    exits 0 within PROMPT_S. The server's output lines."""
+    exits 0 (``prompt``: within PROMPT_S). The server's output lines."""
     try:
         readers = [(helpers.LineReader(p.stdout), helpers.LineReader(p.stderr)) for p in procs]
         assert ready(readers[0][0]), readers[0][1].text(0)
@@ -60,7 +61,8 @@ def stop_when(helpers, cwd: Path, procs, targets, ready) -> list[str]:
         signalled = time.monotonic()
         for p, (_, err) in zip(procs, readers, strict=True):
             assert p.wait(timeout=120) == 0, err.text()
-        assert time.monotonic() - signalled < PROMPT_S
+        took = time.monotonic() - signalled
+        assert not prompt or took < PROMPT_S, f"the run took {took:.1f} s to stop"
         return readers[0][0].text().splitlines()
     finally:
         helpers.kill_tree(procs, marker=str(cwd))
@@ -93,6 +95,7 @@ def test_a_signal_in_round_twos_training_keeps_round_one_and_resumes_exactly(
     lines = stop_when(
         helpers, tmp_path, procs, targets,
         lambda out: out.wait_for(lambda line: line.startswith("round 1/2"), 300),
+        prompt=0 in targets,
     )  # fmt: skip
     # a run that finished round 2 first would hold round 2
     assert any(s.startswith(f"distfl: stopped by {said} after round 1/2") for s in lines), lines
