@@ -28,4 +28,11 @@ def printable(text: object) -> str:
     return "".join(out)
 
 
-__all__ = ["printable"]
+def exception_line(exc: BaseException) -> str:
+    """An exception in one line: its type and its message's first line (``RuntimeError:
+    the disk went away``; the type alone when it says nothing)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+__all__ = ["exception_line", "printable"]

@@ -51,6 +51,13 @@ def fedgwc_toml(rounds: int, progress: str = "lines") -> str:
     return FEDGWC_TOML.format(rounds=rounds, progress=progress)
 
 
+def stored_round(path: Path) -> int:
+    """The round a run file holds (``/state@round``), with one row of /metrics per round."""
+    with h5py.File(path, "r") as f:
+        assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
+        return int(f["state"].attrs["round"])
+
+
 def read_run(path: Path, tops=("metrics", "hierarchy", "final", "clients", "state")) -> dict:
     """Every dataset and attribute under ``tops``, by path (``group/name@attr`` for attrs)."""
     out: dict[str, object] = {}

@@ -11,15 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from distfl.comm.env import LaunchInfo, detect
+from distfl.comm.env import TORCH_BACKENDS, LaunchInfo, detect
 from distfl.errors import ConfigError
 
 if TYPE_CHECKING:  # torch loads only when a communicator is built
     from distfl.comm.base import Communicator
-
-
-#: the values of comm.backend served by torch.distributed
-TORCH_BACKENDS = ("torch", "gloo")
 
 
 def resolve_backend(requested: str, info: LaunchInfo) -> str:

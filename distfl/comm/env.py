@@ -19,6 +19,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+#: the values of comm.backend served by torch.distributed
+TORCH_BACKENDS = ("torch", "gloo")
+
 
 @dataclass(frozen=True)
 class LaunchInfo:
@@ -91,7 +94,7 @@ def detect(env: Mapping[str, str] | None = None, backend: str = "auto") -> Launc
     even where srun also set PMI ones (clusters whose ``MpiDefault`` is pmi2 set them for
     every step)."""
     env = os.environ if env is None else env
-    if backend in ("torch", "gloo") and "RANK" not in env and _slurm_step(env):
+    if backend in TORCH_BACKENDS and "RANK" not in env and _slurm_step(env):
         return _slurm(env)
     if "RANK" in env and "WORLD_SIZE" in env:
         return LaunchInfo(

@@ -368,7 +368,7 @@ class CommSection:
         "communicator (also `--comm`): `torch` is torch.distributed with NCCL where CUDA is "
         "present and gloo elsewhere; `gloo` is torch.distributed with gloo for every "
         "collective while the clients train on `run.device` (several ranks can then share one "
-        "GPU, which NCCL refuses)",
+        "GPU, which NCCL does not support)",
     )
     timeout_s: float = setting(300.0, "(0, 10⁹]", "timeout of a collective (torch.distributed)")
     sums: str = setting(

@@ -48,8 +48,9 @@ MARGIN_BYTES = 16 << 20
 _OPEN_BESIDE = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 #: what a lock file holds (what :meth:`OutputLock.acquire` writes), or nothing yet
 _LOCK_TEXT = re.compile(rb"(pid [0-9]+ on [^\n]*\n)?")
-#: the first line of a traceback file a failed round wrote (``Server.fail``)
-_TRACEBACK_HEAD = re.compile(rb"distfl [^\n:]*: round [0-9]+ failed in ")
+#: the first line of a traceback file distfl wrote (:func:`keep_traceback`): a failed
+#: round's or a failed dataset loader's
+_TRACEBACK_HEAD = re.compile(rb"distfl [^\n:]*: (round [0-9]+ failed in |the loader of )")
 #: the errors of ``link`` on a file system without hard links
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
 
@@ -105,8 +106,7 @@ def write_atomically(path: Path, data: bytes | memoryview, room: DiskReserve | N
         else:
             fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW)
         try:
-            while view:
-                view = view[os.write(fd, view) :]
+            _write_all(fd, view)
             if held is not None:
                 os.ftruncate(fd, size)
             os.fsync(fd)
@@ -162,6 +162,12 @@ class DiskReserve:
         if self.tmp is not None:
             _unlink_quietly(self.tmp)
         self.tmp, self.nbytes = None, 0
+
+
+def _write_all(fd: int, data: bytes | memoryview) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _unlink_quietly(p: Path) -> None:
@@ -411,9 +417,7 @@ def place_file(
     except OSError as exc:
         raise UserError(f"cannot write {label} {path}: {why(exc)}") from None
     try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
+        _write_all(fd, data)
         if sync:
             os.fsync(fd)
         _put_in_place(tmp, path, replace=replace, label=label, other=other, force=force)
@@ -481,6 +485,25 @@ def write_traceback(path: Path | str, text: str) -> None:
                 os.close(fd)
     write_file(path, text, replace=earlier, label="the traceback file",
                other="remove it, and the next failure writes its traceback there")  # fmt: skip
+
+
+def keep_traceback(out: Path | str, headline: str, exc: BaseException) -> str:
+    """``exc``'s traceback under ``headline`` (``distfl VERSION: round 12 failed in ...``)
+    in ``RUN.h5.traceback.txt`` beside the run file ``out`` (:func:`write_traceback`);
+    returns what a one-line message says of it (where it is, or why it could not be
+    written: a full disk, a link or another file there)."""
+    import traceback
+
+    from distfl import __version__
+
+    out = Path(out)
+    trace = out.with_name(out.name + ".traceback.txt")
+    text = f"distfl {__version__}: {headline}\n" + "".join(traceback.format_exception(exc))
+    try:
+        write_traceback(trace, text)
+    except Exception as why:  # the line still comes
+        return f"the traceback could not be written to {trace} ({why})"
+    return f"the traceback is in {trace}"
 
 
 def check_output(path: Path, *, force: bool, resuming: Path | None, need_bytes: int) -> None:
@@ -569,6 +592,7 @@ __all__ = [
     "check_directory",
     "check_file",
     "check_output",
+    "keep_traceback",
     "place_file",
     "remove_stale_temporaries",
     "temporary_path",

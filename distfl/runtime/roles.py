@@ -19,7 +19,12 @@ from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
 from distfl.errors import LoaderFailed, UserError
-from distfl.record.output import OutputLock, check_output, remove_stale_temporaries
+from distfl.record.output import (
+    OutputLock,
+    check_output,
+    keep_traceback,
+    remove_stale_temporaries,
+)
 from distfl.runtime.capacity import (
     available_bytes,
     check_population,
@@ -31,8 +36,9 @@ from distfl.runtime.capacity import (
 from distfl.runtime.device import prepare_device
 from distfl.runtime.export import check_exports
 from distfl.runtime.server import Server
-from distfl.runtime.stopping import STOP_SIGNALS, StopFlag, stop_signals
+from distfl.runtime.stopping import StopFlag, stop_signals
 from distfl.runtime.worker import Worker, worker_loop
+from distfl.text import exception_line
 
 
 def _train_device(config: Config, comm: Communicator) -> torch.device:
@@ -190,30 +196,18 @@ def _load_dataset(config: Config, rank: int):
     except UserError:
         raise
     except Exception as exc:
-        import traceback
-
-        from distfl import __version__
         from distfl.datasets import dataset_spec
-        from distfl.record.output import write_atomically
 
         name = config.data.dataset
         module = sys.modules.get(dataset_spec(name).__module__)
         where = getattr(module, "__file__", None) or dataset_spec(name).__module__
-        out = Path(config.run.out)
-        trace = out.with_name(out.name + ".traceback.txt")
-        told = f"the traceback is in {trace}"
+        told = ""  # every rank meets the error; rank 0 writes the traceback and says where
         if rank == 0:
-            text = (f"distfl {__version__}: the loader of data.dataset = {name!r} failed\n"
-                    + traceback.format_exc())  # fmt: skip
-            try:
-                write_atomically(trace, text.encode("utf-8", "surrogateescape"))
-            except Exception as why:  # a full disk: the line still comes
-                told = f"the traceback could not be written to {trace} ({why})"
-        what = str(exc).strip().splitlines()
-        cause = f"{type(exc).__name__}: {what[0]}" if what else type(exc).__name__
+            told = "; " + keep_traceback(config.run.out, f"the loader of data.dataset = "
+                                         f"{name!r} failed", exc)  # fmt: skip
         raise LoaderFailed(
-            f"the loader of data.dataset = {name!r} ({where}) raised {cause}; nothing was "
-            f"run; {told}"
+            f"the loader of data.dataset = {name!r} ({where}) raised {exception_line(exc)}; "
+            f"nothing was run{told}"
         ) from None
 
 
@@ -253,4 +247,4 @@ def _run_role(
     return None
 
 
-__all__ = ["STOP_SIGNALS", "StopFlag", "run"]
+__all__ = ["run"]

@@ -12,7 +12,6 @@ import math
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import NoReturn, TextIO
 
@@ -38,7 +37,7 @@ from distfl.hierarchy import clusters_found
 from distfl.metrics import last_finite
 from distfl.models import build_model, flat_params, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import DiskReserve, RunFileWriteError, write_traceback
+from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
 from distfl.runtime.components import (
     Component,
@@ -63,6 +62,7 @@ from distfl.runtime.protocol import (
 )
 from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.worker import Worker
+from distfl.text import exception_line
 from distfl.train import trainer_kind
 
 
@@ -309,26 +309,16 @@ class Server:
         last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
         rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
         and RoundFailed says so in one line."""
-        from distfl import __version__
-
-        out = Path(self.config.run.out)
-        trace = out.with_name(out.name + ".traceback.txt")
-        text = (f"distfl {__version__}: round {t} failed in {self.phase}\n"
-                + "".join(traceback.format_exception(exc)))  # fmt: skip
         kept = self.keep_last_round(saved)
-        try:
-            write_traceback(trace, text)
-            told = f"the traceback is in {trace}"
-        except Exception as why:  # a full disk: the line still comes
-            told = f"the traceback could not be written to {trace} ({why})"
+        told = keep_traceback(self.config.run.out, f"round {t} failed in {self.phase}", exc)
         if isinstance(exc, CommError):
-            cause = f"{self.lost_ranks()}: {_first_line(exc)}"
+            cause = f"{_first_line(exc)}; {self.lost_ranks()}"
         else:
             try:
                 self.stop_workers()
             except Exception:
                 pass  # a broken world: the launcher ends the other ranks
-            cause = f"{type(exc).__name__}: {_first_line(exc)}".rstrip(": ")
+            cause = exception_line(exc)
         raise RoundFailed(
             f"round {t} failed in {self.phase} ({cause}); {kept}{self.resume_hint()}; {told}"
         ) from exc
@@ -341,19 +331,31 @@ class Server:
         raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint()}")
 
     def lost_ranks(self) -> str:
-        """Which ranks are gone, as far as this host can tell (the ranks on rank 0's host,
-        by their process ids), for a failed collective's message."""
+        """Which worker ranks have exited, as far as this host can tell (those on rank 0's
+        host, by their process ids), and which run on other hosts and cannot be checked
+        from here, for a failed collective's message. A rank that exited may have died or
+        may have left after its own collective failed: both are said as "exited"."""
         pids = self.rank_pids
         hosts = (self.world or {}).get("host") or []
         here = hosts[0] if hosts else None
-        dead = [
-            f"rank {r} (pid {pid})"
-            for r, (pid, host) in enumerate(zip(pids, hosts, strict=False))
-            if r > 0 and host == here and not _alive(int(pid))
-        ]
-        if dead:
-            return ", ".join(dead) + " died"
-        return "a worker rank died or stopped answering"
+        exited, elsewhere = [], []
+        for r, (pid, host) in enumerate(zip(pids, hosts, strict=False)):
+            if r == 0:
+                continue
+            if host != here:
+                elsewhere.append(str(r))
+            elif not _alive(int(pid)):
+                exited.append(f"rank {r} (pid {pid})")
+        parts = []
+        if exited:
+            parts.append(", ".join(exited) + (" has" if len(exited) == 1 else " have") + " exited")
+        if elsewhere:
+            many = len(elsewhere) > 1
+            parts.append(f"rank{'s' if many else ''} {', '.join(elsewhere)} "
+                         f"run{'' if many else 's'} on other hosts")  # fmt: skip
+        if not exited:
+            parts.insert(0, "a worker rank died or stopped answering")
+        return "; ".join(parts)
 
     # -- one step over the world -------------------------------------------------------
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
-from runfile import assert_same_run
+from runfile import assert_same_run, stored_round
 
 pytestmark = pytest.mark.integration
 
@@ -108,12 +108,6 @@ PHASES = {
     "references": (SMALL, 1),
     "write": ([*SMALL, "--set", "checkpoint.every=1"], 1),
 }
-
-
-def stored_round(path: Path) -> int:
-    with h5py.File(path, "r") as f:
-        assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
-        return int(f["state"].attrs["round"])
 
 
 @pytest.fixture(scope="module")

@@ -11,9 +11,8 @@ import subprocess
 import time
 from pathlib import Path
 
-import h5py
 import pytest
-from runfile import assert_same_run
+from runfile import assert_same_run, stored_round
 
 pytestmark = pytest.mark.integration
 
@@ -66,12 +65,6 @@ def stop_when(helpers, cwd: Path, procs, targets, ready, prompt: bool = True) ->
         return readers[0][0].text().splitlines()
     finally:
         helpers.kill_tree(procs, marker=str(cwd))
-
-
-def stored_round(path: Path) -> int:
-    with h5py.File(path, "r") as f:
-        assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
-        return int(f["state"].attrs["round"])
 
 
 @pytest.fixture(scope="module")

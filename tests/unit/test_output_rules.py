@@ -158,3 +158,33 @@ def test_the_traceback_replaces_an_earlier_traceback_only(tmp_path):
         write_traceback(trace, "distfl 0.3.0: round 9 failed in the update\n")
     assert trace.read_text() == "my notes"
     assert os.listdir(tmp_path) == ["run.h5.traceback.txt"]
+
+
+def test_a_loaders_traceback_keeps_to_the_same_rules(tmp_path):
+    """A dataset loader's traceback (keep_traceback, as a failed round's) replaces an
+    earlier traceback of distfl's, of either kind, and nothing else: a link there is left
+    as it is, and the line says why the traceback is not there."""
+    from distfl.record.output import keep_traceback
+
+    def failure() -> BaseException:
+        try:
+            raise RuntimeError("the disk went away")
+        except RuntimeError as exc:
+            return exc
+
+    trace = tmp_path / "run.h5.traceback.txt"
+    trace.write_text("distfl 0.3.0: round 4 failed in the update\nTraceback ...\n")
+    told = keep_traceback(tmp_path / "run.h5", "the loader of data.dataset = 'x' failed", failure())
+    assert told == f"the traceback is in {trace}"
+    text = trace.read_text()
+    assert text.startswith("distfl ") and ": the loader of data.dataset = 'x' failed\n" in text
+    assert "RuntimeError: the disk went away" in text
+    told = keep_traceback(tmp_path / "run.h5", "round 2 failed in training", failure())
+    assert told == f"the traceback is in {trace}"  # a loader's traceback is distfl's own
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    trace.unlink()
+    trace.symlink_to(target)
+    told = keep_traceback(tmp_path / "run.h5", "the loader of data.dataset = 'x' failed", failure())
+    assert told.startswith(f"the traceback could not be written to {trace} (")
+    assert trace.is_symlink() and target.read_text() == "mine"
