@@ -130,3 +130,24 @@ def test_the_recorded_counts_are_those_of_the_samples_the_clients_hold(runs):
 @pytest.mark.parametrize("name", ["torchrun3", "half"])
 def test_same_bits_under_torchrun_and_when_resumed(runs, name):
     assert_same_run(runs["local"], runs[name])
+
+
+def test_the_docs_figures_are_what_the_code_draws(tmp_path):
+    """docs/datasets.md's two figures are redrawn from the partitions they show and equal the
+    docs' copies pixel for pixel; what they draw has k classes and 80 samples per client."""
+    from PIL import Image
+
+    from distfl.report.partitions import FIGURES, client_counts, write
+
+    counts = client_counts(FIGURES["partition-classes-per-client.png"][0])
+    assert (np.count_nonzero(counts, axis=1) == 2).all() and (counts.sum(axis=1) == 80).all()
+    shards = client_counts(FIGURES["partition-shards.png"][0])
+    assert (shards.sum(axis=1) == 80).all() and (np.count_nonzero(shards, axis=1) <= 4).all()
+    page = (ROOT / "docs" / "datasets.md").read_text(encoding="utf-8")
+    for path in write(tmp_path):
+        assert f"]({path.name})" in page, path.name
+        with Image.open(path) as new, Image.open(ROOT / "docs" / path.name) as shown:
+            assert new.size == shown.size, path.name
+            a = np.asarray(new.convert("RGB"))
+            b = np.asarray(shown.convert("RGB"))
+        assert np.array_equal(a, b), f"{path.name}: run python -m distfl.report.partitions docs"
