@@ -57,10 +57,10 @@ class GroupSpec:
         "first_deterministic",
         "`first_deterministic`, `random`, `deterministic`",
         "how a `classes_per_client` group picks each client's k classes (i is the client's "
-        "position in the group, C the group's classes in increasing order): "
-        "`first_deterministic` class i mod C, then k−1 others at random (Li et al. 2022's "
-        "NIID-Bench, used by PACFL); `random` k at random; `deterministic` classes "
-        "i, i+1, …, i+k−1 mod C. The random picks come from (seed, group)",
+        "position in the group, C the number of the group's classes, positions in increasing "
+        "class order): `first_deterministic` the class at position i mod C, then k−1 others at "
+        "random (NIID-Bench's, Li et al. 2022); `random` k at random; `deterministic` the "
+        "classes at positions i, i+1, …, i+k−1 mod C. The random picks come from (seed, group)",
     )
     shards_per_client: int = setting(
         0,
