@@ -151,3 +151,56 @@ def test_the_docs_figures_are_what_the_code_draws(tmp_path):
             a = np.asarray(new.convert("RGB"))
             b = np.asarray(shown.convert("RGB"))
         assert np.array_equal(a, b), f"{path.name}: run python -m distfl.report.partitions docs"
+
+
+BIG = """
+[run]
+seed = 1
+rounds = 3
+progress = "none"
+
+[data]
+dataset = "digits"
+num_clients = 2714
+samples_per_client = 40
+quantity_skew = 0.5
+
+[[data.groups]]
+count = 1357
+partition = "classes_per_client"
+classes_per_client = 2
+class_choice = "random"
+
+[[data.groups]]
+count = 1357
+partition = "shards"
+shards_per_client = 2
+
+[train]
+local_steps = 2
+
+[server]
+clients_per_round = 10
+
+[eval]
+every = 3
+clients = 50
+"""
+
+
+def test_a_population_far_larger_than_the_cohort(helpers, tmp_path):
+    """2,714 clients of skewed sizes, 10 a round: the lazy population draws both
+    partitions (digits' 1,797 images are reused about 60 times), the run completes, and
+    every client of the first group holds exactly 2 classes."""
+    config = tmp_path / "big.toml"
+    config.write_text(BIG)
+    out = launch(helpers, "local.sh", tmp_path / "big.h5", config)
+    c = clients(out)
+    sizes = c["num_train"] + c["num_test"]
+    assert c["class_counts"].shape == (2714, 10) and len(set(sizes.tolist())) > 10
+    assert (c["class_counts"].sum(axis=1) == sizes).all()
+    assert (np.count_nonzero(c["class_counts"][:1357], axis=1) == 2).all()
+    assert (np.count_nonzero(c["class_counts"][1357:], axis=1) >= 1).all()
+    with h5py.File(out, "r") as f:
+        assert f["metrics/round"][()].tolist() == [1, 2, 3]
+        assert np.isfinite(f["metrics/accuracy"][()][-1])
