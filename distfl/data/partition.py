@@ -1,4 +1,6 @@
-"""Client partitions: label skew by Dirichlet(alpha) per group, train/test splits, shards.
+"""Client partitions: label skew per group (Dirichlet(alpha), exactly k classes per client,
+or shards of the label-sorted samples), train/test splits, and the workers' shards of
+clients.
 
 Everything here is a pure function of (labels, config, seed), so every rank computes the
 same partition and then materialises only the samples of the clients it runs.
@@ -336,7 +338,8 @@ def dirichlet_partition(
 ) -> Partition:
     """Draw each client's samples: class proportions from its group's Dirichlet(alpha) over
     the group's ``classes`` (all classes when empty), samples from per-class pools shuffled
-    once. A pool is reused from its start once exhausted, so a federation larger than the
+    once; a ``classes_per_client`` group's quotas and a ``shards`` group's shards are those
+    of :func:`per_client_population`, each client's split drawn by the walking generator. A pool is reused from its start once exhausted, so a federation larger than the
     dataset shares samples across clients (never within a client unless one client asks for
     more than a class holds)."""
     rng, pools, present, num_classes = _class_pools(labels, seed, num_classes)
@@ -463,7 +466,11 @@ def per_client_population(
 
     Per group, one generator (seed, group) draws every client's class proportions from
     the group's Dirichlet(alpha) over its ``classes`` (all when empty) and splits the
-    client's sample count by them (floor, then largest remainders). The class pools are
+    client's sample count by them (floor, then largest remainders); a
+    ``classes_per_client`` group draws each client's k classes with it instead
+    (:func:`chosen_classes`) and splits the count equally over them; a ``shards`` group's
+    clients hold shards of its label-sorted samples (:class:`ShardDeal`), their class
+    counts standing in their rows of the quotas. The class pools are
     the dataset's samples of each class, shuffled once; clients take consecutive runs of
     each pool in client order, wrapping around, so a population larger than the dataset
     reuses samples evenly (a client repeats a sample only if it asks for more than its
