@@ -339,7 +339,8 @@ def dirichlet_partition(
     """Draw each client's samples: class proportions from its group's Dirichlet(alpha) over
     the group's ``classes`` (all classes when empty), samples from per-class pools shuffled
     once; a ``classes_per_client`` group's quotas and a ``shards`` group's shards are those
-    of :func:`per_client_population`, each client's split drawn by the walking generator. A pool is reused from its start once exhausted, so a federation larger than the
+    of :func:`per_client_population`, each client's split drawn by the walking generator.
+    A pool is reused from its start once exhausted, so a federation larger than the
     dataset shares samples across clients (never within a client unless one client asks for
     more than a class holds)."""
     rng, pools, present, num_classes = _class_pools(labels, seed, num_classes)
