@@ -55,7 +55,7 @@ MAX_BLUR = 99
 MAX_ALPHA = 1e6
 #: the values of a group's ``partition`` and ``class_choice``
 GROUP_PARTITIONS = ("dirichlet", "classes_per_client", "shards")
-CLASS_CHOICES = ("first_deterministic", "random", "deterministic")
+CLASS_CHOICES = ("random", "first_deterministic", "deterministic")
 #: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
 #: and to int64 milliseconds
 MAX_TIMEOUT_S = 1e9

@@ -54,13 +54,14 @@ class GroupSpec:
         "k, the classes each client of a `classes_per_client` group holds",
     )
     class_choice: str = setting(
-        "first_deterministic",
-        "`first_deterministic`, `random`, `deterministic`",
+        "random",
+        "`random`, `first_deterministic`, `deterministic`",
         "how a `classes_per_client` group picks each client's k classes (i is the client's "
         "position in the group, C the number of the group's classes, positions in increasing "
-        "class order): `first_deterministic` the class at position i mod C, then k−1 others at "
-        "random (NIID-Bench's, Li et al. 2022); `random` k at random; `deterministic` the "
-        "classes at positions i, i+1, …, i+k−1 mod C. The random picks come from (seed, group)",
+        "class order): `random` k of the C at random (Vahidian et al. 2023's code); "
+        "`first_deterministic` the class at position i mod C, then k−1 others at random "
+        "(NIID-Bench's, Li et al. 2022); `deterministic` the classes at positions i, i+1, …, "
+        "i+k−1 mod C. The random picks come from (seed, group)",
     )
     shards_per_client: int = setting(
         0,

@@ -17,7 +17,7 @@ from distfl.report.figures import LEGEND_PT, new_figure, save
 FIGURES: dict[str, tuple[list[str], str]] = {
     "partition-classes-per-client.png": (
         ['data.groups=[{count=20, partition="classes_per_client", classes_per_client=2}]'],
-        "classes_per_client = 2 (class_choice = first_deterministic)",
+        "classes_per_client = 2 (class_choice = random, the default)",
     ),
     "partition-shards.png": (
         ['data.groups=[{count=20, partition="shards", shards_per_client=2}]'],

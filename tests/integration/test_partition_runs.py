@@ -41,6 +41,7 @@ count = 20
 name = "two-classes"
 partition = "classes_per_client"
 classes_per_client = {K_CLASSES}
+class_choice = "first_deterministic"
 
 [[data.groups]]
 count = 20
@@ -108,7 +109,7 @@ def test_the_run_completes_and_records_k_classes_per_client(runs):
     two = counts[:20]
     assert (np.count_nonzero(two, axis=1) == K_CLASSES).all()
     assert (np.sort(two, axis=1)[:, -K_CLASSES:] == 20).all()  # 40 samples, 20 of each
-    # first_deterministic (the default): client i's first class is i mod 10
+    # first_deterministic: client i's first class is i mod 10
     assert all(two[i, i % 10] == 20 for i in range(20))
     # shards of 20 sorted samples, classes of about 180: 2 shards touch at most 4 classes
     assert (counts[20:].sum(axis=1) == 40).all()
