@@ -53,6 +53,9 @@ MAX_BLUR = 99
 #: class proportion is 1/C to within 0.01% (a client's draw is IID), and far larger values
 #: overflow the gamma draws' sum (10^307 with 100 classes)
 MAX_ALPHA = 1e6
+#: the values of a group's ``partition`` and ``class_choice``
+GROUP_PARTITIONS = ("dirichlet", "classes_per_client", "shards")
+CLASS_CHOICES = ("random", "first_deterministic", "deterministic")
 #: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
 #: and to int64 milliseconds
 MAX_TIMEOUT_S = 1e9
@@ -168,6 +171,7 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             _range(f"{key}.classes[{j}]", cls, 0, None, "a class index (0 or more)")
         if len(set(g.classes)) != len(g.classes):
             raise ConfigError(f"{key}.classes = {list(g.classes)}: a class is listed twice")
+        _check_group_partition(c, key, g, spec)
         _range(f"{key}.patch", g.patch, 0, None, "0 (off) or a patch side in pixels")
         if g.blur and (g.blur < 3 or g.blur % 2 == 0):
             raise ConfigError(f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size >= 3")
@@ -268,4 +272,62 @@ def check_world(c: Config, world_size: int) -> None:
             f"data.num_clients = {c.data.num_clients}: fewer clients than the {num_workers} "
             f"worker ranks of this world of {world_size}; launch at most "
             f"{c.data.num_clients + 1} ranks or raise data.num_clients"
+        )
+
+
+def _check_group_partition(c: Config, key: str, g, spec) -> None:
+    """Refuse a group's ``partition``, ``classes_per_client``, ``class_choice`` and
+    ``shards_per_client`` that cannot draw (what depends on the samples themselves, such as
+    more shards than the group's samples make, is refused when the partition is drawn)."""
+    if g.partition not in GROUP_PARTITIONS:
+        raise ConfigError(
+            f"{key}.partition = {g.partition!r}: allowed: {', '.join(GROUP_PARTITIONS)}"
+            f"{did_you_mean(str(g.partition), GROUP_PARTITIONS)}"
+        )
+    if g.class_choice not in CLASS_CHOICES:
+        raise ConfigError(
+            f"{key}.class_choice = {g.class_choice!r}: allowed: {', '.join(CLASS_CHOICES)}"
+            f"{did_you_mean(str(g.class_choice), CLASS_CHOICES)}"
+        )
+    if g.partition != "classes_per_client" and g.classes_per_client:
+        raise ConfigError(
+            f"{key}.classes_per_client = {g.classes_per_client}: only a group with partition = "
+            f"'classes_per_client' takes it (this one's is {g.partition!r})"
+        )
+    if g.partition != "shards" and g.shards_per_client:
+        raise ConfigError(
+            f"{key}.shards_per_client = {g.shards_per_client}: only a group with partition = "
+            f"'shards' takes it (this one's is {g.partition!r})"
+        )
+    if g.partition == "dirichlet":
+        return
+    if spec is not None and spec.natural_partition(c):
+        raise ConfigError(
+            f"{key}.partition = {g.partition!r}: the clients of data.dataset = "
+            f"{c.data.dataset!r} are its natural owners here; only data.partition = "
+            "'dirichlet' of a pooled dataset splits samples by class or shard"
+        )
+    num_classes = spec.classes(c) if spec is not None else None
+    if g.partition == "classes_per_client":
+        k = g.classes_per_client
+        if g.classes:
+            most, where = len(g.classes), f"the {len(g.classes)} classes of {key}.classes"
+        elif num_classes is not None:
+            most, where = num_classes, f"the {num_classes} classes of {c.data.dataset}"
+        else:
+            most, where = None, ""
+        if k < 1 or (most is not None and k > most):
+            upto = f" and at most {where}" if most is not None else ""
+            raise ConfigError(f"{key}.classes_per_client = {k}: must be at least 1{upto}")
+        return
+    s = g.shards_per_client
+    n = g.samples_per_client or c.data.samples_per_client
+    if s < 1 or s > n:
+        raise ConfigError(
+            f"{key}.shards_per_client = {s}: must be from 1 to the group's {n} samples per client"
+        )
+    if n % s:
+        raise ConfigError(
+            f"{key}.shards_per_client = {s}: must divide the group's {n} samples per client "
+            "(shards are of equal size)"
         )

@@ -96,10 +96,15 @@ def _group(key: str, item: Any) -> GroupSpec:
     for name in item:
         if name not in hints:
             raise ConfigError(f"unknown key {key}.{name}; allowed: {', '.join(allowed)}")
-    for required in ("count", "alpha"):
-        if required not in item:
-            raise ConfigError(f"{key}.{required} is missing; each group needs count and alpha")
+    if "count" not in item:
+        raise ConfigError(f"{key}.count is missing; each group needs count and alpha")
+    if "alpha" not in item and item.get("partition", "dirichlet") == "dirichlet":
+        raise ConfigError(
+            f"{key}.alpha is missing; each group needs count and alpha (a group with "
+            "partition = 'classes_per_client' or 'shards' needs no alpha)"
+        )
     kwargs = {name: _coerce(f"{key}.{name}", item[name], hints[name]) for name in item}
+    kwargs.setdefault("alpha", 0.0)  # ignored by the group's partition
     return GroupSpec(**kwargs)
 
 

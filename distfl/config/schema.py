@@ -25,7 +25,8 @@ class GroupSpec:
     alpha: float = setting(
         allowed="0 to 1e6",
         doc="class proportions of each client ~ Dir(α·1): α = 0 one class per client, "
-        "α = 1000 near-IID (ignored by natural partitions)",
+        "α = 1000 near-IID (required by a `dirichlet` group, ignored by the other partitions "
+        "and by natural ones)",
     )
     name: str = setting("", "string", "a label for tables and plots")
     samples_per_client: int = setting(
@@ -36,6 +37,36 @@ class GroupSpec:
     )
     classes: tuple[int, ...] = setting(
         (), "list of class indices", "the classes the group's samples are drawn from (`[]`: all)"
+    )
+    partition: str = setting(
+        "dirichlet",
+        "`dirichlet`, `classes_per_client`, `shards`",
+        "how the group's clients split the samples of its `classes` "
+        "([Datasets](datasets.md#k-classes-per-client-and-shards)): `dirichlet` by `alpha`; "
+        "`classes_per_client` each client holds exactly `classes_per_client` classes, its "
+        "samples split equally over them; `shards` the group's samples sorted by label are cut "
+        "into shards of `samples_per_client / shards_per_client` samples and each client "
+        "holds `shards_per_client` of them (McMahan et al. 2017)",
+    )
+    classes_per_client: int = setting(
+        0,
+        'int ≥ 1 with `partition = "classes_per_client"`, ≤ the group\'s classes',
+        "k, the classes each client of a `classes_per_client` group holds",
+    )
+    class_choice: str = setting(
+        "random",
+        "`random`, `first_deterministic`, `deterministic`",
+        "how a `classes_per_client` group picks each client's k classes (i is the client's "
+        "position in the group, C the number of the group's classes, positions in increasing "
+        "class order): `random` k of the C at random (Vahidian et al. 2023's code); "
+        "`first_deterministic` the class at position i mod C, then k−1 others at random "
+        "(NIID-Bench's, Li et al. 2022); `deterministic` the classes at positions i, i+1, …, "
+        "i+k−1 mod C. The random picks come from (seed, group)",
+    )
+    shards_per_client: int = setting(
+        0,
+        'int ≥ 1 with `partition = "shards"`, dividing the group\'s samples per client',
+        "shards each client of a `shards` group holds",
     )
     rotation: float = setting(
         0.0,

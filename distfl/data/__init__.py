@@ -69,10 +69,11 @@ def load_dataset(config: Config) -> Dataset:
 
 
 def make_partition(config: Config, dataset: Dataset) -> Partition | Population | OwnerPopulation:
-    """Which samples each client holds: a Dirichlet draw per group from the pooled samples
-    (``data.draw``: a :class:`Population` drawn per client, or 0.1.0's sequential
-    :class:`Partition`), or one client per natural owner (``data.partition = "natural"``,
-    or a dataset whose clients always are its owners: its spec's ``natural``)."""
+    """Which samples each client holds: a draw per group from the pooled samples, by the
+    group's ``partition`` (Dirichlet, k classes per client or shards; ``data.draw``: a
+    :class:`Population` drawn per client, or 0.1.0's sequential :class:`Partition`), or one
+    client per natural owner (``data.partition = "natural"``, or a dataset whose clients
+    always are its owners: its spec's ``natural``)."""
     check_transforms(config.groups, dataset)
     try:
         if dataset_spec(config.data.dataset).natural_partition(config):

@@ -1,4 +1,6 @@
-"""Client partitions: label skew by Dirichlet(alpha) per group, train/test splits, shards.
+"""Client partitions: label skew per group (Dirichlet(alpha), exactly k classes per client,
+or shards of the label-sorted samples), train/test splits, and the workers' shards of
+clients.
 
 Everything here is a pure function of (labels, config, seed), so every rank computes the
 same partition and then materialises only the samples of the clients it runs.
@@ -73,6 +75,9 @@ class Population:
     seed: int
     num_classes: int
     owners: np.ndarray | None = None
+    #: per group, its :class:`ShardDeal` where the group's partition is ``shards`` (its
+    #: clients' rows of ``quota`` are then their class counts, and ``start`` is unused)
+    deals: tuple[ShardDeal | None, ...] = ()
 
     @property
     def num_clients(self) -> int:
@@ -92,10 +97,14 @@ class Population:
     def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Client k's (train, test) sample indices, drawn from (seed, k) alone."""
         q, s = self.quota[k], self.start[k]
-        parts = []
-        for c in np.flatnonzero(q):
-            pool = self.pools[c]
-            parts.append(pool[(int(s[c]) + np.arange(int(q[c]))) % len(pool)])
+        deal = self.deals[int(self.group[k])] if self.deals else None
+        if deal is not None:
+            parts = [deal.samples(k, int(q.sum(dtype=np.int64)))]
+        else:
+            parts = []
+            for c in np.flatnonzero(q):
+                pool = self.pools[c]
+                parts.append(pool[(int(s[c]) + np.arange(int(q[c]))) % len(pool)])
         idx = np.random.default_rng([self.seed, 0x5EED, 4, k]).permutation(np.concatenate(parts))
         n_test = int(self.n_test[k])
         return np.sort(idx[n_test:]), np.sort(idx[:n_test])
@@ -166,6 +175,129 @@ def class_quota_rows(p: np.ndarray, n: np.ndarray) -> np.ndarray:
     return counts
 
 
+def chosen_classes(choice: str, k: int, count: int, num_allowed: int, rng) -> np.ndarray:
+    """[count, k] positions (into a group's classes, in increasing order) of the k classes of
+    each of a ``classes_per_client`` group's ``count`` clients, client i being the group's
+    i-th: ``first_deterministic`` position i mod C first, then k−1 of the other C−1 drawn
+    without replacement; ``random`` k of the C drawn without replacement; ``deterministic``
+    positions i, i+1, …, i+k−1 mod C. The draws are one [count, C] array of uniform keys
+    from ``rng``, each row's k smallest keys chosen (the first class's key set below all)."""
+    i = np.arange(count, dtype=np.int64)[:, None]
+    if choice == "deterministic":
+        return (i + np.arange(k, dtype=np.int64)[None, :]) % num_allowed
+    keys = rng.random((count, num_allowed))
+    if choice == "first_deterministic":
+        keys[np.arange(count), np.arange(count) % num_allowed] = -1.0
+    elif choice != "random":
+        raise ValueError(f"class_choice {choice!r} is unknown")
+    return np.argsort(keys, axis=1, kind="stable")[:, :k]
+
+
+def equal_quota_rows(chosen: np.ndarray, n: np.ndarray, num_allowed: int) -> np.ndarray:
+    """[count, C] quotas: client i's n[i] samples split equally over its classes
+    ``chosen[i]`` (positions into the group's C classes): n // k each, and one more to each
+    of the n mod k lowest of them."""
+    count, k = chosen.shape
+    n = np.asarray(n, dtype=np.int64)
+    order = np.sort(chosen, axis=1)
+    extra = (np.arange(k)[None, :] < (n % k)[:, None]).astype(np.int64)
+    quota = np.zeros((count, num_allowed), dtype=np.int64)
+    np.put_along_axis(quota, order, (n // k)[:, None] + extra, axis=1)
+    return quota
+
+
+@dataclass(frozen=True)
+class ShardDeal:
+    """The shards of one ``shards`` group. ``order`` is the dataset's samples of the group's
+    classes sorted by label (class by class in increasing order, each class's samples in its
+    pool's shuffled order); shard j is ``order[j·size : (j+1)·size]`` (the last
+    ``len(order) mod size`` samples make no shard). The group's i-th client, client
+    ``first + i``, holds the shards ``perm[(i·per_client + j) mod num_shards]``,
+    j = 0 .. per_client−1: ``perm`` is a permutation of the shards drawn from (seed, group),
+    dealt in client order and again from its start once every shard is dealt. A client
+    holding n samples takes from its j-th shard a run of n // per_client samples (one more
+    for the first n mod per_client shards) starting at the shard's start: the shard itself
+    without quantity skew, a run into the next shards (wrapping around ``order``) when the
+    client holds more."""
+
+    order: np.ndarray  # [N_g] int64, dataset indices
+    perm: np.ndarray  # [num_shards] int64
+    size: int
+    per_client: int
+    first: int
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.perm)
+
+    def runs(self, k: np.ndarray, n: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The (start, length) in ``order`` of each run of clients ``k`` holding ``n``
+        samples: two [len(k), per_client] arrays."""
+        k = np.asarray(k, dtype=np.int64)
+        n = np.asarray(n, dtype=np.int64)
+        s = self.per_client
+        j = np.arange(s, dtype=np.int64)[None, :]
+        shard = self.perm[((k - self.first)[:, None] * s + j) % self.num_shards]
+        length = (n // s)[:, None] + (j < (n % s)[:, None])
+        return shard * self.size, length
+
+    def samples(self, k: int, n: int) -> np.ndarray:
+        """Client k's n dataset indices: its runs, in shard order."""
+        start, length = self.runs(np.array([k]), np.array([n]))
+        pos = np.concatenate(
+            [a + np.arange(b, dtype=np.int64) for a, b in zip(start[0], length[0], strict=True)]
+        )
+        return self.order[pos % len(self.order)]
+
+
+def shard_deal(
+    pools: list[np.ndarray],
+    allowed: np.ndarray,
+    *,
+    size: int,
+    per_client: int,
+    first: int,
+    seed: int,
+    group: int,
+) -> ShardDeal:
+    """Group ``group``'s :class:`ShardDeal`: its classes' pools concatenated in class order,
+    cut into shards of ``size``, their permutation drawn from (seed, group). ValueError when
+    the samples make fewer shards than one client holds."""
+    order = np.concatenate([pools[c] for c in allowed]).astype(np.int64)
+    num_shards = len(order) // size
+    if num_shards < per_client:
+        raise ValueError(
+            f"the {len(order)} samples of the classes of group {group} make {num_shards} "
+            f"shards of {size}; a client of the group holds {per_client}"
+        )
+    perm = np.random.default_rng([seed, 0x5EED, 5, group]).permutation(num_shards)
+    return ShardDeal(order=order, perm=perm, size=size, per_client=per_client, first=first)
+
+
+def deal_class_counts(
+    deal: ShardDeal, labels_sorted_bounds: np.ndarray, allowed: np.ndarray,
+    k: np.ndarray, n: np.ndarray, num_classes: int,
+) -> np.ndarray:  # fmt: skip
+    """[len(k), num_classes] class counts of clients ``k`` holding ``n`` samples of ``deal``:
+    per run and class, the overlap of the run (wrapping around ``order``) with the class's
+    positions ``labels_sorted_bounds[i] .. labels_sorted_bounds[i+1]`` of allowed class i."""
+    start, length = deal.runs(k, n)
+    N = len(deal.order)
+    lo = labels_sorted_bounds[:-1][None, None, :]
+    size = np.diff(labels_sorted_bounds)[None, None, :]
+
+    def below(x):  # samples of each class at positions [0, x), x in [0, N]
+        return np.clip(x[:, :, None] - lo, 0, size)
+
+    wraps, rest = np.divmod(length, N)
+    end = start + rest
+    counts = wraps[:, :, None] * size + below(np.minimum(end, N)) - below(start)
+    counts += below(np.maximum(end - N, 0))
+    out = np.zeros((len(k), num_classes), dtype=np.int64)
+    out[:, allowed] = counts.sum(axis=1)
+    return out
+
+
 def split_counts(n: np.ndarray, fraction: np.ndarray) -> np.ndarray:
     """Test samples out of each client's n: round(n·fraction) (halves to even), leaving at
     least one of each."""
@@ -206,7 +338,9 @@ def dirichlet_partition(
 ) -> Partition:
     """Draw each client's samples: class proportions from its group's Dirichlet(alpha) over
     the group's ``classes`` (all classes when empty), samples from per-class pools shuffled
-    once. A pool is reused from its start once exhausted, so a federation larger than the
+    once; a ``classes_per_client`` group's quotas and a ``shards`` group's shards are those
+    of :func:`per_client_population`, each client's split drawn by the walking generator.
+    A pool is reused from its start once exhausted, so a federation larger than the
     dataset shares samples across clients (never within a client unless one client asks for
     more than a class holds)."""
     rng, pools, present, num_classes = _class_pools(labels, seed, num_classes)
@@ -218,18 +352,31 @@ def dirichlet_partition(
     for g_index, g in enumerate(groups):
         allowed = _allowed(g, g_index, present, num_classes)
         fraction = g.test_fraction or test_fraction
-        for _ in range(g.count):
+        lo = len(group)
+        rows = deal = None
+        if g.partition == "classes_per_client":
+            sizes[lo : lo + g.count] = np.maximum(sizes[lo : lo + g.count], g.classes_per_client)
+            rows = _classes_quota(g, g_index, allowed, sizes[lo : lo + g.count], seed)
+        elif g.partition == "shards":
+            deal = _deal(g, g_index, pools, allowed, lo, samples_per_client, seed)
+        for i in range(g.count):
             n = int(sizes[len(group)])
-            quota = np.zeros(num_classes, dtype=np.int64)
-            p = dirichlet_proportions(g.alpha, len(allowed), rng)
-            quota[allowed] = class_quota(p, n)
-            picked = []
-            for c in np.flatnonzero(quota):
-                pool = pools[c]
-                take = (cursor[c] + np.arange(quota[c])) % len(pool)
-                cursor[c] = (cursor[c] + quota[c]) % len(pool)
-                picked.append(pool[take])
-            idx = rng.permutation(np.concatenate(picked))
+            if deal is not None:
+                idx = rng.permutation(deal.samples(lo + i, n))
+            else:
+                quota = np.zeros(num_classes, dtype=np.int64)
+                if rows is None:
+                    p = dirichlet_proportions(g.alpha, len(allowed), rng)
+                    quota[allowed] = class_quota(p, n)
+                else:
+                    quota[allowed] = rows[i]
+                picked = []
+                for c in np.flatnonzero(quota):
+                    pool = pools[c]
+                    take = (cursor[c] + np.arange(quota[c])) % len(pool)
+                    cursor[c] = (cursor[c] + quota[c]) % len(pool)
+                    picked.append(pool[take])
+                idx = rng.permutation(np.concatenate(picked))
             n_test = test_count(n, fraction)
             test.append(np.sort(idx[:n_test]))
             train.append(np.sort(idx[n_test:]))
@@ -254,6 +401,42 @@ def _class_pools(
     pools = [rng.permutation(np.flatnonzero(labels == c)) for c in range(num_classes)]
     present = np.array([c for c in range(num_classes) if len(pools[c])], dtype=np.int64)
     return rng, pools, present, num_classes
+
+
+def _classes_quota(
+    g: GroupSpec, index: int, allowed: np.ndarray, sizes: np.ndarray, seed: int
+) -> np.ndarray:
+    """[count, len(allowed)] quotas of a ``classes_per_client`` group: each client's k classes
+    chosen by :func:`chosen_classes` with the generator (seed, group), its samples split
+    equally over them (:func:`equal_quota_rows`)."""
+    k = g.classes_per_client
+    if not 1 <= k <= len(allowed):
+        raise ValueError(
+            f"group {index} asks for {k} classes per client; its classes with samples are "
+            f"{len(allowed)}"
+        )
+    rng = np.random.default_rng([seed, 0x5EED, 3, index])
+    chosen = chosen_classes(g.class_choice, k, g.count, len(allowed), rng)
+    return equal_quota_rows(chosen, sizes, len(allowed))
+
+
+def _deal(
+    g: GroupSpec,
+    index: int,
+    pools: list[np.ndarray],
+    allowed: np.ndarray,
+    first: int,
+    samples_per_client: int,
+    seed: int,
+) -> ShardDeal:
+    """The :class:`ShardDeal` of a ``shards`` group whose first client is ``first``: shards of
+    the group's samples per client / ``shards_per_client``."""
+    n, s = g.samples_per_client or samples_per_client, g.shards_per_client
+    if s < 1 or n % s:
+        raise ValueError(f"{s} shards per client do not divide group {index}'s {n} samples")
+    return shard_deal(
+        pools, allowed, size=n // s, per_client=s, first=first, seed=seed, group=index
+    )
 
 
 def _allowed(g: GroupSpec, index: int, present: np.ndarray, num_classes: int) -> np.ndarray:
@@ -284,7 +467,11 @@ def per_client_population(
 
     Per group, one generator (seed, group) draws every client's class proportions from
     the group's Dirichlet(alpha) over its ``classes`` (all when empty) and splits the
-    client's sample count by them (floor, then largest remainders). The class pools are
+    client's sample count by them (floor, then largest remainders); a
+    ``classes_per_client`` group draws each client's k classes with it instead
+    (:func:`chosen_classes`) and splits the count equally over them; a ``shards`` group's
+    clients hold shards of its label-sorted samples (:class:`ShardDeal`), their class
+    counts standing in their rows of the quotas. The class pools are
     the dataset's samples of each class, shuffled once; clients take consecutive runs of
     each pool in client order, wrapping around, so a population larger than the dataset
     reuses samples evenly (a client repeats a sample only if it asks for more than its
@@ -297,18 +484,33 @@ def per_client_population(
     K = len(sizes)
     quota = np.zeros((K, num_classes), dtype=np.int32)
     n_test = np.empty(K, dtype=np.int64)
+    pooled = np.ones(K, dtype=bool)  # the clients that take runs of the class pools
+    deals: list[ShardDeal | None] = [None] * len(groups)
     lo = 0
     for g_index, g in enumerate(groups):
         allowed = _allowed(g, g_index, present, num_classes)
         hi = lo + g.count
-        rng_g = np.random.default_rng([seed, 0x5EED, 3, g_index])
-        p = dirichlet_rows(g.alpha, g.count, len(allowed), rng_g)
-        quota[lo:hi, allowed] = class_quota_rows(p, sizes[lo:hi])
+        if g.partition == "shards":
+            deal = _deal(g, g_index, pools, allowed, lo, samples_per_client, seed)
+            bounds = np.concatenate([[0], np.cumsum([len(pools[c]) for c in allowed])])
+            clients = np.arange(lo, hi, dtype=np.int64)
+            quota[lo:hi] = deal_class_counts(deal, bounds, allowed, clients, sizes[lo:hi],
+                                             num_classes)  # fmt: skip
+            pooled[lo:hi] = False
+            deals[g_index] = deal
+        elif g.partition == "classes_per_client":
+            sizes[lo:hi] = np.maximum(sizes[lo:hi], g.classes_per_client)
+            quota[lo:hi, allowed] = _classes_quota(g, g_index, allowed, sizes[lo:hi], seed)
+        else:
+            rng_g = np.random.default_rng([seed, 0x5EED, 3, g_index])
+            p = dirichlet_rows(g.alpha, g.count, len(allowed), rng_g)
+            quota[lo:hi, allowed] = class_quota_rows(p, sizes[lo:hi])
         n_test[lo:hi] = split_counts(sizes[lo:hi], g.test_fraction or test_fraction)
         lo = hi
     lengths = np.array([max(len(pool), 1) for pool in pools], dtype=np.int64)
-    start = np.cumsum(quota, axis=0, dtype=np.int64)
-    start -= quota
+    taken = np.where(pooled[:, None], quota, 0)
+    start = np.cumsum(taken, axis=0, dtype=np.int64)
+    start -= taken
     start %= lengths
     return Population(
         group=np.repeat(np.arange(len(groups), dtype=np.int64), [g.count for g in groups]),
@@ -318,6 +520,7 @@ def per_client_population(
         pools=tuple(pools),
         seed=seed,
         num_classes=num_classes,
+        deals=tuple(deals) if any(d is not None for d in deals) else (),
     )
 
 

@@ -61,6 +61,24 @@ SET_CASES = [
         ["data.groups[0].alpha", "-1.0", "from 0 (one class per client) to 1e+06"],
     ),
     (
+        "group-more-classes-per-client-than-classes",
+        ['data.groups=[{count=20, partition="classes_per_client", classes_per_client=11}]'],
+        ["data.groups[0].classes_per_client = 11", "at most the 10 classes of digits"],
+    ),
+    (
+        "group-shards-do-not-divide",
+        ['data.groups=[{count=20, partition="shards", shards_per_client=3}]'],
+        ["data.groups[0].shards_per_client = 3", "must divide the group's 80 samples"],
+    ),
+    (
+        "group-fewer-shards-than-a-client-holds",
+        [
+            "data.samples_per_client=400",
+            'data.groups=[{count=20, partition="shards", shards_per_client=2, classes=[0]}]',
+        ],
+        ["data.groups", "the 178 samples of the classes of group 0 make 0 shards of 200"],
+    ),
+    (
         "unknown-model",
         ['model.name="resnet"'],
         ["model.name", "'resnet'", "allowed", "mlp", "cnn", "lenet5"],
