@@ -201,6 +201,7 @@ def suite(
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     variants: Iterable[str] = (),
     force: bool = False,
+    true_clusters: bool = False,
     stream: TextIO | None = None,
 ):
     """Run ``distfl suite`` (scenarios × algorithms × seeds, each a ``distfl run``
@@ -213,7 +214,9 @@ def suite(
     ``scenarios``: presets or TOML files (None: ``default`` and the papers' scenarios);
     ``algorithms``: names or variants' names (a list, or "fedgwc,none"); ``seeds``: an int,
     a list, or "0,1"; ``overrides``: for every run (:func:`set_items`); ``variants``:
-    ``--variant`` texts ("NAME=ALGORITHM:KEY=VALUE,..."). Finished runs in ``out`` are kept
+    ``--variant`` texts ("NAME=ALGORITHM:KEY=VALUE,..."); ``true_clusters``: as
+    ``--true-clusters``, each algorithm that takes a number of clusters is given the
+    scenario's number of data groups. Finished runs in ``out`` are kept
     and unfinished ones resumed, unless ``force``. Raises ConfigError or UserError before
     any run starts."""
     from distfl.tools import suite as tool
@@ -230,6 +233,7 @@ def suite(
         overrides=set_items(overrides),
         variants=list(variants),
         force=force,
+        true_clusters=true_clusters,
         stream=stream or sys.stdout,
     )
     rows = [{**row, "file": str(o.job.out)} for row, o in zip(rows, outcomes, strict=True)]

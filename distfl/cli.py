@@ -182,6 +182,13 @@ def _parser() -> argparse.ArgumentParser:
         help="an algorithm with settings of its own, listed in --algorithms by NAME (e.g. "
         "fedgwc_paper=fedgwc:db_threshold=1,epsilon=1e-5,patience=1); repeatable",
     )
+    su.add_argument(
+        "--true-clusters",
+        action="store_true",
+        help="give every algorithm that takes a number of clusters (its clusters_key, e.g. "
+        "IFCA's num_clusters) each scenario's number of data groups, as the papers give "
+        "their rivals; the others run at their own settings",
+    )
     su.add_argument("--seeds", default="0", metavar="S,T", help="seeds, comma-separated (0)")
     su.add_argument(
         "--out", default="distfl-suite", metavar="DIR",

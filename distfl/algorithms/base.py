@@ -422,6 +422,11 @@ class ClusteringAlgorithm(ABC):
     #: whether every member of a cluster trains and returns its model every round, whatever
     #: ``server.clients_per_round`` (CFL and FLCL, as their papers run them)
     every_member_trains: ClassVar[bool] = False
+    #: the key of its :attr:`Params` that sets how many clusters it forms (IFCA's
+    #: ``num_clusters``), or None for an algorithm that finds the number itself: ``distfl
+    #: suite --true-clusters`` sets this key to each scenario's number of data groups (the
+    #: protocol of the papers that give their rivals the true number)
+    clusters_key: ClassVar[str | None] = None
     #: its own figures in ``distfl report`` (:class:`ReportFigure`); any statistic it records
     #: that none of them draws is plotted per cluster over rounds by the report itself
     figures: ClassVar[tuple[ReportFigure, ...]] = ()

@@ -161,6 +161,7 @@ class FeSEMParams(Params):
 @register
 class FeSEM(ClusteringAlgorithm):
     name = "fesem"
+    clusters_key = "num_clusters"
     Params = FeSEMParams
 
     def __init__(

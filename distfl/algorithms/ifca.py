@@ -110,6 +110,7 @@ class IFCAParams(Params):
 @register
 class IFCA(ClusteringAlgorithm):
     name = "ifca"
+    clusters_key = "num_clusters"
     Params = IFCAParams
     client_ops = ("losses",)
     client = "distfl.algorithms.losses_client:LossesClient"

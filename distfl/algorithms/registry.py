@@ -9,6 +9,7 @@ reads from the config before the algorithm is built.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -67,6 +68,12 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
     for old, new in cls.Params.aliases.items():
         if new not in fields or old in fields:
             raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")
+    key = cls.clusters_key
+    if key is not None and (key not in fields or not _int_field(cls.Params, key)):
+        raise ValueError(
+            f"{cls.__name__}.clusters_key = {key!r}: must name an int setting of its Params "
+            f"({', '.join(fields) or 'none'})"
+        )
     _check_figures(cls)
     _check_tables(cls)
     previous = _REGISTRY.get(name)
@@ -77,6 +84,12 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
         )
     _REGISTRY[name] = cls  # the same class re-imported (a reloaded module) replaces itself
     return cls
+
+
+def _int_field(params: type[Params], key: str) -> bool:
+    """Whether setting ``key`` of ``params`` holds an int (its default does)."""
+    default = next(f.default for f in dataclasses.fields(params) if f.name == key)
+    return isinstance(default, int) and not isinstance(default, bool)
 
 
 def _check_figures(cls: type[ClusteringAlgorithm]) -> None:

@@ -207,11 +207,14 @@ def plan_jobs(
     out_dir: str | Path,
     overrides: list[str],
     variants: list[str] | tuple[str, ...] = (),
+    true_clusters: bool = False,
 ) -> list[Job]:
     """Every (scenario, algorithm, seed) with its config built and checked (ConfigError).
     ``overrides``: the user's ``--set`` items, as :func:`algorithm_overrides` shares them;
     ``variants``: ``--variant`` texts (:func:`parse_variant`), whose names ``algorithms``
-    may list."""
+    may list; ``true_clusters``: each algorithm that declares a
+    :attr:`~distfl.algorithms.ClusteringAlgorithm.clusters_key` is given the scenario's
+    number of data groups through it (:func:`true_clusters_item`)."""
     from distfl import config as cfg
     from distfl.algorithms import algorithm_names
 
@@ -261,14 +264,16 @@ def plan_jobs(
             for seed in seeds:
                 kind, value = source
 
-                def build(out: Path, seed=seed, base=base, mine=mine, kind=kind, value=value):
+                def build(
+                    out: Path, given=(), seed=seed, base=base, mine=mine, kind=kind, value=value
+                ):
                     own = (
                         f"algorithm.name={cfg.toml_string(base)}",
                         f"run.seed={seed}",
                         f"run.out={cfg.toml_string(str(out))}",
                         'run.progress="none"',
                     )
-                    items = (*shared[base], *mine, *own)
+                    items = (*given, *shared[base], *mine, *own)
                     config = cfg.load(
                         path=value if kind == "--config" else None,
                         preset=value if kind == "--preset" else None,
@@ -279,6 +284,9 @@ def plan_jobs(
                 variant = algorithm in defined
                 listed = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
                 items, config = build(listed)
+                given = true_clusters_item(base, (*shared[base], *mine), config, true_clusters)
+                if given:
+                    items, config = build(listed, given)
                 if not variant and algorithm_label(config) != algorithm:
                     # one global model: the file is named as the table names the algorithm
                     # (its aggregator), unless a suite run before named it by --algorithms
@@ -286,11 +294,58 @@ def plan_jobs(
                         f"{run_file_stem(name, algorithm_label(config), seed)}.h5"
                     )
                     out = listed if listed.exists() and not shown.exists() else shown
-                    items, config = build(out)
+                    items, config = build(out, given)
                 else:
                     out = listed
                 jobs.append(Job(name, source, algorithm, seed, out, items, config, variant))
     return jobs
+
+
+def true_clusters_item(
+    algorithm: str, items: tuple[str, ...], config: Any, wanted: bool
+) -> tuple[str, ...]:
+    """``("algorithm.KEY=G",)`` where ``wanted`` and ``algorithm`` declares a clusters_key
+    KEY (G: the number of data groups of ``config``'s scenario), else ``()``. An item of the
+    user's (``--set`` or ``--variant``) that sets KEY as well is refused: the two would
+    contradict each other."""
+    from distfl import config as cfg
+    from distfl.algorithms import algorithm_class
+
+    key = algorithm_class(algorithm).clusters_key if wanted else None
+    if key is None:
+        return ()
+    for item in items:
+        section, name, _ = cfg.parse_set(item)
+        if section == "algorithm" and name == key:
+            raise UserError(
+                f"--true-clusters gives {algorithm} its {key} (the number of data groups); "
+                f"{item!r} sets it too: leave one of them out"
+            )
+    return (f"algorithm.{key}={len(config.groups)}",)
+
+
+def given_clusters_line(jobs: list[Job]) -> str:
+    """What ``--true-clusters`` gave: which algorithms take the number of groups through
+    which key, and which find the number themselves."""
+    from distfl.algorithms import algorithm_class
+
+    given, own = {}, []
+    for job in jobs:
+        key = algorithm_class(job.config.algorithm.name).clusters_key
+        if key is None:
+            own.append(job.name)
+        else:
+            given[job.name] = key
+    parts = [f"{name} ({key})" for name, key in dict.fromkeys(given.items())]
+    text = "--true-clusters: " + (
+        "given each scenario's number of data groups: " + ", ".join(parts)
+        if parts
+        else "no listed algorithm takes a number of clusters"
+    )
+    own = list(dict.fromkeys(own))
+    if own:
+        text += f"; at their own settings (they find the number themselves): {', '.join(own)}"
+    return text + "\n"
 
 
 def _existing(job: Job, force: bool) -> str:
@@ -430,6 +485,7 @@ def suite(
     overrides: list[str] | tuple[str, ...] = (),
     variants: list[str] | tuple[str, ...] = (),
     force: bool = False,
+    true_clusters: bool = False,
     stream: TextIO = sys.stdout,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
     """What ``distfl suite`` does once its arguments are read (shared with
@@ -442,13 +498,18 @@ def suite(
     scenarios = list(scenarios or default_scenarios())
     if workers < 1:
         raise UserError(f"--workers {workers}: must be at least 1")
-    jobs = plan_jobs(scenarios, list(algorithms), list(seeds), out, list(overrides), list(variants))
+    jobs = plan_jobs(
+        scenarios, list(algorithms), list(seeds), out, list(overrides), list(variants),
+        true_clusters=true_clusters,
+    )  # fmt: skip
     actions = [_existing(job, force) for job in jobs]  # refusals before any output
     start = time.perf_counter()
     stream.write(
         f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
         f"algorithms x {len(seeds)} seeds), {workers} at a time, run files in {out}\n"
     )
+    if true_clusters:
+        stream.write(given_clusters_line(jobs))
     rows, outcomes = run_suite(jobs, workers=workers, force=force, stream=stream, actions=actions)
     write_outputs(rows, out)
     stream.write("\n" + format_table(rows))
@@ -478,6 +539,7 @@ def suite_arguments(args) -> dict[str, Any]:
         overrides=list(args.overrides),
         variants=list(args.variants),
         force=args.force,
+        true_clusters=args.true_clusters,
     )
 
 

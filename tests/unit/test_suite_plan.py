@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from distfl.errors import ConfigError, UserError
-from distfl.tools.suite import algorithm_overrides, plan_jobs
+from distfl.tools.suite import algorithm_overrides, given_clusters_line, plan_jobs
 
 
 def by_algorithm(jobs):
@@ -128,3 +128,52 @@ def test_one_global_model_has_one_name_fedavg(tmp_path):
     assert before.config.run.out == str(before.out)
     with pytest.raises(UserError, match="--algorithms: .none. is listed twice"):
         plan_jobs(["digits-mixed"], ["none", "fedavg"], [0], tmp_path, [])
+
+
+def test_true_clusters_gives_the_number_of_groups_to_those_that_take_one(tmp_path):
+    # rotated has 4 data groups; IFCA and FeSEM declare num_clusters (2 by default),
+    # FedGWC and FedAvg find (or need) no number
+    algorithms = ["ifca", "fesem", "fedgwc", "none"]
+    plain = by_algorithm(plan_jobs(["rotated"], algorithms, [0], tmp_path, []))
+    given = by_algorithm(plan_jobs(["rotated"], algorithms, [0], tmp_path, [], true_clusters=True))
+    groups = len(given["ifca"].config.groups)
+    assert groups != plain["ifca"].config.algorithm.num_clusters  # the option changes it
+    for name in ("ifca", "fesem"):
+        assert given[name].config.algorithm.num_clusters == groups
+        assert f"algorithm.num_clusters={groups}" in given[name].overrides
+    for name in ("fedgwc", "none"):
+        assert given[name].config.to_dict() == plain[name].config.to_dict()
+    line = given_clusters_line(list(given.values()))
+    assert "ifca (num_clusters), fesem (num_clusters)" in line, line
+    assert line.rstrip().endswith("fedgwc, fedavg"), line
+
+
+def test_true_clusters_and_a_set_of_the_same_key_are_refused(tmp_path):
+    with pytest.raises(UserError) as exc:
+        plan_jobs(["digits-mixed"], ["ifca"], [0], tmp_path, ["algorithm.num_clusters=3"],
+                  true_clusters=True)  # fmt: skip
+    message = str(exc.value)
+    assert "--true-clusters" in message and "algorithm.num_clusters=3" in message, message
+    assert "\n" not in message
+
+
+def test_a_clusters_key_must_be_an_int_setting():
+    from dataclasses import dataclass
+
+    from distfl.algorithms import ClusteringAlgorithm, Params, register
+    from distfl.algorithms.base import setting
+
+    @dataclass(frozen=True)
+    class P(Params):
+        threshold: float = setting(0.5, "> 0", "a threshold")
+
+    class Wrong(ClusteringAlgorithm):
+        name = "wrong_clusters_key"
+        Params = P
+        clusters_key = "threshold"
+
+        def plan(self, round_index):
+            raise NotImplementedError
+
+    with pytest.raises(ValueError, match="clusters_key = 'threshold'"):
+        register(Wrong)
