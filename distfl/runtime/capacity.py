@@ -441,7 +441,13 @@ def check_sizes(config: Config, available: int | None) -> None:
             best = (saved, knob, lower)
     if best is None:  # the number of clients grew it: the terms that scale with it
         K = config.data.num_clients
-        grows = ("population", "cache", "indices", "evaluation", "held_models")
+        grows = ["population", "indices", "held_models"]
+        # the cache and a sampled evaluation stop growing at their caps: held there, they
+        # are as large at fewer clients at most (so the count said to fit does fit)
+        if terms["cache"][0] < CACHE_OVERHEAD * config.data.cache_mb * 2**20:
+            grows.append("cache")
+        if config.eval.evaluated(K) >= K:
+            grows.append("evaluation")
         scaled = sum(terms[t][0] for t in grows if t in terms)
         fixed = need - scaled
         fits = max(0, K * (available - fixed) // scaled) if available > fixed else 0
