@@ -513,7 +513,8 @@ EVAL_CLIENT_COST = 350
 def evaluation_note(config: Config) -> str | None:
     """One line, before any work, when the evaluations a config asks for explicitly
     (``eval.clients`` other than "auto") will cost more than all of its training: how much
-    more, and how to change it. None otherwise."""
+    more, and how to change it. None otherwise. An algorithm that fine-tunes before its
+    evaluations (``evaluation_finetune``) adds its steps to each evaluated client's cost."""
     if config.eval.clients == "auto":
         return None
     K, t = config.data.num_clients, config.train
