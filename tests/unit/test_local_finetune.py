@@ -132,3 +132,31 @@ def test_the_fine_tuning_seed_is_the_clients_and_rounds_alone():
     assert finetune_seed(3, 7, 11) != client_seed(3, 7, 11)  # not its training's draws
     assert 0 <= finetune_seed(3, 7, 11) < 2**63
     assert np.int64(finetune_seed(0, 0, 0)) >= 0
+
+
+def test_the_evaluation_places_clients_by_their_test_split_and_fine_tuning():
+    import types
+
+    from distfl.runtime.components import Evaluation
+
+    num_test = np.array([10, 20, 5])
+    num_train = np.array([100, 30, 3])
+
+    def server(algorithm, *more):
+        c = cfg.load(preset="digits", overrides=[
+            f'algorithm.name="{algorithm}"', "train.batch_size=32", "train.local_steps=4",
+            *more])  # fmt: skip
+        cls = algorithm_class(algorithm)
+        return types.SimpleNamespace(
+            config=c, num_test=num_test, algorithm=cls(num_clients=3, clients_per_round=1,
+                                                       seed=0, params=c.algorithm.params),
+            partition=types.SimpleNamespace(num_train=lambda: num_train),
+        )  # fmt: skip
+
+    assert Evaluation.cost(server("none")).tolist() == [10, 20, 5]
+    # 3 passes of min(32, n_k) samples for each of the 4 steps (finetune_steps = 0: S = 4)
+    assert Evaluation.cost(server("fedavg_ft")).tolist() == [
+        10 + 3 * 4 * 32, 20 + 3 * 4 * 30, 5 + 3 * 4 * 3,
+    ]  # fmt: skip
+    tuned = server("fedavg_ft", "algorithm.finetune_steps=2")
+    assert Evaluation.cost(tuned).tolist() == [10 + 192, 20 + 180, 5 + 18]
