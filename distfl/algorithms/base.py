@@ -422,11 +422,6 @@ class ClusteringAlgorithm(ABC):
     #: whether every member of a cluster trains and returns its model every round, whatever
     #: ``server.clients_per_round`` (CFL and FLCL, as their papers run them)
     every_member_trains: ClassVar[bool] = False
-    #: whether ``/metrics/clusters`` has a row each round for every leaf, those that sampled
-    #: no client and recorded no statistic too (the default); False for an algorithm with a
-    #: cluster per client (``local``), so that the table grows with the clients trained, not
-    #: with the population
-    record_idle_clusters: ClassVar[bool] = True
     #: its own figures in ``distfl report`` (:class:`ReportFigure`); any statistic it records
     #: that none of them draws is plotted per cluster over rounds by the report itself
     figures: ClassVar[tuple[ReportFigure, ...]] = ()
@@ -443,6 +438,11 @@ class ClusteringAlgorithm(ABC):
     #: what it stores at a split (:class:`Split` ``datasets``, ``/hierarchy/<id>/<name>``),
     #: as (name, shape, what it is), for the docs
     split_datasets: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+    #: whether ``/metrics/clusters`` (and ``/metrics/membership``) has a row each round for
+    #: every leaf, those that sampled no client and recorded no statistic too (the default);
+    #: False for an algorithm with a cluster per client (``local``), so that the tables grow
+    #: with the clients trained, not with the population
+    record_idle_clusters: ClassVar[bool] = True
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: the runtime sets the ranks' pool in a run over several ranks
     pool: ServerPool = LOCAL_POOL
