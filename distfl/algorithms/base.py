@@ -443,6 +443,11 @@ class ClusteringAlgorithm(ABC):
     #: what it stores at a split (:class:`Split` ``datasets``, ``/hierarchy/<id>/<name>``),
     #: as (name, shape, what it is), for the docs
     split_datasets: ClassVar[tuple[tuple[str, str, str], ...]] = ()
+    #: whether ``/metrics/clusters`` (and ``/metrics/membership``) has a row each round for
+    #: every leaf, those that sampled no client and recorded no statistic too (the default);
+    #: False for an algorithm with a cluster per client (``local``), so that the tables grow
+    #: with the clients trained, not with the population
+    record_idle_clusters: ClassVar[bool] = True
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: the runtime sets the ranks' pool in a run over several ranks
     pool: ServerPool = LOCAL_POOL
@@ -496,6 +501,24 @@ class ClusteringAlgorithm(ABC):
         models. ``clients_per_round`` unless the algorithm asks more clients for their
         models (every member, or a seeding round)."""
         return num_clients if cls.every_member_trains else clients_per_round
+
+    @classmethod
+    def held_models(cls, params: Params, *, num_clients: int) -> int:
+        """Cluster models the server holds at once beyond the handful its model copies
+        count: 0 for an algorithm with a few clusters (the default); one per client for an
+        algorithm whose every client is a cluster (``local``). The runtime's memory check
+        counts them (the models, their copies in the snapshot and the checkpoint, and a
+        leaf of the tree each) and refuses, before any work, a run they do not fit."""
+        return 0
+
+    @classmethod
+    def evaluation_finetune(cls, params: Params, *, local_steps: int) -> int:
+        """Local steps each evaluated client takes from its cluster's model, on its own train
+        split and with the run's optimiser settings, before it is measured on its test split
+        (the cluster's model itself is not changed): 0, none, by default. ``local_steps`` is
+        ``train.local_steps``. The workers, the evaluation's placement and the capacity's
+        cost estimate read it."""
+        return 0
 
     @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:

@@ -119,7 +119,8 @@ EVALUATION = Table(
 
 MEMBERSHIP = Table(
     "membership", "metrics/membership",
-    "one per (round, leaf cluster, ground-truth group it holds clients of)",
+    "one per (round, leaf cluster, ground-truth group it holds clients of); for an "
+    "algorithm that records no idle cluster (local), the leaves that trained that round",
     (
         ROUND, CLUSTER,
         _c("group", "int", "the ground-truth group (index into data.groups)"),

@@ -139,6 +139,14 @@ LOSS_ROW_COPIES = 4
 #: clients between the cached ones (a worker with a 256 MiB cache measured about 0.6 GiB
 #: above one with none; see :func:`distfl.data.release_free_heap`)
 CACHE_OVERHEAD = 3
+#: float32 copies of each cluster model an algorithm holds beyond the handful of
+#: MODEL_COPIES (ClusteringAlgorithm.held_models: ``local``'s model per client): the
+#: server's, the pre-round snapshot's, /state's and /final's stacks when the file is
+#: written, and an aggregator's state (FedAvgM's velocity)
+HELD_MODEL_COPIES = 5
+#: bytes per held cluster model besides its values: its tensor and leaf of the tree (a node,
+#: its members), its rows of the per-cluster tables and its group in /hierarchy
+HELD_MODEL_BYTES = 4096
 #: samples of a client of a natural partition of a file dataset (a writer, whose samples are
 #: the files' and not data.samples_per_client): a generous allowance
 NATURAL_SAMPLES = 2000
@@ -297,6 +305,15 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             f"an evaluation's rows of {config.eval.evaluated(d.num_clients):,} clients",
         ),
     }
+    held = algorithm_class(config.algorithm.name).held_models(
+        config.algorithm.params, num_clients=d.num_clients
+    )
+    if held:
+        terms["held_models"] = (
+            held * (P * 4 * HELD_MODEL_COPIES + HELD_MODEL_BYTES),
+            f"the server's {held:,} cluster models of {P:,} parameters in "
+            f"{HELD_MODEL_COPIES} float32 copies, and a leaf of the tree each",
+        )
     terms.update(spec.memory_terms(config))
     if not spec.generated and (spec.natural_partition(config) or d.draw == "sequential"):
         terms["indices"] = (total * 16, f"every client's sample indices ({total:,} samples)")
@@ -424,7 +441,13 @@ def check_sizes(config: Config, available: int | None) -> None:
             best = (saved, knob, lower)
     if best is None:  # the number of clients grew it: the terms that scale with it
         K = config.data.num_clients
-        grows = ("population", "cache", "indices", "evaluation")
+        grows = ["population", "indices", "held_models"]
+        # the cache and a sampled evaluation stop growing at their caps: held there, they
+        # are as large at fewer clients at most (so the count said to fit does fit)
+        if terms["cache"][0] < CACHE_OVERHEAD * config.data.cache_mb * 2**20:
+            grows.append("cache")
+        if config.eval.evaluated(K) >= K:
+            grows.append("evaluation")
         scaled = sum(terms[t][0] for t in grows if t in terms)
         fixed = need - scaled
         fits = max(0, K * (available - fixed) // scaled) if available > fixed else 0
@@ -490,7 +513,8 @@ EVAL_CLIENT_COST = 350
 def evaluation_note(config: Config) -> str | None:
     """One line, before any work, when the evaluations a config asks for explicitly
     (``eval.clients`` other than "auto") will cost more than all of its training: how much
-    more, and how to change it. None otherwise."""
+    more, and how to change it. None otherwise. An algorithm that fine-tunes before its
+    evaluations (``evaluation_finetune``) adds its steps to each evaluated client's cost."""
     if config.eval.clients == "auto":
         return None
     K, t = config.data.num_clients, config.train
@@ -501,7 +525,11 @@ def evaluation_note(config: Config) -> str | None:
     train = per_client - test
     R, every = config.run.rounds, config.eval.every
     evaluations = R // every + (1 if R % every else 0)
-    eval_work = evaluations * n * (EVAL_CLIENT_COST + test)
+    algorithm = algorithm_class(config.algorithm.name)
+    tune = algorithm.evaluation_finetune(config.algorithm.params, local_steps=t.local_steps)
+    # fine-tuning before the measure: steps of min(B, n) samples, three passes each
+    finetune = 3 * tune * min(t.batch_size, train)
+    eval_work = evaluations * n * (EVAL_CLIENT_COST + test + finetune)
     cohort = min(config.server.clients_per_round, K)
     train_work = R * cohort * 3 * t.local_steps * min(t.batch_size, train)
     if eval_work <= train_work:
@@ -531,8 +559,11 @@ def run_file_bytes(config: Config) -> int:
     params = parameter_count(
         config.model.name, input_shape(config), classes, tuple(config.model.hidden)
     )
-    clusters = max(2, len(config.groups), int(getattr(config.algorithm.params, "num_clusters", 0)))
     cls = algorithm_class(config.algorithm.name)
+    clusters = max(
+        2, len(config.groups), int(getattr(config.algorithm.params, "num_clusters", 0)),
+        cls.held_models(config.algorithm.params, num_clients=K),
+    )  # fmt: skip
     per_pair = cls.pair_bytes
     working = max(cls.working_pair_bytes(config.algorithm.params), 1)
     stored = _pair_memory(config) * per_pair // working

@@ -186,6 +186,21 @@ class Evaluation:
             per = server.train_s / max(server.clients_trained, 1)
         return server.config.eval.evaluated(server.K) * per
 
+    @staticmethod
+    def cost(server: ServerView) -> np.ndarray:
+        """[K] each client's predicted work in an evaluation, in samples: its test split,
+        and where the algorithm fine-tunes first (ClusteringAlgorithm.evaluation_finetune)
+        its fine-tuning steps of min(B, n_k) samples, three passes each (forward and
+        backward), as the capacity counts them."""
+        cfg = server.config.train
+        steps = type(server.algorithm).evaluation_finetune(
+            server.algorithm.params, local_steps=cfg.local_steps
+        )
+        if not steps:
+            return server.num_test
+        batch = np.minimum(server.partition.num_train(), cfg.batch_size)
+        return server.num_test + 3 * steps * batch
+
     def __call__(self, server: ServerView, t: int) -> tuple[float, float, float]:
         leaves, assign = server.tree.assignment()
         chosen = self.clients(server, t)
@@ -194,12 +209,13 @@ class Evaluation:
         leaf_of = assign[clients]
         total = len(clients)
         workers = max(server.comm.world_size - 1, 1)
+        cost = self.cost(server)
         started = time.perf_counter()
         parts, done, size = [], 0, self.FIRST_STEP * workers
         while done < total:
             ks, ls = clients[done : done + size], leaf_of[done : done + size]
             model_of = {int(k): leaves[int(i)] for k, i in zip(ks, ls, strict=True)}
-            _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=server.num_test)
+            _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=cost)
             parts.append(out.eval_rows.cpu().numpy())
             done += len(ks)
             seconds = time.perf_counter() - started
@@ -240,7 +256,10 @@ class Recorder(Component):
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
         record, t = server.record, r.round
+        idle = type(server.algorithm).record_idle_clusters
         for cid in r.trained:  # a split parent with the members it split
+            if not idle and not r.sampled.get(cid, 0) and cid not in r.update.stats:
+                continue  # (local: a row per cluster trained, not per client of the run)
             record.clusters.append(
                 {"round": t, "cluster": cid, "size": len(server.tree.members(cid)),
                  "sampled": r.sampled.get(cid, 0)},
@@ -248,7 +267,7 @@ class Recorder(Component):
                 source=f"algorithm {server.algorithm.name!r}",
             )  # fmt: skip
         self._own_rows(server, t, r.update.rows)
-        self._membership(server, t)
+        self._membership(server, t, None if idle else r.sampled)
         record.metrics.append({
             "round": t,
             "num_clusters": len(server.models),
@@ -308,9 +327,16 @@ class Recorder(Component):
             server.record.tables[ALGORITHM_PREFIX + name].extend(values, source=source)
 
     @staticmethod
-    def _membership(server: ServerView, t: int) -> None:
-        """Each leaf's clients by ground-truth group at the round's end."""
+    def _membership(server: ServerView, t: int, sampled: dict[str, int] | None = None) -> None:
+        """Each leaf's clients by ground-truth group at the round's end; with ``sampled``
+        (an algorithm that records no idle cluster: ``record_idle_clusters``), only the
+        leaves that sampled a client this round."""
         leaves, assign = server.tree.assignment()
+        if sampled is not None:
+            index = {cid: i for i, cid in enumerate(leaves)}
+            keep = np.zeros(len(leaves) + 1, dtype=bool)
+            keep[[index[c] for c, n in sampled.items() if n and c in index]] = True
+            assign = np.where(keep[assign], assign, -1)
         groups = server.federation_groups
         G = int(groups.max()) + 1 if len(groups) else 1
         placed = assign >= 0  # IFCA's clients before their first probe are nowhere yet

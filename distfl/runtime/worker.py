@@ -8,6 +8,7 @@ to which the worker offers itself as the :class:`~distfl.algorithms.ClientContex
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -46,7 +47,7 @@ from distfl.runtime.protocol import (
     run_step,
     sum_layout,
 )
-from distfl.train import build_trainer, client_seed, trainer_kind
+from distfl.train import build_trainer, client_seed, finetune_seed, trainer_kind
 from distfl.train.sequential import evaluate_loaded
 
 
@@ -95,6 +96,15 @@ class Worker:
         self.num_train = partition.num_train()
         self.train_seconds = 0.0
         self.client_steps = 0
+        #: local steps each evaluated client takes before it is measured (the algorithm's
+        #: ClusteringAlgorithm.evaluation_finetune), with the run's trainer and optimiser
+        self.finetune_steps = int(
+            algorithm_class(config.algorithm.name).evaluation_finetune(
+                config.algorithm.params, local_steps=config.train.local_steps
+            )
+        )
+        self._finetuner = None
+        self._widest = widest
 
     def execute(self, plan: Plan, models: torch.Tensor) -> StepOutput:
         """Run the tasks placed on this worker, in ascending client order."""
@@ -126,12 +136,15 @@ class Worker:
                 probe_rows.append(np.concatenate([[k], row]))
         evaluated = [k for k in own if bits[k] & EVAL]
         for m in sorted({model_of[k] for k in evaluated}):  # each model loaded once
+            ks = [k for k in evaluated if model_of[k] == m]
+            if self.finetune_steps:
+                eval_rows += self._finetuned_rows(ks, models[m], plan.round)
+                continue
             load_flat(self.model, models[m].to(self.device))
-            for k in evaluated:
-                if model_of[k] == m:
-                    data = self.data(k)
-                    bal, acc, loss = evaluate_loaded(self.model, data, loss=self.config.train.loss)
-                    eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
+            for k in ks:
+                data = self.data(k)
+                bal, acc, loss = evaluate_loaded(self.model, data, loss=self.config.train.loss)
+                eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
         eval_rows.sort(key=lambda row: row[0])
         between = self._leave_at_stop if plan.any(MAY_GIVE_UP) else None
         try:
@@ -176,6 +189,35 @@ class Worker:
         out.loaded = self.cache.loaded - loaded_before
         out.cache_mb = self.cache.nbytes / 2**20
         return out
+
+    def _finetuned_rows(self, clients: list[int], start: torch.Tensor, round_index: int) -> list:
+        """Evaluation rows of ``clients`` after each took :attr:`finetune_steps` local steps
+        from ``start`` on its train split (seeded from (seed, round, client) alone, so any
+        world size gives the same bits); ``start`` itself is left as it is."""
+        if self._finetuner is None:
+            cfg = dataclasses.replace(self.config.train, local_steps=self.finetune_steps)
+            self._finetuner = build_trainer(
+                self.trainer_name, self.model, cfg, self.device, pad_to=self._widest
+            )
+        t0 = time.perf_counter()
+        start = start.to(self.device)
+        seed = self.config.run.seed
+        seeds = [finetune_seed(seed, round_index, k) for k in clients]
+        if self.together:
+            new, _ = self._finetuner.train_many(start, [self.data(k) for k in clients], seeds)
+        else:
+            new = torch.stack([
+                self._finetuner.train(start, self.data(k), seed=s)[0]
+                for k, s in zip(clients, seeds, strict=True)
+            ])  # fmt: skip
+        self.train_seconds += time.perf_counter() - t0
+        rows = []
+        for i, k in enumerate(clients):
+            load_flat(self.model, new[i])
+            data = self.data(k)
+            bal, acc, loss = evaluate_loaded(self.model, data, loss=self.config.train.loss)
+            rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
+        return rows
 
     def _leave_at_stop(self) -> None:
         if self.stop is not None and self.stop.name:

@@ -53,6 +53,15 @@ def client_seed(seed: int, round_index: int, client: int) -> int:
     return int(state[0]) & (2**63 - 1)
 
 
+def finetune_seed(seed: int, round_index: int, client: int) -> int:
+    """A 63-bit seed for client ``client``'s fine-tuning before round ``round_index``'s
+    evaluation (:meth:`ClusteringAlgorithm.evaluation_finetune`): from (seed, round, client)
+    alone, apart from its training's :func:`client_seed`."""
+    entropy = [seed, 0xF1E7E, round_index, client]
+    state = np.random.SeedSequence(entropy).generate_state(2, dtype=np.uint64)
+    return int(state[0]) & (2**63 - 1)
+
+
 def clients_per_chunk(num_params: int, batch: int, sample_numel: int, chunk_mb: int) -> int:
     """How many clients a batched trainer takes per call within ``train.chunk_mb``: the
     parameters, gradients, momentum and proximal anchor (4 float32 copies each) and a

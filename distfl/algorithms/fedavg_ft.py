@@ -1,0 +1,58 @@
+"""FedAvg with local fine-tuning before each evaluation (FL-bench's ``finetune_epoch``; the
+baseline that JedMills/MTFL issue 9 finds matching personalised methods).
+
+Training is FedAvg's, bit for bit: the same sampling generator (seed and stream) as
+``none``, the same aggregation, so that the global model of a ``fedavg_ft`` run is the one
+of a ``none`` run of the same seed. At each evaluation each evaluated client first takes
+``finetune_steps`` local steps from the global model, on its own train split, with the
+run's optimiser settings (``train.lr``, ``momentum``, ``weight_decay``, ``batch_size``,
+``prox_mu``) and trainer, seeded from (seed, round, client) alone, so that one process and
+any world size give the same bits; then it is measured on its test split. The fine-tuned
+models are dropped: the global model is not changed, and the next round trains from it.
+
+Where this differs from FL-bench: FL-bench counts fine-tuning in epochs over the client's
+train loader (``finetune_epoch``, 0 by default: no fine-tuning), here it is counted in
+local steps; the default, 0, means as many steps as a round's local training
+(``train.local_steps``), FL-bench with ``finetune_epoch`` equal to ``local_epoch``.
+FL-bench fine-tunes with a fresh optimiser of the training's settings, as here (its
+momentum starts at zero).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distfl.algorithms.base import Params, require, setting
+from distfl.algorithms.none import NoClustering
+from distfl.algorithms.registry import register
+
+
+@dataclass(frozen=True)
+class FedAvgFTParams(Params):
+    finetune_steps: int = setting(
+        0,
+        "int ≥ 0",
+        "local steps each evaluated client takes from the global model on its own train "
+        "split before it is measured (the global model is not changed); 0: as many as a "
+        "round's local training, `train.local_steps`",
+    )
+
+    def check(self, config) -> None:
+        steps = self.finetune_steps
+        require(
+            isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0,
+            "finetune_steps", steps, "an integer ≥ 0 (0: train.local_steps)",
+        )  # fmt: skip
+
+
+@register
+class FedAvgFT(NoClustering):
+    name = "fedavg_ft"
+    Params = FedAvgFTParams
+
+    @classmethod
+    def evaluation_finetune(cls, params: Params, *, local_steps: int) -> int:
+        return int(params.finetune_steps) or int(local_steps)
+
+
+__all__ = ["FedAvgFT", "FedAvgFTParams"]
