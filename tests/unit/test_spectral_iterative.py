@@ -119,3 +119,21 @@ def test_fedgwc_records_a_degenerate_medium_cluster_as_no_result(kind):
         assert stats["test_failed"] == 1.0 and "db" not in stats
     else:
         assert "test_failed" not in stats
+
+
+def test_references_above_the_bound_use_a_float32_affinity_with_the_same_median(monkeypatch):
+    """The Gaussian references of a cluster of 600 are clustered on a float32 affinity: the
+    median of their best scores is the float64 one's to float32 rounding, and the same bits
+    on a second call."""
+    from distfl.algorithms import fedgwc
+
+    assert fedgwc.REFERENCE_FLOAT32_ABOVE < 600
+    P, _ = _planted_p([320, 280], 6)
+    kw = dict(beta=0.5, n_max=4, seed=3, min_size=3, draws=3)
+    got = fedgwc.reference_score(P, rng=np.random.default_rng(9), **kw)
+    again = fedgwc.reference_score(P, rng=np.random.default_rng(9), **kw)
+    assert np.float64(got).tobytes() == np.float64(again).tobytes()
+    monkeypatch.setattr(fedgwc, "REFERENCE_FLOAT32_ABOVE", 600)
+    exact = fedgwc.reference_score(P, rng=np.random.default_rng(9), **kw)
+    assert np.isfinite(exact) and got != exact
+    assert got == pytest.approx(exact, rel=1e-4)
