@@ -21,7 +21,8 @@ SMALL_K = 2048
 #: tridiagonal reduction, O(K³) whatever the number of vectors asked for, twice with the
 #: gap check); above it ARPACK works on the affinity itself (O(K²) a step, no copy). At
 #: K = 2,000 the dense one took 24-32 s (threaded, on a busy 2-core machine) where ARPACK
-#: took 1 s; at 512 0.3-1.4 s against 0.1 s.
+#: took 1 s; at 512 0.3-1.4 s against 0.1 s. (scikit-learn's spectral clustering, which
+#: FedGWC's reference code calls, uses ARPACK by default.)
 DENSE_EIGEN_UP_TO = 512
 
 #: Eigenvalue gap below which the n-th and (n+1)-th eigenvalues of the normalised affinity

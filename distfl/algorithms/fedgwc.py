@@ -21,6 +21,12 @@ only groups score far below their reference.
 a missing entry as the row's mean (:mod:`distfl.algorithms.interaction`); where most of a
 cluster's pairs never met, a split also needs its clusters separated by a valley.
 
+Numerics: above 512 members the spectral embedding's eigenvectors come from ARPACK (as in
+scikit-learn's spectral clustering, which the reference code calls), below from a dense
+eigensolver (:data:`~distfl.spectral.DENSE_EIGEN_UP_TO`); above 512 rows a Gaussian
+reference's affinity is float32 (:data:`REFERENCE_FLOAT32_ABOVE`), the real test's W is
+float64 up to 2,048 members (:data:`~distfl.spectral.SMALL_K`).
+
 The pure math is in module-level functions; :class:`FedGWC` holds the per-cluster state.
 """
 
