@@ -21,6 +21,12 @@ only groups score far below their reference.
 a missing entry as the row's mean (:mod:`distfl.algorithms.interaction`); where most of a
 cluster's pairs never met, a split also needs its clusters separated by a valley.
 
+Numerics: above 512 members the spectral embedding's eigenvectors come from ARPACK (as in
+scikit-learn's spectral clustering, which the reference code calls), below from a dense
+eigensolver (:data:`~distfl.spectral.DENSE_EIGEN_UP_TO`); above 512 rows a Gaussian
+reference's affinity is float32 (:data:`REFERENCE_FLOAT32_ABOVE`), the real test's W is
+float64 up to 2,048 members (:data:`~distfl.spectral.SMALL_K`).
+
 The pure math is in module-level functions; :class:`FedGWC` holds the per-cluster state.
 """
 
@@ -401,14 +407,26 @@ def reference_states(rng: np.random.Generator, draws: int, skip) -> np.ndarray:
     return out
 
 
+#: Above this many rows a Gaussian reference's affinity is float32 (as every affinity is
+#: above spectral.SMALL_K), and its spectral embedding reads it in float32: a reference is
+#: a random draw whose best score only enters the references' median, and float32 entries
+#: are within a few roundings of the float64 ones (see :func:`affinity`). Up to it, and for
+#: the real test's W up to SMALL_K, float64 as before. A float64 K×K Gram product of each
+#: reference made a test of 2,000 members cost more than one of 2,100 (float32).
+REFERENCE_FLOAT32_ABOVE = spectral.DENSE_EIGEN_UP_TO
+
+
 @pooled
 def reference_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     """Reference i of :func:`reference_score`: the best split score of a Gaussian reference
-    of P (payload ``P``, ``states``, ``beta`` [1], ``ints`` [n_max, seed, min_size])."""
+    of P (payload ``P``, ``states``, ``beta`` [1], ``ints`` [n_max, seed, min_size]); its
+    affinity is float32 above :data:`REFERENCE_FLOAT32_ABOVE` rows."""
     n_max, seed, min_size = (int(v) for v in payload["ints"])
     ref = gaussian_reference(payload["P"], rng_at(payload["states"][i]))
-    return np.array([best_split_score(affinity(ref, float(payload["beta"][0])), n_max, seed,
-                                      min_size)])  # fmt: skip
+    K = ref.shape[0]
+    dtype = np.float32 if K > REFERENCE_FLOAT32_ABOVE else _auto_dtype(K)
+    W = affinity(ref, float(payload["beta"][0]), dtype=dtype)
+    return np.array([best_split_score(W, n_max, seed, min_size)])
 
 
 @pooled

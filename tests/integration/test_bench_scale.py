@@ -163,7 +163,9 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     assert {f"fedavg-K{k}-N100-W1-balanced-gaussian" for k in (2000, 100000)} <= keys
     observed = {f"fedgwc-observed-K{k}-N{n}-W1-balanced" for k, n in OBSERVED}
     assert observed <= keys
-    assert len(keys) == 12 + 6 + 4 + 2 + 3
+    # one calibrated split test on each side of SMALL_K (2,048)
+    assert {f"fedgwc-test-K{k}-N{k // 10}-W1-balanced" for k in (2000, 2100)} <= keys
+    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2
 
 
 def test_a_refusal_is_the_rows_status():

@@ -442,8 +442,9 @@ def test_choose_split_scores_inf_for_n_at_least_k():
 
 
 # ------------------------------------------------------------------ large-K machinery
-# Above spectral.SMALL_K clients the affinity is float32, the Gram product runs in row strips
-# and the embedding comes from ARPACK; these tests force those paths at small K.
+# Above spectral.SMALL_K clients the affinity is float32 and the Gram product runs in row strips;
+# above spectral.DENSE_EIGEN_UP_TO the embedding comes from ARPACK; these tests force those
+# paths at small K.
 
 
 def _grouped_P(K, seed, groups=3, noise=0.1):
@@ -552,7 +553,7 @@ def test_spectral_embedding_matches_sklearn(monkeypatch, arpack):
     from sklearn.manifold import spectral_embedding as sk_embedding
 
     if arpack:
-        monkeypatch.setattr(spectral, "SMALL_K", 0)
+        monkeypatch.setattr(spectral, "DENSE_EIGEN_UP_TO", 0)
     for W in (_noise_affinity(60, 7), _block_affinity([9, 14, 22], 8, shuffle=True)[0]):
         ref = sk_embedding(W, n_components=4, drop_first=False, random_state=3)
         got = spectral_embedding(W, 4, 3, tol=1e-12)
@@ -564,7 +565,7 @@ def test_spectral_embedding_matches_sklearn(monkeypatch, arpack):
 def test_choose_split_large_k_path(monkeypatch, dtype):
     W, truth = _block_affinity([30, 45, 25], 9, shuffle=True)
     n_ref, labels_ref, scores_ref = choose_split(W, 5, 0, min_size=3)
-    monkeypatch.setattr(spectral, "SMALL_K", 0)  # ARPACK embedding
+    monkeypatch.setattr(spectral, "DENSE_EIGEN_UP_TO", 0)  # ARPACK embedding
     n, labels, scores = choose_split(W.astype(dtype), 5, 0, min_size=3)
     assert n == n_ref == 3
     assert _partition(labels) == _partition(truth)

@@ -33,7 +33,14 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   measured test is the calibrated one. Its references are drawn only for a partition the
   test proposes (a Davies–Bouldin score below 1): the valley test's uniform samples where
   fewer than half of the cluster's pairs were observed, as in each of these rows, else the
-  Gaussian references.
+  Gaussian references;
+- FedGWC's calibrated split test on a dense P of K = 2,000 and 2,100 clients, one on each
+  side of :data:`distfl.spectral.SMALL_K` (2,048: the affinity is float64 up to it,
+  float32 above), 10% participation, W=1, 2 rounds, ``patience = 2`` (one test, in round
+  2), ``reference_draws = 15`` and ``db_threshold = 1e9``, so that the test proposes its
+  best partition and draws its 15 Gaussian references (each a K×K draw, its affinity and
+  its spectral clustering): the measured test's seconds are those of the calibrated test
+  at either size.
 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
@@ -125,6 +132,22 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
         "stable_tests": 1,
     },
 }
+#: FedGWC's calibrated split test on a dense P (15 Gaussian references), once per run, in
+#: round 2 (``patience = 2``); ``db_threshold`` so high that every test proposes its best
+#: partition and draws its references, whose cost is what is measured
+ALGORITHMS["fedgwc-test"] = {
+    "name": "fedgwc",
+    "interaction": "dense",
+    "epsilon": 1.0,
+    "patience": 2,
+    "min_observations": 0,
+    "stable_tests": 1,
+    "reference_draws": 15,
+    "db_threshold": 1e9,
+}
+#: cluster sizes of the split-test rows: one on each side of spectral.SMALL_K (2,048), where
+#: the affinity turns float32 (and, before, the embedding's eigensolver changed)
+SPLIT_TEST_SIZES = (2000, 2100)
 #: (K, clients per round) of the FedGWC rows on observed entries: the paper's large-scale
 #: regime (2,714 clients, 10 a round) and two populations far beyond a dense K×K P
 OBSERVED_SIZES = ((2714, 10), (20000, 200), (100000, 1000))
@@ -208,6 +231,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # the server's clustering at scale: a split test in every round
     for k, n in OBSERVED_SIZES:
         cases.append(Case("fedgwc-observed", k, n, 1))
+    # one calibrated split test of a cluster on each side of SMALL_K (10% participation)
+    for k in SPLIT_TEST_SIZES:
+        cases.append(Case("fedgwc-test", k, k // 10, 1, rounds=2))
     return cases
 
 
