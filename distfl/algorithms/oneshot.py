@@ -7,12 +7,14 @@ their rows into an n × n distance matrix (spread over the ranks with the server
 :mod:`distfl.algorithms.agglomerative` clusters it (``num_clusters`` ≥ 1 clusters, which wins
 over ``threshold``; 0 is one cluster per ground-truth group, as IFCA's key). After round 1's
 training the root splits into those clusters (children ``0.0``, ``0.1``, ... in order of
-their first client); with one cluster the root stays whole. Clients outside the one-shot
-round are then in no cluster: each round samples ``clients_per_round`` clients uniformly
-from the whole population (both papers' sampling), probes those not yet in a cluster and
-puts each into the cluster nearest by the linkage's distance to its members' rows, before
-it trains; until then a client has no model and is not evaluated. The rows of the one-shot
-round's clients are kept (and saved with the run) only while a client may still come.
+their first client); with one cluster the root stays whole, every client in it. Clients
+outside the one-shot round wait in one more child, the last (``0.k`` after k clusters),
+which no client trains from: its model stays the root's after round 1, on which they are
+evaluated. Each round samples ``clients_per_round`` clients uniformly from the whole
+population (both papers' sampling), probes those still waiting and moves each into the
+cluster nearest by the linkage's distance to its members' rows, before it trains. The rows
+of the one-shot round's clients are kept (and saved with the run) only while a client
+waits.
 """
 
 from __future__ import annotations
@@ -145,8 +147,7 @@ class OneShotClustering(ClusteringAlgorithm):
         self._sampled_round = round_index
         if round_index == 1:
             return self._request(self.first.copy())
-        _, assign = self.tree.assignment()
-        newcomers = self._sampled[assign[self._sampled] < 0]
+        newcomers = np.intersect1d(self._sampled, self.waiting())
         return self._request(newcomers) if len(newcomers) else None
 
     def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
@@ -173,8 +174,8 @@ class OneShotClustering(ClusteringAlgorithm):
         if self._sampled_round != round_index:
             raise RuntimeError(f"{self.name}: round {round_index} planned without its probe")
         leaves, assign = self.tree.assignment()
-        missing = self._sampled[assign[self._sampled] < 0]
-        if missing.size:
+        missing = np.intersect1d(self._sampled, self.waiting())
+        if missing.size or (assign[self._sampled] < 0).any():
             raise RuntimeError(f"{self.name}: round {round_index}: clients {missing} have no "
                                "cluster")  # fmt: skip
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
@@ -195,13 +196,26 @@ class OneShotClustering(ClusteringAlgorithm):
             return RoundUpdate()
         self.leaf_of = leaf_ids(int(labels.max()) + 1)
         children = {cid: clients[labels == i] for i, cid in enumerate(self.leaf_of)}
+        rest = np.setdiff1d(np.arange(self.num_clients), clients)
+        if len(rest):
+            children[self.waiting_id()] = rest
         split = self.tree.split(ROOT, children, round_index, info)
         self._drop_rows_when_all_placed()
         return RoundUpdate(splits=[split])
 
+    def waiting_id(self) -> str:
+        """The leaf of the clients not yet placed: the child after the clusters."""
+        return f"{ROOT}.{len(self.leaf_of)}"
+
+    def waiting(self) -> np.ndarray:
+        """The clients not yet placed in a cluster, ascending (none before the split)."""
+        cid = self.waiting_id()
+        if len(self.leaf_of) < 2 or cid not in self.tree:
+            return np.zeros(0, dtype=np.int64)
+        return self.tree.members(cid)
+
     def _drop_rows_when_all_placed(self) -> None:
-        _, assign = self.tree.assignment()
-        if (assign >= 0).all():
+        if not len(self.waiting()):
             self.rows = self.labels = None
 
     # -- checkpoints -----------------------------------------------------------------

@@ -283,27 +283,32 @@ def play(algorithm, rows_of, rounds):
 
 
 def test_one_shot_split_then_newcomers_join_their_group():
-    groups = [0, 1, 2] * 8
+    groups = np.array([0, 1, 2] * 8)
     rows = planted_rows(groups, np.random.default_rng(2))
     algorithm = pacfl(24, threshold=10.0, probe_clients=9)
     play(algorithm, rows, 1)
     first = algorithm.first
     assert len(first) == 9
-    leaves, assign = algorithm.tree.assignment()
-    assert (assign[first] >= 0).all()
-    assert same_partition(assign[first], np.array(groups)[first])
+    # three clusters of the one-shot round's clients, then the waiting leaf of the others
+    leaves = algorithm.tree.leaf_ids()
+    assert leaves == ["0.0", "0.1", "0.2", "0.3"]
+    assert algorithm.waiting().tolist() == np.setdiff1d(np.arange(24), first).tolist()
+    _, assign = algorithm.tree.assignment()
+    assert same_partition(assign[first], groups[first])
     assert algorithm.rows is not None  # newcomers may still come
-    play_more = 30
-    for t in range(2, play_more):
+    for t in range(2, 30):
+        waiting = algorithm.waiting()
         request = algorithm.plan_probe(t)
         if request is not None:
-            assert (assign[request.clients] < 0).all()  # only newcomers are probed
+            assert np.isin(request.clients, waiting).all()  # only newcomers are probed
             algorithm.update_probe(t, request, rows[request.clients])
-        algorithm.plan(t)
-        _, assign = algorithm.tree.assignment()
-    seen = assign >= 0
-    assert seen.sum() > 9
-    assert same_partition(assign[seen], np.array(groups)[seen])
+        plan = algorithm.plan(t)
+        assert "0.3" not in plan.train.values()  # nobody trains from the waiting leaf
+    _, assign = algorithm.tree.assignment()
+    placed = np.setdiff1d(np.arange(24), algorithm.waiting())
+    assert len(placed) > 9
+    assert same_partition(assign[placed], groups[placed])
+    assert (assign[placed] < 3).all()
 
 
 def test_resume_gives_the_same_state():
