@@ -110,20 +110,22 @@ def angle_block(payload: dict[str, np.ndarray], task: int) -> np.ndarray:
 
 
 def smallest_train_split(config) -> int | None:
-    """The fewest train samples a client holds, from the config alone (None for a natural
-    partition of a file dataset, whose sizes are known once it is read)."""
-    from distfl.data.partition import sample_counts, split_counts
+    """The fewest train samples a client holds, from the config alone: each group's
+    ``samples_per_client`` less its test share, as the partition splits them. None where
+    the config does not fix the sizes: a natural partition of a file dataset (known once it
+    is read) and ``data.quantity_skew`` > 0 (log-normal sizes, down to 1 train sample)."""
     from distfl.datasets import dataset_spec
 
     d, spec = config.data, dataset_spec(config.data.dataset)
-    if spec.natural_partition(config) and not spec.generated:
+    if (spec.natural_partition(config) and not spec.generated) or d.quantity_skew > 0:
         return None
-    sizes = sample_counts(config.groups, samples_per_client=d.samples_per_client,
-                          quantity_skew=d.quantity_skew, seed=config.run.seed)  # fmt: skip
-    fractions = np.concatenate(
-        [np.full(g.count, g.test_fraction or d.test_fraction) for g in config.groups]
-    )
-    return int((sizes - split_counts(sizes, fractions)).min())
+    fewest = None
+    for g in config.groups:
+        n = g.samples_per_client or d.samples_per_client
+        fraction = g.test_fraction or d.test_fraction
+        train = n - min(max(int(np.rint(n * fraction)), 1), n - 1)
+        fewest = train if fewest is None else min(fewest, train)
+    return fewest
 
 
 # -- the algorithm ----------------------------------------------------------------------
