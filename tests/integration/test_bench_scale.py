@@ -163,7 +163,10 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     assert {f"fedavg-K{k}-N100-W1-balanced-gaussian" for k in (2000, 100000)} <= keys
     observed = {f"fedgwc-observed-K{k}-N{n}-W1-balanced" for k, n in OBSERVED}
     assert observed <= keys
-    assert len(keys) == 12 + 6 + 4 + 2 + 3
+    one_shot = {f"{a}-K2714-N10-W1-balanced" for a in ("pacfl", "fedclust")}
+    one_shot |= {f"{a}-sample-K20000-N200-W1-balanced" for a in ("pacfl", "fedclust")}
+    assert one_shot <= keys
+    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 4
 
 
 def test_a_refusal_is_the_rows_status():

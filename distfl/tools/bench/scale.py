@@ -33,7 +33,13 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   measured test is the calibrated one. Its references are drawn only for a partition the
   test proposes (a Davies–Bouldin score below 1): the valley test's uniform samples where
   fewer than half of the cluster's pairs were observed, as in each of these rows, else the
-  Gaussian references.
+  Gaussian references;
+- PACFL and FedClust (one-shot hierarchical clustering) at (2,714, 10) with every client in
+  the one-shot round (their default and the papers'), and at (20,000, 200) with
+  ``algorithm.probe_clients = 2000``: the one-shot round clusters a uniform sample of 2,000
+  and the others join the nearest cluster when first sampled. Round 1, the one-shot round
+  (every probed client's row, the n × n distances and the clustering), is left out of the
+  per-round columns like every row's first round: it is in the process's wall time.
 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
@@ -124,6 +130,12 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
         "min_observations": 0,
         "stable_tests": 1,
     },
+    # the one-shot baselines with their defaults: every client in the one-shot round
+    "pacfl": {"name": "pacfl"},
+    "fedclust": {"name": "fedclust"},
+    # ... or a uniform sample of 2,000 in it, the others placed when first sampled
+    "pacfl-sample": {"name": "pacfl", "probe_clients": 2000},
+    "fedclust-sample": {"name": "fedclust", "probe_clients": 2000},
 }
 #: (K, clients per round) of the FedGWC rows on observed entries: the paper's large-scale
 #: regime (2,714 clients, 10 a round) and two populations far beyond a dense K×K P
@@ -208,6 +220,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # the server's clustering at scale: a split test in every round
     for k, n in OBSERVED_SIZES:
         cases.append(Case("fedgwc-observed", k, n, 1))
+    # the one-shot baselines: every client clustered at 2,714, a sample of 2,000 at 20,000
+    for algorithm in ("pacfl", "fedclust"):
+        cases += [Case(algorithm, 2714, 10, 1), Case(f"{algorithm}-sample", 20000, 200, 1)]
     return cases
 
 
