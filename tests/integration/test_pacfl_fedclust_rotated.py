@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 import h5py
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from runfile import assert_same_run
 
 from distfl.metrics import adjusted_rand_index
@@ -105,3 +106,25 @@ def test_torchrun_gives_the_same_bits(runs):
 def test_resume_gives_the_same_bits(runs):
     _, single, _, resumed = runs
     assert_same_run(single, resumed)
+
+
+@pytest.mark.parametrize(
+    ("items", "needle"),
+    [
+        (('algorithm.name="pacfl"', "algorithm.num_basis=65"),
+         "algorithm.num_basis = 65: must be at most the 64 features of a sample"),
+        (('algorithm.name="fedclust"', "algorithm.num_clusters=41"),
+         "algorithm.num_clusters = 41: must be -1 (the threshold), 0 (the number of data "
+         "groups) or 1 to the one-shot round's 40 clients"),
+    ],
+)  # fmt: skip
+def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp_path, items,
+                                                                    needle):  # fmt: skip
+    sets = [a for item in items for a in ("--set", item)]
+    out = tmp_path / "refused.h5"
+    proc = subprocess.run(
+        helpers.distfl_cmd("--preset", "rotated", *sets, "--out", str(out)), cwd=tmp_path,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert_one_line_error(proc, needle)
+    assert not out.exists()
