@@ -9,7 +9,8 @@ monotone, so merging while the least cluster distance is at most the threshold (
 public code stops at the first merge above it) gives the clusters of the merges of height
 at most the threshold, and a number of clusters k the clusters of the first n − k merges.
 A distance that is missing (NaN, infinite: a client whose row held no result) counts as
-farther than every measured one.
+farther than every measured one and than the threshold: it never joins two clusters under
+a threshold, and with a number of clusters it is merged last.
 """
 
 from __future__ import annotations
@@ -22,29 +23,29 @@ import numpy as np
 LINKAGES = ("average", "weighted", "complete", "single")
 
 
-def finite_distances(distances: np.ndarray) -> np.ndarray:
+def finite_distances(distances: np.ndarray, above: float = 0.0) -> np.ndarray:
     """A symmetric float64 copy with a zero diagonal, each missing (non-finite) entry
-    replaced by one value above every finite one (2·max + 1, or 1 when none is finite)."""
+    replaced by one value above every finite one and above ``above`` (2·max + 1)."""
     d = np.array(distances, dtype=np.float64)
     if d.ndim != 2 or d.shape[0] != d.shape[1]:
         raise ValueError(f"distances must be a square matrix, not {d.shape}")
     d = np.maximum(d, d.T)  # NaN-propagating: a missing entry either way is missing
     finite = np.isfinite(d)
     top = float(d[finite].max()) if finite.any() else 0.0
-    d[~finite] = 2 * max(top, 0.0) + 1.0
+    d[~finite] = 2 * max(top, above, 0.0) + 1.0
     np.fill_diagonal(d, 0.0)
     return d
 
 
-def merge_tree(distances: np.ndarray, linkage: str) -> np.ndarray:
-    """scipy's linkage matrix [n − 1, 4] of the square ``distances`` (see
-    :func:`finite_distances` for missing entries)."""
+def merge_tree(distances: np.ndarray, linkage: str, above: float = 0.0) -> np.ndarray:
+    """scipy's linkage matrix [n − 1, 4] of the square ``distances`` (missing entries above
+    every finite one and ``above``: :func:`finite_distances`)."""
     from scipy.cluster.hierarchy import linkage as scipy_linkage
     from scipy.spatial.distance import squareform
 
     if linkage not in LINKAGES:
         raise ValueError(f"linkage must be one of {', '.join(LINKAGES)}, not {linkage!r}")
-    d = finite_distances(distances)
+    d = finite_distances(distances, above)
     if len(d) < 2:
         return np.zeros((0, 4))
     return scipy_linkage(squareform(d, checks=False), method=linkage)
@@ -85,10 +86,10 @@ def cut(merges: np.ndarray, num_items: int, *, threshold: float | None = None,
 def agglomerate(distances: np.ndarray, *, linkage: str, threshold: float,
                 num_clusters: int = -1) -> np.ndarray:  # fmt: skip
     """Cluster labels [n] of a square distance matrix: ``num_clusters`` ≥ 1 clusters when
-    given, else the cut at ``threshold``."""
+    given (at most n), else the cut at ``threshold``."""
     d = np.asarray(distances)
-    merges = merge_tree(d, linkage)
-    k = num_clusters if num_clusters >= 1 else None
+    merges = merge_tree(d, linkage, above=threshold if np.isfinite(threshold) else 0.0)
+    k = min(num_clusters, len(d)) if num_clusters >= 1 else None
     return cut(merges, len(d), threshold=threshold, num_clusters=k)
 
 

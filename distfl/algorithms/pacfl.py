@@ -33,8 +33,9 @@ Defaults and deviations:
 - A basis holds only the directions of non-zero singular values (numpy's rank tolerance):
   a client with fewer samples than p, or rank-deficient data, sends fewer vectors
   (zero columns) and its angles are taken over the smaller subspace; a client whose data
-  is all zero, or not finite, has no subspace: its angles are missing and count as farther
-  than every measured one (its ``rank`` in the split's datasets is 0).
+  is all zero, or not finite, has no subspace: its angles are missing, farther than every
+  measured one and than β (its ``rank`` in the split's datasets is 0); as a newcomer it
+  joins the first cluster.
 """
 
 from __future__ import annotations

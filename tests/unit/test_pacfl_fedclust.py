@@ -184,10 +184,12 @@ def test_missing_distances_count_as_farthest_and_tiny_inputs():
     # missing one, farther than any measured distance
     assert agglomerate(d, linkage="single", threshold=0.6).tolist() == [0, 0, 0]
     assert agglomerate(d, linkage="complete", threshold=0.6).tolist() == [0, 1, 1]
-    assert agglomerate(d, linkage="complete", threshold=1e9).tolist() == [0, 0, 0]
-    assert agglomerate(np.full((3, 3), np.nan), linkage="average", threshold=0.5).tolist() == [
-        0, 1, 2,
-    ]  # fmt: skip
+    assert agglomerate(d, linkage="complete", threshold=1e9).tolist() == [0, 1, 1]
+    assert agglomerate(d, linkage="complete", threshold=0.0, num_clusters=1).tolist() == [0] * 3
+    # nothing measured: no pair is within any threshold, and a count still cuts
+    nothing = np.full((3, 3), np.nan)
+    assert agglomerate(nothing, linkage="average", threshold=50.0).tolist() == [0, 1, 2]
+    assert len(set(agglomerate(nothing, linkage="average", threshold=0.0, num_clusters=2))) == 2
     assert agglomerate(np.zeros((1, 1)), linkage="single", threshold=1.0).tolist() == [0]
     assert agglomerate(np.zeros((4, 4)), linkage="average", threshold=0.0).tolist() == [0] * 4
     with pytest.raises(ValueError):
