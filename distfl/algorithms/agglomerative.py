@@ -107,15 +107,17 @@ def nearest_cluster(distances: np.ndarray, labels: np.ndarray, *, linkage: str) 
     k = int(labels.max()) + 1 if len(labels) else 0
     if k == 0:
         raise ValueError("no clustered item to join")
-    per = np.empty((d.shape[0], k))
-    for c in range(k):
-        block = d[:, labels == c]
-        if linkage == "single":
-            per[:, c] = block.min(axis=1)
-        elif linkage == "complete":
-            per[:, c] = block.max(axis=1)
-        else:
-            per[:, c] = block.mean(axis=1)
+    order = np.argsort(labels, kind="stable")
+    grouped = d[:, order]
+    starts = np.searchsorted(labels[order], np.arange(k))
+    if np.unique(labels).size != k:
+        raise ValueError("labels must number the clusters 0..k-1, each with a member")
+    if linkage == "single":
+        per = np.minimum.reduceat(grouped, starts, axis=1)
+    elif linkage == "complete":
+        per = np.maximum.reduceat(grouped, starts, axis=1)
+    else:
+        per = np.add.reduceat(grouped, starts, axis=1) / np.bincount(labels, minlength=k)
     return np.argmin(per, axis=1).astype(np.int64)
 
 

@@ -128,3 +128,29 @@ def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp
     )  # fmt: skip
     assert_one_line_error(proc, needle)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_distance_blocks_spread_over_the_ranks_give_the_same_bits(helpers, tmp_path, name):
+    """130 clients in the one-shot round: three pooled blocks of 64 rows, which the two
+    worker ranks of a torchrun world compute (one process computes them itself)."""
+    sets = ("--preset", "digits", "--set", "data.num_clients=130",
+            "--set", "data.samples_per_client=40", "--set", "run.rounds=2",
+            "--set", "eval.every=2", "--set", 'run.progress="none"',
+            "--set", f'algorithm.name="{name}"')  # fmt: skip
+    single, multi = tmp_path / "w1.h5", tmp_path / "w3.h5"
+    torchrun = [
+        helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
+        "-m", "distfl", "run", *sets, "--out", str(multi), "--comm", "torch",
+    ]  # fmt: skip
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ranks = pool.submit(subprocess.run, torchrun, env=helpers.clean_env(),
+                            capture_output=True, text=True, timeout=400)  # fmt: skip
+        helpers.run_alone(tmp_path, *sets, "--out", str(single))
+        p3 = ranks.result()
+    assert p3.returncode == 0, p3.stdout + p3.stderr
+    with h5py.File(multi, "r") as f:
+        assert f["hierarchy/0/distances"].shape == (130, 130)
+        pooled = f["timing/workers/pooled"][()]
+    assert pooled.sum() >= 3  # the worker ranks computed the blocks
+    assert_same_run(single, multi)

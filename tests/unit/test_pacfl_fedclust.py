@@ -204,6 +204,18 @@ def test_nearest_cluster_by_linkage():
     assert nearest_cluster(d, labels, linkage="complete").tolist() == [1, 0]  # 9 > 4
 
 
+@pytest.mark.parametrize(
+    ("linkage", "reduce"),
+    [("average", np.mean), ("weighted", np.mean), ("single", np.min), ("complete", np.max)],
+)
+def test_nearest_cluster_is_the_plain_per_cluster_reduction(linkage, reduce):
+    rng = np.random.default_rng(1)
+    d = rng.random((30, 50))
+    labels = rng.permutation(np.arange(50) % 7)
+    per = np.stack([reduce(d[:, labels == c], axis=1) for c in range(7)], axis=1)
+    assert nearest_cluster(d, labels, linkage=linkage).tolist() == per.argmin(axis=1).tolist()
+
+
 def test_euclidean_is_the_norm_of_differences():
     a = np.array([[0.0, 0.0], [3.0, 4.0]])
     assert euclidean(a, a).tolist() == [[0.0, 5.0], [5.0, 0.0]]
