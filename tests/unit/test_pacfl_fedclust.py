@@ -362,3 +362,17 @@ def test_fedclust_needs_the_last_layer_and_asks_for_it():
     bare = FedClust(num_clients=5, clients_per_round=2, seed=0)
     with pytest.raises(RuntimeError, match="last linear layer"):
         bare.plan_probe(1)
+
+
+def test_last_layer_span_is_the_last_linears_weight_and_bias():
+    import torch
+
+    from distfl.models import build_model, flat_params, last_layer_span, last_linear
+
+    model = build_model("mlp", (8, 8), 10, hidden=(8,))
+    start, stop = last_layer_span(model)
+    last = last_linear(model)
+    flat = flat_params(model)
+    want = torch.cat([last.weight.detach().reshape(-1), last.bias.detach()])
+    assert stop - start == 8 * 10 + 10
+    assert torch.equal(flat[start:stop], want)
