@@ -134,10 +134,16 @@ class OneShotClustering(ClusteringAlgorithm):
 
     # -- a round ---------------------------------------------------------------------
 
+    def probe_bytes(self, num_probed: int) -> int | None:
+        """What the probe moves in a real deployment (None: each client downloads a model
+        and uploads its row, the runtime's count)."""
+        return None
+
     def _request(self, clients: np.ndarray) -> ProbeRequest:
         leaf = self.tree.leaf_ids()[0]
         return ProbeRequest(clients=clients, clusters=[leaf], op=self.op,
-                            width=self.row_width(), args=self.probe_args())  # fmt: skip
+                            width=self.row_width(), args=self.probe_args(),
+                            federation_bytes=self.probe_bytes(len(clients)))  # fmt: skip
 
     def plan_probe(self, round_index: int) -> ProbeRequest | None:
         """Sample the round's clients; round 1 probes the one-shot round's clients, later

@@ -214,6 +214,10 @@ class PACFL(OneShotClustering):
     def probe_args(self) -> tuple[int, ...]:
         return (self.num_basis,)
 
+    def probe_bytes(self, num_probed: int) -> int:
+        """Each probed client uploads its basis (float64) and downloads nothing."""
+        return num_probed * self.row_width() * 8
+
     def pairwise(self, rows: np.ndarray) -> np.ndarray:
         n = len(rows)
         payload = {

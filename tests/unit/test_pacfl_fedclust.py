@@ -376,3 +376,11 @@ def test_last_layer_span_is_the_last_linears_weight_and_bias():
     want = torch.cat([last.weight.detach().reshape(-1), last.bias.detach()])
     assert stop - start == 8 * 10 + 10
     assert torch.equal(flat[start:stop], want)
+
+
+def test_pacfls_probe_counts_the_bases_uploaded():
+    algorithm = pacfl(5)
+    request = algorithm.plan_probe(1)
+    assert request.width == 6 * 2 and request.args == (2,)
+    assert request.federation_bytes == 5 * 12 * 8
+    assert FedClust(num_clients=5, clients_per_round=2, seed=0).probe_bytes(5) is None
