@@ -109,21 +109,25 @@ def test_resume_gives_the_same_bits(runs):
 
 
 @pytest.mark.parametrize(
-    ("items", "needle"),
+    ("preset", "items", "needle"),
     [
-        (('algorithm.name="pacfl"', "algorithm.num_basis=65"),
+        ("rotated", ('algorithm.name="pacfl"', "algorithm.num_basis=65"),
          "algorithm.num_basis = 65: must be at most the 64 features of a sample"),
-        (('algorithm.name="fedclust"', "algorithm.num_clusters=41"),
+        # every one of a million clients in the one-shot round: 24 bytes a pair, 22 TiB
+        ("digits", ("data.num_clients=1000000", 'algorithm.name="pacfl"'),
+         "algorithm pacfl keeps K×K matrices (24 bytes per pair of clients), 22352.2 GiB for "
+         "1,000,000 clients"),
+        ("rotated", ('algorithm.name="fedclust"', "algorithm.num_clusters=41"),
          "algorithm.num_clusters = 41: must be -1 (the threshold), 0 (the number of data "
          "groups) or 1 to the one-shot round's 40 clients"),
     ],
 )  # fmt: skip
-def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp_path, items,
-                                                                    needle):  # fmt: skip
+def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp_path, preset,
+                                                                    items, needle):  # fmt: skip
     sets = [a for item in items for a in ("--set", item)]
     out = tmp_path / "refused.h5"
     proc = subprocess.run(
-        helpers.distfl_cmd("--preset", "rotated", *sets, "--out", str(out)), cwd=tmp_path,
+        helpers.distfl_cmd("--preset", preset, *sets, "--out", str(out)), cwd=tmp_path,
         env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert_one_line_error(proc, needle)
