@@ -384,3 +384,25 @@ def test_pacfls_probe_counts_the_bases_uploaded():
     assert request.width == 6 * 2 and request.args == (2,)
     assert request.federation_bytes == 5 * 12 * 8
     assert FedClust(num_clients=5, clients_per_round=2, seed=0).probe_bytes(5) is None
+
+
+def test_fedclusts_initial_model_is_the_seeded_build_and_leaves_the_random_state():
+    import types
+
+    import torch
+
+    from distfl.algorithms.fedclust_client import FedClustClient
+    from distfl.models import build_model, flat_params
+
+    config = load(preset="rotated")
+    dataset = types.SimpleNamespace(input_shape=(1, 8, 8), num_classes=10)
+    context = types.SimpleNamespace(config=config, dataset=dataset)
+    half = FedClustClient(config.algorithm.params, context)
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    got = half.initial_model()
+    assert torch.equal(torch.random.get_rng_state(), before)  # nothing else's draws change
+    torch.manual_seed(config.run.seed)  # as the server builds the run's initial model
+    want = flat_params(build_model(config.model.name, (1, 8, 8), 10, hidden=config.model.hidden))
+    assert torch.equal(got, want)
+    assert half.initial_model() is got  # built once
