@@ -119,6 +119,24 @@ def last_linear(model: nn.Module) -> nn.Linear:
     return [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
 
 
+def last_layer_span(model: nn.Module) -> tuple[int, int]:
+    """[start, stop) of the last ``nn.Linear``'s parameters (weight, then bias) in the flat
+    model (:func:`flat_params`' order); (0, 0) when they do not lie together there."""
+    last = last_linear(model)
+    own = {id(p) for p in last.parameters()}
+    offset, start, stop = 0, None, None
+    for p in model.parameters():
+        if id(p) in own:
+            start = offset if start is None else start
+            stop = offset + p.numel()
+        elif start is not None and stop is not None and stop == offset:
+            break
+        offset += p.numel()
+    if start is None or stop - start != sum(p.numel() for p in last.parameters()):
+        return (0, 0)
+    return (start, stop)
+
+
 def num_params(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
 

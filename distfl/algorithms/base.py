@@ -132,6 +132,11 @@ class Federation:
     num_params: int = 0
     #: width of the model's penultimate layer (the input of its last linear layer)
     embed_dim: int = 0
+    #: values of one input sample, flattened (the rows of a client's data matrix)
+    input_dim: int = 0
+    #: where the last linear layer's weight and bias lie in the flat model, [start, stop)
+    #: ((0, 0): unknown)
+    last_layer: tuple[int, int] = (0, 0)
 
 
 @dataclass

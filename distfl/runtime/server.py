@@ -35,7 +35,7 @@ from distfl.data import OwnerPopulation, Partition, Population
 from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import last_finite
-from distfl.models import build_model, flat_params, last_linear, num_params
+from distfl.models import build_model, flat_params, last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
@@ -134,6 +134,8 @@ class Server:
                 num_train=self.num_train,
                 num_params=num_params(model),
                 embed_dim=last_linear(model).in_features,
+                input_dim=math.prod(input_shape),
+                last_layer=last_layer_span(model),
             ),
         )
         #: the cluster tree, owned by the algorithm: read here, never copied

@@ -165,7 +165,10 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     assert observed <= keys
     # one calibrated split test on each side of SMALL_K (2,048)
     assert {f"fedgwc-test-K{k}-N{k // 10}-W1-balanced" for k in (2000, 2100)} <= keys
-    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2
+    one_shot = {f"{a}-K2714-N10-W1-balanced" for a in ("pacfl", "fedclust")}
+    one_shot |= {f"{a}-sample-K20000-N200-W1-balanced" for a in ("pacfl", "fedclust")}
+    assert one_shot <= keys
+    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2 + 4
 
 
 def test_a_refusal_is_the_rows_status():

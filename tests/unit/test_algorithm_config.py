@@ -31,7 +31,8 @@ from distfl.algorithms.fedgwc import FedGWCParams
 from distfl.config import build, describe_algorithm_keys, from_json, load
 from distfl.errors import ConfigError
 
-BUILT_IN = ["cfl", "emdcfl", "fedgwc", "fesem", "flcl", "ifca", "none", "oracle"]
+BUILT_IN = ["cfl", "emdcfl", "fedclust", "fedgwc", "fesem", "flcl", "ifca", "none", "oracle",
+            "pacfl"]  # fmt: skip
 
 
 def error(**kw) -> str:
@@ -56,7 +57,7 @@ def test_every_built_in_algorithm_is_found_by_itself():
 def test_key_owners_know_fields_and_former_names():
     assert key_owners("epsilon") == ["emdcfl", "fedgwc"]
     assert key_owners("emd_epsilon") == ["emdcfl"]
-    assert key_owners("num_clusters") == ["fesem", "ifca"]
+    assert key_owners("num_clusters") == ["fedclust", "fesem", "ifca", "pacfl"]
     assert key_owners("no_such_key") == []
 
 

@@ -41,6 +41,12 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   best partition and draws its 15 Gaussian references (each a K×K draw, its affinity and
   its spectral clustering): the measured test's seconds are those of the calibrated test
   at either size.
+- PACFL and FedClust (one-shot hierarchical clustering) at (2,714, 10) with every client in
+  the one-shot round (their default and the papers'), and at (20,000, 200) with
+  ``algorithm.probe_clients = 2000``: the one-shot round clusters a uniform sample of 2,000
+  and the others join the nearest cluster when first sampled. Round 1, the one-shot round
+  (every probed client's row, the n × n distances and the clustering), is left out of the
+  per-round columns like every row's first round: it is in the process's wall time.
 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
@@ -131,6 +137,12 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
         "min_observations": 0,
         "stable_tests": 1,
     },
+    # the one-shot baselines with their defaults: every client in the one-shot round
+    "pacfl": {"name": "pacfl"},
+    "fedclust": {"name": "fedclust"},
+    # ... or a uniform sample of 2,000 in it, the others placed when first sampled
+    "pacfl-sample": {"name": "pacfl", "probe_clients": 2000},
+    "fedclust-sample": {"name": "fedclust", "probe_clients": 2000},
 }
 #: FedGWC's calibrated split test on a dense P (15 Gaussian references), once per run, in
 #: round 2 (``patience = 2``); ``db_threshold`` so high that every test proposes its best
@@ -234,6 +246,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # one calibrated split test of a cluster on each side of SMALL_K (10% participation)
     for k in SPLIT_TEST_SIZES:
         cases.append(Case("fedgwc-test", k, k // 10, 1, rounds=2))
+    # the one-shot baselines: every client clustered at 2,714, a sample of 2,000 at 20,000
+    for algorithm in ("pacfl", "fedclust"):
+        cases += [Case(algorithm, 2714, 10, 1), Case(f"{algorithm}-sample", 20000, 200, 1)]
     return cases
 
 
