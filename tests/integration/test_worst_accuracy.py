@@ -7,12 +7,15 @@ the federation and per cluster; and every reader shows those numbers: the run's 
 
 One job: the oracle on ``digits-mixed`` (12 clients: 8 near-IID, 4 of one class each, so
 two clusters and clients far apart), 4 rounds, evaluated in rounds 2 and 4, made by
-``distfl suite`` (a normal ``distfl run`` process, its output in the log beside)."""
+``distfl suite`` (a normal ``distfl run`` process, its output in the log beside). Its file
+without the new columns stands for a file written before them: it is read, and resumed
+to 6 rounds beside an uninterrupted run of 6."""
 
 from __future__ import annotations
 
 import csv
 import importlib.util
+import io
 import json
 import math
 import statistics
@@ -23,6 +26,7 @@ import types
 import h5py
 import numpy as np
 import pytest
+from runfile import assert_same, read_run
 
 import distfl
 from distfl.runtime.export import export_paths
@@ -202,3 +206,63 @@ def test_the_exports_hold_them(job):
     tags = set(events.Tags()["scalars"])
     for cid in job.leaves:
         assert {f"accuracy_worst/{cid}", f"accuracy_p10/{cid}"} <= tags, cid
+
+
+#: the columns this file's figures added to the run file's tables
+NEW_COLUMNS = [f"{table}/{column}" for table in ("metrics", "metrics/evaluation")
+               for column in ("accuracy_worst", "accuracy_p10")]  # fmt: skip
+
+
+def test_a_file_written_before_the_columns_reads_and_resumes_to_the_same_bits(job, helpers):
+    """A file of the layout before the columns (the job's file without them, sealed anew:
+    what the code before wrote) is read by every reader, without the figures, and resumes
+    to the bits of an uninterrupted run: every part the same, the new columns NaN in the
+    rounds the file held and the uninterrupted run's values in the resumed rounds."""
+    from distfl.checkpoint import read_run_file
+    from distfl.record import integrity
+    from distfl.tools.gather import gather_rows
+    from distfl.tools.inspection import inspect_run
+
+    before = job.dir / "before.h5"
+    before.write_bytes(job.path.read_bytes())
+    with h5py.File(before, "r+") as f:
+        for name in NEW_COLUMNS:
+            del f[name]
+        del f[integrity.GROUP]
+        integrity.seal(f)
+    run = distfl.open(before)
+    assert (run.accuracy_worst, run.accuracy_p10) == (None, None)
+    assert (run.summary()["accuracy_worst"], run.summary()["accuracy_p10"]) == (None, None)
+    m = run.metrics
+    columns = list(m.columns) if hasattr(m, "columns") else list(m.dtype.names)
+    assert "accuracy" in columns and "accuracy_worst" not in columns
+    (row,) = gather_rows([before])
+    assert (row["accuracy_worst"], row["accuracy_p10"]) == (None, None)
+    shown = io.StringIO()
+    inspect_run(before, shown)
+    assert "federation balanced accuracy" in shown.getvalue()
+    assert "worst      client" not in shown.getvalue()
+
+    toml = job.dir / "before.toml"
+    toml.write_text(read_run_file(before, state=False).config.to_toml())
+    resumed_out = distfl_cli(helpers, job.dir, "run", "--resume", str(before),
+                             "--set", "run.rounds=6")  # fmt: skip
+    assert "  worst client             " in resumed_out
+    fresh = job.dir / "fresh.h5"
+    distfl_cli(helpers, job.dir, "run", "--config", str(toml), "--out", str(fresh),
+               "--set", "run.rounds=6")  # fmt: skip
+    same = subprocess.run(
+        [sys.executable, "-m", "distfl", "compare", str(before), str(fresh), "--ignore",
+         "metrics,timing"], env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert same.returncode == 0, same.stdout + same.stderr
+    a, b = read_run(before), read_run(fresh)
+    assert sorted(a) == sorted(b)
+    assert_same({k: a[k] for k in a if k not in NEW_COLUMNS},
+                {k: b[k] for k in b if k not in NEW_COLUMNS})  # fmt: skip
+    for name in NEW_COLUMNS:
+        rounds = a[f"{name.rpartition('/')[0]}/round"]
+        held = rounds <= 4
+        assert np.isnan(a[name][held]).all(), name
+        assert a[name][~held].tobytes() == b[name][~held].tobytes(), name
+        assert np.isfinite(b[name][~held]).any(), name
