@@ -31,7 +31,7 @@ import numpy as np
 from distfl.checkpoint import UNVERIFIED, RunFile, read_run_file
 from distfl.errors import UnverifiedRunFile
 from distfl.hierarchy import HierarchyNode, clusters_found, first_split, node_order
-from distfl.metrics import federation_mean, last_finite
+from distfl.metrics import at_last_evaluation, federation_mean, last_finite
 from distfl.record import layout
 from distfl.text import printable
 
@@ -435,7 +435,10 @@ class Run:
     def metrics(self):
         """One row per round: round, num_clusters, num_participants, num_splits,
         train_loss_first, train_loss_last, accuracy (NaN in rounds without evaluation),
-        accuracy_plain, test_loss, federation_bytes (:meth:`table`)."""
+        accuracy_worst, accuracy_p10 (the lowest and the 10th percentile of the evaluated
+        clients' balanced accuracies), accuracy_plain, test_loss, federation_bytes
+        (:meth:`table`; a file written before accuracy_worst and accuracy_p10 lacks
+        them)."""
         return self.table("metrics")
 
     @property
@@ -447,7 +450,8 @@ class Run:
     @property
     def evaluation(self):
         """One row per (evaluation round, cluster): round, cluster, clients, accuracy,
-        accuracy_plain, test_loss."""
+        accuracy_worst, accuracy_p10, accuracy_plain, test_loss (a file written before
+        accuracy_worst and accuracy_p10 lacks them)."""
         return self.table("evaluation")
 
     @property
@@ -568,6 +572,28 @@ class Run:
         acc = last_finite(self._file.tables.get("metrics", {}).get("accuracy", ()))
         return None if math.isnan(acc) else acc
 
+    def _at_last_evaluation(self, column: str) -> float | None:
+        metrics = self._file.tables.get("metrics", {})
+        if column not in metrics:
+            return None  # a file written before the column
+        value = at_last_evaluation(metrics.get("accuracy", ()), metrics[column])
+        return None if math.isnan(value) else value
+
+    @property
+    def accuracy_worst(self) -> float | None:
+        """The lowest balanced accuracy of a client at the last evaluation (the evaluation
+        of :attr:`accuracy`: ``/metrics/accuracy_worst`` in its row), unweighted, over the
+        evaluated clients; None when the run has not evaluated or the file was written
+        before the column."""
+        return self._at_last_evaluation("accuracy_worst")
+
+    @property
+    def accuracy_p10(self) -> float | None:
+        """The 10th percentile of the clients' balanced accuracies at the last evaluation
+        (:func:`distfl.metrics.low_tail`: numpy's default linear interpolation,
+        unweighted, over the evaluated clients), as :attr:`accuracy_worst`."""
+        return self._at_last_evaluation("accuracy_p10")
+
     @property
     def first_split(self) -> int | None:
         """The round of the hierarchy's first split (:func:`distfl.hierarchy.first_split`);
@@ -605,7 +631,8 @@ class Run:
         """The run in numbers, as ``distfl inspect``, ``distfl gather`` and ``distfl report``
         show them: file, algorithm, dataset, clients, groups, round, rounds, finished,
         clusters (:attr:`num_clusters`), leaves (final leaves, empty ones included),
-        accuracy (:attr:`accuracy`), was, wadb, rand, ari (:meth:`scores`), first_split
+        accuracy (:attr:`accuracy`), accuracy_worst (:attr:`accuracy_worst`), accuracy_p10
+        (:attr:`accuracy_p10`), was, wadb, rand, ari (:meth:`scores`), first_split
         (:attr:`first_split`), wall_s (:attr:`wall_s`). An undefined value is None."""
         scores = self.scores()
         return {
@@ -620,6 +647,8 @@ class Run:
             "clusters": self.num_clusters,
             "leaves": len(self._file.leaves),
             "accuracy": self.accuracy,
+            "accuracy_worst": self.accuracy_worst,
+            "accuracy_p10": self.accuracy_p10,
             "was": scores["was"],
             "wadb": scores["wadb"],
             "rand": scores["rand"],

@@ -424,7 +424,12 @@ class EvalSection:
         "every this many rounds (and after the last) each client evaluates its cluster's model on "
         "its local test split",
     )
-    weighted: bool = setting(False, "bool", "weight the federation mean by test-split size")
+    weighted: bool = setting(
+        False,
+        "bool",
+        "weight the federation mean by test-split size (the worst client's accuracy and the "
+        "10th percentile stay unweighted)",
+    )
     clients: int | str = setting(
         "auto",
         "`auto`, `all`, 0..K",

@@ -65,7 +65,7 @@ WORLD = {"host": "str", "local_rank": "int", "address": "str"}
 WORLD_ATTRS = {"launcher", "backend", "rendezvous", "rendezvous_ip"}
 TIMING_ATTRS = {"trainer", "loop_started", "sum_bytes_per_param"}
 #: the columns of the tables whose values are a fraction (balanced or plain accuracy)
-FRACTIONS = {"accuracy", "accuracy_plain"}
+FRACTIONS = {"accuracy", "accuracy_plain", "accuracy_worst", "accuracy_p10"}
 
 
 class Contents:

@@ -81,9 +81,14 @@ METRICS = Table(
         _c("train_loss_first", "float", "mean over participants of the first local step's loss"),
         _c("train_loss_last", "float", "the same of the last local step"),
         _c("accuracy", "float", "balanced accuracy of the federation (NaN in rounds without "
-           "evaluation)"),
-        _c("accuracy_plain", "float", "plain accuracy, the same way"),
-        _c("test_loss", "float", "test loss, the same way"),
+           "evaluation): the mean over the evaluated clients (weighted as eval.weighted says)"),
+        _c("accuracy_worst", "float", "the lowest balanced accuracy of an evaluated client "
+           "(NaN in rounds without evaluation, and in files written before the column)"),
+        _c("accuracy_p10", "float", "the 10th percentile of the evaluated clients' balanced "
+           "accuracies (unweighted; numpy's default linear interpolation), NaN as "
+           "accuracy_worst"),
+        _c("accuracy_plain", "float", "plain accuracy, as accuracy"),
+        _c("test_loss", "float", "test loss, as accuracy"),
         _c("federation_bytes", "int", "what a real deployment's clients and server exchange "
            "in the round", "bytes"),
     ),
@@ -112,6 +117,11 @@ EVALUATION = Table(
         ROUND, CLUSTER,
         _c("clients", "int", "clients evaluated"),
         _c("accuracy", "float", "their mean balanced accuracy (weighted as eval.weighted says)"),
+        _c("accuracy_worst", "float", "the lowest balanced accuracy of one of them (NaN in "
+           "files written before the column)"),
+        _c("accuracy_p10", "float", "the 10th percentile of their balanced accuracies "
+           "(unweighted; numpy's default linear interpolation; NaN in files written before "
+           "the column)"),
         _c("accuracy_plain", "float", "their mean plain accuracy"),
         _c("test_loss", "float", "their mean test loss"),
     ),

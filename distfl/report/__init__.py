@@ -34,6 +34,7 @@ SUITE_METRICS = (
     ("was", "WAS (silhouette of the clusters' class distributions)"),
     ("wadb", "WADB (Davies–Bouldin of the clusters' class distributions; lower is better)"),
     ("accuracy", "Final balanced accuracy"),
+    ("accuracy_worst", "Final balanced accuracy of the worst client"),
     ("clusters", "Clusters found"),
 )
 

@@ -165,6 +165,12 @@ def accuracy(data: RunData, palette: Palette) -> Drawn | None:
     fr, fv = broken_at_splits(rounds[ok], acc[ok], data)
     ax.plot(fr, fv, color="black", lw=1.3, ls="--", marker="x", ms=6, label="federation",
             zorder=3)  # fmt: skip
+    worst = np.asarray(data.metrics.get("accuracy_worst", []), dtype=np.float64)
+    low = np.isfinite(worst) if len(worst) == len(acc) else np.zeros(len(acc), dtype=bool)
+    if low.any():  # (a file written before the column has none)
+        wr, wv = broken_at_splits(rounds[low], worst[low], data)
+        ax.plot(wr, wv, color="black", lw=1.0, ls=":", marker="v", ms=5,
+                label="worst client", zorder=3)  # fmt: skip
     split_markers(ax, data)
     ax.set_xlabel("round")
     ax.set_ylabel("balanced accuracy")
@@ -172,16 +178,19 @@ def accuracy(data: RunData, palette: Palette) -> Drawn | None:
     ax.set_ylim(0, 1.02)  # a proportion: every run's figure on the same scale
     ax.grid(alpha=0.3)
     handles, labels = ax.get_legend_handles_labels()
-    if len(per_cluster) <= 16:  # the federation first, then the clusters in id order
-        ax.legend(handles[-1:] + handles[:-1], labels[-1:] + labels[:-1], fontsize=LEGEND_PT,
+    if len(per_cluster) <= 16:  # the federation (and its worst client) first, then the clusters
+        n = len(per_cluster)
+        ax.legend(handles[n:] + handles[:n], labels[n:] + labels[:n], fontsize=LEGEND_PT,
                   loc="lower right", ncols=2 if len(per_cluster) > 4 else 1)  # fmt: skip
     ax.set_title("Balanced accuracy over rounds: the federation and each cluster")
     return fig, (
-        "Balanced accuracy of the federation (black, dashed) and of each cluster's clients "
-        "(colours) at each evaluation round, on the full 0 to 1 scale. Dotted lines mark the "
-        "splits, labelled with the cluster that split; the federation's line is not drawn "
-        "across a split, where its clusters change. Read whether the split lifted the "
-        "clients it separated, and how far each cluster ends from the federation."
+        "Balanced accuracy of the federation (black, dashed: the mean over the evaluated "
+        "clients; black, dotted: its worst client's) and of each cluster's clients "
+        "(colours) at each evaluation round, on the full 0 to 1 scale. Grey vertical dotted "
+        "lines mark the splits, labelled with the cluster that split; the federation's lines "
+        "are not drawn across a split, where its clusters change. Read whether the split "
+        "lifted the clients it separated, how far each cluster ends from the federation, and "
+        "how far its worst client lags behind the mean."
     )
 
 
@@ -426,6 +435,7 @@ METRIC_NAMES = {
     "rand": "Rand index",
     "ari": "adjusted Rand index (ARI)",
     "accuracy": "final balanced accuracy",
+    "accuracy_worst": "worst client's final balanced accuracy",
     "clusters": "clusters found",
     "first_split": "round of the first split",
 }
@@ -469,7 +479,7 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
         ax.bar_label(bars, fmt="%.2f", fontsize=LEGEND_PT - 1, padding=2)
     ax.set_xticks(x, scenarios, rotation=30, ha="right", fontsize=LEGEND_PT)
     ax.set_ylabel(METRIC_NAMES.get(metric, metric))
-    if metric in ("rand", "ari", "accuracy"):  # scores of at most 1: show the whole scale
+    if metric in ("rand", "ari", "accuracy", "accuracy_worst"):  # at most 1: the whole scale
         low = min([0.0] + [min(v) for v in values.values()])
         ax.set_ylim(low - 0.05 if low < 0 else 0.0, 1.15)
     ax.axhline(0, color="0.3", lw=0.8)

@@ -23,7 +23,7 @@ import torch
 from distfl.algorithms import ClientReports, RoundUpdate
 from distfl.checkpoint import write_run_file
 from distfl.hierarchy import empty_leaves_note, node_order
-from distfl.metrics import federation_mean
+from distfl.metrics import federation_mean, low_tail
 from distfl.progress import Progress
 from distfl.record.layout import ALGORITHM_PREFIX
 from distfl.record.output import DiskReserve, RunFileWriteError, why
@@ -119,6 +119,10 @@ class RoundResult:
     rate: float
     #: seconds the algorithm's update took on the server (its split tests included)
     update_s: float = math.nan
+    #: the lowest and the 10th percentile of the evaluated clients' balanced accuracies
+    #: (:func:`distfl.metrics.low_tail`; NaN without an evaluation)
+    accuracy_worst: float = math.nan
+    accuracy_p10: float = math.nan
 
 
 class Component:
@@ -146,11 +150,30 @@ class Component:
         pass
 
 
+@dataclass(frozen=True)
+class Scores:
+    """An evaluation's figures of the federation: the mean balanced accuracy, plain
+    accuracy and test loss over the evaluated clients (weighted as ``eval.weighted`` says),
+    and the lowest and the 10th percentile of their balanced accuracies (unweighted,
+    :func:`distfl.metrics.low_tail`); NaN where no evaluated client has test data, and all
+    NaN in a round without an evaluation (:data:`NO_SCORES`)."""
+
+    accuracy: float
+    accuracy_plain: float
+    test_loss: float
+    accuracy_worst: float
+    accuracy_p10: float
+
+
+NO_SCORES = Scores(math.nan, math.nan, math.nan, math.nan, math.nan)
+
+
 class Evaluation:
     """Every ``eval.every`` rounds and in the last, every client (or a sample of them:
     ``eval.clients``) evaluates its cluster's model on its local test split; the
-    per-cluster means go to /metrics/evaluation, each client's accuracy to
-    /clients/accuracy.
+    per-cluster means, worst and 10th-percentile balanced accuracies go to
+    /metrics/evaluation, each client's accuracy to /clients/accuracy. Calling it returns
+    the federation's (:class:`Scores`).
 
     The evaluation is cut into steps of about ``STEP_S`` seconds each, in ascending client
     order, so that a stop signal waits for one step at most and the progress display
@@ -201,7 +224,7 @@ class Evaluation:
         batch = np.minimum(server.partition.num_train(), cfg.batch_size)
         return server.num_test + 3 * steps * batch
 
-    def __call__(self, server: ServerView, t: int) -> tuple[float, float, float]:
+    def __call__(self, server: ServerView, t: int) -> Scores:
         leaves, assign = server.tree.assignment()
         chosen = self.clients(server, t)
         clients = np.arange(server.K) if chosen is None else chosen
@@ -234,18 +257,24 @@ class Evaluation:
         for i in sorted(set(leaf_index.tolist()), key=lambda i: node_order(leaves[i])):
             mine = leaf_index == i
             w = None if weights is None else weights[mine]
+            worst, p10 = low_tail(rows[mine, 1])
             server.record.evaluation.append({
                 "round": t,
                 "cluster": leaves[i],
                 "clients": int(mine.sum()),
                 "accuracy": federation_mean(rows[mine, 1], w),
+                "accuracy_worst": worst,
+                "accuracy_p10": p10,
                 "accuracy_plain": federation_mean(rows[mine, 2], w),
                 "test_loss": federation_mean(rows[mine, 3], w),
             })  # fmt: skip
-        return (
-            federation_mean(rows[:, 1], weights),
-            federation_mean(rows[:, 2], weights),
-            federation_mean(rows[:, 3], weights),
+        worst, p10 = low_tail(rows[:, 1])
+        return Scores(
+            accuracy=federation_mean(rows[:, 1], weights),
+            accuracy_plain=federation_mean(rows[:, 2], weights),
+            test_loss=federation_mean(rows[:, 3], weights),
+            accuracy_worst=worst,
+            accuracy_p10=p10,
         )
 
 
@@ -276,6 +305,8 @@ class Recorder(Component):
             "train_loss_first": r.reports.losses[:, 0].mean(),
             "train_loss_last": r.reports.losses[:, -1].mean(),
             "accuracy": r.accuracy,
+            "accuracy_worst": r.accuracy_worst,
+            "accuracy_p10": r.accuracy_p10,
             "accuracy_plain": r.accuracy_plain,
             "test_loss": r.test_loss,
             "federation_bytes": server.round_bytes,
@@ -510,8 +541,9 @@ def _write_server(server: ServerView) -> None:
 
 class Summary(Component):
     label = "the summary"
-    """The lines printed at the end: rounds and time, accuracy, clusters, throughput,
-    traffic, the run file (and how to continue a stopped run)."""
+    """The lines printed at the end: rounds and time, accuracy (the mean, the worst client's
+    and the 10th percentile), clusters, throughput, traffic, the run file (and how to
+    continue a stopped run)."""
 
     def at_end(self, server: ServerView, s: dict[str, Any]) -> None:
         cfg, w = server.config, server.comm.world_size
@@ -536,6 +568,8 @@ class Summary(Component):
         lines = [
             head,
             f"  final balanced accuracy  {s['accuracy']:.4f} ({evaluated_over(cfg)})",
+            f"  worst client             {s['accuracy_worst']:.4f}, 10th percentile "
+            f"{s['accuracy_p10']:.4f} (of the same clients' balanced accuracies)",
             f"  clusters                 {s['num_clusters']}"
             f"{empty_leaves_note(s['num_clusters'], s['num_leaves'])}",
             f"  client-steps/s           {s['client_steps_per_s']:.1f}",

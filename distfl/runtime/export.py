@@ -6,10 +6,12 @@ a run can be followed with the tools one already uses:
   "round": 3, ...}`` with the table's columns (NaN as ``null``; an algorithm's own table
   under its name). It needs nothing beyond the standard library: ``tail -f``, ``jq`` or
   ``pandas.read_json(path, lines=True)`` read it.
-- ``tensorboard``: the per-round metrics (``metrics/<column>``), each cluster's evaluated
-  accuracy (``accuracy/<cluster>``) and the wall clock (``timing/elapsed_s``) as TensorBoard
-  scalars in ``<out>-tb/``, by round, through ``torch.utils.tensorboard`` (``pip install
-  distfl[tensorboard]``).
+- ``tensorboard``: the per-round metrics (``metrics/<column>``: the federation's
+  ``metrics/accuracy_worst`` and ``metrics/accuracy_p10`` among them), each cluster's
+  evaluated accuracy (``accuracy/<cluster>``), its worst client's
+  (``accuracy_worst/<cluster>``) and its 10th percentile (``accuracy_p10/<cluster>``) and
+  the wall clock (``timing/elapsed_s``) as TensorBoard scalars in ``<out>-tb/``, by round,
+  through ``torch.utils.tensorboard`` (``pip install distfl[tensorboard]``).
 
 Both are flushed at each evaluation and at the end. The run file stays the record: an
 export is made from its rows, and a resumed run makes it again from the rows the file
@@ -170,8 +172,10 @@ class TensorBoard:
                 for name, value in row.items():
                     if name != "round" and _finite(value):
                         add(f"metrics/{name}", float(value), t)
-            elif key == "evaluation" and _finite(row.get("accuracy")):
-                add(f"accuracy/{row['cluster']}", float(row["accuracy"]), t)
+            elif key == "evaluation":
+                for name in ("accuracy", "accuracy_worst", "accuracy_p10"):
+                    if _finite(row.get(name)):
+                        add(f"{name}/{row['cluster']}", float(row[name]), t)
             elif key == "timing" and _finite(row.get("elapsed_s")):
                 add("timing/elapsed_s", float(row["elapsed_s"]), t)
 

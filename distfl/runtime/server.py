@@ -8,7 +8,6 @@ owns."""
 from __future__ import annotations
 
 import copy
-import math
 import os
 import sys
 import time
@@ -34,12 +33,13 @@ from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
 from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
 from distfl.hierarchy import clusters_found
-from distfl.metrics import last_finite
+from distfl.metrics import at_last_evaluation, last_finite
 from distfl.models import build_model, flat_params, last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
 from distfl.runtime.components import (
+    NO_SCORES,
     Component,
     Evaluation,
     RoundResult,
@@ -572,15 +572,16 @@ class Server:
         self.apply_splits(update.splits)
         self.phase = "the evaluation"
         evaluated = self.evaluation.due(self, t)
-        scores = self.evaluation(self, t) if evaluated else (math.nan,) * 3
+        scores = self.evaluation(self, t) if evaluated else NO_SCORES
         self.rounds_done = t
         now = time.perf_counter()
         return RoundResult(
             round=t, reports=reports, update=update, trained=trained, sampled=sampled,
-            evaluated=evaluated, accuracy=scores[0], accuracy_plain=scores[1],
-            test_loss=scores[2], elapsed=self.elapsed_before + now - t_start,
+            evaluated=evaluated, accuracy=scores.accuracy, accuracy_plain=scores.accuracy_plain,
+            test_loss=scores.test_loss, elapsed=self.elapsed_before + now - t_start,
             moved=self.comm.bytes_moved - bytes_before,
             rate=(t - first + 1) / max(now - t_start, 1e-9), update_s=update_s,
+            accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
         )  # fmt: skip
 
     def expected_round_s(self, t: int) -> float:
@@ -669,6 +670,11 @@ class Server:
             "rounds": self.rounds_done,
             "rounds_this_run": ran,
             "accuracy": accuracy,
+            # the lowest and the 10th percentile of the clients' accuracies of that evaluation
+            **{
+                key: at_last_evaluation(self.record.metrics["accuracy"], self.record.metrics[key])
+                for key in ("accuracy_worst", "accuracy_p10")
+            },
             "num_clusters": clusters_found(self.tree.assignment()[1]),
             "num_leaves": len(self.models),
             "wall_s": wall,

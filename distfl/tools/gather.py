@@ -2,7 +2,8 @@
 
 ``status`` says whether a run file's run reached its last round (exit 0) or stopped early
 and can be resumed (exit 1), so that a batch script can test it. ``gather`` tabulates many
-run files (a sweep): one row per file with its config, final accuracy and clustering scores,
+run files (a sweep): one row per file with its config, final accuracy (the mean, the worst
+client's and the 10th percentile) and clustering scores,
 as an aligned table and, on request, as CSV; a value the run has not (``beta`` or a
 ``--key algorithm.X`` of a run whose algorithm takes no such key) is ``-`` in the table and
 an empty cell in the CSV. A file that cannot be read is left out of the table and the CSV
@@ -38,6 +39,8 @@ COLUMNS = (
     "rounds",
     "clusters",
     "accuracy",
+    "accuracy_worst",
+    "accuracy_p10",
     "rand",
     "ari",
     "was",

@@ -1,4 +1,5 @@
-"""``distfl inspect RUN.h5``: the cluster hierarchy as a tree, accuracies, WAS/WADB, Rand/ARI."""
+"""``distfl inspect RUN.h5``: the cluster hierarchy as a tree, accuracies (the mean, the worst
+client's and the 10th percentile), WAS/WADB, Rand/ARI."""
 
 from __future__ import annotations
 
@@ -70,6 +71,11 @@ def inspect_run(
         f"final      {s['clusters']} cluster(s){also}; federation balanced accuracy "
         f"{score_text(s['accuracy'])}\n"
     )
+    if s["accuracy_worst"] is not None:
+        w(
+            f"worst      client {score_text(s['accuracy_worst'])}, 10th percentile "
+            f"{score_text(s['accuracy_p10'])} (balanced accuracy, the same evaluation)\n"
+        )
     w(f"WAS        {score_text(s['was'])}   (silhouette, sorted frequencies)\n")
     w(f"WADB       {score_text(s['wadb'])}   (Davies-Bouldin, the same vectors)\n")
     if s["groups"] > 1 or s["clusters"] > 1:

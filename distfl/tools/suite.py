@@ -18,7 +18,8 @@ suite) resumed from their ``/state``; a run file holding another config is refus
 
 The table (also ``OUT/suite.csv`` and ``OUT/suite.json``) has one row per run: scenario,
 algorithm (``fedavg`` for ``none``: one global model), seed, true groups, clusters found,
-Rand index, ARI, WAS, WADB, final balanced accuracy, round of the first split and wall time.
+Rand index, ARI, WAS, WADB, final balanced accuracy (the mean, the worst client's and the 10th
+percentile), round of the first split and wall time.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ COLUMNS = (
     "was",
     "wadb",
     "accuracy",
+    "accuracy_worst",
+    "accuracy_p10",
     "first_split",
     "wall_s",
 )
