@@ -8,6 +8,7 @@ owns."""
 from __future__ import annotations
 
 import copy
+import math
 import os
 import sys
 import time
