@@ -194,14 +194,15 @@ def _seeds(seeds: int | str | Iterable[int]) -> list[int]:
 def suite(
     scenarios: str | os.PathLike | Iterable[str | os.PathLike] | None = None,
     *,
-    algorithms: str | Iterable[str] = ("fedgwc", "none"),
-    seeds: int | str | Iterable[int] = (0,),
+    algorithms: str | Iterable[str] | None = None,
+    seeds: int | str | Iterable[int] | None = None,
     out: str | os.PathLike,
     workers: int = 1,
     overrides: Mapping[str, Any] | Iterable[str] | None = None,
     variants: Iterable[str] = (),
     force: bool = False,
     true_clusters: bool = False,
+    table: str | None = None,
     stream: TextIO | None = None,
 ):
     """Run ``distfl suite`` (scenarios × algorithms × seeds, each a ``distfl run``
@@ -212,20 +213,27 @@ def suite(
     ``stream``, default stdout).
 
     ``scenarios``: presets or TOML files (None: ``default`` and the papers' scenarios);
-    ``algorithms``: names or variants' names (a list, or "fedgwc,none"); ``seeds``: an int,
-    a list, or "0,1"; ``overrides``: for every run (:func:`set_items`); ``variants``:
+    ``algorithms``: names or variants' names (a list, or "fedgwc,none"; default fedgwc and
+    none, or a table's methods); ``seeds``: an int, a list, or "0,1" (default 0, or a
+    table's seeds); ``overrides``: for every run (:func:`set_items`); ``variants``:
     ``--variant`` texts ("NAME=ALGORITHM:KEY=VALUE,..."); ``true_clusters``: as
     ``--true-clusters``, each algorithm that takes a number of clusters is given the
-    scenario's number of data groups. Finished runs in ``out`` are kept
+    scenario's number of data groups; ``table``: as ``--table``, a source paper's
+    comparison table (its scenario, settings, methods and seeds where these are not given,
+    and its comparison printed on ``stream``). Finished runs in ``out`` are kept
     and unfinished ones resumed, unless ``force``. Raises ConfigError or UserError before
     any run starts."""
     from distfl.tools import suite as tool
 
+    if algorithms is None:  # a table's own methods, else FedGWC and FedAvg
+        algorithms = () if table is not None else ("fedgwc", "none")
+    if seeds is None:
+        seeds = () if table is not None else (0,)
     algorithms = (
         [a for a in algorithms.split(",") if a] if isinstance(algorithms, str) else list(algorithms)
     )
-    rows, outcomes = tool.suite(
-        _names(scenarios) if scenarios is not None else None,
+    kw = dict(
+        scenarios=_names(scenarios) if scenarios is not None else None,
         algorithms=algorithms,
         seeds=_seeds(seeds),
         out=os.fspath(out),
@@ -234,8 +242,10 @@ def suite(
         variants=list(variants),
         force=force,
         true_clusters=true_clusters,
-        stream=stream or sys.stdout,
     )
+    if table is not None:
+        kw = tool.table_arguments(kw, table)
+    rows, outcomes = tool.suite(kw.pop("scenarios"), **kw, stream=stream or sys.stdout)
     rows = [{**row, "file": str(o.job.out)} for row, o in zip(rows, outcomes, strict=True)]
     return rows_table(rows, (*tool.COLUMNS, "file"))
 

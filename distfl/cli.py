@@ -21,6 +21,7 @@ from distfl.errors import (
 )
 from distfl.launch import is_rank0, launch, run_config
 from distfl.text import printable
+from distfl.tools.paper_tables import TABLES as PAPER_TABLES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -167,7 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     su.add_argument(
         "--algorithms",
-        default="fedgwc,none",
+        default=None,
         metavar="A,B",
         help="values of algorithm.name or --variant names, comma-separated (fedgwc,none; "
         "none, also written fedavg, is one global model, named by its aggregator (fedavg) in "
@@ -189,7 +190,19 @@ def _parser() -> argparse.ArgumentParser:
         "IFCA's num_clusters) each scenario's number of data groups, as the papers give "
         "their rivals; the others run at their own settings",
     )
-    su.add_argument("--seeds", default="0", metavar="S,T", help="seeds, comma-separated (0)")
+    su.add_argument(
+        "--seeds", default=None, metavar="S,T",
+        help="seeds, comma-separated (0; a --table's own, 0,1,2)",
+    )  # fmt: skip
+    su.add_argument(
+        "--table",
+        default=None,
+        metavar="NAME",
+        help=f"a source paper's comparison table ({', '.join(PAPER_TABLES)}): its scenario "
+        "and settings, every method of it distfl has (or those of --algorithms), "
+        "--true-clusters, its seeds; prints the paper's columns with the paper's value "
+        "beside each row and writes OUT/comparison.md",
+    )
     su.add_argument(
         "--out", default="distfl-suite", metavar="DIR",
         help="directory of the run files (distfl-suite)",

@@ -489,13 +489,17 @@ def suite(
     variants: list[str] | tuple[str, ...] = (),
     force: bool = False,
     true_clusters: bool = False,
+    table: str | None = None,
     stream: TextIO = sys.stdout,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
     """What ``distfl suite`` does once its arguments are read (shared with
     :func:`distfl.suite`): plan and check every job (refusing before anything runs), run,
     keep or resume each, write ``suite.csv`` and ``suite.json`` in ``out`` and report on
-    ``stream``. ``scenarios``: None or empty for :func:`default_scenarios`. Returns the
-    rows (in job order; a failed run's scores are None) and each job's outcome."""
+    ``stream``. ``scenarios``: None or empty for :func:`default_scenarios`. ``table``: a
+    paper's table (:data:`distfl.tools.paper_tables.TABLES`) whose arguments
+    :func:`table_arguments` gave: its comparison with the paper's values is printed after
+    the suite's table and written to ``comparison.md``. Returns the rows (in job order; a
+    failed run's scores are None) and each job's outcome."""
     from distfl.tools.gather import format_table
 
     scenarios = list(scenarios or default_scenarios())
@@ -523,19 +527,85 @@ def suite(
     )
     for o in failed:
         stream.write(f"failed: {o.job.label}: {o.error}\n")
+    if table is not None:
+        text = table_comparison(table, rows, algorithms)
+        write_file_beside(Path(out) / "comparison.md", text)
+        stream.write("\n" + text)
     return rows, outcomes
+
+
+def table_comparison(table: str, rows: list[dict[str, Any]], algorithms: list[str]) -> str:
+    """The paper's table ``table`` beside the suite's ``rows`` (Markdown)."""
+    from distfl.algorithms import algorithm_names
+    from distfl.tools.paper_tables import TABLES, comparison, format_comparison
+
+    spec = TABLES[table]
+    known = set(algorithm_names())
+    absent = [row.label for name, row in spec.rows.items()
+              if name not in known and name != "fedavg"]  # fmt: skip
+    return format_comparison(spec, comparison(spec, rows), absent)
+
+
+def write_file_beside(path: Path, text: str) -> None:
+    """The suite's own file ``path`` (replaced when a suite wrote it before; never a link)."""
+    from distfl.record.output import write_file
+
+    write_file(path, text, replace=True, label="the suite's comparison",
+               other="remove it, or give another --out")  # fmt: skip
+
+
+def table_arguments(kw: dict[str, Any], table: str) -> dict[str, Any]:
+    """:func:`suite`'s arguments ``kw`` for the paper's table ``table``: its scenario, its
+    methods that distfl has (unless ``kw["algorithms"]`` names some), its seeds (unless
+    given), its ``--set`` items before the user's (an ``algorithm.KEY`` item only where a
+    listed method takes KEY) and ``true_clusters``. UserError for an unknown table or a
+    scenario named beside it."""
+    from distfl import config as cfg
+    from distfl.algorithms import algorithm_names, key_owners
+    from distfl.tools.paper_tables import TABLES
+
+    if table not in TABLES:
+        raise UserError(f"--table {table!r}{did_you_mean(table, list(TABLES))}: tables are "
+                        + ", ".join(TABLES))  # fmt: skip
+    spec = TABLES[table]
+    if kw.get("scenarios"):
+        raise UserError(f"--table {table} runs its own scenario ({spec.scenario}): name no "
+                        "scenario beside it")  # fmt: skip
+    known = set(algorithm_names())
+    algorithms = kw.get("algorithms") or [a for a in spec.algorithms if a in known]
+    bases = set(algorithms) | {parse_variant(v)[1] for v in kw.get("variants", ())}
+    items = []
+    for item in spec.items:
+        section, key, _ = cfg.parse_set(item)
+        if section != "algorithm" or bases & set(key_owners(key)):
+            items.append(item)
+    return {
+        **kw,
+        "scenarios": [spec.scenario],
+        "algorithms": list(algorithms),
+        "seeds": list(kw.get("seeds") or spec.seeds),
+        "overrides": [*items, *kw.get("overrides", ())],
+        "true_clusters": True,
+        "table": table,
+    }
 
 
 def suite_arguments(args) -> dict[str, Any]:
     """``distfl suite``'s parsed arguments as :func:`suite`'s: the scenarios (the default
-    ones where none are named), the algorithms and seeds as lists, and the rest."""
+    ones where none are named), the algorithms and seeds as lists, and the rest; with
+    ``--table``, the table's (:func:`table_arguments`)."""
+    table = getattr(args, "table", None)
+    seeds_text = args.seeds if args.seeds is not None else ("" if table else "0")
     try:
-        seeds = [int(s) for s in args.seeds.split(",") if s]
+        seeds = [int(s) for s in seeds_text.split(",") if s]
     except ValueError:
         raise UserError(f"--seeds {args.seeds!r}: expected integers like 0,1,2") from None
-    return dict(
-        scenarios=list(args.scenarios or default_scenarios()),
-        algorithms=[a for a in args.algorithms.split(",") if a],
+    algorithms_text = (
+        args.algorithms if args.algorithms is not None else ("" if table else "fedgwc,none")
+    )
+    kw = dict(
+        scenarios=list(args.scenarios or ([] if table else default_scenarios())),
+        algorithms=[a for a in algorithms_text.split(",") if a],
         seeds=seeds,
         out=args.out,
         workers=args.workers,
@@ -544,6 +614,7 @@ def suite_arguments(args) -> dict[str, Any]:
         force=args.force,
         true_clusters=args.true_clusters,
     )
+    return table_arguments(kw, table) if table else kw
 
 
 def suite_main(args, stream: TextIO = sys.stdout) -> int:

@@ -1,0 +1,242 @@
+"""The source papers' comparison tables as ``distfl suite --table NAME``: one command runs a
+table's scenario with every method distfl has of the table's (and its own beside them), the
+papers' protocol (``--true-clusters``: each method that takes a number of clusters is given
+the scenario's number of groups), over the table's seeds, and prints the paper's columns
+with the paper's value beside each row.
+
+A table names its scenario (a preset), the ``--set`` items that make the paper's setting
+on distfl's data (dataset, model, rounds, the methods' settings: an ``algorithm.KEY`` item
+reaches only the listed methods that take KEY, and one no listed method takes is left out),
+its methods in the paper's order (distfl's names; one distfl does not have is left out of
+the run and listed as absent), and the paper's values: mean and standard deviation over the
+paper's seeds. Ours are the mean and standard deviation (sample, n - 1) over the suite's
+seeds of the suite's columns: ``accuracy`` (the federation's mean balanced accuracy at the
+last evaluation), ``accuracy_worst`` (the worst client's) and ``ari``, accuracies in
+percent as the papers print them. Deviations of a table (balanced rather than plain
+accuracy, distfl's smaller data and models) are its ``notes``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+#: a paper's value: (mean, standard deviation), or None where the paper gives none ("-")
+Value = tuple[float, float] | None
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    """A method's row of a paper's table: its label there and its values by our column."""
+
+    label: str
+    values: dict[str, Value] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    """A comparison table of a source paper, as ``distfl suite --table`` runs it."""
+
+    name: str
+    title: str
+    #: the paper's columns: (our column, the paper's heading), in the paper's order
+    columns: tuple[tuple[str, str], ...]
+    scenario: str
+    items: tuple[str, ...]
+    #: distfl's methods in the paper's order, then distfl's own (fedgwc, local, ...)
+    algorithms: tuple[str, ...]
+    #: the paper's rows, by distfl's name of the method (the suite table's algorithm)
+    rows: dict[str, PaperRow]
+    seeds: tuple[int, ...] = (0, 1, 2)
+    notes: str = ""
+
+
+#: the columns of the comparison, as a suite row names them: accuracies in percent
+PERCENT = frozenset({"accuracy", "accuracy_worst"})
+
+_T1_COLUMNS = (("accuracy", "Avg Acc"), ("accuracy_worst", "Worst Acc"), ("ari", "ARI"))
+
+
+def _t1(avg: float, avg_sd: float, worst: float, worst_sd: float, ari=None, ari_sd=0.0):
+    values: dict[str, Value] = {"accuracy": (avg, avg_sd), "accuracy_worst": (worst, worst_sd)}
+    values["ari"] = None if ari is None else (ari, ari_sd)
+    return values
+
+
+#: EMD-CFL (Table 1, Rotated MNIST): mean ± sd over 3 runs; "-": no clustering to score
+_EMDCFL_T1_MNIST = {
+    "oracle": PaperRow("Oracle", _t1(98.86, 0.05, 97.58, 0.26, 1.00, 0.00)),
+    "emdcfl": PaperRow("EMD-CFL", _t1(98.86, 0.04, 97.58, 0.26, 1.00, 0.00)),
+    "cfl": PaperRow("CFL", _t1(98.62, 0.33, 96.97, 0.95, 0.90, 0.14)),
+    "pacfl": PaperRow("PACFL", _t1(98.86, 0.02, 97.73, 0.00, 1.00, 0.00)),
+    "fedclust": PaperRow("FedClust", _t1(96.93, 0.43, 94.39, 1.46, 1.00, 0.00)),
+    "ifca": PaperRow("IFCA", _t1(98.44, 0.33, 96.67, 0.95, 0.80, 0.14)),
+    "flexcfl": PaperRow("FlexCFL", _t1(97.25, 0.28, 94.85, 0.26, 1.00, 0.00)),
+    "fesem": PaperRow("FeSEM", _t1(87.80, 4.10, 64.09, 22.17, 0.34, 0.10)),
+    "cflgp": PaperRow("CFLGP", _t1(98.83, 0.09, 97.73, 0.00, 1.00, 0.00)),
+    "fedavg": PaperRow("FedAvg", _t1(91.04, 0.12, 86.67, 0.69)),
+}
+
+#: EMD-CFL's hard-clustering methods and FedAvg (Table 1's rows distfl can have), then
+#: distfl's own methods and baselines beside them
+_T1_ALGORITHMS = (
+    "oracle", "emdcfl", "cfl", "pacfl", "fedclust", "ifca", "flexcfl", "fesem", "cflgp",
+    "none", "fedgwc", "flcl", "local", "fedavg_ft",
+)  # fmt: skip
+
+_T1_NOTES = (
+    "Accuracies are balanced (mean recall over the classes of a client's test split), the "
+    "paper's plain. The paper tunes PACFL's and FedClust's thresholds to the true number of "
+    "clusters; --true-clusters cuts their hierarchies into it, which is the same cut. "
+    "FedProx and the soft-clustering and personalised-aggregation rows (FedEM, FedSoft, "
+    "FedRC, FedCE, pFedGraph, FedSaC) are not methods of distfl."
+)
+
+TABLES: dict[str, PaperTable] = {
+    # Table 1 on distfl's MNIST subset (mnist5k, LeNet-5): EMD-CFL's settings on it as
+    # docs/fidelity.md measured them (500 samples a client, ε = 0.75, 235 embedding steps)
+    "emdcfl-table1": PaperTable(
+        name="emdcfl-table1",
+        title="EMD-CFL Table 1, Rotated MNIST (mnist5k, LeNet-5)",
+        columns=_T1_COLUMNS,
+        scenario="rotated",
+        items=(
+            'data.dataset="mnist5k"',
+            'model.name="lenet5"',
+            "data.samples_per_client=500",
+            "algorithm.emd_epsilon=0.75",
+            "algorithm.emd_steps=235",
+        ),
+        algorithms=_T1_ALGORITHMS,
+        rows=_EMDCFL_T1_MNIST,
+        notes=_T1_NOTES,
+    ),
+    # the quick form: rotated 8x8 digits, the MLP, 100 rounds (docs/scenarios.md's "every
+    # algorithm on one scenario", seconds a run)
+    "emdcfl-table1-quick": PaperTable(
+        name="emdcfl-table1-quick",
+        title="EMD-CFL Table 1, Rotated MNIST, quick form on rotated digits (MLP)",
+        columns=_T1_COLUMNS,
+        scenario="rotated",
+        items=(
+            "data.samples_per_client=300",
+            "run.rounds=100",
+            "eval.every=20",
+            "algorithm.emd_epsilon=0.15",
+            "algorithm.eps2=0.9",
+            "algorithm.warmup=5",
+        ),
+        algorithms=_T1_ALGORITHMS,
+        rows=_EMDCFL_T1_MNIST,
+        notes=_T1_NOTES + " Digits are 8x8 and the model an MLP: the paper's values are "
+        "for 28x28 MNIST and its CNN.",
+    ),
+    # Table 3 (Backdoor MNIST): the paper's clean accuracy and ARI; its backdoor accuracy
+    # (targets' accuracy on data with the backdoor feature flipped) is not measured here
+    "emdcfl-table3": PaperTable(
+        name="emdcfl-table3",
+        title="EMD-CFL Table 3, Backdoor MNIST (mnist5k, LeNet-5)",
+        columns=(("accuracy", "Clean Acc"), ("accuracy_worst", "Worst Acc"), ("ari", "ARI")),
+        scenario="backdoor",
+        items=(
+            'data.dataset="mnist5k"',
+            'model.name="lenet5"',
+            "data.samples_per_client=500",
+            "algorithm.emd_epsilon=0.75",
+            "algorithm.emd_steps=235",
+        ),
+        algorithms=_T1_ALGORITHMS,
+        rows={
+            name: PaperRow(label, {"accuracy": acc, "accuracy_worst": None, "ari": ari})
+            for name, label, acc, ari in (
+                ("oracle", "Oracle", (98.37, 0.11), (1.00, 0.00)),
+                ("emdcfl", "EMD-CFL", (98.40, 0.04), (1.00, 0.00)),
+                ("cfl", "CFL", (98.43, 0.07), (0.46, 0.02)),
+                ("pacfl", "PACFL", (95.55, 0.14), (0.42, 0.00)),
+                ("fedclust", "FedClust", (93.04, 3.35), (0.53, 0.02)),
+                ("ifca", "IFCA", (98.54, 0.05), (0.55, 0.00)),
+                ("flexcfl", "FlexCFL", (39.51, 51.12), (1.00, 0.00)),
+                ("fesem", "FeSEM", (97.23, 0.00), (-0.00, 0.01)),
+                ("cflgp", "CFLGP", (98.34, 0.08), (1.00, 0.00)),
+            )
+        },
+        notes="The paper's second column is the backdoor accuracy (the targets' accuracy "
+        "on data with the backdoor feature flipped), which distfl does not measure: its "
+        "worst-client accuracy stands there, with no paper value. " + _T1_NOTES,
+    ),
+}
+
+
+def table_names() -> list[str]:
+    return list(TABLES)
+
+
+def stats(values: list[float]) -> tuple[float, float] | None:
+    """(mean, sample standard deviation) of the finite ``values``; sd 0 for one value; None
+    for none."""
+    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    if not finite:
+        return None
+    mean = math.fsum(finite) / len(finite)
+    if len(finite) == 1:
+        return mean, 0.0
+    var = math.fsum((v - mean) ** 2 for v in finite) / (len(finite) - 1)
+    return mean, math.sqrt(var)
+
+
+def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per method of the suite's ``rows`` (in the order they came): the method,
+    the paper's label, the seeds that finished, and for each of the table's columns ours
+    (mean ± sd over the seeds, accuracies in percent) and the paper's."""
+    by_method: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_method.setdefault(row["algorithm"], []).append(row)
+    out = []
+    for method, runs in by_method.items():
+        paper = table.rows.get(method)
+        done = [r for r in runs if r.get("ari") is not None or r.get("accuracy") is not None]
+        line: dict[str, Any] = {
+            "method": method,
+            "paper_label": paper.label if paper else "",
+            "seeds": len(done),
+        }
+        for column, _ in table.columns:
+            scale = 100.0 if column in PERCENT else 1.0
+            ours = stats([r[column] * scale for r in done if r.get(column) is not None])
+            line[column] = ours
+            line[f"paper_{column}"] = paper.values.get(column) if paper else None
+        out.append(line)
+    return out
+
+
+def _cell(value: Value, digits: int) -> str:
+    if value is None:
+        return "-"
+    mean, sd = value
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+
+
+def format_comparison(table: PaperTable, lines: list[dict[str, Any]], absent: list[str]) -> str:
+    """The comparison as a Markdown table: our value beside the paper's in each column."""
+    head = ["method", "seeds"]
+    for _, heading in table.columns:
+        head += [f"{heading} (distfl)", f"{heading} (paper)"]
+    out = [f"{table.title}\n", "| " + " | ".join(head) + " |\n", "|" + "---|" * len(head) + "\n"]
+    for line in lines:
+        name = line["method"]
+        if line["paper_label"] and line["paper_label"].lower() != name:
+            name = f"{name} ({line['paper_label']})"
+        cells = [name, str(line["seeds"])]
+        for column, _ in table.columns:
+            digits = 2 if column in PERCENT or column == "ari" else 3
+            cells += [_cell(line[column], digits), _cell(line[f"paper_{column}"], digits)]
+        out.append("| " + " | ".join(cells) + " |\n")
+    if absent:
+        out.append(f"\nnot methods of distfl (paper's rows left out): {', '.join(absent)}\n")
+    if table.notes:
+        out.append(f"\n{table.notes}\n")
+    return "".join(out)
+
+
+__all__ = ["TABLES", "PaperRow", "PaperTable", "comparison", "format_comparison", "stats"]

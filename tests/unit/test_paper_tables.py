@@ -1,0 +1,116 @@
+"""``distfl suite --table``: a paper's table expands into its scenario, its settings, the
+methods distfl has of it and the papers' protocol, and its comparison puts our mean and
+standard deviation over the seeds beside the paper's values."""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+import pytest
+
+from distfl.algorithms import algorithm_names, key_owners
+from distfl.cli import _parser
+from distfl.errors import UserError
+from distfl.tools.paper_tables import TABLES, comparison, format_comparison, stats
+from distfl.tools.suite import plan_jobs, suite_arguments
+
+
+def suite_args(*argv: str) -> argparse.Namespace:
+    return _parser().parse_args(["suite", *argv])
+
+
+def test_stats_are_the_mean_and_the_sample_deviation_of_the_finite_values():
+    values = [0.5, 0.75, 1.0, float("nan"), None]
+    mean, sd = stats(values)
+    assert mean == pytest.approx(statistics.mean([0.5, 0.75, 1.0]), abs=1e-15)
+    assert sd == pytest.approx(statistics.stdev([0.5, 0.75, 1.0]), abs=1e-15)
+    assert stats([0.3]) == (0.3, 0.0)
+    assert stats([float("nan"), None]) is None
+
+
+@pytest.mark.parametrize("name", list(TABLES))
+def test_a_table_expands_into_its_scenario_methods_seeds_and_protocol(name, tmp_path):
+    spec = TABLES[name]
+    kw = suite_arguments(suite_args("--table", name, "--out", str(tmp_path)))
+    assert kw["scenarios"] == [spec.scenario] and kw["seeds"] == list(spec.seeds)
+    assert kw["true_clusters"] is True and kw["table"] == name
+    # every method of the table that distfl has, in the table's order, and no other
+    assert kw["algorithms"] == [a for a in spec.algorithms if a in algorithm_names()]
+    assert {"oracle", "emdcfl", "ifca", "none"} <= set(kw["algorithms"])
+    # the table's items come first, then the user's
+    assert kw["overrides"][: len(spec.items)] == list(spec.items)
+    jobs = plan_jobs(kw["scenarios"], kw["algorithms"], kw["seeds"], tmp_path,
+                     kw["overrides"], kw["variants"], true_clusters=True)  # fmt: skip
+    ifca = next(j for j in jobs if j.algorithm == "ifca")
+    assert ifca.config.algorithm.num_clusters == len(ifca.config.groups)
+    emdcfl = next(j for j in jobs if j.algorithm == "emdcfl")
+    for item in spec.items:
+        key, _, value = item.partition("=")
+        if key == "algorithm.emd_epsilon":
+            assert emdcfl.config.algorithm.epsilon == float(value)
+
+
+def test_listed_methods_keep_only_the_items_one_of_them_takes(tmp_path):
+    # IFCA alone: EMD-CFL's and CFL's keys of the quick table are left out (a suite-wide
+    # algorithm key no listed method takes would be refused), the rest stays
+    kw = suite_arguments(suite_args("--table", "emdcfl-table1-quick", "--algorithms", "ifca",
+                                    "--seeds", "4", "--set", "train.lr=0.2"))  # fmt: skip
+    assert kw["algorithms"] == ["ifca"] and kw["seeds"] == [4]
+    spec = TABLES["emdcfl-table1-quick"]
+    kept = [i for i in spec.items if not i.startswith("algorithm.")]
+    dropped = [i for i in spec.items if i.startswith("algorithm.")]
+    assert dropped and all("ifca" not in key_owners(i.split("=")[0][10:]) for i in dropped)
+    assert kw["overrides"] == [*kept, "train.lr=0.2"]
+    plan_jobs(kw["scenarios"], kw["algorithms"], kw["seeds"], tmp_path, kw["overrides"],
+              kw["variants"], true_clusters=True)  # fmt: skip
+
+
+def test_a_scenario_beside_a_table_and_an_unknown_table_are_refused():
+    with pytest.raises(UserError, match="runs its own scenario"):
+        suite_arguments(suite_args("default", "--table", "emdcfl-table1"))
+    with pytest.raises(UserError) as exc:
+        suite_arguments(suite_args("--table", "emdcfl-table2"))
+    message = str(exc.value)
+    assert "emdcfl-table1" in message and "\n" not in message
+
+
+def test_without_a_table_the_defaults_stay():
+    kw = suite_arguments(suite_args())
+    assert kw["algorithms"] == ["fedgwc", "none"] and kw["seeds"] == [0]
+    assert "table" not in kw and len(kw["scenarios"]) > 1
+
+
+def test_the_comparison_is_our_mean_and_deviation_beside_the_papers():
+    spec = TABLES["emdcfl-table1-quick"]
+    rows = [
+        {"algorithm": "oracle", "accuracy": 0.9, "accuracy_worst": 0.8, "ari": 1.0},
+        {"algorithm": "oracle", "accuracy": 0.8, "accuracy_worst": 0.6, "ari": 1.0},
+        {"algorithm": "fedgwc", "accuracy": 0.7, "accuracy_worst": 0.5, "ari": 0.0},
+        {"algorithm": "fedgwc", "accuracy": None, "accuracy_worst": None, "ari": None},
+    ]
+    lines = {line["method"]: line for line in comparison(spec, rows)}
+    oracle = lines["oracle"]
+    assert oracle["seeds"] == 2 and oracle["paper_label"] == "Oracle"
+    assert oracle["accuracy"] == pytest.approx((85.0, statistics.stdev([90.0, 80.0])))
+    assert oracle["accuracy_worst"] == pytest.approx((70.0, statistics.stdev([80.0, 60.0])))
+    assert oracle["ari"] == (1.0, 0.0)
+    assert oracle["paper_accuracy"] == spec.rows["oracle"].values["accuracy"]
+    # a failed seed counts for nothing; a method the paper has no row for shows none
+    assert lines["fedgwc"]["seeds"] == 1 and lines["fedgwc"]["paper_ari"] is None
+    text = format_comparison(spec, list(lines.values()), ["FedEM"])
+    assert "| oracle | 2 | 85.00 ± 7.07 | 98.86 ± 0.05 |" in text, text
+    assert "| fedgwc | 1 | 70.00 ± 0.00 | - |" in text, text
+    assert "not methods of distfl (paper's rows left out): FedEM" in text
+
+
+def test_the_scenarios_page_lists_every_table():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
+    listed = [line.split("`")[1] for line in page.splitlines()
+              if line.startswith("| `emdcfl-") or line.startswith("| `fedgwc-")]  # fmt: skip
+    assert listed == list(TABLES)
+    for name, spec in TABLES.items():
+        row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
+        assert f"| `{spec.scenario}` |" in row, row
