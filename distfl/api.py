@@ -203,6 +203,7 @@ def suite(
     force: bool = False,
     true_clusters: bool = False,
     table: str | None = None,
+    nproc: int = 1,
     stream: TextIO | None = None,
 ):
     """Run ``distfl suite`` (scenarios × algorithms × seeds, each a ``distfl run``
@@ -220,7 +221,8 @@ def suite(
     ``--true-clusters``, each algorithm that takes a number of clusters is given the
     scenario's number of data groups; ``table``: as ``--table``, a source paper's
     comparison table (its scenario, settings, methods and seeds where these are not given,
-    and its comparison printed on ``stream``). Finished runs in ``out`` are kept
+    and its comparison printed on ``stream``); ``nproc``: as ``--nproc``, the ranks of each
+    run (above 1, under torchrun). Finished runs in ``out`` are kept
     and unfinished ones resumed, unless ``force``. Raises ConfigError or UserError before
     any run starts."""
     from distfl.tools import suite as tool
@@ -242,6 +244,7 @@ def suite(
         variants=list(variants),
         force=force,
         true_clusters=true_clusters,
+        nproc=nproc,
     )
     if table is not None:
         kw = tool.table_arguments(kw, table)

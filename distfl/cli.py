@@ -211,6 +211,14 @@ def _parser() -> argparse.ArgumentParser:
         "--workers", type=int, default=1, metavar="N", help="runs at a time, each a process (1)"
     )
     su.add_argument(
+        "--nproc",
+        type=int,
+        default=1,
+        metavar="N",
+        help="ranks of each run (1: one process; N > 1: each run under torchrun "
+        "--standalone --nproc-per-node N with --comm torch, rank 0 the server)",
+    )
+    su.add_argument(
         "--set",
         metavar="KEY=VALUE",
         action="append",

@@ -370,8 +370,15 @@ def _existing(job: Job, force: bool) -> str:
     return "keep" if int(stored.state.get("round", 0)) >= job.config.run.rounds else "resume"
 
 
-def _command(job: Job, action: str) -> list[str]:
-    cmd = self_command("run", *job.source)
+def _command(job: Job, action: str, nproc: int = 1) -> list[str]:
+    """The job's ``distfl run`` command: in one process, or with ``nproc`` > 1 under
+    torchrun (one node, ``--standalone``: a free port of its own) with ``--comm torch``."""
+    if nproc > 1:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               "--nproc-per-node", str(nproc), "-m", "distfl", "run", *job.source,
+               "--comm", "torch"]  # fmt: skip
+    else:
+        cmd = self_command("run", *job.source)
     for item in job.overrides:
         cmd += ["--set", item]
     if action == "resume":
@@ -390,14 +397,17 @@ class Outcome:
     error: str = ""
 
 
-def _execute(job: Job, action: str) -> Outcome:
+def _execute(job: Job, action: str, nproc: int = 1) -> Outcome:
     if action == "keep":
         return Outcome(job, action, 0, 0.0)
     log = job.out.with_suffix(".log")
     start = time.perf_counter()
     with open(log, "w", encoding="utf-8") as fh:
         proc = subprocess.run(
-            _command(job, action), stdout=fh, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            _command(job, action, nproc),
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
     seconds = time.perf_counter() - start
     error = ""
@@ -432,8 +442,10 @@ def run_suite(
     force: bool,
     stream: TextIO,
     actions: list[str] | None = None,
+    nproc: int = 1,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
-    """Run (or keep, or resume) every job, ``workers`` at a time; rows in job order."""
+    """Run (or keep, or resume) every job, ``workers`` at a time, each on ``nproc``
+    ranks (:func:`_command`); rows in job order."""
     if actions is None:
         actions = [_existing(job, force) for job in jobs]  # every refusal before any run
     for job in jobs:
@@ -442,7 +454,7 @@ def run_suite(
     done = [0]
 
     def one(i: int) -> Outcome:
-        outcome = _execute(jobs[i], actions[i])
+        outcome = _execute(jobs[i], actions[i], nproc)
         with lock:
             done[0] += 1
             what = {"keep": "kept (finished before)", "resume": "resumed", "run": "done"}
@@ -490,6 +502,7 @@ def suite(
     force: bool = False,
     true_clusters: bool = False,
     table: str | None = None,
+    nproc: int = 1,
     stream: TextIO = sys.stdout,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
     """What ``distfl suite`` does once its arguments are read (shared with
@@ -505,6 +518,8 @@ def suite(
     scenarios = list(scenarios or default_scenarios())
     if workers < 1:
         raise UserError(f"--workers {workers}: must be at least 1")
+    if nproc < 1:
+        raise UserError(f"--nproc {nproc}: must be at least 1")
     jobs = plan_jobs(
         scenarios, list(algorithms), list(seeds), out, list(overrides), list(variants),
         true_clusters=true_clusters,
@@ -513,11 +528,15 @@ def suite(
     start = time.perf_counter()
     stream.write(
         f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
-        f"algorithms x {len(seeds)} seeds), {workers} at a time, run files in {out}\n"
+        f"algorithms x {len(seeds)} seeds), {workers} at a time"
+        + (f", each on {nproc} ranks (torchrun)" if nproc > 1 else "")
+        + f", run files in {out}\n"
     )
     if true_clusters:
         stream.write(given_clusters_line(jobs))
-    rows, outcomes = run_suite(jobs, workers=workers, force=force, stream=stream, actions=actions)
+    rows, outcomes = run_suite(
+        jobs, workers=workers, force=force, stream=stream, actions=actions, nproc=nproc
+    )
     write_outputs(rows, out)
     stream.write("\n" + format_table(rows))
     failed = [o for o in outcomes if o.returncode != 0]
@@ -613,6 +632,7 @@ def suite_arguments(args) -> dict[str, Any]:
         variants=list(args.variants),
         force=args.force,
         true_clusters=args.true_clusters,
+        nproc=args.nproc,
     )
     return table_arguments(kw, table) if table else kw
 

@@ -1,0 +1,65 @@
+"""``distfl suite --table``: EMD-CFL's Table 1 (its quick form, a few rounds) runs in one
+command with the papers' protocol, at one process and under torchrun with three ranks a run
+to the same bits (``distfl compare``), and its comparison (``OUT/comparison.md``) shows the
+suite's own values as mean ± sd beside the paper's.
+
+Each suite runs with a relative ``--out out`` from a directory of its own, so that the run
+files of the two hold the same ``run.out`` and compare config and all."""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+
+import pytest
+
+from distfl.tools.paper_tables import TABLES
+
+pytestmark = pytest.mark.integration
+
+METHODS = ("pacfl", "ifca")
+SHORT = ["--set", "run.rounds=4", "--set", "eval.every=2"]
+
+
+def suite(cwd, *extra: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "distfl", "suite", "--table", "emdcfl-table1-quick",
+           "--algorithms", ",".join(METHODS), "--seeds", "0", "--out", "out",
+           *SHORT, *extra]  # fmt: skip
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+def test_table_one_at_one_process_and_under_torchrun(tmp_path):
+    one, three = tmp_path / "one", tmp_path / "three"
+    one.mkdir()
+    three.mkdir()
+    first = suite(one)
+    assert first.returncode == 0, first.stdout + first.stderr
+    second = suite(three, "--nproc", "3")
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "each on 3 ranks (torchrun)" in second.stdout
+    # the papers' protocol: the methods that take a number of clusters were given 4
+    assert "pacfl (num_clusters), ifca (num_clusters)" in first.stdout, first.stdout
+    files = sorted(p.name for p in (one / "out").glob("*.h5"))
+    assert len(files) == len(METHODS), files
+    for name in files:
+        same = subprocess.run(
+            [sys.executable, "-m", "distfl", "compare", str(one / "out" / name),
+             str(three / "out" / name), "--ignore", "timing"],
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert same.returncode == 0, f"{name}\n{same.stdout}{same.stderr}"
+    # the comparison: ours (one seed, so sd 0) beside the paper's, from the suite's rows
+    with open(one / "out" / "suite.csv", newline="") as f:
+        rows = {row["algorithm"]: row for row in csv.DictReader(f)}
+    text = (one / "out" / "comparison.md").read_text()
+    assert text in first.stdout
+    paper = TABLES["emdcfl-table1-quick"].rows
+    for method in METHODS:
+        row = rows[method]
+        acc, worst = 100 * float(row["accuracy"]), 100 * float(row["accuracy_worst"])
+        avg_paper = "{:.2f} ± {:.2f}".format(*paper[method].values["accuracy"])
+        line = next(ln for ln in text.splitlines() if ln.startswith(f"| {method} |"))
+        assert f"| {acc:.2f} ± 0.00 | {avg_paper} | {worst:.2f} ± 0.00 |" in line, line
+    # PACFL's one-shot clustering into the 4 rotations it was given finds them
+    assert float(rows["pacfl"]["ari"]) == 1.0
