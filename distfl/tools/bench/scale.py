@@ -47,6 +47,8 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   and the others join the nearest cluster when first sampled. Round 1, the one-shot round
   (every probed client's row, the n × n distances and the clustering), is left out of the
   per-round columns like every row's first round: it is in the process's wall time.
+- Local (a model per client) and FedAvg + fine-tuning at the same two sizes: the K models
+  Local holds, or the fine-tuning before each evaluation, against FedAvg's rows.
 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
@@ -143,6 +145,10 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
     # ... or a uniform sample of 2,000 in it, the others placed when first sampled
     "pacfl-sample": {"name": "pacfl", "probe_clients": 2000},
     "fedclust-sample": {"name": "fedclust", "probe_clients": 2000},
+    # the personalised baselines: a model per client, and FedAvg fine-tuned before each
+    # evaluation (its default: train.local_steps steps)
+    "local": {"name": "local"},
+    "fedavg_ft": {"name": "fedavg_ft"},
 }
 #: FedGWC's calibrated split test on a dense P (15 Gaussian references), once per run, in
 #: round 2 (``patience = 2``); ``db_threshold`` so high that every test proposes its best
@@ -249,6 +255,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # the one-shot baselines: every client clustered at 2,714, a sample of 2,000 at 20,000
     for algorithm in ("pacfl", "fedclust"):
         cases += [Case(algorithm, 2714, 10, 1), Case(f"{algorithm}-sample", 20000, 200, 1)]
+    # the personalised baselines at the same two sizes
+    for algorithm in ("local", "fedavg_ft"):
+        cases += [Case(algorithm, 2714, 10, 1), Case(algorithm, 20000, 200, 1)]
     return cases
 
 
