@@ -5,7 +5,8 @@ resumed from its run file.
 
 Pre-training takes 24 of the 40 clients (``pretrain_scale`` 6 × 4 groups), so that the
 rounds after it cold-start newcomers against the groups' latest updates, which a resumed
-run reads back from ``/state``; η = 0.1 exercises the inter-group aggregation."""
+run reads back from ``/state``; η = 0.1 exercises the inter-group aggregation and
+``migrate`` the migration rule (every drawn client sends its model)."""
 
 from __future__ import annotations
 
@@ -30,6 +31,7 @@ SETS = (
     "--set", "algorithm.num_clusters=0",  # the true number of groups, 4
     "--set", "algorithm.pretrain_scale=6",
     "--set", "algorithm.eta=0.1",
+    "--set", "algorithm.migrate=true",  # every drawn client's model travels, none moves
     "--set", "eval.every=2",
     "--set", 'run.progress="none"',
 )  # fmt: skip
@@ -75,6 +77,7 @@ def test_groups_found_by_edc_and_newcomers_cold_start_into_theirs(runs):
         cluster = [x.decode() if isinstance(x, bytes) else str(x) for x in clusters["cluster"][()]]
         rounds = clusters["round"][()]
         cold = clusters["cold_started"][()]
+        migrated = clusters["migrated"][()] if "migrated" in clusters else np.zeros(0)
     # four groups, then the leaf where the clients not yet drawn wait
     assert leaves == ["0", "1", "2", "3", "4"]
     waiting = leaves.index("4")
@@ -84,6 +87,8 @@ def test_groups_found_by_edc_and_newcomers_cold_start_into_theirs(runs):
     assert placed.sum() > 24  # the 24 pre-training clients and newcomers since
     assert np.nansum(cold) == placed.sum() - 24
     assert adjusted_rand_index(groups[placed], assignment[placed]) == 1.0
+    # the clients keep their data: no update points to another group than the client's own
+    assert np.nansum(migrated) == 0
 
 
 def test_torchrun_gives_the_same_bits(runs):
