@@ -6,8 +6,8 @@ github.com/morningD/FlexCFL).
 that holds the clients not yet in a group and whose model stays the run's initial model.
 
 - **Pre-training (round 1).** n = min(K, ``pretrain_scale`` · m) clients drawn uniformly
-  (the paper's α = 20) train from the initial model and send their models; their updates
-  Δw_i = w_i − w_0 form the n × P matrix ΔW.
+  (α = 20, the reference code's default) train from the initial model and send their
+  models; their updates Δw_i = w_i − w_0 form the n × P matrix ΔW.
 - **Grouping by EDC.** The m leading right singular vectors v_1..v_m of ΔW (exact thin
   SVD) give each client the row (cos(Δw_i, v_1), .., cos(Δw_i, v_m)) — the decomposed
   cosine similarity — and k-means on these rows (Euclidean: EDC) forms the m groups. A
