@@ -179,3 +179,25 @@ def test_zero_updates_are_no_result():
     assert update.stats[algo.wait]["edc_rank"] == 0
     _, assign = algo.tree.assignment()
     assert (assign == 0).sum() == K and np.all(algo.latest == 0)
+
+
+def test_state_written_to_a_run_file_and_read_back_continues_the_same():
+    from algostate import restore_from
+
+    rng = np.random.default_rng(5)
+    K, P = 30, 6
+    direction = rng.normal(size=(2, P))[np.arange(K) % 2] + 0.05 * rng.normal(size=(K, P))
+    kw = dict(num_clients=K, clients_per_round=5, seed=3, num_clusters=2, pretrain_scale=5)
+    fresh = FlexCFL(**kw)
+    before_round_1 = FlexCFL(**kw)
+    restore_from(before_round_1, fresh)  # nothing read yet: still to pre-train
+    assert before_round_1.init_model is None and before_round_1.plan(1) == fresh.plan(1)
+    algo = FlexCFL(**kw)
+    run_rounds(algo, 3, direction)
+    copy = FlexCFL(**kw)
+    restore_from(copy, algo)
+    assert np.array_equal(copy.init_model, algo.init_model)
+    assert np.array_equal(copy.group_models, algo.group_models)
+    assert np.array_equal(copy.latest, algo.latest)
+    assert np.array_equal(copy.tree.assignment()[1], algo.tree.assignment()[1])
+    assert copy.plan(4) == algo.plan(4)  # the same draws from the restored generator
