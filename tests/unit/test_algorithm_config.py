@@ -31,8 +31,8 @@ from distfl.algorithms.fedgwc import FedGWCParams
 from distfl.config import build, describe_algorithm_keys, from_json, load
 from distfl.errors import ConfigError
 
-BUILT_IN = ["cfl", "emdcfl", "fedclust", "fedgwc", "fesem", "flcl", "ifca", "none", "oracle",
-            "pacfl"]  # fmt: skip
+BUILT_IN = ["cfl", "emdcfl", "fedclust", "fedgwc", "fesem", "flcl", "flexcfl", "ifca", "none",
+            "oracle", "pacfl"]  # fmt: skip
 
 
 def error(**kw) -> str:
@@ -57,7 +57,7 @@ def test_every_built_in_algorithm_is_found_by_itself():
 def test_key_owners_know_fields_and_former_names():
     assert key_owners("epsilon") == ["emdcfl", "fedgwc"]
     assert key_owners("emd_epsilon") == ["emdcfl"]
-    assert key_owners("num_clusters") == ["fedclust", "fesem", "ifca", "pacfl"]
+    assert key_owners("num_clusters") == ["fedclust", "fesem", "flexcfl", "ifca", "pacfl"]
     assert key_owners("no_such_key") == []
 
 
@@ -140,6 +140,10 @@ def test_each_algorithm_checks_its_own_values():
         ("cfl", "eps2=-1", "algorithm.eps2"),
         ("ifca", "num_clusters=21", "0 (the number of data groups) or 1 to data.num_clients (20)"),
         ("fesem", "reassign_every=0", "algorithm.reassign_every"),
+        ("flexcfl", "num_clusters=21", "0 (the number of data groups) or 1 to data.num_clients"),
+        ("flexcfl", "eta=1.5", "algorithm.eta = 1.5: must be between 0 and 1"),
+        ("flexcfl", "eta=-0.1", "algorithm.eta = -0.1: must be between 0 and 1"),
+        ("flexcfl", "pretrain_scale=0", "algorithm.pretrain_scale = 0: must be at least 1"),
         ("flcl", "eta=1.0", "algorithm.eta"),
         ("flcl", 'expel="random"', "algorithm.expel"),
     ]

@@ -149,6 +149,8 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
     # evaluation (its default: train.local_steps steps)
     "local": {"name": "local"},
     "fedavg_ft": {"name": "fedavg_ft"},
+    # FlexCFL with its defaults (80 clients pre-trained for 4 groups), newcomers cold-started
+    "flexcfl": {"name": "flexcfl", "num_clusters": 4},
 }
 #: FedGWC's calibrated split test on a dense P (15 Gaussian references), once per run, in
 #: round 2 (``patience = 2``); ``db_threshold`` so high that every test proposes its best
@@ -258,6 +260,8 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # the personalised baselines at the same two sizes
     for algorithm in ("local", "fedavg_ft"):
         cases += [Case(algorithm, 2714, 10, 1), Case(algorithm, 20000, 200, 1)]
+    # FlexCFL: its pre-training round, then cold starts of the clients drawn later
+    cases += [Case("flexcfl", 2714, 10, 1), Case("flexcfl", 20000, 200, 1)]
     return cases
 
 
