@@ -25,8 +25,9 @@ Defaults and deviations (docs/algorithms.md says the same):
 - ``period`` 2 and ``stop_round`` 10 are the reference code's defaults (its clustering
   period and its clustering termination threshold); clustering rounds are 1, 1 + period, ...
   up to ``stop_round``.
-- A gradient is one local SGD step from the criterion model on one batch of
-  ``train.batch_size`` samples (the reference code's gradient of one batch), taken as
+- A gradient is one local SGD step from the criterion model on one batch of ``batch``
+  samples (the reference code's gradient of one batch of 100; 0: ``train.batch_size``),
+  taken as
   (start − after) / ``train.lr``: with ``train.weight_decay`` w it is the gradient plus
   w times the criterion model, the same for every client.
 - The cumulative average counts each client's own updates of a block (1/n for its n-th):
@@ -151,6 +152,12 @@ class CFLGPParams(Params):
         "the last round that may cluster (the reference code's termination threshold 10); the "
         "clusters stay as they are after it",
     )
+    batch: int = setting(
+        100,
+        "int ≥ 0",
+        "samples of the batch each gradient is computed on (the reference code's batch of 100; "
+        "at most the client's train samples); 0: `train.batch_size`",
+    )
     profile_dim: int = setting(
         0,
         "int ≥ 0",
@@ -166,6 +173,7 @@ class CFLGPParams(Params):
         require(1 <= self.period <= MAX_PERIOD, "period", self.period,
                 f"1 to {MAX_PERIOD:,} rounds")  # fmt: skip
         require(self.stop_round >= 1, "stop_round", self.stop_round, "round 1 or later")
+        require(self.batch >= 0, "batch", self.batch, "0 (train.batch_size) or a number of samples")
         require(self.profile_dim >= 0, "profile_dim", self.profile_dim,
                 "0 (the whole gradient) or a number of coordinates")  # fmt: skip
 
@@ -267,7 +275,7 @@ class CFLGP(ClusteringAlgorithm):
             raise RuntimeError("CFL-GP needs the model's number of parameters")
         m = self.ids[self.criterion(round_index)]
         return ProbeRequest(clients=self._sampled.copy(), clusters=[m], op="gradient",
-                            width=P, args=(int(round_index),))  # fmt: skip
+                            width=P, args=(int(round_index), int(self.batch)))  # fmt: skip
 
     def coordinates(self) -> np.ndarray | None:
         """The gradient coordinates a profile keeps (None: all), drawn once from the seed."""
