@@ -12,10 +12,10 @@ training data (the probe ``"gradient"``, :mod:`distfl.algorithms.cflgp_client`),
 server adds it to block m of their profiles: the block's cumulative average over the
 gradients it received (:func:`accumulate`). The server then clusters the clients that have
 a profile spectrally: the top-M singular directions of the profile matrix (clients × M·d),
-k-means (k-means++ seeds, :mod:`distfl.algorithms.kmeans`) on the clients' coordinates along
-them (:func:`spectral_coordinates`), and the labels matched to the previous clustering's
-clusters by the most clients kept (:func:`match_labels`). Each cluster model is then trained
-by FedAvg of its members (the runtime's aggregator).
+k-means (the best of ``restarts`` runs from k-means++ seeds, :mod:`distfl.algorithms.kmeans`)
+on the clients' coordinates along them (:func:`spectral_coordinates`), and the labels matched
+to the previous clustering's clusters by the most clients kept (:func:`match_labels`). Each
+cluster model is then trained by FedAvg of its members (the runtime's aggregator).
 
 Defaults and deviations (docs/algorithms.md says the same):
 
@@ -33,6 +33,9 @@ Defaults and deviations (docs/algorithms.md says the same):
 - The cumulative average counts each client's own updates of a block (1/n for its n-th):
   with every client sampled every clustering round, the paper's β; with partial
   participation a client's block averages the gradients it sent.
+- ``restarts`` 10 k-means runs per clustering, the least within-cluster sum of squares
+  kept: scikit-learn's ``KMeans`` default before version 1.4, which the reference code calls
+  (with one run, seed 2 of the rotated digits lost the rotations it had found in round 1).
 - ``profile_dim`` 0 keeps the whole gradient (the paper's profile, M·P numbers a client, P the
   model's parameters); n > 0 keeps n coordinates of it drawn once from the run's seed (the
   reference code's reduced profile, a random subset of the coordinates), M·n a client.
@@ -64,11 +67,13 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import kmeans, with_group_count
+from distfl.algorithms.kmeans import kmeans, sq_distances, with_group_count
 from distfl.algorithms.registry import register
 
 #: the most rounds between two clusterings
 MAX_PERIOD = 1_000_000
+#: the most k-means runs per clustering
+MAX_RESTARTS = 1000
 
 # -- pure math -------------------------------------------------------------------------
 
@@ -112,8 +117,11 @@ def match_labels(labels: np.ndarray, previous: np.ndarray, k: int) -> np.ndarray
     return rename[labels]
 
 
-def cluster_profiles(X: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray | None:
-    """k-means labels [n] of the spectral coordinates of the profiles ``X`` [n, D], or None
+def cluster_profiles(
+    X: np.ndarray, k: int, rng: np.random.Generator, restarts: int = 1
+) -> np.ndarray | None:
+    """k-means labels [n] of the spectral coordinates of the profiles ``X`` [n, D] (the best of
+    ``restarts`` runs from k-means++ seeds, by their within-cluster sum of squares), or None
     (no result) when they cannot give k clusters: fewer than k rows, a non-finite number,
     fewer than k distinct coordinate rows (zero or identical profiles)."""
     X = np.asarray(X, dtype=np.float64)
@@ -122,8 +130,13 @@ def cluster_profiles(X: np.ndarray, k: int, rng: np.random.Generator) -> np.ndar
     coords = spectral_coordinates(X, k)
     if not np.isfinite(coords).all() or len(np.unique(coords, axis=0)) < k:
         return None
-    labels, _ = kmeans(coords, np.ones(len(coords)), k, rng)
-    return labels
+    best, least = None, np.inf
+    for _ in range(restarts):  # the least within-cluster sum of squares wins (first on ties)
+        labels, centres = kmeans(coords, np.ones(len(coords)), k, rng)
+        inertia = float(sq_distances(coords, centres)[np.arange(len(coords)), labels].sum())
+        if inertia < least:
+            best, least = labels, inertia
+    return best
 
 
 def clustering_rounds(period: int, stop_round: int, rounds: int) -> int:
@@ -158,6 +171,13 @@ class CFLGPParams(Params):
         "samples of the batch each gradient is computed on (the reference code's batch of 100; "
         "at most the client's train samples); 0: `train.batch_size`",
     )
+    restarts: int = setting(
+        10,
+        "int ≥ 1",
+        "k-means runs from k-means++ seeds per clustering, the one of least within-cluster sum "
+        "of squares kept (scikit-learn's `KMeans` default before 1.4, which the reference code "
+        "calls)",
+    )
     profile_dim: int = setting(
         0,
         "int ≥ 0",
@@ -174,6 +194,8 @@ class CFLGPParams(Params):
                 f"1 to {MAX_PERIOD:,} rounds")  # fmt: skip
         require(self.stop_round >= 1, "stop_round", self.stop_round, "round 1 or later")
         require(self.batch >= 0, "batch", self.batch, "0 (train.batch_size) or a number of samples")
+        require(1 <= self.restarts <= MAX_RESTARTS, "restarts", self.restarts,
+                f"1 to {MAX_RESTARTS} k-means runs")  # fmt: skip
         require(self.profile_dim >= 0, "profile_dim", self.profile_dim,
                 "0 (the whole gradient) or a number of coordinates")  # fmt: skip
 
@@ -304,7 +326,7 @@ class CFLGP(ClusteringAlgorithm):
         accumulate(block, counts, rows)
         self.profile[at, m], self.counts[at, m] = block, counts
         X = self.profile.reshape(len(self.profiled), self.num_clusters * self.profile.shape[2])
-        labels = cluster_profiles(X, self.num_clusters, self.rng)
+        labels = cluster_profiles(X, self.num_clusters, self.rng, self.restarts)
         self._clustered = labels is not None
         if labels is None:
             return

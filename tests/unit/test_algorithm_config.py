@@ -146,6 +146,7 @@ def test_each_algorithm_checks_its_own_values():
         ("cflgp", "period=0", "algorithm.period = 0: must be 1 to 1,000,000 rounds"),
         ("cflgp", "stop_round=0", "algorithm.stop_round = 0: must be round 1 or later"),
         ("cflgp", "batch=-1", "algorithm.batch = -1: must be 0 (train.batch_size) or a number"),
+        ("cflgp", "restarts=0", "algorithm.restarts = 0: must be 1 to 1000 k-means runs"),
         ("cflgp", "profile_dim=-1", "algorithm.profile_dim = -1: must be 0 (the whole gradient)"),
     ]
     for name, item, needle in cases:

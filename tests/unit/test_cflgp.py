@@ -74,6 +74,25 @@ def test_a_planted_profile_matrix_is_clustered_into_its_groups():
     X = centres[truth] + rng.normal(size=(21, 40)) * 0.3
     labels = cluster_profiles(X, 3, np.random.default_rng(1))
     assert adjusted_rand_index(truth, labels) == 1.0
+    assert adjusted_rand_index(truth, cluster_profiles(X, 3, np.random.default_rng(1), 5)) == 1.0
+
+
+def test_restarts_keep_the_run_of_least_within_cluster_sum_of_squares():
+    # four blobs on a line, two close pairs far apart: a k-means++ start with two seeds in
+    # one pair ends in a local optimum that splits a blob
+    truth = np.repeat(np.arange(4), 5)
+    centres = np.array([[0.0, 0.0], [1.5, 0.0], [10.0, 0.0], [11.5, 0.0]])
+    X = centres[truth] + np.random.default_rng(0).normal(size=(20, 2)) * 0.2
+
+    def misses(restarts):
+        return sum(
+            adjusted_rand_index(truth, cluster_profiles(X, 4, np.random.default_rng(s), restarts))
+            < 1.0
+            for s in range(40)
+        )
+
+    assert misses(1) > 0  # one run does get stuck on this federation
+    assert misses(10) == 0
 
 
 @pytest.mark.parametrize(
