@@ -207,6 +207,9 @@ class CFLGP(ClusteringAlgorithm):
     Params = CFLGPParams
     client_ops = ("gradient",)
     client = "distfl.algorithms.cflgp_client:CFLGPClient"
+    #: the Gram matrix of the profiled clients and its eigenvectors (float64), per pair of
+    #: profiled clients (:meth:`pair_memory` counts the clients that can have a profile)
+    pair_bytes = 16
     statistics = (
         Statistic(
             "clustered",

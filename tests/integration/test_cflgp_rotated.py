@@ -92,20 +92,30 @@ def test_resume_gives_the_same_bits(runs):
 
 
 @pytest.mark.parametrize(
-    ("items", "needle"),
+    ("preset", "items", "needle"),
     [
-        (("algorithm.num_clusters=41",),
+        ("rotated", ("algorithm.num_clusters=41",),
          "algorithm.num_clusters = 41: must be 0 (the number of data groups) or 1 to "
          "data.num_clients (40)"),
-        (("algorithm.period=0",), "algorithm.period = 0: must be 1 to 1,000,000 rounds"),
+        ("rotated", ("algorithm.period=0",), "algorithm.period = 0: must be 1 to 1,000,000 rounds"),
+        # 200,000 a round: the five clustering rounds profile all 1,000,000 clients, whose
+        # Gram matrix and eigenvectors take 16 bytes a pair
+        ("digits", ("data.num_clients=1000000", "server.clients_per_round=200000"),
+         "algorithm cflgp keeps K×K matrices (16 bytes per pair of clients), 14901.6 GiB for "
+         "1,000,000 clients"),
+        # the whole-gradient profiles of the 1,000 clients the clustering rounds can profile
+        # count as client models (4 blocks of 17 million parameters each, twice)
+        ("digits", ("data.num_clients=20000", "server.clients_per_round=200",
+                    "model.hidden=[4096, 4096]"),
+         "the round's 16,600 client models"),
     ],
 )  # fmt: skip
-def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp_path, items,
-                                                                    needle):  # fmt: skip
+def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp_path, preset,
+                                                                    items, needle):  # fmt: skip
     sets = [a for item in ('algorithm.name="cflgp"', *items) for a in ("--set", item)]
     out = tmp_path / "refused.h5"
     proc = subprocess.run(
-        helpers.distfl_cmd("--preset", "rotated", *sets, "--out", str(out)), cwd=tmp_path,
+        helpers.distfl_cmd("--preset", preset, *sets, "--out", str(out)), cwd=tmp_path,
         env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert_one_line_error(proc, needle)
