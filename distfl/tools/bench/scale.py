@@ -143,6 +143,8 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
     # ... or a uniform sample of 2,000 in it, the others placed when first sampled
     "pacfl-sample": {"name": "pacfl", "probe_clients": 2000},
     "fedclust-sample": {"name": "fedclust", "probe_clients": 2000},
+    # CFL-GP with its defaults (4 models, a clustering round every 2 rounds: 1, 3, 5)
+    "cflgp": {"name": "cflgp"},
 }
 #: FedGWC's calibrated split test on a dense P (15 Gaussian references), once per run, in
 #: round 2 (``patience = 2``); ``db_threshold`` so high that every test proposes its best
@@ -249,6 +251,8 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # the one-shot baselines: every client clustered at 2,714, a sample of 2,000 at 20,000
     for algorithm in ("pacfl", "fedclust"):
         cases += [Case(algorithm, 2714, 10, 1), Case(f"{algorithm}-sample", 20000, 200, 1)]
+    # CFL-GP's profiles and spectral clustering of the clients sampled in clustering rounds
+    cases += [Case("cflgp", 2714, 10, 1), Case("cflgp", 20000, 200, 1)]
     return cases
 
 
