@@ -47,6 +47,9 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   and the others join the nearest cluster when first sampled. Round 1, the one-shot round
   (every probed client's row, the n × n distances and the clustering), is left out of the
   per-round columns like every row's first round: it is in the process's wall time.
+- CFL-GP with its default keys (4 models, whole-gradient profiles, clustering rounds 1, 3
+  and 5) at (2,714, 10) and (20,000, 200): the clustering rounds' gradients, profiles and
+  spectral clustering of the clients sampled in them (30 and 600 by round 5).
 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
