@@ -22,6 +22,12 @@ Defaults and deviations (docs/algorithms.md says the same):
 - ``num_clusters`` is given (the paper's CFL-GP takes the number of models; 0: one per
   ground-truth group, as IFCA's key); the paper's estimate of the number from singular-value
   gaps and silhouette scores (its unknown-k variant) is not implemented.
+- The criterion model cycles over the M models, one per clustering round, as the paper's
+  abstract ("the gradients that clients compute for various models") and the reference
+  code's README ("for a set of models") describe it; the reference code itself keeps the
+  criterion index at 0 and takes each client's gradient at its own cluster's model, and
+  weighs a block's update by β = 1/(⌊(t + 1)/(M·period)⌋ + 1) for 0-based round t, where
+  distfl's cumulative average weighs a client's n-th gradient of a block by 1/n.
 - ``period`` 2 and ``stop_round`` 10 are the reference code's defaults (its clustering
   period and its clustering termination threshold); clustering rounds are 1, 1 + period, ...
   up to ``stop_round``.
@@ -31,8 +37,7 @@ Defaults and deviations (docs/algorithms.md says the same):
   (start − after) / ``train.lr``: with ``train.weight_decay`` w it is the gradient plus
   w times the criterion model, the same for every client.
 - The cumulative average counts each client's own updates of a block (1/n for its n-th):
-  with every client sampled every clustering round, the paper's β; with partial
-  participation a client's block averages the gradients it sent.
+  with partial participation a client's block averages the gradients it sent.
 - ``restarts`` 10 k-means runs per clustering, the least within-cluster sum of squares
   kept: scikit-learn's ``KMeans`` default before version 1.4, which the reference code calls
   (with one run, seed 2 of the rotated digits lost the rotations it had found in round 1).
