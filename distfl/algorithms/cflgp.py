@@ -19,9 +19,10 @@ cluster model is then trained by FedAvg of its members (the runtime's aggregator
 
 Defaults and deviations (docs/algorithms.md says the same):
 
-- ``num_clusters`` is given (the paper's CFL-GP takes the number of models; 0: one per
-  ground-truth group, as IFCA's key); the paper's estimate of the number from singular-value
-  gaps and silhouette scores (its unknown-k variant) is not implemented.
+- ``num_clusters`` is given (CFL-GP takes the number of models, 4 in the reference code's
+  defaults; 0: one per ground-truth group, as IFCA's key); the reference code's estimate of
+  the number from singular-value gaps and silhouette scores (its ``unknown_k`` option) is not
+  implemented.
 - The criterion model cycles over the M models, one per clustering round, as the paper's
   abstract ("the gradients that clients compute for various models") and the reference
   code's README ("for a set of models") describe it; the reference code itself keeps the
@@ -33,8 +34,7 @@ Defaults and deviations (docs/algorithms.md says the same):
   up to ``stop_round``.
 - A gradient is one local SGD step from the criterion model on one batch of ``batch``
   samples (the reference code's gradient of one batch of 100; 0: ``train.batch_size``),
-  taken as
-  (start − after) / ``train.lr``: with ``train.weight_decay`` w it is the gradient plus
+  taken as (start − after) / ``train.lr``: with ``train.weight_decay`` w it is the gradient plus
   w times the criterion model, the same for every client.
 - The cumulative average counts each client's own updates of a block (1/n for its n-th):
   with partial participation a client's block averages the gradients it sent.
@@ -46,7 +46,7 @@ Defaults and deviations (docs/algorithms.md says the same):
   reference code's reduced profile, a random subset of the coordinates), M·n a client.
 - Every cluster model starts from its own initialisation (cluster j from initialisation j:
   cluster "0" from the run's model), as the reference code's independently built models.
-- Partial participation (the paper samples every client): a client never sampled in a
+- Partial participation (the reference code queries every client every round): a client never sampled in a
   clustering round has no profile and stays where it is, in cluster "0" until it first is;
   a clustering round clusters every client that has a profile.
 - Degenerate profiles (fewer profiled clients or distinct coordinates than clusters, a
