@@ -46,9 +46,9 @@ Defaults and deviations (docs/algorithms.md says the same):
   reference code's reduced profile, a random subset of the coordinates), M·n a client.
 - Every cluster model starts from its own initialisation (cluster j from initialisation j:
   cluster "0" from the run's model), as the reference code's independently built models.
-- Partial participation (the reference code queries every client every round): a client never sampled in a
-  clustering round has no profile and stays where it is, in cluster "0" until it first is;
-  a clustering round clusters every client that has a profile.
+- Partial participation (the reference code queries every client every round): a client
+  never sampled in a clustering round has no profile and stays where it is, in cluster "0"
+  until it first is; a clustering round clusters every client that has a profile.
 - Degenerate profiles (fewer profiled clients or distinct coordinates than clusters, a
   non-finite number) leave the clusters as they were; the round records ``clustered`` 0 (no
   result). A gradient row that is not finite is not accumulated (``skipped`` counts them).
