@@ -48,7 +48,12 @@ Defaults and deviations (docs/algorithms.md says the same):
   cluster "0" from the run's model), as the reference code's independently built models.
 - Partial participation (the reference code queries every client every round): a client
   never sampled in a clustering round has no profile and stays where it is, in cluster "0"
-  until it first is; a clustering round clusters every client that has a profile.
+  until it first is; a clustering round clusters every client that has a profile. Clients
+  profiled in different rounds hold different blocks: a block a client has no gradient for
+  is taken as the mean of that block over the clients that have it
+  (:func:`imputed_profiles`), so that which blocks a client holds adds no distance (with
+  zeros there, rotated digits at 20 of 40 clients a round reached ARI 0.60 after 10 rounds;
+  with the means 1.0). With every client in every clustering round nothing is imputed.
 - Degenerate profiles (fewer profiled clients or distinct coordinates than clusters, a
   non-finite number) leave the clusters as they were; the round records ``clustered`` 0 (no
   result). A gradient row that is not finite is not accumulated (``skipped`` counts them).
@@ -88,6 +93,20 @@ def accumulate(profile: np.ndarray, counts: np.ndarray, rows: np.ndarray) -> Non
     the ``counts`` [n]-th + 1 value it averages: p ← p + (g − p) / (c + 1), c ← c + 1."""
     counts += 1
     profile += (np.asarray(rows, dtype=np.float64) - profile) / counts[:, None]
+
+
+def imputed_profiles(profile: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """[n, M·d] profile matrix of ``profile`` [n, M, d], where a block a client has no
+    gradient for (``counts`` [n, M] 0) is the mean of that block over the clients that have
+    it (zeros when none has): under partial participation clients profiled in different
+    rounds hold different blocks, and a missing block then adds no distance of its own."""
+    X = np.array(profile, dtype=np.float64)
+    seen = np.asarray(counts) > 0
+    for m in range(X.shape[1]):
+        have = seen[:, m]
+        if have.any() and not have.all():
+            X[~have, m] = X[have, m].mean(axis=0)
+    return X.reshape(X.shape[0], X.shape[1] * X.shape[2])
 
 
 def spectral_coordinates(X: np.ndarray, k: int) -> np.ndarray:
@@ -333,7 +352,7 @@ class CFLGP(ClusteringAlgorithm):
         block, counts = self.profile[at, m], self.counts[at, m]
         accumulate(block, counts, rows)
         self.profile[at, m], self.counts[at, m] = block, counts
-        X = self.profile.reshape(len(self.profiled), self.num_clusters * self.profile.shape[2])
+        X = imputed_profiles(self.profile, self.counts)
         labels = cluster_profiles(X, self.num_clusters, self.rng, self.restarts)
         self._clustered = labels is not None
         if labels is None:
@@ -409,6 +428,7 @@ __all__ = [
     "accumulate",
     "cluster_profiles",
     "clustering_rounds",
+    "imputed_profiles",
     "match_labels",
     "spectral_coordinates",
 ]

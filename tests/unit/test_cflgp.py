@@ -14,6 +14,7 @@ from distfl.algorithms.cflgp import (
     accumulate,
     cluster_profiles,
     clustering_rounds,
+    imputed_profiles,
     match_labels,
     spectral_coordinates,
 )
@@ -35,6 +36,25 @@ def test_accumulate_is_the_running_mean_by_hand():
     # (1+3+2)/3, (2+0+1)/3, (3+1+5)/3; (0+2+1)/3, (0+4+2)/3, (6+0+3)/3
     assert np.allclose(profile, [[2.0, 1.0, 3.0], [1.0, 2.0, 3.0]], rtol=0, atol=1e-15)
     assert counts.tolist() == [3, 3]
+
+
+def test_a_missing_block_is_the_mean_of_the_clients_that_have_it():
+    # 3 clients, 2 blocks of 2: client 2 lacks block 0, client 0 lacks block 1, none block 2
+    profile = np.array(
+        [
+            [[1.0, 2.0], [0.0, 0.0], [0.0, 0.0]],
+            [[3.0, 6.0], [5.0, 1.0], [0.0, 0.0]],
+            [[0.0, 0.0], [7.0, 3.0], [0.0, 0.0]],
+        ]
+    )
+    counts = np.array([[1, 0, 0], [2, 1, 0], [0, 1, 0]])
+    want = [
+        [1.0, 2.0, 6.0, 2.0, 0.0, 0.0],  # block 1: mean of (5, 1) and (7, 3)
+        [3.0, 6.0, 5.0, 1.0, 0.0, 0.0],
+        [2.0, 4.0, 7.0, 3.0, 0.0, 0.0],  # block 0: mean of (1, 2) and (3, 6)
+    ]
+    assert imputed_profiles(profile, counts).tolist() == want
+    assert profile[2, 0].tolist() == [0.0, 0.0]  # the stored profile is left alone
 
 
 @pytest.mark.parametrize("shape", [(6, 10), (10, 4)])  # the two Gram matrices
