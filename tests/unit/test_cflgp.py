@@ -232,3 +232,14 @@ def test_probe_request_names_the_criterion_model_in_turn():
             algo.update_probe(t, req, gradients(req.clients, t))
         algo.plan(t)
     assert seen == ["0", None, "1", None, "2", None, "0", None, None]
+
+
+def test_true_clusters_hands_cflgp_the_number_of_groups(tmp_path):
+    from distfl.tools.suite import plan_jobs
+
+    # backdoor has 3 data groups; CFL-GP's default is 4 models
+    (plain,) = plan_jobs(["backdoor"], ["cflgp"], [0], tmp_path, [])
+    (given,) = plan_jobs(["backdoor"], ["cflgp"], [0], tmp_path, [], true_clusters=True)
+    assert plain.config.algorithm.num_clusters == 4
+    assert given.config.algorithm.num_clusters == len(given.config.groups) == 3
+    assert "algorithm.num_clusters=3" in given.overrides
