@@ -172,7 +172,8 @@ def test_the_full_grid_is_the_one_the_readme_reports():
                 for k, n in ((2714, 10), (20000, 200))}  # fmt: skip
     assert personal <= keys
     assert {"flexcfl-K2714-N10-W1-balanced", "flexcfl-K20000-N200-W1-balanced"} <= keys
-    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2 + 4 + 4 + 2
+    assert {"cflgp-K2714-N10-W1-balanced", "cflgp-K20000-N200-W1-balanced"} <= keys
+    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2 + 4 + 4 + 2 + 2
 
 
 def test_a_refusal_is_the_rows_status():

@@ -31,7 +31,8 @@ from distfl.algorithms.fedgwc import FedGWCParams
 from distfl.config import build, describe_algorithm_keys, from_json, load
 from distfl.errors import ConfigError
 
-BUILT_IN = ["cfl", "emdcfl", "fedclust", "fedgwc", "fesem", "flcl", "flexcfl", "ifca", "none",
+BUILT_IN = ["cfl", "cflgp", "emdcfl", "fedclust", "fedgwc", "fesem", "flcl", "flexcfl", "ifca",
+            "none",
             "oracle", "pacfl"]  # fmt: skip
 
 
@@ -57,7 +58,7 @@ def test_every_built_in_algorithm_is_found_by_itself():
 def test_key_owners_know_fields_and_former_names():
     assert key_owners("epsilon") == ["emdcfl", "fedgwc"]
     assert key_owners("emd_epsilon") == ["emdcfl"]
-    assert key_owners("num_clusters") == ["fedclust", "fesem", "flexcfl", "ifca", "pacfl"]
+    assert key_owners("num_clusters") == ["cflgp", "fedclust", "fesem", "flexcfl", "ifca", "pacfl"]
     assert key_owners("no_such_key") == []
 
 
@@ -146,6 +147,12 @@ def test_each_algorithm_checks_its_own_values():
         ("flexcfl", "pretrain_scale=0", "algorithm.pretrain_scale = 0: must be at least 1"),
         ("flcl", "eta=1.0", "algorithm.eta"),
         ("flcl", 'expel="random"', "algorithm.expel"),
+        ("cflgp", "num_clusters=21", "0 (the number of data groups) or 1 to data.num_clients (20)"),
+        ("cflgp", "period=0", "algorithm.period = 0: must be 1 to 1,000,000 rounds"),
+        ("cflgp", "stop_round=0", "algorithm.stop_round = 0: must be round 1 or later"),
+        ("cflgp", "batch=-1", "algorithm.batch = -1: must be 0 (train.batch_size) or a number"),
+        ("cflgp", "restarts=0", "algorithm.restarts = 0: must be 1 to 1000 k-means runs"),
+        ("cflgp", "profile_dim=-1", "algorithm.profile_dim = -1: must be 0 (the whole gradient)"),
     ]
     for name, item, needle in cases:
         assert needle in error(overrides=[f'algorithm.name="{name}"', f"algorithm.{item}"])

@@ -49,6 +49,9 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   per-round columns like every row's first round: it is in the process's wall time.
 - Local (a model per client) and FedAvg + fine-tuning at the same two sizes: the K models
   Local holds, or the fine-tuning before each evaluation, against FedAvg's rows.
+- CFL-GP with its default keys (4 models, whole-gradient profiles, clustering rounds 1, 3
+  and 5) at (2,714, 10) and (20,000, 200): the clustering rounds' gradients, profiles and
+  spectral clustering of the clients sampled in them (30 and 600 by round 5).
 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
@@ -151,6 +154,8 @@ ALGORITHMS: dict[str, dict[str, Any]] = {
     "fedavg_ft": {"name": "fedavg_ft"},
     # FlexCFL with its defaults (80 clients pre-trained for 4 groups), newcomers cold-started
     "flexcfl": {"name": "flexcfl", "num_clusters": 4},
+    # CFL-GP with its defaults (4 models, a clustering round every 2 rounds: 1, 3, 5)
+    "cflgp": {"name": "cflgp"},
 }
 #: FedGWC's calibrated split test on a dense P (15 Gaussian references), once per run, in
 #: round 2 (``patience = 2``); ``db_threshold`` so high that every test proposes its best
@@ -262,6 +267,8 @@ def scale_cases(quick: bool = False) -> list[Case]:
         cases += [Case(algorithm, 2714, 10, 1), Case(algorithm, 20000, 200, 1)]
     # FlexCFL: its pre-training round, then cold starts of the clients drawn later
     cases += [Case("flexcfl", 2714, 10, 1), Case("flexcfl", 20000, 200, 1)]
+    # CFL-GP's profiles and spectral clustering of the clients sampled in clustering rounds
+    cases += [Case("cflgp", 2714, 10, 1), Case("cflgp", 20000, 200, 1)]
     return cases
 
 
