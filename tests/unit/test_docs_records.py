@@ -34,6 +34,7 @@ TABLES = {
     ("docs/benchmarks.md", "| commit | launch to the first round"): RECORD,
     ("docs/benchmarks.md", "|      K | affinity s"): RECORD,
     ("docs/fidelity.md", "| scenario | algorithm | groups | clusters"): RECORD,
+    ("docs/fidelity.md", "| method | seeds | Avg Acc"): RECORD,
     ("docs/fidelity.md", "| scenario | algorithm | clusters | Rand"): RECORD,
     ("docs/fidelity.md", "| scenario | settings | clusters"): RECORD,
     ("docs/fidelity.md", "| algorithm | clusters | ARI | accuracy |"): RECORD,
@@ -61,9 +62,10 @@ NUMBER = re.compile(r"^[−\-+]?[\d,.]+(?:e-?\d+)?(?:×|%| ?s| ?[KMG]iB)?$")
 
 
 def numeric(cell: str) -> bool:
-    """A cell of numbers: ``0.953``, ``2/2/1``, ``1.06 (1.13)``, ``2.77 s, 2.37 s``, ``–``."""
+    """A cell of numbers: ``0.953``, ``2/2/1``, ``1.06 (1.13)``, ``2.77 s, 2.37 s``,
+    ``96.48 ± 0.59``, ``–``."""
     cell = re.sub(r"^round ", "", cell.strip().strip("`*"))
-    parts = [p.strip() for p in re.split(r"[/,(]|\)| of |(?<=\d)–(?=\d)", cell) if p.strip()]
+    parts = [p.strip() for p in re.split(r"[/,(±]|\)| of |(?<=\d)–(?=\d)", cell) if p.strip()]
     parts = [p for p in parts if p not in ("–", "—", "-")]
     return bool(parts) and all(NUMBER.match(p) for p in parts)
 
@@ -187,6 +189,7 @@ def test_the_sliced_table_is_there():
 
 def test_the_reading_of_tables_and_commands():
     assert numeric("0.953") and numeric("2/2/1") and numeric("1.06 (1.13)")
+    assert numeric("96.48 ± 0.59") and not numeric("ARI 0.80 ± 0.14")
     assert numeric("2.77 s, 2.37 s") and numeric("1,384,586") and numeric("12.93×")
     assert numeric("0.19–0.31") and numeric("round 1,634") and numeric("−0.004")
     assert numeric("4.2e-5") and not numeric("–/–/–")
