@@ -64,7 +64,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from distfl.algorithms.base import (
     ClientReports,
@@ -135,6 +134,8 @@ def match_labels(labels: np.ndarray, previous: np.ndarray, k: int) -> np.ndarray
     overlap = np.zeros((k, k), dtype=np.int64)
     kept = previous >= 0
     np.add.at(overlap, (labels[kept], previous[kept]), 1)
+    from scipy.optimize import linear_sum_assignment  # only where CFL-GP clusters
+
     rows, cols = linear_sum_assignment(overlap, maximize=True)
     rename = np.empty(k, dtype=np.int64)
     rename[rows] = cols
