@@ -78,7 +78,15 @@ def test_a_stop_under_launch_torchrun_ends_torchrun_cleanly(helpers, tmp_path, s
         out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
         assert out.wait_for(lambda line: line.startswith("round "), 120), err.text(0)
         os.killpg(proc.pid, sig)  # the script's group: not torchrun, in a session of its own
-        assert proc.wait(timeout=60) == code, err.text()
+        try:
+            status = proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # say what was still running, and what it said
+            ps = subprocess.run(["ps", "-eo", "pid,ppid,pgid,stat,etime,args"],
+                                capture_output=True, text=True).stdout  # fmt: skip
+            left = [ln for ln in ps.splitlines() if "distfl" in ln or "torchrun" in ln]
+            said = f"--- stdout\n{out.text(0)[-3000:]}\n--- stderr\n{err.text(0)}"
+            pytest.fail(f"still running 60 s after {sig!r}:\n" + "\n".join([*left, said]))
+        assert status == code, err.text()
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     name = signal.Signals(sig).name
