@@ -46,6 +46,7 @@ TABLES = {
     ("docs/scale.md", "| K | split test s, before"): RECORD,
     ("docs/scale.md", "| row | one-shot round"): RECORD,
     ("docs/scale.md", "| row | pre-trained"): RECORD,
+    ("docs/scale.md", "| row | start-up s | s a round | rank-0"): RECORD,
     ("docs/scale.md", "| row | profiled by round 5"): RECORD,
     ("docs/scenarios.md", "| `model.name` | parameters | s per round"): RECORD,
     ("docs/scenarios.md", "| algorithm | clusters | Rand | ARI"): RECORD,
