@@ -114,7 +114,6 @@ class FedClustParams(Params):
 @register
 class FedClust(OneShotClustering):
     name = "fedclust"
-    clusters_key = "num_clusters"
     Params = FedClustParams
     client_ops = ("weights",)
     client = "distfl.algorithms.fedclust_client:FedClustClient"

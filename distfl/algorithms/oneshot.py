@@ -79,6 +79,8 @@ class OneShotClustering(ClusteringAlgorithm):
     ``probe_args``) and its distances (``pairwise``: the one-shot matrix, ``cross``: from
     newcomers to the clustered clients)."""
 
+    #: its Params' number of clusters (``distfl suite --true-clusters``)
+    clusters_key = "num_clusters"
     #: the row-kind tag of the subclass's random streams
     tag: ClassVar[int] = 0
     op: ClassVar[str] = ""

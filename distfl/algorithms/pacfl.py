@@ -194,7 +194,6 @@ class PACFLParams(Params):
 @register
 class PACFL(OneShotClustering):
     name = "pacfl"
-    clusters_key = "num_clusters"
     Params = PACFLParams
     client_ops = ("basis",)
     client = "distfl.algorithms.pacfl_client:PACFLClient"

@@ -317,6 +317,34 @@ def run_alone(cwd, *args: str) -> str:
     return stream.getvalue()
 
 
+def alone_torchrun_resumed(tmp, args: Callable[..., tuple[str, ...]], rounds: int):
+    """Three runs of ``args(rounds=...)`` in ``tmp``: one process (``w1.h5``), torchrun with
+    3 ranks (``w3.h5``, started first and run beside it), and one process stopped after
+    round 2 and resumed to ``rounds`` (``resumed.h5``, its resume running only the rounds
+    left). Returns their paths, in that order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    single, multi, resumed = tmp / "w1.h5", tmp / "w3.h5", tmp / "resumed.h5"
+    torchrun = [
+        venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
+        "-m", "distfl", "run", *args(rounds=rounds), "--out", str(multi), "--comm", "torch",
+    ]  # fmt: skip
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
+        ranks = pool.submit(subprocess.run, torchrun, env=clean_env(),
+                            capture_output=True, text=True, timeout=400)  # fmt: skip
+        run_alone(tmp, *args(rounds=rounds), "--out", str(single))
+        run_alone(tmp, *args(rounds=2), "--out", str(resumed))
+        p3 = ranks.result()
+    assert p3.returncode == 0, p3.stdout + p3.stderr
+    proc = subprocess.run(
+        distfl_cmd(*args(rounds=rounds), "--resume", str(resumed)), cwd=tmp,
+        env=clean_env(), capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{rounds - 2} rounds in" in proc.stdout  # only the remaining rounds ran
+    return single, multi, resumed
+
+
 @pytest.fixture(scope="session")
 def helpers() -> types.SimpleNamespace:
     return types.SimpleNamespace(
@@ -333,6 +361,7 @@ def helpers() -> types.SimpleNamespace:
         bench_json=bench_json,
         run_alone=run_alone,
         launch_together=launch_together,
+        alone_torchrun_resumed=alone_torchrun_resumed,
     )
 
 

@@ -11,7 +11,6 @@ run reads back from ``/state``; η = 0.1 exercises the inter-group aggregation a
 from __future__ import annotations
 
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import h5py
 import numpy as np
@@ -45,24 +44,7 @@ def args(rounds: int = ROUNDS) -> tuple[str, ...]:
 def runs(tmp_path_factory, helpers):
     """(W=1 run, torchrun W=3 run, W=1 run stopped after round 2 and resumed)."""
     tmp = tmp_path_factory.mktemp("flexcfl")
-    single, multi, resumed = tmp / "w1.h5", tmp / "w3.h5", tmp / "resumed.h5"
-    torchrun = [
-        helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
-        "-m", "distfl", "run", *args(), "--out", str(multi), "--comm", "torch",
-    ]  # fmt: skip
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
-        ranks = pool.submit(subprocess.run, torchrun, env=helpers.clean_env(),
-                            capture_output=True, text=True, timeout=400)  # fmt: skip
-        helpers.run_alone(tmp, *args(), "--out", str(single))
-        helpers.run_alone(tmp, *args(rounds=2), "--out", str(resumed))
-        p3 = ranks.result()
-    assert p3.returncode == 0, p3.stdout + p3.stderr
-    proc = subprocess.run(
-        helpers.distfl_cmd(*args(), "--resume", str(resumed)), cwd=tmp,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{ROUNDS - 2} rounds in" in proc.stdout  # only the remaining rounds ran
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp, args, ROUNDS)
     return single, multi, resumed
 
 

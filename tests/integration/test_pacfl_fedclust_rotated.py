@@ -55,24 +55,9 @@ def runs(request, tmp_path_factory, helpers):
     """(algorithm, W=1 run, torchrun W=3 run, W=1 run stopped after round 2 and resumed)."""
     name = request.param
     tmp = tmp_path_factory.mktemp(name)
-    single, multi, resumed = tmp / "w1.h5", tmp / "w3.h5", tmp / "resumed.h5"
-    torchrun = [
-        helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
-        "-m", "distfl", "run", *args(name), "--out", str(multi), "--comm", "torch",
-    ]  # fmt: skip
-    with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
-        ranks = pool.submit(subprocess.run, torchrun, env=helpers.clean_env(),
-                            capture_output=True, text=True, timeout=400)  # fmt: skip
-        helpers.run_alone(tmp, *args(name), "--out", str(single))
-        helpers.run_alone(tmp, *args(name, rounds=2), "--out", str(resumed))
-        p3 = ranks.result()
-    assert p3.returncode == 0, p3.stdout + p3.stderr
-    proc = subprocess.run(
-        helpers.distfl_cmd(*args(name), "--resume", str(resumed)), cwd=tmp,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{ROUNDS - 2} rounds in" in proc.stdout  # only the remaining rounds ran
+    single, multi, resumed = helpers.alone_torchrun_resumed(
+        tmp, lambda rounds: args(name, rounds=rounds), ROUNDS
+    )
     return name, single, multi, resumed
 
 
