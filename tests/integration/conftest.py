@@ -317,6 +317,23 @@ def run_alone(cwd, *args: str) -> str:
     return stream.getvalue()
 
 
+def launch_script(script: str, out, config, *args: str, nproc: int = 3):
+    """Run ``launch/<script>`` (``local.sh``, ``torchrun.sh``, ...) on ``config`` with
+    ``NPROC=nproc``, writing ``out`` from its folder; asserts it ended with code 0 and
+    returns ``out``."""
+    from pathlib import Path
+
+    env = clean_env(CONFIG=str(config), OUT=str(out), NPROC=str(nproc))
+    env["PYTHON"] = sys.executable
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        ["bash", str(root / "launch" / script), *args],
+        env=env, capture_output=True, text=True, timeout=300, cwd=Path(out).parent,
+    )  # fmt: skip
+    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return out
+
+
 def alone_torchrun_resumed(tmp, args: Callable[..., tuple[str, ...]], rounds: int):
     """Three runs of ``args(rounds=...)`` in ``tmp``: one process (``w1.h5``), torchrun with
     3 ranks (``w3.h5``, started first and run beside it), and one process stopped after
@@ -362,6 +379,7 @@ def helpers() -> types.SimpleNamespace:
         run_alone=run_alone,
         launch_together=launch_together,
         alone_torchrun_resumed=alone_torchrun_resumed,
+        launch_script=launch_script,
     )
 
 

@@ -60,17 +60,6 @@ every = 2
 """
 
 
-def launch(helpers, script: str, out: Path, config: Path, *args: str) -> Path:
-    env = helpers.clean_env(CONFIG=str(config), OUT=str(out), NPROC="3")
-    env["PYTHON"] = sys.executable
-    proc = subprocess.run(
-        ["bash", str(ROOT / "launch" / script), *args],
-        env=env, capture_output=True, text=True, timeout=300, cwd=out.parent,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return out
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("schemes")
@@ -82,7 +71,9 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
         ("half", "local.sh", ("--set", "run.rounds=2")),
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        paths = pool.map(lambda j: launch(helpers, j[1], tmp / f"{j[0]}.h5", config, *j[2]), jobs)
+        paths = pool.map(
+            lambda j: helpers.launch_script(j[1], tmp / f"{j[0]}.h5", config, *j[2]), jobs
+        )
         out = dict(zip([name for name, _, _ in jobs], paths, strict=True))
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--resume", str(out["half"]), "--comm", "local",
@@ -195,7 +186,7 @@ def test_a_population_far_larger_than_the_cohort(helpers, tmp_path):
     every client of the first group holds exactly 2 classes."""
     config = tmp_path / "big.toml"
     config.write_text(BIG)
-    out = launch(helpers, "local.sh", tmp_path / "big.h5", config)
+    out = helpers.launch_script("local.sh", tmp_path / "big.h5", config)
     c = clients(out)
     sizes = c["num_train"] + c["num_test"]
     assert c["class_counts"].shape == (2714, 10) and len(set(sizes.tolist())) > 10

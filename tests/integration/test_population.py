@@ -10,7 +10,6 @@ shards, with a cache large enough for everyone, and when resumed under another l
 from __future__ import annotations
 
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,7 +20,6 @@ from runfile import assert_same_run, read_run
 
 pytestmark = pytest.mark.integration
 
-ROOT = Path(__file__).resolve().parents[2]
 ROUNDS = 6
 
 CONFIG = f"""
@@ -61,17 +59,6 @@ clients = 60
 """
 
 
-def launch(helpers, script: str, out: Path, config: Path, *args: str, nproc: int = 3):
-    env = helpers.clean_env(CONFIG=str(config), OUT=str(out), NPROC=str(nproc))
-    env["PYTHON"] = sys.executable
-    proc = subprocess.run(
-        ["bash", str(ROOT / "launch" / script), *args],
-        env=env, capture_output=True, text=True, timeout=300, cwd=out.parent,
-    )  # fmt: skip
-    assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
-    return out
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     tmp = tmp_path_factory.mktemp("population")
@@ -89,7 +76,8 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     ]
     with ThreadPoolExecutor(max_workers=2) as pool:  # two launches at a time
         paths = pool.map(
-            lambda job: launch(helpers, job[1], tmp / f"{job[0]}.h5", config, *job[2]), launches
+            lambda job: helpers.launch_script(job[1], tmp / f"{job[0]}.h5", config, *job[2]),
+            launches,
         )
         out = dict(zip([name for name, _, _ in launches], paths, strict=True))
     half = out.pop("resumed")
