@@ -9,7 +9,7 @@ For K clients, ``cohort`` of them a round: ``rounds`` rounds of eq. 3 on the clu
 observed entries (rewards of two groups, 3/4 near 0.8 and 1/4 near 0.5, noise 0.1), then
 one split test with 15 references, called directly (a run would wait for
 ``min_observations``). Prints the entries of P, the bytes its store holds (above
-COORDINATES_ABOVE clients the rounds and the pairs sampled together more than once, below
+BLOCKS_ABOVE clients the rounds and the pairs sampled together more than once, below
 the entries), eq. 3's seconds in the first and last
 round, the split test's seconds, the peak resident memory of the process, and the test's
 statistics. No training: the clients' side is what ``distfl bench --scale`` measures.

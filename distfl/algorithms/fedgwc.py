@@ -53,6 +53,7 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.interaction import (
+    BLOCKS_ABOVE,
     COORDINATES_ABOVE,
     ENTRY_BYTES,
     REFERENCE_ROWS,
@@ -710,11 +711,11 @@ class FedGWC(ClusteringAlgorithm):
                     rounds: int) -> int:  # fmt: skip
         """``dense``: K² pairs. ``observed`` (``auto`` resolved for this federation): what the
         rounds can add (:func:`~distfl.algorithms.interaction.stored_bytes`: entries up to
-        COORDINATES_ABOVE clients, above, the rounds and the pairs sampled together more
-        than once) and the dense split test of a cluster of up to COORDINATES_ABOVE
-        clients (the imputed P, W and their Gram product; twice that with references);
-        above, the test works on low-rank coordinates of the rows (a few hundred bytes a
-        client)."""
+        BLOCKS_ABOVE clients, above, the rounds and the pairs sampled together more than
+        once) and the largest dense matrices: the imputed P and W of a cluster of up to
+        DIAGNOSE_W_UP_TO clients (its diagnostics), their Gram product, and a reference's
+        twice that in a split test of up to COORDINATES_ABOVE clients; above, the test works
+        on low-rank coordinates of the rows (a few hundred bytes a client)."""
         interaction = resolved("interaction", getattr(params, "interaction", "dense"),
                                num_clients, clients_per_round)  # fmt: skip
         if interaction != "observed":
@@ -723,7 +724,7 @@ class FedGWC(ClusteringAlgorithm):
             )
         stored = stored_bytes(num_clients, clients_per_round, rounds,
                               params.min_clients, params.n_max)  # fmt: skip
-        dense = min(num_clients, COORDINATES_ABOVE) ** 2 * (32 if params.reference_draws else 16)
+        dense = min(num_clients, max(DIAGNOSE_W_UP_TO, COORDINATES_ABOVE)) ** 2 * 32
         return stored + dense + num_clients * 512
 
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
@@ -807,18 +808,20 @@ class FedGWC(ClusteringAlgorithm):
         self.split_tests = 0
 
     def _empty_p(self, n: int) -> np.ndarray | PairStore | BlockStore:
-        """P⁰ = 0: dense, or observed entries (above COORDINATES_ABOVE clients, where the
-        split test never needs them one by one, kept as the rounds that wrote them)."""
+        """P⁰ = 0: dense, or observed entries (above BLOCKS_ABOVE clients, where neither the
+        split test nor the diagnostics need them one by one, kept as the rounds that wrote
+        them)."""
         if not self.observed:
             return np.zeros((n, n))
-        return BlockStore(n) if n > COORDINATES_ABOVE else PairStore(n)
+        return BlockStore(n) if n > BLOCKS_ABOVE else PairStore(n)
 
-    def _dense_p(self, st: ClusterState) -> np.ndarray | None:
+    def _dense_p(self, st: ClusterState, up_to: int | None = None) -> np.ndarray | None:
         """The cluster's P as an array (observed: missing entries the row's mean), None where
-        the test works on coordinates instead (observed, more than COORDINATES_ABOVE members)."""
+        the test works on coordinates instead (observed, more than COORDINATES_ABOVE members,
+        or ``up_to``)."""
         if not self.observed:
             return st.P
-        return st.P.dense() if st.P.n <= COORDINATES_ABOVE else None
+        return st.P.dense() if st.P.n <= (COORDINATES_ABOVE if up_to is None else up_to) else None
 
     def plan(self, round_index: int) -> RoundPlan:
         train: dict[int, str] = {}
@@ -868,10 +871,10 @@ class FedGWC(ClusteringAlgorithm):
                 and int(self.times_sampled[members].min()) >= self.min_observations
             )
             # observed entries are made dense for the diagnostics up to DIAGNOSE_W_UP_TO
-            # members, and for a test up to COORDINATES_ABOVE
-            bound = COORDINATES_ABOVE if testing else DIAGNOSE_W_UP_TO
-            P = self._dense_p(st) if not self.observed or len(members) <= bound else None
-            W = self._diagnose(out.stats[cid], P, members, testing)
+            # members (and for a test up to COORDINATES_ABOVE, no more than that)
+            P = self._dense_p(st, DIAGNOSE_W_UP_TO)
+            dense_test = testing and (not self.observed or len(members) <= COORDINATES_ABOVE)
+            W = self._diagnose(out.stats[cid], P, members, dense_test)
             if testing:
                 split = self._try_split(cid, st, round_index, W, out.stats[cid])
                 if split is not None:

@@ -27,8 +27,15 @@ import numpy as np
 from distfl import spectral
 
 #: Above this many clients the split test works on low-rank coordinates of the imputed rows
-#: (below, on the dense imputed P, exactly).
-COORDINATES_ABOVE = spectral.SMALL_K
+#: (up to it, on the dense imputed P, exactly). The dense test costs O(n³) a Gaussian
+#: reference (a draw, its affinity, its spectral clustering), the coordinates' about the same
+#: at any size (their references are at most REFERENCE_ROWS rows of rank n_max − 1): at 128
+#: clients the dense test with 15 references took under twice the coordinates' seconds, at
+#: 2,000 ten times, so the test changes representation where the two cost about the same.
+COORDINATES_ABOVE = 128
+#: Above this many clients an observed P is kept as the rounds that wrote it
+#: (:class:`BlockStore`); up to it, as its entries (:class:`PairStore`).
+BLOCKS_ABOVE = spectral.SMALL_K
 #: Oversampling and power iterations of the randomised range finder.
 _OVERSAMPLE = 10
 _POWER_ITERATIONS = 2
@@ -360,8 +367,8 @@ class BlockStore:
 
     def subset(self, pos: np.ndarray) -> BlockStore | PairStore:
         """The P of the clients ``pos`` (sorted positions), renumbered 0..len(pos)-1: the
-        rounds and repeated pairs among them, or, up to :data:`COORDINATES_ABOVE` clients,
-        their entries (a :class:`PairStore`, where the split test is dense)."""
+        rounds and repeated pairs among them, or, up to :data:`BLOCKS_ABOVE` clients, their
+        entries (a :class:`PairStore`)."""
         pos = np.asarray(pos, np.int64)
         m = len(pos)
         index = np.full(self.n, -1, dtype=np.int64)
@@ -375,7 +382,7 @@ class BlockStore:
         out = BlockStore(m, new[keep], self.first[keep], np.r_[0, np.cumsum(sizes)],
                          r[inside] * m + c[inside], self.multi_values[inside],
                          self.multi_sums[inside], self.multi_counts[inside])  # fmt: skip
-        return out if m > COORDINATES_ABOVE else out.pair_store()
+        return out if m > BLOCKS_ABOVE else out.pair_store()
 
     #: the arrays that are the store, in the constructor's order
     ARRAYS = ("pos", "first", "ptr", "multi_keys", "multi_values", "multi_sums", "multi_counts")
@@ -465,26 +472,27 @@ TEST_PLACE_BYTES = 8 * 4 * (16 + _OVERSAMPLE)
 def stored_bytes(num_clients: int, clients_per_round: int, rounds: int, min_clients: int,
                  n_max: int) -> int:  # fmt: skip
     """What the clusters' observed P can hold after ``rounds`` rounds, and a split test's
-    work on it. Up to :data:`COORDINATES_ABOVE` clients: :func:`stored_pairs` entries
+    work on it. Up to :data:`BLOCKS_ABOVE` clients: :func:`stored_pairs` entries
     (:class:`PairStore`). Above (:class:`BlockStore`): every round's sampled clients, the
     pairs sampled together more than once (expected K²·Pr[Poisson(λ) ≥ 2], λ = rounds ×
     (sampled / K)², the chance a pair met in each round), the products of a split test,
-    and the entries of the clusters of up to COORDINATES_ABOVE clients a split leaves (as
-    many as their share of the pairs: K·COORDINATES_ABOVE of K²)."""
+    and the entries of the clusters of up to BLOCKS_ABOVE clients a split leaves (as many
+    as their share of the pairs: K·BLOCKS_ABOVE of K²)."""
     K = num_clients
-    if K <= COORDINATES_ABOVE:
+    if K <= BLOCKS_ABOVE:
         return stored_pairs(K, clients_per_round, rounds, min_clients, n_max) * ENTRY_BYTES
     per_round = clients_per_round + min_clients * n_max
     places = rounds * per_round
     lam = rounds * (per_round / K) ** 2
     repeated = K * K * -(math.expm1(-lam) + lam * math.exp(-lam))  # Pr[N ≥ 2]
     entries = stored_pairs(K, clients_per_round, rounds, min_clients, n_max)
-    small = entries * min(COORDINATES_ABOVE / K, 1.0)
+    small = entries * min(BLOCKS_ABOVE / K, 1.0)
     return int(places * (PLACE_BYTES + TEST_PLACE_BYTES) + repeated * REPEATED_BYTES
                + small * ENTRY_BYTES)  # fmt: skip
 
 
 __all__ = [
+    "BLOCKS_ABOVE",
     "BlockStore",
     "ENTRY_BYTES",
     "COORDINATES_ABOVE",

@@ -165,6 +165,9 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     assert observed <= keys
     # one calibrated split test on each side of SMALL_K (2,048)
     assert {f"fedgwc-test-K{k}-N{k // 10}-W1-balanced" for k in (2000, 2100)} <= keys
+    # and on observed entries: each side of the dense test's end (128) and of SMALL_K
+    assert {f"fedgwc-observed-test-K{k}-N{n}-W1-balanced"
+            for k, n in ((128, 128), (129, 129), (2000, 200), (2100, 210))} <= keys  # fmt: skip
     one_shot = {f"{a}-K2714-N10-W1-balanced" for a in ("pacfl", "fedclust")}
     one_shot |= {f"{a}-sample-K20000-N200-W1-balanced" for a in ("pacfl", "fedclust")}
     assert one_shot <= keys
@@ -173,7 +176,7 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     assert personal <= keys
     assert {"flexcfl-K2714-N10-W1-balanced", "flexcfl-K20000-N200-W1-balanced"} <= keys
     assert {"cflgp-K2714-N10-W1-balanced", "cflgp-K20000-N200-W1-balanced"} <= keys
-    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2 + 4 + 4 + 2 + 2
+    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2 + 4 + 4 + 4 + 2 + 2
 
 
 def test_a_refusal_is_the_rows_status():

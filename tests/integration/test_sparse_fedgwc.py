@@ -79,13 +79,13 @@ def test_the_rule_is_the_observed_entries_and_the_valley_test(run):
     assert first_test >= 3 * 400 // 10
 
 
-# ------------------------------------------ above COORDINATES_ABOVE: P as the rounds that made it
+# ----------------------------------------------- above BLOCKS_ABOVE: P as the rounds that made it
 
 LARGE_ROUNDS = 20
 
 
 def _large_args(rounds: int, *out: str) -> list[str]:
-    """2,100 digits clients (above COORDINATES_ABOVE), 10 a round, a split test from the
+    """2,100 digits clients (above BLOCKS_ABOVE), 10 a round, a split test from the
     first round (ε = 1, no wait for observations)."""
     return [
         "--set", 'algorithm.name="fedgwc"',

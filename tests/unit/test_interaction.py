@@ -143,20 +143,20 @@ def test_the_block_stores_products_are_the_entries_products():
 
 def test_a_block_stores_subset_is_the_entries_subset(monkeypatch):
     """Split: the children's P are the sub-blocks, kept as rounds while they are large and
-    as entries at COORDINATES_ABOVE clients and below; eq. 3 goes on alike in both."""
+    as entries at BLOCKS_ABOVE clients and below; eq. 3 goes on alike in both."""
     K = 60
     pairs, blocks = PairStore(K), BlockStore(K)
     for pos, omega in _rounds(K, 12, 60, 4):
         pairs.update(pos, omega, 0.3)
         blocks.update(pos, omega, 0.3)
     pos = np.sort(np.random.default_rng(1).choice(K, 25, replace=False))
-    monkeypatch.setattr(interaction, "COORDINATES_ABOVE", 10)
+    monkeypatch.setattr(interaction, "BLOCKS_ABOVE", 10)
     big, want = blocks.subset(pos), pairs.subset(pos)
     assert isinstance(big, BlockStore) and len(big) == len(want)
     for sub_pos, omega in _rounds(25, 5, 20, 5):
         assert big.update(sub_pos, omega, 0.3) == want.update(sub_pos, omega, 0.3)
     np.testing.assert_array_equal(big.pair_store().values, want.values)
-    monkeypatch.setattr(interaction, "COORDINATES_ABOVE", 2048)
+    monkeypatch.setattr(interaction, "BLOCKS_ABOVE", 2048)
     small = blocks.subset(pos)
     assert isinstance(small, PairStore)
     np.testing.assert_array_equal(small.values, pairs.subset(pos).values)
@@ -183,10 +183,10 @@ def test_the_estimate_covers_what_a_block_store_holds():
 
 
 def test_fedgwc_keeps_a_large_cluster_as_rounds_and_decides_as_on_entries(monkeypatch):
-    """Above COORDINATES_ABOVE clients FedGWC's observed P is a BlockStore; the same run on a
+    """Above BLOCKS_ABOVE clients FedGWC's observed P is a BlockStore; the same run on a
     PairStore takes the same rounds (eq. 3's MSE to the bit) to the same split."""
-    monkeypatch.setattr(fedgwc_module, "COORDINATES_ABOVE", 40)
-    monkeypatch.setattr(interaction, "COORDINATES_ABOVE", 40)
+    monkeypatch.setattr(fedgwc_module, "BLOCKS_ABOVE", 40)
+    monkeypatch.setattr(interaction, "BLOCKS_ABOVE", 40)
     K = 150
     level = np.where(np.arange(K) < 110, 0.8, 0.3)
     runs = []

@@ -173,6 +173,13 @@ ALGORITHMS["fedgwc-test"] = {
 #: cluster sizes of the split-test rows: one on each side of spectral.SMALL_K (2,048), where
 #: the affinity turns float32 (and, before, the embedding's eigensolver changed)
 SPLIT_TEST_SIZES = (2000, 2100)
+#: the same test on observed entries: the dense imputed P up to COORDINATES_ABOVE (128)
+#: members, the rows' coordinates above
+ALGORITHMS["fedgwc-observed-test"] = {**ALGORITHMS["fedgwc-test"], "interaction": "observed"}
+#: (K, clients per round) of those rows: every client each round on each side of
+#: COORDINATES_ABOVE (every pair observed: the Gaussian references), and 10% a round on
+#: each side of spectral.SMALL_K (most pairs never met: the valley test)
+OBSERVED_TEST_SIZES = ((128, 128), (129, 129), (2000, 200), (2100, 210))
 #: (K, clients per round) of the FedGWC rows on observed entries: the paper's large-scale
 #: regime (2,714 clients, 10 a round) and two populations far beyond a dense K×K P
 OBSERVED_SIZES = ((2714, 10), (20000, 200), (100000, 1000))
@@ -259,6 +266,9 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # one calibrated split test of a cluster on each side of SMALL_K (10% participation)
     for k in SPLIT_TEST_SIZES:
         cases.append(Case("fedgwc-test", k, k // 10, 1, rounds=2))
+    # and on observed entries, on each side of the change of representation and of SMALL_K
+    for k, n in OBSERVED_TEST_SIZES:
+        cases.append(Case("fedgwc-observed-test", k, n, 1, rounds=2))
     # the one-shot baselines: every client clustered at 2,714, a sample of 2,000 at 20,000
     for algorithm in ("pacfl", "fedclust"):
         cases += [Case(algorithm, 2714, 10, 1), Case(f"{algorithm}-sample", 20000, 200, 1)]
