@@ -44,6 +44,7 @@ TABLES = {
     ("docs/scale.md", "| K | clients a round | memory check"): RECORD,
     ("docs/scale.md", "| algorithm | what it does at K = 2,714"): RECORD,
     ("docs/scale.md", "| K | split test s, before"): RECORD,
+    ("docs/scale.md", "| K | clients a round | P | split test s"): RECORD,
     ("docs/scale.md", "| row | one-shot round"): RECORD,
     ("docs/scale.md", "| row | pre-trained"): RECORD,
     ("docs/scale.md", "| row | start-up s | s a round | rank-0"): RECORD,
