@@ -517,6 +517,15 @@ class ClusteringAlgorithm(ABC):
         return 0
 
     @classmethod
+    def state_bytes(cls, params: Params, *, num_clients: int, clients_per_round: int,
+                    rounds: int, num_params: int) -> int:  # fmt: skip
+        """Bytes the algorithm's checkpointed state (:meth:`state_dict`) can reach in a run of
+        ``rounds`` rounds, beyond its K×K matrices (:meth:`pair_memory`) and its cluster
+        models: 0 for state of a few numbers a client (the default). The run file's size
+        check counts it before the first round."""
+        return 0
+
+    @classmethod
     def evaluation_finetune(cls, params: Params, *, local_steps: int) -> int:
         """Local steps each evaluated client takes from its cluster's model, on its own train
         split and with the run's optimiser settings, before it is measured on its test split

@@ -292,6 +292,14 @@ class CFLGP(ClusteringAlgorithm):
         return 2 * n * n * 8 + profiles
 
     @classmethod
+    def state_bytes(cls, params, *, num_clients, clients_per_round, rounds, num_params) -> int:
+        """The profiles the state keeps: M blocks of ``profile_dim`` coordinates (the whole
+        gradient, ``num_params``, with 0) in float64 for every client that can have one."""
+        n = cls._observed(params, num_clients, clients_per_round, rounds)
+        width = params.profile_dim if params.profile_dim else num_params
+        return n * max(params.num_clusters, 1) * min(width, num_params) * 8
+
+    @classmethod
     def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
         """The cohort's models and gradient rows (float64: two models' bytes each) and, with
         the whole gradient as profile, every profiled client's M blocks twice over (the

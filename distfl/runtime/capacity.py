@@ -552,8 +552,9 @@ def run_file_bytes(config: Config) -> int:
     """A generous estimate of the run file's size (checked against the free disk before
     the first round): every cluster's model twice (/final and /state; a cluster per
     ground-truth group, at least two), the per-client arrays, the K×K matrices an
-    algorithm keeps (stored again at a split), the per-round tables, and HDF5's own
-    structures (about 4 KiB a column)."""
+    algorithm keeps (stored again at a split), what else its state keeps
+    (``state_bytes``: CFL-GP's profiles), the per-round tables, and HDF5's own structures
+    (about 4 KiB a column)."""
     K = config.data.num_clients
     classes = _spec(config).classes(config)
     params = parameter_count(
@@ -570,4 +571,7 @@ def run_file_bytes(config: Config) -> int:
     models = 2 * 4 * params * clusters
     clients = K * (classes + 8) * 8
     rounds = config.run.rounds * clusters * ROUND_RECORD_BYTES
-    return (1 << 20) + models + clients + 2 * stored + rounds
+    state = cls.state_bytes(config.algorithm.params, num_clients=K,
+                            clients_per_round=config.server.clients_per_round,
+                            rounds=config.run.rounds, num_params=params)  # fmt: skip
+    return (1 << 20) + models + clients + 2 * stored + rounds + state

@@ -63,6 +63,24 @@ def test_the_gradient_profiles_find_the_four_rotations(runs):
     assert np.isnan(clustered[(rounds == 2) | (rounds == 4)]).all()
 
 
+def test_the_run_file_size_check_counts_the_profiles(runs):
+    """The profiles /state keeps (M whole gradients a profiled client) are within what the
+    algorithm declares for them, and the run file within the size check's estimate."""
+    from distfl.algorithms.cflgp import CFLGP
+    from distfl.checkpoint import read_run_file
+    from distfl.runtime.capacity import run_file_bytes
+
+    single, _, _ = runs
+    config = read_run_file(single).config
+    with h5py.File(single, "r") as f:
+        held = f["state/algorithm/profile"].size * 8
+        num_params = f["final/models"].shape[1]
+    declared = CFLGP.state_bytes(config.algorithm.params, num_clients=40, clients_per_round=40,
+                                 rounds=ROUNDS, num_params=num_params)  # fmt: skip
+    assert 0 < held <= declared
+    assert single.stat().st_size <= run_file_bytes(config)
+
+
 def test_torchrun_gives_the_same_bits(runs):
     single, multi, _ = runs
     assert_same_run(single, multi)

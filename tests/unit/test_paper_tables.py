@@ -114,3 +114,23 @@ def test_the_scenarios_page_lists_every_table():
     for name, spec in TABLES.items():
         row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
         assert f"| `{spec.scenario}` |" in row, row
+
+
+def test_the_scenarios_page_gives_each_tables_rounds_and_clients_a_round():
+    """docs/scenarios.md's row of each table names the rounds and the clients a round its
+    runs take (the table's items over its scenario's preset), every client each round."""
+    from pathlib import Path
+
+    from distfl.config.parse import load
+
+    text = (Path(__file__).parents[2] / "docs" / "scenarios.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines()
+            if line.startswith("| `emdcfl-")}  # fmt: skip
+    assert set(rows) == set(TABLES)
+    for name, table in TABLES.items():
+        sets = [i for i in table.items if i.split(".")[0] in ("run", "server", "data")]
+        config = load(preset=table.scenario, overrides=sets)
+        K, rounds = config.data.num_clients, config.run.rounds
+        assert config.server.clients_per_round == K, name
+        cell = rows[name].split("|")[5].strip()
+        assert cell == f"{rounds}, all {K} clients each", (name, cell)
