@@ -50,14 +50,25 @@ def population_bytes(config: Config) -> tuple[int, int, int]:
     K = config.data.num_clients
     per_client = BYTES_PER_CLIENT + BYTES_PER_CLASS * _spec(config).classes(config)
     pairs = _pair_memory(config)
-    per_pair = algorithm_class(config.algorithm.name).working_pair_bytes(config.algorithm.params)
+    per_pair = algorithm_class(config.algorithm.name).working_pair_bytes(algorithm_params(config))
     return K * per_client + pairs, per_client, per_pair
+
+
+def algorithm_params(config: Config):
+    """The algorithm's params as its run will have them: a number of clusters of 0 (its
+    ``clusters_key``) is the config's number of ground-truth groups, as the algorithm
+    resolves it when it starts (:func:`~distfl.algorithms.kmeans.with_group_count`)."""
+    params = config.algorithm.params
+    key = getattr(algorithm_class(config.algorithm.name), "clusters_key", None)
+    if key and getattr(params, key, None) == 0 and config.groups:
+        return dataclasses.replace(params, **{key: len(config.groups)})
+    return params
 
 
 def _pair_memory(config: Config) -> int:
     """The algorithm's per-pair state at its peak (see ClusteringAlgorithm.pair_memory)."""
     return algorithm_class(config.algorithm.name).pair_memory(
-        config.algorithm.params,
+        algorithm_params(config),
         num_clients=config.data.num_clients,
         clients_per_round=config.server.clients_per_round,
         rounds=config.run.rounds,
@@ -264,7 +275,7 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     # an algorithm may take more client models in a round than the cohort (CFL and FLCL:
     # every member; IFCA's and FeSEM's seeding round)
     M = max(N, algorithm_class(config.algorithm.name).round_models(
-        config.algorithm.params, num_clients=d.num_clients, clients_per_round=N, num_params=P
+        algorithm_params(config), num_clients=d.num_clients, clients_per_round=N, num_params=P
     ))  # fmt: skip
     copies = MODEL_COPIES + 2 * M
     terms = {
@@ -306,7 +317,7 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
         ),
     }
     held = algorithm_class(config.algorithm.name).held_models(
-        config.algorithm.params, num_clients=d.num_clients
+        algorithm_params(config), num_clients=d.num_clients
     )
     if held:
         terms["held_models"] = (
@@ -484,6 +495,7 @@ def _size(n: int) -> str:
 
 
 __all__ = [
+    "algorithm_params",
     "activations_per_sample",
     "available_bytes",
     "check_population",
@@ -526,7 +538,7 @@ def evaluation_note(config: Config) -> str | None:
     R, every = config.run.rounds, config.eval.every
     evaluations = R // every + (1 if R % every else 0)
     algorithm = algorithm_class(config.algorithm.name)
-    tune = algorithm.evaluation_finetune(config.algorithm.params, local_steps=t.local_steps)
+    tune = algorithm.evaluation_finetune(algorithm_params(config), local_steps=t.local_steps)
     # fine-tuning before the measure: steps of min(B, n) samples, three passes each
     finetune = 3 * tune * min(t.batch_size, train)
     eval_work = evaluations * n * (EVAL_CLIENT_COST + test + finetune)
@@ -553,7 +565,7 @@ def run_file_bytes(config: Config) -> int:
     the first round): every cluster's model twice (/final and /state; a cluster per
     ground-truth group, at least two), the per-client arrays, the K×K matrices an
     algorithm keeps (stored again at a split), what else its state keeps
-    (``state_bytes``: CFL-GP's profiles), the per-round tables, and HDF5's own structures
+    (``state_bytes``: e.g. gradient profiles), the per-round tables, and HDF5's own structures
     (about 4 KiB a column)."""
     K = config.data.num_clients
     classes = _spec(config).classes(config)
@@ -562,16 +574,16 @@ def run_file_bytes(config: Config) -> int:
     )
     cls = algorithm_class(config.algorithm.name)
     clusters = max(
-        2, len(config.groups), int(getattr(config.algorithm.params, "num_clusters", 0)),
-        cls.held_models(config.algorithm.params, num_clients=K),
+        2, len(config.groups), int(getattr(algorithm_params(config), "num_clusters", 0)),
+        cls.held_models(algorithm_params(config), num_clients=K),
     )  # fmt: skip
     per_pair = cls.pair_bytes
-    working = max(cls.working_pair_bytes(config.algorithm.params), 1)
+    working = max(cls.working_pair_bytes(algorithm_params(config)), 1)
     stored = _pair_memory(config) * per_pair // working
     models = 2 * 4 * params * clusters
     clients = K * (classes + 8) * 8
     rounds = config.run.rounds * clusters * ROUND_RECORD_BYTES
-    state = cls.state_bytes(config.algorithm.params, num_clients=K,
+    state = cls.state_bytes(algorithm_params(config), num_clients=K,
                             clients_per_round=config.server.clients_per_round,
                             rounds=config.run.rounds, num_params=params)  # fmt: skip
     return (1 << 20) + models + clients + 2 * stored + rounds + state

@@ -68,15 +68,17 @@ def test_the_run_file_size_check_counts_the_profiles(runs):
     algorithm declares for them, and the run file within the size check's estimate."""
     from distfl.algorithms.cflgp import CFLGP
     from distfl.checkpoint import read_run_file
-    from distfl.runtime.capacity import run_file_bytes
+    from distfl.runtime.capacity import algorithm_params, run_file_bytes
 
     single, _, _ = runs
     config = read_run_file(single).config
     with h5py.File(single, "r") as f:
         held = f["state/algorithm/profile"].size * 8
         num_params = f["final/models"].shape[1]
-    declared = CFLGP.state_bytes(config.algorithm.params, num_clients=40, clients_per_round=40,
-                                 rounds=ROUNDS, num_params=num_params)  # fmt: skip
+    params = algorithm_params(config)  # num_clusters = 0: the 4 groups, as the run took it
+    assert params.num_clusters == 4
+    declared = CFLGP.state_bytes(params, num_clients=40, clients_per_round=40, rounds=ROUNDS,
+                                 num_params=num_params)  # fmt: skip
     assert 0 < held <= declared
     assert single.stat().st_size <= run_file_bytes(config)
 
