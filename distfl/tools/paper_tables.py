@@ -103,8 +103,9 @@ _T1_EVERY_CLIENT = ("server.clients_per_round=40",)
 
 _T1_NOTES = (
     "Accuracies are balanced (mean recall over the classes of a client's test split), the "
-    "paper's plain. The paper tunes PACFL's and FedClust's thresholds to the true number of "
-    "clusters; --true-clusters cuts their hierarchies into it, which is the same cut. "
+    "paper's plain. The paper tunes PACFL's and FedClust's thresholds to the split closest "
+    "to the true one; --true-clusters cuts their hierarchies into the true number of "
+    "clusters, which can leave an outlying client alone where a threshold would not. "
     "FedProx and the soft-clustering and personalised-aggregation rows (FedEM, FedSoft, "
     "FedRC, FedCE, pFedGraph, FedSaC) are not methods of distfl. Every client trains in "
     "every round, as in the paper's main experiments; the paper's T = 10 rounds of E = 10 "
