@@ -573,17 +573,18 @@ def run_file_bytes(config: Config) -> int:
         config.model.name, input_shape(config), classes, tuple(config.model.hidden)
     )
     cls = algorithm_class(config.algorithm.name)
+    resolved = algorithm_params(config)
     clusters = max(
-        2, len(config.groups), int(getattr(algorithm_params(config), "num_clusters", 0)),
-        cls.held_models(algorithm_params(config), num_clients=K),
+        2, len(config.groups), int(getattr(resolved, "num_clusters", 0)),
+        cls.held_models(resolved, num_clients=K),
     )  # fmt: skip
     per_pair = cls.pair_bytes
-    working = max(cls.working_pair_bytes(algorithm_params(config)), 1)
+    working = max(cls.working_pair_bytes(resolved), 1)
     stored = _pair_memory(config) * per_pair // working
     models = 2 * 4 * params * clusters
     clients = K * (classes + 8) * 8
     rounds = config.run.rounds * clusters * ROUND_RECORD_BYTES
-    state = cls.state_bytes(algorithm_params(config), num_clients=K,
+    state = cls.state_bytes(resolved, num_clients=K,
                             clients_per_round=config.server.clients_per_round,
                             rounds=config.run.rounds, num_params=params)  # fmt: skip
     return (1 << 20) + models + clients + 2 * stored + rounds + state
