@@ -325,10 +325,45 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             f"the server's {held:,} cluster models of {P:,} parameters in "
             f"{HELD_MODEL_COPIES} float32 copies, and a leaf of the tree each",
         )
+    workspace = cuda_workspace_bytes(config)
+    if workspace:
+        terms["cuda_workspace"] = (
+            workspace,
+            f"cuBLAS's fixed workspace on the CUDA device ({workspace_config()}), which "
+            "makes its results repeat",
+        )
     terms.update(spec.memory_terms(config))
     if not spec.generated and (spec.natural_partition(config) or d.draw == "sequential"):
         terms["indices"] = (total * 16, f"every client's sample indices ({total:,} samples)")
     return terms
+
+
+def workspace_config() -> str:
+    """The ``CUBLAS_WORKSPACE_CONFIG`` a CUDA run trains with: the environment's when it is
+    one of the deterministic ones, else the one :func:`~distfl.runtime.device.prepare_device`
+    sets."""
+    from distfl.runtime.device import DETERMINISTIC_WORKSPACES
+
+    got = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
+    return got if got in DETERMINISTIC_WORKSPACES else DETERMINISTIC_WORKSPACES[0]
+
+
+def cuda_workspace_bytes(config: Config) -> int:
+    """The bytes of cuBLAS's workspace where the run trains on CUDA (``run.device`` cuda,
+    or auto with a CUDA device), else 0. ``:SIZE:COUNT`` pairs: COUNT buffers of SIZE KiB
+    each, allocated by torch's caching allocator on the device's first matrix product."""
+    device = config.run.device
+    if device == "cpu":
+        return 0
+    if device == "auto":
+        import torch
+
+        if not torch.cuda.is_available():
+            return 0
+    fields = workspace_config().split(":")[1:]
+    return sum(
+        int(size) * 1024 * int(count) for size, count in zip(fields[::2], fields[1::2], strict=True)
+    )
 
 
 def size_bytes(config: Config) -> int:
@@ -501,9 +536,11 @@ __all__ = [
     "check_population",
     "check_sizes",
     "client_samples",
+    "cuda_workspace_bytes",
     "largest_clients",
     "fitting_clients",
     "input_shape",
+    "workspace_config",
     "largest_fitting",
     "parameter_count",
     "population_bytes",

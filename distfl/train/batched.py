@@ -35,7 +35,7 @@ from torch.nn import functional as F
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
-from distfl.train.sequential import clients_per_chunk
+from distfl.train.sequential import clients_per_chunk, stream_rows
 
 
 def _leaves(model: nn.Module) -> list[nn.Module]:
@@ -159,15 +159,9 @@ class BatchedTrainer:
         weight = np.zeros((C, B), dtype=np.float32)
         offset = 0
         for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
-            # BatchStream's draws, all at once: one permutation per pass over the data, each
-            # cut into n // b batches (the remainder is skipped), as many passes as S needs
             n = d.num_train
             b = min(cfg.batch_size, n)
-            per_pass = n // b
-            g = torch.Generator().manual_seed(s)
-            passes = [torch.randperm(n, generator=g).numpy() for _ in range(-(-S // per_pass))]
-            rows = np.concatenate([p[: per_pass * b] for p in passes]).reshape(-1, b)[:S]
-            index[:, c, :b] = rows + offset
+            index[:, c, :b] = stream_rows(n, cfg.batch_size, S, s) + offset
             index[:, c, b:] = offset  # padding: the client's first sample, with weight 0
             weight[c, :b] = 1.0 / b
             offset += n

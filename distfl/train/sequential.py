@@ -89,6 +89,19 @@ class BatchStream:
         return idx
 
 
+def stream_rows(num_samples: int, batch_size: int, steps: int, seed: int) -> np.ndarray:
+    """The sample indices of a client's first ``steps`` batches [steps, b], all at once:
+    what :class:`BatchStream` on ``torch.Generator().manual_seed(seed)`` draws (one
+    permutation per pass over the data, each cut into n // b batches, the remainder
+    skipped), without a tensor per batch."""
+    n = num_samples
+    b = min(batch_size, n)
+    per_pass = n // b
+    g = torch.Generator().manual_seed(seed)
+    passes = [torch.randperm(n, generator=g).numpy() for _ in range(-(-steps // per_pass))]
+    return np.concatenate([p[: per_pass * b] for p in passes]).reshape(-1, b)[:steps]
+
+
 class SequentialTrainer:
     """Trains one client at a time on a private copy of the model."""
 

@@ -20,7 +20,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from distfl.config import TrainSection
 from distfl.data import ClientData
-from distfl.train.sequential import BatchStream, clients_per_chunk, loss_function
+from distfl.train.sequential import clients_per_chunk, loss_function, stream_rows
 
 
 class VectorisedTrainer:
@@ -92,18 +92,14 @@ class VectorisedTrainer:
             offset += size
         params = {k: v.unsqueeze(0).expand(m, *v.shape).clone() for k, v in anchor.items()}
         bufs: dict[str, torch.Tensor] = {}
-        streams = [
-            BatchStream(d.num_train, cfg.batch_size, torch.Generator().manual_seed(s))
-            for d, s in zip(datas, seeds, strict=True)
-        ]
-        losses = np.empty((m, cfg.local_steps), dtype=np.float64)
+        index = self._batches(datas, seeds).to(self.device)
+        x_all = torch.cat([d.x_train for d in datas]).to(self.device)
+        y_all = torch.cat([d.y_train for d in datas]).to(self.device)
+        losses = torch.empty((cfg.local_steps, m), dtype=torch.float32, device=self.device)
         for s in range(cfg.local_steps):
             if between is not None:
                 between()
-            picks = [st.next().to(self.device) for st in streams]
-            x = torch.stack([d.x_train[i] for d, i in zip(datas, picks, strict=True)])
-            y = torch.stack([d.y_train[i] for d, i in zip(datas, picks, strict=True)])
-            grads, loss = self._step(params, x, y)
+            grads, loss = self._step(params, x_all[index[s]], y_all[index[s]])
             with torch.no_grad():
                 for name in self.names:
                     p = params[name]
@@ -119,9 +115,22 @@ class VectorisedTrainer:
                             bufs[name] = g.clone()
                         g = bufs[name]
                     p.add_(g, alpha=-cfg.lr)
-            losses[:, s] = loss.detach().cpu().numpy()
+            losses[s] = loss.detach()
         new = torch.cat([params[name].reshape(m, -1) for name in self.names], dim=1)
-        return new, losses
+        return new, losses.t().double().cpu().numpy()
+
+    def _batches(self, datas: list[ClientData], seeds: list[int]) -> torch.Tensor:
+        """Every step's sample indices into the chunk's concatenated data [S, m, b]: each
+        client's :class:`BatchStream` draws, taken before the steps so that a step gathers
+        its batches with one index on the device (not one transfer and one gather per
+        client and step)."""
+        S, B = self.cfg.local_steps, self.cfg.batch_size
+        index = np.empty((S, len(datas), min(B, datas[0].num_train)), dtype=np.int64)
+        offset = 0
+        for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
+            index[:, c] = stream_rows(d.num_train, B, S, s) + offset
+            offset += d.num_train
+        return torch.from_numpy(index)
 
 
 def supports(model: nn.Module) -> bool:

@@ -42,6 +42,22 @@ def refusal(cfg: C.Config, available: int) -> str:
     return text
 
 
+def test_a_cuda_run_counts_cublas_fixed_workspace(monkeypatch):
+    """cuBLAS's deterministic workspace is allocated on the device by torch's caching
+    allocator (32 MiB for ``:4096:8``: 8 buffers of 4,096 KiB; measured on an H200 as the
+    default job's peak less its other terms); the estimate of a CUDA run counts it, a CPU
+    run's does not. The config need not find a GPU: the estimate is of the run it asks for."""
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    cpu, cuda = digits('run.device="cpu"'), digits('run.device="cuda"')
+    assert "cuda_workspace" not in size_terms(cpu)
+    assert size_terms(cuda)["cuda_workspace"][0] == 8 * 4096 * 1024
+    assert size_bytes(cuda) == size_bytes(cpu) + 8 * 4096 * 1024
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":16:8")  # the other deterministic one
+    assert size_terms(cuda)["cuda_workspace"][0] == 8 * 16 * 1024
+    monkeypatch.setenv("CUBLAS_WORKSPACE_CONFIG", ":0:0")  # not deterministic: replaced
+    assert size_terms(cuda)["cuda_workspace"][0] == 8 * 4096 * 1024
+
+
 # --------------------------------------------------------------------------- parameters
 
 
@@ -106,9 +122,9 @@ def test_client_samples_with_skew_are_the_partitions_draw():
 
 def test_the_byte_estimate_by_hand():
     """2 clients of 10 digits (64 float32 features), an MLP 64-4-10 (310 parameters), one
-    client a round, 3 local steps of batches of 4, no cache."""
+    client a round, 3 local steps of batches of 4, no cache, on the CPU."""
     cfg = digits(
-        "data.num_clients=2", "data.samples_per_client=10", "model.hidden=[4]",
+        'run.device="cpu"', "data.num_clients=2", "data.samples_per_client=10", "model.hidden=[4]",
         "server.clients_per_round=1", "train.local_steps=3", "train.batch_size=4",
         "data.cache_mb=0",
     )  # fmt: skip

@@ -26,7 +26,7 @@ from distfl.train import (
     supports,
     train_losses,
 )
-from distfl.train.sequential import hinge_loss
+from distfl.train.sequential import BatchStream, hinge_loss, stream_rows
 
 CPU = torch.device("cpu")
 
@@ -222,3 +222,18 @@ def test_evaluate_and_train_losses_use_the_chosen_loss():
     assert ce == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)))
     both = train_losses(model, torch.stack([flat, torch.zeros(6)]), data, loss="hinge")
     assert both.tolist() == pytest.approx([1.0, 1.0])  # the zero model: margin 0 everywhere
+
+
+@pytest.mark.parametrize(
+    "n,b,steps", [(10, 4, 7), (10, 10, 3), (3, 16, 5), (80, 16, 1), (17, 5, 12)]
+)
+def test_stream_rows_are_the_batch_streams_draws(n, b, steps):
+    """The trainers draw a chunk's batches at once (stream_rows); they are the batches a
+    BatchStream hands out one at a time: new permutations after n // b batches, the
+    remainder skipped, a batch size above n taken as n."""
+    stream = BatchStream(n, b, torch.Generator().manual_seed(7))
+    expected = np.stack([stream.next().numpy() for _ in range(steps)])
+    got = stream_rows(n, b, steps, 7)
+    assert got.shape == (steps, min(b, n))
+    np.testing.assert_array_equal(got, expected)
+    assert not np.array_equal(got, stream_rows(n, b, steps, 8)) or n == 1
