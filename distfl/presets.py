@@ -27,6 +27,9 @@ def _scenario(groups: list[dict[str, Any]], **sections: dict[str, Any]) -> dict[
 
 
 # Label skew (FedGWC Table 3): Hom alpha = 1000, Het alpha = 0.05, XHet alpha = 0 (one class).
+#: ``data.dataset``'s default: the embedded one, no download (its spec is datasets/digits.py)
+DEFAULT_DATASET = "digits"
+
 _HOM = {"alpha": 1000.0, "name": "hom"}
 _HET = {"alpha": 0.05, "name": "het"}
 _XHET = {"alpha": 0.0, "name": "xhet"}

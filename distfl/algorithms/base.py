@@ -32,7 +32,6 @@ names; figures of its own for ``distfl report`` are :attr:`ClusteringAlgorithm.f
 
 from __future__ import annotations
 
-import dataclasses
 import importlib
 import inspect
 from abc import ABC, abstractmethod
@@ -42,75 +41,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 
-from distfl.errors import ConfigError
 from distfl.hierarchy import ClusterTree, Split
 from distfl.record.layout import FIXED_CLUSTER_COLUMNS, Column, Table
 from distfl.record.layout import algorithm_table as _algorithm_table
+from distfl.settings import Params, require, setting
 
 if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyway
     import torch
-
-
-# -- parameters --------------------------------------------------------------------------
-
-
-def setting(default: Any = dataclasses.MISSING, allowed: str = "", doc: str = "") -> Any:
-    """A config key of the schema: its default (none: the key is required), the values it
-    allows as the configuration reference prints them, and what it means (Markdown; links
-    relative to the reference's page). The reference (``distfl keys``, the docs site) is
-    generated from these, and a test fails on a key without ``doc``."""
-    return field(default=default, metadata={"allowed": allowed, "doc": doc})
-
-
-@dataclass(frozen=True)
-class Params:
-    """An algorithm's settings: a frozen dataclass whose fields are the keys
-    ``algorithm.<field>`` (bool, int, float or str, each with a default).
-
-    ``aliases`` maps a former key of the flat ``[algorithm]`` section (``emd_epsilon``) to
-    its field (``epsilon``): it keeps working in config files and ``--set``. ``choices``
-    lists the allowed values of a string field. ``stored_defaults`` gives a key added after
-    run files were written the value that keeps an older file's run what it was when it is
-    resumed (the key's default may differ). :meth:`check` refuses impossible values with
-    one line naming the key (exit code 2)."""
-
-    aliases: ClassVar[dict[str, str]] = {}
-    choices: ClassVar[dict[str, tuple[str, ...]]] = {}
-    stored_defaults: ClassVar[dict[str, Any]] = {}
-
-    def check(self, config: Any) -> None:
-        """Raise :class:`~distfl.errors.ConfigError` for an impossible value; ``config`` is
-        the whole run config (for relations such as ``num_clusters <= data.num_clients``)."""
-
-    @classmethod
-    def keys(cls) -> tuple[str, ...]:
-        """The key names, in declaration order."""
-        return tuple(f.name for f in dataclasses.fields(cls))
-
-    def as_kwargs(self) -> dict[str, Any]:
-        return {key: getattr(self, key) for key in self.keys()}
-
-    @classmethod
-    def made(cls, params: Params | None = None, settings: dict[str, Any] | None = None) -> Params:
-        """``params`` (by default the declared defaults) with ``settings`` by key in place of
-        its values; a key that is no field is a TypeError naming the fields."""
-        settings = settings or {}
-        unknown = sorted(set(settings) - set(cls.keys()))
-        if unknown:
-            raise TypeError(
-                f"{cls.__name__} has no setting {unknown[0]!r}; its settings: "
-                f"{', '.join(cls.keys()) or 'none'}"
-            )
-        if params is not None and not isinstance(params, cls):
-            raise TypeError(f"expected {cls.__name__}, not {type(params).__name__}")
-        base = cls() if params is None else params
-        return dataclasses.replace(base, **settings) if settings else base
-
-
-def require(ok: bool, key: str, value: Any, what: str) -> None:
-    """``ConfigError("algorithm.<key> = <value>: must be <what>")`` unless ``ok``."""
-    if not ok:
-        raise ConfigError(f"algorithm.{key} = {value!r}: must be {what}")
 
 
 # -- what the runtime tells an algorithm and asks of it -------------------------------------
@@ -652,4 +589,5 @@ __all__ = [
     "Split",
     "pooled",
     "require",
+    "setting",
 ]

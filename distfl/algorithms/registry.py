@@ -1,4 +1,5 @@
-"""Algorithms by name: each registers itself with :func:`register`.
+"""Algorithms by name: each registers itself with :func:`register`, which checks what an
+algorithm declares and adds it to :data:`distfl.plugins.ALGORITHMS`.
 
 The modules of ``distfl/algorithms/`` are found and imported the first time a name is looked
 up (modules ending in ``_client`` are left to the workers, which import them through
@@ -10,14 +11,8 @@ reads from the config before the algorithm is built.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import importlib
-import importlib.util
-import pkgutil
 import re
-import sys
-from collections.abc import Iterable
-from pathlib import Path
 
 from distfl.algorithms.base import (
     ClientHalf,
@@ -26,12 +21,10 @@ from distfl.algorithms.base import (
     RecordTable,
     ReportFigure,
 )
-from distfl.errors import ConfigError, did_you_mean
+from distfl.config.parse import key_owners
+from distfl.plugins import ALGORITHMS, load_plugins
 from distfl.record import layout
 
-_REGISTRY: dict[str, type[ClusteringAlgorithm]] = {}
-_DISCOVERED = False
-_PLUGINS: dict[str, str] = {}  # spec -> module name
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.png$")
 #: the names a setting may not take: ClusteringAlgorithm's attributes (each setting is
@@ -39,8 +32,6 @@ _FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.png$")
 _RESERVED = {n for n in dir(ClusteringAlgorithm) if not n.startswith("__")} | {
     "num_clients", "clients_per_round", "seed", "federation", "tree", "params",
 }  # fmt: skip
-#: modules of this package that hold no algorithm
-_INTERFACE = {"base", "registry"}
 
 
 def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
@@ -76,14 +67,7 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
         )
     _check_figures(cls)
     _check_tables(cls)
-    previous = _REGISTRY.get(name)
-    if previous is not None and _origin(previous) != _origin(cls):
-        raise ValueError(
-            f"algorithm name {name!r} is taken by {_qualname(previous)}; "
-            f"{_qualname(cls)} needs another name"
-        )
-    _REGISTRY[name] = cls  # the same class re-imported (a reloaded module) replaces itself
-    return cls
+    return ALGORITHMS.add(cls)
 
 
 def _int_field(params: type[Params], key: str) -> bool:
@@ -176,49 +160,14 @@ def _check_tables(cls: type[ClusteringAlgorithm]) -> None:
             seen.add(column.name)
 
 
-def _qualname(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
-
-
-def _origin(cls: type) -> tuple[str, str]:
-    """(the file defining ``cls``, or its module's name; its qualified name): one file
-    imported twice under two module names (a test file, also named in run.plugins)
-    defines the same algorithm."""
-    module = sys.modules.get(cls.__module__)
-    where = getattr(module, "__file__", None)
-    return (str(Path(where).resolve()) if where else cls.__module__, cls.__qualname__)
-
-
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    package = importlib.import_module("distfl.algorithms")
-    for info in pkgutil.iter_modules(package.__path__):
-        name = info.name
-        if name in _INTERFACE or name.startswith("_") or name.endswith("_client"):
-            continue
-        importlib.import_module(f"distfl.algorithms.{name}")
-
-
 def algorithm_names() -> list[str]:
     """Every registered name, sorted."""
-    _discover()
-    return sorted(_REGISTRY)
+    return ALGORITHMS.names()
 
 
 def algorithm_class(name: str) -> type[ClusteringAlgorithm]:
     """The class registered as ``name``; ConfigError naming the allowed ones otherwise."""
-    _discover()
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        raise ConfigError(
-            f"algorithm.name = {name!r}{did_you_mean(name, _REGISTRY)}: allowed values are "
-            f"{', '.join(algorithm_names())} "
-            "(an algorithm of your own registers when its module is imported: run.plugins)"
-        )
-    return cls
+    return ALGORITHMS.get(name)
 
 
 def client_half(cls: type[ClusteringAlgorithm]) -> type[ClientHalf]:
@@ -233,27 +182,6 @@ def client_half(cls: type[ClusteringAlgorithm]) -> type[ClientHalf]:
     return half
 
 
-def key_owners(key: str) -> list[str]:
-    """The algorithms that take ``key`` under ``[algorithm]`` (as a field or an alias)."""
-    _discover()
-    return [
-        name
-        for name, cls in sorted(_REGISTRY.items())
-        if key in cls.Params.aliases or key in cls.Params.keys()
-    ]
-
-
-def _first_then_by_name(first: str | None) -> list[str]:
-    """The registered algorithms' names: ``first`` (when registered), then the others by
-    name."""
-    _discover()
-    names = sorted(_REGISTRY)
-    if first in _REGISTRY:
-        names.remove(first)
-        names.insert(0, first)
-    return names
-
-
 def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
     """(algorithm name, figure) for every figure the registered algorithms bring to
     ``distfl report``: those of ``first`` (the run's algorithm, when registered) first, then
@@ -261,8 +189,8 @@ def report_figures(first: str | None = None) -> list[tuple[str, ReportFigure]]:
     name the first is kept. Plug-ins count once imported (run.plugins), never before."""
     out: list[tuple[str, ReportFigure]] = []
     taken: set[tuple[str, bool]] = set()
-    for name in _first_then_by_name(first):
-        for figure in _REGISTRY[name].figures:
+    for name in ALGORITHMS.first_then_by_name(first):
+        for figure in algorithm_class(name).figures:
             if (figure.file, figure.per_split) not in taken:
                 taken.add((figure.file, figure.per_split))
                 out.append((name, figure))
@@ -274,12 +202,11 @@ def every_run_statistics() -> tuple[str, ...]:
     algorithm records none): the built-in algorithms' :class:`Statistic` declared
     ``every_run``, sorted by name (a plug-in's declaration does not count, so that what a
     file holds never depends on the plug-ins imported)."""
-    _discover()
     return tuple(
         sorted(
             {
                 stat.name
-                for cls in _REGISTRY.values()
+                for cls in ALGORITHMS.classes()
                 if cls.__module__.startswith("distfl.algorithms.")
                 for stat in cls.statistics
                 if stat.every_run
@@ -293,54 +220,10 @@ def split_matrix_titles(first: str | None = None) -> dict[str, str]:
     (:attr:`ClusteringAlgorithm.split_matrices`): ``first``'s first, then the others' by
     algorithm name; of two titles of one dataset the first is kept."""
     out: dict[str, str] = {}
-    for name in _first_then_by_name(first):
-        for dataset, title in _REGISTRY[name].split_matrices:
+    for name in ALGORITHMS.first_then_by_name(first):
+        for dataset, title in algorithm_class(name).split_matrices:
             out.setdefault(dataset, title)
     return out
-
-
-def load_plugins(specs: Iterable[str]) -> None:
-    """Import each module of ``specs`` (a module name, or the path of a ``.py`` file) once,
-    so that the algorithms it defines register. A spec that cannot be imported is a
-    ConfigError naming ``run.plugins`` and the reason."""
-    for spec in specs:
-        if spec in _PLUGINS:
-            continue
-        try:
-            if spec.endswith(".py") or "/" in spec or "\\" in spec:
-                module = _import_file(Path(spec))
-            else:
-                module = importlib.import_module(spec).__name__
-        except ConfigError:
-            raise
-        except Exception as exc:  # an import error of the user's module: one line
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            raise ConfigError(
-                f"run.plugins: {spec!r} cannot be imported ({type(exc).__name__}: {first})"
-            ) from None
-        _PLUGINS[spec] = module
-
-
-def _import_file(path: Path) -> str:
-    path = path.expanduser()
-    if not path.is_file():
-        raise ConfigError(f"run.plugins: {path} does not exist; expected a Python file")
-    resolved = path.resolve()
-    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
-    name = f"distfl_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', resolved.stem)}_{digest}"
-    if name in sys.modules:
-        return name
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"run.plugins: {path} is not an importable Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    try:
-        spec.loader.exec_module(module)
-    except BaseException:
-        del sys.modules[name]
-        raise
-    return name
 
 
 __all__ = [

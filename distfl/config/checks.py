@@ -8,11 +8,10 @@ import importlib.util
 import math
 import os
 
-from distfl.algorithms.base import Params
-from distfl.algorithms.registry import algorithm_class
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
-from distfl.datasets.registry import dataset_spec, dataset_specs
 from distfl.errors import ConfigError, did_you_mean
+from distfl.plugins import ALGORITHMS, DATASETS
+from distfl.settings import Params
 
 NAME_MAX = 255
 NAME_SUFFIX = 21
@@ -128,7 +127,7 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
     _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
     try:
-        spec = dataset_spec(c.data.dataset)
+        spec = DATASETS.get(c.data.dataset)
     except ConfigError:
         if not unknown_dataset:
             raise
@@ -141,7 +140,7 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             "data.root (nothing is downloaded; see the dataset table of docs/datasets.md)"
         )
     if spec is not None and c.data.partition == "natural" and spec.natural == "never":
-        natural = ", ".join(s.name for s in dataset_specs() if s.natural != "never")
+        natural = ", ".join(s.name for s in DATASETS.classes() if s.natural != "never")
         raise ConfigError(
             f"data.partition = 'natural': data.dataset = {c.data.dataset!r} has no natural "
             f"owners (the datasets that have them: {natural})"
@@ -198,7 +197,7 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     _float32_rate("train.prox_mu", c.train.prox_mu, " (FedProx's mu; 0: off)", positive=False)
     _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
     if spec is not None and c.train.loss == "hinge" and spec.classes(c) != 2:
-        binary = ", ".join(s.name for s in dataset_specs() if s.num_classes == 2)
+        binary = ", ".join(s.name for s in DATASETS.classes() if s.num_classes == 2)
         raise ConfigError(
             f"train.loss = 'hinge' needs a binary problem: data.dataset = {c.data.dataset!r} "
             f"has {spec.classes(c)} classes (the binary datasets: {binary})"
@@ -247,7 +246,7 @@ def _validate_algorithm(c: Config) -> None:
     stored algorithm that is not registered (its plug-in was not imported)."""
     if isinstance(c.algorithm.params, StoredParams):
         return
-    cls = algorithm_class(c.algorithm.name)
+    cls = ALGORITHMS.get(c.algorithm.name)
     params = c.algorithm.params
     if type(params) is not cls.Params or not isinstance(params, Params):
         raise ConfigError(

@@ -12,12 +12,11 @@ import math
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from distfl.algorithms.registry import algorithm_class, key_owners, load_plugins
 from distfl.config.checks import validate
 from distfl.config.schema import AlgorithmSection, Config, DataSection, GroupSpec, StoredParams
-from distfl.datasets.registry import dataset_spec, dataset_specs
 from distfl.errors import ConfigError, did_you_mean
 from distfl.paths import regular_file
+from distfl.plugins import ALGORITHMS, DATASETS, load_plugins
 from distfl.presets import PRESETS
 
 try:
@@ -147,7 +146,7 @@ def _merge_data(
     registered dataset's is refused here, naming ``origin`` (unless ``plugins``: a plug-in
     not imported yet may declare it)."""
     shared = {f.name for f in dataclasses.fields(DataSection)} - {"params"}
-    own = {k for spec in dataset_specs() for k in spec.Params.keys()}
+    own = {k for spec in DATASETS.classes() for k in spec.Params.keys()}
     for key in values:
         if key not in shared and key not in own and not plugins:
             raise ConfigError(
@@ -311,7 +310,7 @@ def _data(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> Dat
     own = {k: v for k, v in values.items() if k not in shared}
     name = kwargs.get("dataset", DataSection.dataset)
     try:
-        spec = dataset_spec(name)
+        spec = DATASETS.get(name)
     except ConfigError:
         if not unknown:
             raise
@@ -323,7 +322,7 @@ def _data(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> Dat
     params_hints = get_type_hints(params_cls)
     for key in own:
         if key not in fields:
-            owners = [s.name for s in dataset_specs() if key in s.Params.keys()]
+            owners = [s.name for s in DATASETS.classes() if key in s.Params.keys()]
             where = (f"; it is a key of data.dataset = {', '.join(map(repr, owners))}"
                      if owners else "")  # fmt: skip
             mine = f"its own keys: {', '.join(fields)}" if fields else "it has no keys of its own"
@@ -340,7 +339,7 @@ def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -
     values = dict(values)
     name = _coerce("algorithm.name", values.pop("name", AlgorithmSection.name), str)
     try:
-        cls = algorithm_class(name)
+        cls = ALGORITHMS.get(name)
     except ConfigError:
         if not unknown:
             raise
@@ -384,6 +383,15 @@ def _stored_params(values: dict[str, Any], section: str = "algorithm") -> Stored
                 f"{section}.{key} = {value!r}: expected true or false, a finite number or a string"
             )
     return StoredParams(values)
+
+
+def key_owners(key: str) -> list[str]:
+    """The algorithms that take ``key`` under ``[algorithm]`` (as a field or an alias)."""
+    return [
+        name
+        for name, cls in ALGORITHMS.items()
+        if key in cls.Params.aliases or key in cls.Params.keys()
+    ]
 
 
 def _unknown_algorithm_key(key: str, name: str, fields: tuple[str, ...]) -> str:
@@ -439,7 +447,7 @@ def _key_type(section: str, key: str, algorithm: Any) -> Any:
         if key == "name":
             return str
         try:
-            params = algorithm_class(str(algorithm or AlgorithmSection.name)).Params
+            params = ALGORITHMS.get(str(algorithm or AlgorithmSection.name)).Params
         except ConfigError:
             return None
         return get_type_hints(params).get(params.aliases.get(key, key))

@@ -7,10 +7,9 @@ import dataclasses
 import json
 from typing import get_type_hints
 
-from distfl.algorithms.registry import algorithm_class, algorithm_names
 from distfl.config.parse import describe_type
 from distfl.config.schema import AlgorithmSection, Config
-from distfl.datasets.registry import dataset_specs
+from distfl.plugins import ALGORITHMS, DATASETS
 
 
 def describe_keys() -> list[tuple[str, str, str]]:
@@ -19,7 +18,7 @@ def describe_keys() -> list[tuple[str, str, str]]:
     rows = []
     for section, cls in get_type_hints(Config).items():
         if section == "algorithm":
-            names = ", ".join(algorithm_names())
+            names = ", ".join(ALGORITHMS.names())
             rows.append(("algorithm.name", f"one of {names}", json.dumps(AlgorithmSection.name)))
             continue
         hints = get_type_hints(cls)
@@ -34,7 +33,7 @@ def describe_keys() -> list[tuple[str, str, str]]:
 def describe_dataset_keys() -> dict[str, list[tuple[str, str, str]]]:
     """Per dataset name: (key, type, default) of each of its own keys (under [data])."""
     out = {}
-    for spec in dataset_specs():
+    for spec in DATASETS.classes():
         hints = get_type_hints(spec.Params)
         out[spec.name] = [
             (f"data.{f.name}", describe_type(hints[f.name]), json.dumps(f.default))
@@ -46,8 +45,8 @@ def describe_dataset_keys() -> dict[str, list[tuple[str, str, str]]]:
 def describe_algorithm_keys() -> dict[str, list[tuple[str, str, str]]]:
     """Per algorithm name: (key, type, default) of each of its own keys."""
     out = {}
-    for name in algorithm_names():
-        params = algorithm_class(name).Params
+    for name in ALGORITHMS.names():
+        params = ALGORITHMS.get(name).Params
         hints = get_type_hints(params)
         out[name] = [
             (f"algorithm.{f.name}", describe_type(hints[f.name]), json.dumps(f.default))

@@ -10,10 +10,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from distfl.algorithms.base import Params, setting
-from distfl.algorithms.registry import algorithm_class
-from distfl.datasets import DEFAULT_DATASET
-from distfl.datasets.registry import dataset_spec
+from distfl.plugins import ALGORITHMS, DATASETS
+from distfl.presets import DEFAULT_DATASET
+from distfl.settings import Params, setting
 
 
 @dataclass(frozen=True)
@@ -219,7 +218,7 @@ class DataSection:
 
     def __post_init__(self) -> None:
         if self.params is None:
-            object.__setattr__(self, "params", dataset_spec(self.dataset).Params())
+            object.__setattr__(self, "params", DATASETS.get(self.dataset).Params())
 
     def __getattr__(self, key: str) -> Any:
         return _own_key(self, key, ("params",), lambda: f"data.dataset {self.dataset!r}")
@@ -328,7 +327,7 @@ class AlgorithmSection:
 
     def __post_init__(self) -> None:
         if self.params is None:
-            object.__setattr__(self, "params", algorithm_class(self.name).Params())
+            object.__setattr__(self, "params", ALGORITHMS.get(self.name).Params())
 
     def __getattr__(self, key: str) -> Any:
         return _own_key(self, key, ("name", "params"), lambda: f"algorithm {self.name!r}")

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 from distfl.datasets.base import DatasetSpec
 from distfl.datasets.registry import dataset_names, dataset_spec, dataset_specs, register
-
-#: ``data.dataset``'s default: the embedded one, no download (its spec is digits.py)
-DEFAULT_DATASET = "digits"
+from distfl.presets import DEFAULT_DATASET
 
 __all__ = [
     "DEFAULT_DATASET",

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from distfl.algorithms.base import Params
+from distfl.settings import Params
 
 if TYPE_CHECKING:
     from distfl.config import Config

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distfl.algorithms.base import Params, setting
 from distfl.datasets.base import DatasetSpec
 from distfl.datasets.registry import register
 from distfl.errors import ConfigError
+from distfl.settings import Params, setting
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Datasets by name: each registers itself with :func:`register`.
+"""Datasets by name: each registers itself with :func:`register`, which checks what a
+dataset declares and adds it to :data:`distfl.plugins.DATASETS`.
 
 The modules of ``distfl/datasets/`` are found and imported the first time a name is looked
 up; a dataset defined elsewhere registers when its module is imported, e.g. through
@@ -7,19 +8,12 @@ up; a dataset defined elsewhere registers when its module is imported, e.g. thro
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 import re
 
-from distfl.algorithms.registry import _origin  # one file imported twice is one class
 from distfl.datasets.base import NATURAL, DatasetSpec
-from distfl.errors import ConfigError, did_you_mean
+from distfl.plugins import DATASETS
 
-_REGISTRY: dict[str, type[DatasetSpec]] = {}
-_DISCOVERED = False
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-#: modules of this package that hold no dataset
-_INTERFACE = {"base", "registry"}
 
 
 def register(cls: type[DatasetSpec]) -> type[DatasetSpec]:
@@ -43,47 +37,20 @@ def register(cls: type[DatasetSpec]) -> type[DatasetSpec]:
         raise ValueError(f"{cls.__name__}.sample_shape = {shape!r}: a tuple of positive ints")
     if cls.load.__func__ is DatasetSpec.load.__func__:
         raise TypeError(f"{cls.__name__} has no loader (its load)")
-    previous = _REGISTRY.get(name)
-    if previous is not None and _origin(previous) != _origin(cls):
-        raise ValueError(
-            f"dataset name {name!r} is taken by {previous.__module__}.{previous.__qualname__}; "
-            f"{cls.__module__}.{cls.__qualname__} needs another name"
-        )
-    _REGISTRY[name] = cls
-    return cls
-
-
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    package = importlib.import_module("distfl.datasets")
-    for info in pkgutil.iter_modules(package.__path__):
-        if info.name not in _INTERFACE and not info.name.startswith("_"):
-            importlib.import_module(f"distfl.datasets.{info.name}")
+    return DATASETS.add(cls)
 
 
 def dataset_names() -> list[str]:
     """Every registered name, sorted."""
-    _discover()
-    return sorted(_REGISTRY)
+    return DATASETS.names()
 
 
 def dataset_spec(name: str) -> type[DatasetSpec]:
     """The spec registered as ``name``; ConfigError naming the registered ones otherwise
     (never a default)."""
-    _discover()
-    cls = _REGISTRY.get(name)
-    if cls is None:
-        raise ConfigError(
-            f"data.dataset = {name!r}{did_you_mean(name, _REGISTRY)}: allowed values are "
-            f"{', '.join(dataset_names())} "
-            "(a dataset of your own registers when its module is imported: run.plugins)"
-        )
-    return cls
+    return DATASETS.get(name)
 
 
 def dataset_specs() -> list[type[DatasetSpec]]:
     """Every registered spec, by name."""
-    return [dataset_spec(name) for name in dataset_names()]
+    return DATASETS.classes()

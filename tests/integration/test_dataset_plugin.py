@@ -122,7 +122,7 @@ def test_a_loader_that_raises_is_one_line_and_a_traceback_file(tmp_path):
     import os
 
     from distfl.cli import main
-    from distfl.datasets import registry
+    from distfl.plugins import DATASETS
 
     (tmp_path / "broken.py").write_text(BROKEN)
     err = io.StringIO()
@@ -133,7 +133,7 @@ def test_a_loader_that_raises_is_one_line_and_a_traceback_file(tmp_path):
             code = main(["run", *BROKEN_ARGS])
     finally:
         os.chdir(here)
-        registry._REGISTRY.pop("broken", None)
+        DATASETS.remove("broken")
     assert code == 1
     assert err.getvalue() == BROKEN_LINE.format(tmp_path / "broken.py") + "\n"
     trace = (tmp_path / "run.h5.traceback.txt").read_text()

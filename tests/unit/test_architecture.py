@@ -22,9 +22,10 @@ PACKAGE = ROOT / "distfl"
 #: lower layers first; a module may import its own layer or lower ones only
 LAYERS: list[tuple[str, ...]] = [
     ("distfl", "distfl.errors", "distfl.exact", "distfl.progress", "distfl.metrics",
-     "distfl.spectral", "distfl.hierarchy", "distfl.presets"),
+     "distfl.spectral", "distfl.hierarchy", "distfl.presets", "distfl.settings",
+     "distfl.plugins"),
+    ("distfl.config",),  # beneath every plug-in: it looks them up by name (distfl.plugins)
     ("distfl.algorithms.base", "distfl.algorithms.registry", "distfl.datasets"),
-    ("distfl.config",),
     ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
     ("distfl.data", "distfl.models", "distfl.aggregators", "distfl.checkpoint",
      "distfl.record.contents",  # what a run file holds, checked against its config

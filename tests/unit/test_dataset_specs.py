@@ -10,8 +10,8 @@ import pytest
 
 from distfl import config as C
 from distfl.datasets import DEFAULT_DATASET, DatasetSpec, dataset_names, dataset_spec, register
-from distfl.datasets import registry as R
 from distfl.errors import ConfigError
+from distfl.plugins import DATASETS
 
 
 def test_the_built_in_datasets_are_registered_one_file_each():
@@ -60,7 +60,7 @@ def _spec(**attrs):
 def test_a_malformed_spec_is_refused_when_it_registers(attrs, error, match):
     with pytest.raises(error, match=match):
         register(_spec(**attrs))
-    assert "toy" not in R._REGISTRY
+    assert "toy" not in DATASETS
 
 
 def test_a_taken_name_is_refused_and_the_same_class_may_register_again():
@@ -164,7 +164,7 @@ def test_a_registered_datasets_own_keys_are_taken_and_checked(monkeypatch):
     class ToyParams(Params):
         scale: float = setting(1.0, "float > 0", "how far apart the toy's classes lie")
 
-    monkeypatch.setitem(R._REGISTRY, "toy", _spec(Params=ToyParams))
+    monkeypatch.setitem(DATASETS._classes, "toy", _spec(Params=ToyParams))
     toy = C.load(preset="digits", overrides=['data.dataset="toy"', "data.scale=2.5"])
     assert toy.data.scale == 2.5 and toy.to_dict()["data"]["scale"] == 2.5
     with pytest.raises(ConfigError, match="it is a key of data.dataset = 'toy'"):

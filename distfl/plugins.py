@@ -1,0 +1,179 @@
+"""Plug-ins by kind and name: the one registry mechanism behind algorithms and datasets.
+
+A :class:`Registry` holds the classes of one kind by name. The modules of its package are
+found and imported the first time a name is looked up (by name, with importlib: nothing
+here imports a plug-in, so the config, beneath every plug-in, can look one up); a plug-in
+defined elsewhere registers when its module is imported, e.g. through ``run.plugins``
+(:func:`load_plugins`), which every rank reads from the config before it is checked.
+
+What a class of each kind must declare is checked by that kind's own ``register``
+(:mod:`distfl.algorithms.registry`, :mod:`distfl.datasets.registry`), which then adds it
+here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import pkgutil
+import re
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+from distfl.errors import ConfigError, did_you_mean
+
+
+def origin(cls: type) -> tuple[str, str]:
+    """(the file defining ``cls``, or its module's name; its qualified name): one file
+    imported twice under two module names (a test file, also named in run.plugins)
+    defines the same class."""
+    module = sys.modules.get(cls.__module__)
+    where = getattr(module, "__file__", None)
+    return (str(Path(where).resolve()) if where else cls.__module__, cls.__qualname__)
+
+
+def qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+class Registry:
+    """The classes of one kind (``kind``: "algorithm", "dataset") by name: the config key
+    ``key`` names one of them; ``package``'s modules are imported on the first lookup,
+    except those ``skip`` names (the interface's modules)."""
+
+    def __init__(self, kind: str, key: str, package: str, skip: Callable[[str], bool]):
+        self.kind, self.key, self.package, self.skip = kind, key, package, skip
+        self._classes: dict[str, type] = {}
+        self._discovered = False
+
+    def add(self, cls: type) -> type:
+        """Register ``cls`` under ``cls.name`` (checked by the kind's own ``register``);
+        the same class re-imported (a reloaded module, or one file under two names)
+        replaces itself, another class of a taken name is a ValueError."""
+        name = cls.name
+        previous = self._classes.get(name)
+        if previous is not None and origin(previous) != origin(cls):
+            raise ValueError(
+                f"{self.kind} name {name!r} is taken by {qualname(previous)}; "
+                f"{qualname(cls)} needs another name"
+            )
+        self._classes[name] = cls
+        return cls
+
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (a plug-in of a test that must not outlive it)."""
+        self._classes.pop(name, None)
+
+    def __contains__(self, name: str) -> bool:
+        """Whether ``name`` is registered now (without importing the package's modules)."""
+        return name in self._classes
+
+    def discover(self) -> None:
+        """Import the package's modules once (each registers what it defines)."""
+        if self._discovered:
+            return
+        self._discovered = True
+        package = importlib.import_module(self.package)
+        for info in pkgutil.iter_modules(package.__path__):
+            if not (self.skip(info.name) or info.name.startswith("_")):
+                importlib.import_module(f"{self.package}.{info.name}")
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted."""
+        self.discover()
+        return sorted(self._classes)
+
+    def get(self, name: str) -> type:
+        """The class registered as ``name``; ConfigError naming the registered ones
+        otherwise (never a default)."""
+        self.discover()
+        cls = self._classes.get(name)
+        if cls is None:
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise ConfigError(
+                f"{self.key} = {name!r}{did_you_mean(name, self._classes)}: allowed values "
+                f"are {', '.join(self.names())} "
+                f"({article} {self.kind} of your own registers when its module is imported: "
+                "run.plugins)"
+            )
+        return cls
+
+    def items(self) -> list[tuple[str, type]]:
+        """(name, class) of every registered class, by name."""
+        self.discover()
+        return sorted(self._classes.items())
+
+    def classes(self) -> list[type]:
+        """Every registered class, by name."""
+        return [cls for _, cls in self.items()]
+
+    def first_then_by_name(self, first: str | None) -> list[str]:
+        """The registered names: ``first`` (when registered), then the others by name."""
+        names = self.names()
+        if first in self._classes:
+            names.remove(first)
+            names.insert(0, first)
+        return names
+
+
+#: the clustering algorithms (``algorithm.name``): one module of distfl/algorithms each;
+#: the client halves (``*_client``) are left to the workers
+ALGORITHMS = Registry(
+    "algorithm", "algorithm.name", "distfl.algorithms",
+    skip=lambda module: module in ("base", "registry") or module.endswith("_client"),
+)  # fmt: skip
+#: the datasets (``data.dataset``): one module of distfl/datasets each
+DATASETS = Registry(
+    "dataset", "data.dataset", "distfl.datasets", skip=lambda module: module in ("base", "registry")
+)
+
+_LOADED: dict[str, str] = {}  # spec -> module name
+
+
+def load_plugins(specs: Iterable[str]) -> None:
+    """Import each module of ``specs`` (a module name, or the path of a ``.py`` file) once,
+    so that the algorithms and datasets it defines register. A spec that cannot be
+    imported is a ConfigError naming ``run.plugins`` and the reason."""
+    for spec in specs:
+        if spec in _LOADED:
+            continue
+        try:
+            if spec.endswith(".py") or "/" in spec or "\\" in spec:
+                module = _import_file(Path(spec))
+            else:
+                module = importlib.import_module(spec).__name__
+        except ConfigError:
+            raise
+        except Exception as exc:  # an import error of the user's module: one line
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            raise ConfigError(
+                f"run.plugins: {spec!r} cannot be imported ({type(exc).__name__}: {first})"
+            ) from None
+        _LOADED[spec] = module
+
+
+def _import_file(path: Path) -> str:
+    path = path.expanduser()
+    if not path.is_file():
+        raise ConfigError(f"run.plugins: {path} does not exist; expected a Python file")
+    resolved = path.resolve()
+    digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
+    name = f"distfl_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', resolved.stem)}_{digest}"
+    if name in sys.modules:
+        return name
+    spec = importlib.util.spec_from_file_location(name, resolved)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"run.plugins: {path} is not an importable Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[name]
+        raise
+    return name
+
+
+__all__ = ["ALGORITHMS", "DATASETS", "Registry", "load_plugins", "origin", "qualname"]
