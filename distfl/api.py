@@ -11,7 +11,7 @@
     distfl.run(out="more.h5", overrides={"run.rounds": 50})    # a one-process run, here
     distfl.suite(["rotated"], algorithms=["fedgwc", "none"], out="suite")
 
-:func:`open` gives a :class:`~distfl.results.Run` (:mod:`distfl.results`, the model that
+:func:`open` gives a :class:`~distfl.runfile.run.Run` (:mod:`distfl.runfile.run`, the model that
 ``distfl inspect``, ``gather`` and ``report`` read through too); it never imports the
 plug-ins the file's config names. Tables are pandas DataFrames when pandas is importable
 (``pip install distfl[pandas]``) and NumPy record arrays otherwise.
@@ -34,7 +34,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from distfl.errors import ConfigError, UserError
-from distfl.results import TABLES, Node, Run, Tree, make_table, open, rows_table
+from distfl.runfile.run import TABLES, Node, Run, Tree, make_table, open, rows_table
 
 # -- launching ---------------------------------------------------------------------------
 
@@ -127,7 +127,7 @@ def run(
     from distfl.comm.env import LaunchInfo
     from distfl.config import Config
     from distfl.launch import launch, run_config
-    from distfl.record.output import check_output
+    from distfl.runfile.output import check_output
 
     path = base = None
     if isinstance(config, Config):

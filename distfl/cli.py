@@ -314,8 +314,8 @@ def _config_from_args(args: argparse.Namespace):
     if args.resume:
         # the run file is checked (its format, its config; not yet its arrays) before the
         # runtime and torch are imported: a wrong file is refused in a fraction of a second
-        from distfl.checkpoint import UNVERIFIED, read_run_file
         from distfl.errors import CheckpointError
+        from distfl.runfile.checkpoint import UNVERIFIED, read_run_file
 
         saved = read_run_file(args.resume, state=False)
         if not saved.verified and not args.trust_unverified:
@@ -338,7 +338,7 @@ def _config_from_args(args: argparse.Namespace):
         base=base,
     )
     if stored is not None:
-        from distfl.checkpoint import check_resumable
+        from distfl.runfile.checkpoint import check_resumable
 
         check_resumable(stored, loaded, args.resume)
     return loaded

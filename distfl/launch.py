@@ -71,8 +71,8 @@ def resumed_run_is_done(path: str, config) -> bool:
     ``run.rounds`` below the file's round is refused (a run cannot be shortened)."""
     import os
 
-    from distfl.checkpoint import read_run_file
     from distfl.errors import ConfigError
+    from distfl.runfile.checkpoint import read_run_file
 
     done = int(read_run_file(path, state=False).state["round"])
     if config.run.rounds < done:

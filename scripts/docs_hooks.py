@@ -3,11 +3,11 @@ code when the site is built. ``<!-- distfl:config-keys -->``, ``<!-- distfl:grou
 and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema, and
 ``<!-- distfl:datasets -->`` the table of the registered datasets' specs
 (:mod:`distfl.tools.reference`); ``<!-- distfl:run-file-layout -->`` becomes the run file's
-layout listing (:func:`distfl.record.layout.describe`)."""
+layout listing (:func:`distfl.runfile.layout.describe`)."""
 
 from __future__ import annotations
 
-from distfl.record.layout import describe
+from distfl.runfile.layout import describe
 from distfl.tools.reference import fill
 
 LAYOUT = "<!-- distfl:run-file-layout -->"

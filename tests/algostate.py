@@ -7,7 +7,7 @@ import io
 
 import h5py
 
-from distfl.checkpoint import (
+from distfl.runfile.checkpoint import (
     _read_tree,
     _write_tree,
     read_hierarchy,

@@ -40,7 +40,7 @@ from distfl.algorithms.registry import (
     split_matrix_titles,
 )
 from distfl.hierarchy import ClusterTree, Split
-from distfl.record.layout import Column
+from distfl.runfile.layout import Column
 
 
 def build_algorithm(config, federation: Federation | None = None, *, groups=None):

@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 import numpy as np
 
 from distfl.hierarchy import ClusterTree, Split
-from distfl.record.layout import FIXED_CLUSTER_COLUMNS, Column, Table
-from distfl.record.layout import algorithm_table as _algorithm_table
+from distfl.runfile.layout import FIXED_CLUSTER_COLUMNS, Column, Table
+from distfl.runfile.layout import algorithm_table as _algorithm_table
 from distfl.settings import Params, require, setting
 
 if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyway

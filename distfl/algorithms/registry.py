@@ -23,7 +23,7 @@ from distfl.algorithms.base import (
 )
 from distfl.config.parse import key_owners
 from distfl.plugins import ALGORITHMS, load_plugins
-from distfl.record import layout
+from distfl.runfile import layout
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.png$")

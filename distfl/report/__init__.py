@@ -105,7 +105,7 @@ def write_run_report(
     from distfl.algorithms import ReportFigure, report_figures
     from distfl.report import figures
     from distfl.report.data import load_run
-    from distfl.results import recorded_statistics, unverified_warning
+    from distfl.runfile.run import recorded_statistics, unverified_warning
     from distfl.tools.gather import gather_rows
 
     path, out = Path(path), Path(out)
@@ -225,7 +225,7 @@ def suite_rows(
     """One row per readable run file in ``directory`` (the suite's columns, its file and
     whether it finished), and one line per file that could not be read. ``plugins``:
     import the files' ``run.plugins``."""
-    from distfl.results import read
+    from distfl.runfile.run import read
     from distfl.tools.gather import find_run_files, gather_rows
     from distfl.tools.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
 

@@ -19,7 +19,7 @@ from distfl.errors import CheckpointError
 from distfl.hierarchy import HierarchyNode, node_order
 
 if TYPE_CHECKING:
-    from distfl.results import Run
+    from distfl.runfile.run import Run
 
 
 @dataclass
@@ -59,7 +59,7 @@ class RunData:
     leaves: list[str]
     assignment: np.ndarray  # [K] index into leaves
     membership: dict[str, np.ndarray] = field(default_factory=dict)
-    #: the run as every reader sees it (its summary: :meth:`distfl.results.Run.summary`)
+    #: the run as every reader sees it (its summary: :meth:`distfl.runfile.run.Run.summary`)
     run: Run | None = None
 
     @property
@@ -112,9 +112,9 @@ class RunData:
 
 def load_run(path: str | Path, *, plugins: bool = False) -> RunData:
     """Read a run file (finished, or the last checkpoint of a run in progress) through
-    :func:`distfl.results.read`; ``plugins``: import its ``run.plugins`` (code the file names),
+    :func:`distfl.runfile.run.read`; ``plugins``: import its ``run.plugins`` (code the file names),
     not done by default."""
-    from distfl.results import read
+    from distfl.runfile.run import read
 
     run = read(path, plugins=plugins)  # the results only: not the models nor the Ps
     file = run.stored

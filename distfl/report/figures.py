@@ -44,7 +44,7 @@ def write_page(path: Path, data: str | bytes) -> None:
     """A page or figure of the report, in a directory the report made or found to be a
     report's: written beside and put in place; a file of an earlier report is replaced, a
     symbolic link, a FIFO or a device is never written through or replaced."""
-    from distfl.record.output import write_file
+    from distfl.runfile.output import write_file
 
     write_file(path, data, replace=True, label="the report's file",
                other="remove it, or give the report another --out")  # fmt: skip

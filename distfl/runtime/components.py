@@ -21,12 +21,12 @@ import numpy as np
 import torch
 
 from distfl.algorithms import ClientReports, RoundUpdate
-from distfl.checkpoint import write_run_file
 from distfl.hierarchy import empty_leaves_note, node_order
 from distfl.metrics import federation_mean, low_tail
 from distfl.progress import Progress
-from distfl.record.layout import ALGORITHM_PREFIX
-from distfl.record.output import DiskReserve, RunFileWriteError, why
+from distfl.runfile.atomic import DiskReserve, RunFileWriteError, why
+from distfl.runfile.checkpoint import write_run_file
+from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import EVAL, EVAL_WIDTH, peak_rss_mb
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from distfl.algorithms import ClusteringAlgorithm
     from distfl.config import Config
     from distfl.hierarchy import ClusterTree
-    from distfl.record.tables import Record
+    from distfl.runfile.tables import Record
 
 
 class ServerView(Protocol):
@@ -280,7 +280,7 @@ class Evaluation:
 
 class Recorder(Component):
     label = "the record"
-    """The rows of the run file's per-round tables (distfl.record.layout): /metrics,
+    """The rows of the run file's per-round tables (distfl.runfile.layout): /metrics,
     /metrics/clusters, /metrics/membership, /timing and /timing/workers."""
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:

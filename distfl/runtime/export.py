@@ -24,7 +24,7 @@ An export never changes anything outside the run: before the first round,
 link, a FIFO, a device or anything but a regular file (a directory for TensorBoard), and one
 that holds a file (a directory) unless ``--force`` is given or it is the export of the run
 being resumed, which is made anew. The JSON lines are put in place from a temporary file
-(:func:`distfl.record.output.place_file`), so their path is never opened: a FIFO there
+(:func:`distfl.runfile.output.place_file`), so their path is never opened: a FIFO there
 cannot block the run."""
 
 from __future__ import annotations
@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from distfl.errors import ConfigError, UserError
-from distfl.record.layout import ALGORITHM_PREFIX
-from distfl.record.output import check_directory, check_file, place_file
+from distfl.runfile.layout import ALGORITHM_PREFIX
+from distfl.runfile.output import check_directory, check_file, place_file
 
 #: (device, inode) of each export path that :func:`check_exports` found and may be made
 #: anew, by path: the export replaces that file (directory) and nothing put there later

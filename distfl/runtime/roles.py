@@ -11,7 +11,6 @@ from typing import TextIO
 
 import torch
 
-from distfl.checkpoint import RunFile, check_resumable, read_run_file
 from distfl.comm import detect, make_communicator, resolve_backend
 from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
@@ -19,12 +18,9 @@ from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
 from distfl.errors import LoaderFailed, UserError
-from distfl.record.output import (
-    OutputLock,
-    check_output,
-    keep_traceback,
-    remove_stale_temporaries,
-)
+from distfl.runfile.atomic import remove_stale_temporaries
+from distfl.runfile.checkpoint import RunFile, check_resumable, read_run_file
+from distfl.runfile.output import OutputLock, check_output, keep_traceback
 from distfl.runtime.capacity import (
     available_bytes,
     check_population,

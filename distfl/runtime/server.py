@@ -28,7 +28,6 @@ from distfl.algorithms import (
     build_algorithm,
     every_run_statistics,
 )
-from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
@@ -37,8 +36,10 @@ from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
 from distfl.models import build_model, flat_params, last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
-from distfl.record.tables import Record
+from distfl.runfile.atomic import DiskReserve, RunFileWriteError
+from distfl.runfile.checkpoint import RunFile, storable
+from distfl.runfile.output import keep_traceback
+from distfl.runfile.tables import Record
 from distfl.runtime.components import (
     NO_SCORES,
     Component,
@@ -150,7 +151,7 @@ class Server:
         self.models: dict[str, torch.Tensor] = {
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
         }
-        #: the per-row tables of the run file (distfl.record.layout.TABLES)
+        #: the per-row tables of the run file (distfl.runfile.layout.TABLES)
         self.record = self._record()
         #: per worker rank, this round's clients, train s, busy s, materialised clients,
         #: cache MiB and peak RSS (the steps' timing rows, summed), and the server's pooled

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
-from distfl.record.output import check_file, write_file
+from distfl.runfile.output import check_file, write_file
 from distfl.text import printable
 
 #: the fixed columns of ``distfl gather``, in order; ``--key`` columns follow
@@ -53,7 +53,7 @@ COLUMNS = (
 def run_status(path: str | Path, stream: TextIO, *, errors: TextIO | None = None) -> int:
     """Write one line on whether the run finished; 0 when it did, 1 when it stopped early.
     A file without an integrity record is said so on ``errors``."""
-    from distfl.results import read, unverified_warning
+    from distfl.runfile.run import read, unverified_warning
 
     run = read(path)
     done, rounds = run.round, run.rounds
@@ -135,7 +135,7 @@ def gather_rows(
     cluster, no finite accuracy, no split) are None, and so is a key of ``[algorithm]`` that
     the run's algorithm does not take (``beta`` of a FedAvg run). Raises CheckpointError on
     a file that cannot be read and UserError on an unknown key. ``runs``: the files'
-    :class:`~distfl.results.Run` objects when the caller has read them already."""
+    :class:`~distfl.runfile.run.Run` objects when the caller has read them already."""
     keys = check_keys(keys)
     paths = list(paths)
     runs = [None] * len(paths) if runs is None else runs
@@ -159,7 +159,7 @@ def gather_files(
     :class:`Skipped` for each that cannot (a CheckpointError). An unknown key is a
     UserError, raised before any file is read. A file read without an integrity record
     (distfl 0.1.0's) is gathered and said so on ``errors``."""
-    from distfl.results import read, unverified_warning
+    from distfl.runfile.run import read, unverified_warning
 
     keys = check_keys(keys)
     rows: list[dict[str, Any]] = []
@@ -188,11 +188,12 @@ def _reason(path: str | Path, message: str) -> str:
 
 
 def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
-    """The row of one run file (``run``: its :class:`~distfl.results.Run`, or None to read
-    it); ``keys`` checked. Every number is the Run's own (:meth:`~distfl.results.Run.summary`)."""
+    """The row of one run file (``run``: its :class:`~distfl.runfile.run.Run`, or None to
+    read it); ``keys`` checked. Every number is the Run's own
+    (:meth:`~distfl.runfile.run.Run.summary`)."""
     import numpy as np
 
-    from distfl.results import read
+    from distfl.runfile.run import read
 
     if run is None:
         run = read(path)
@@ -271,7 +272,7 @@ def write_csv(
     target: dict[str, str] | None = None,
 ) -> None:
     """Header plus one line per row, written beside and put in place (never half a file;
-    :func:`~distfl.record.output.write_file`): an existing regular file at ``path`` is
+    :func:`~distfl.runfile.output.write_file`): an existing regular file at ``path`` is
     replaced only with ``replace``, anything else there never. ``target``: how a refusal
     names the path (default ``--csv``'s, :data:`CSV_TARGET`)."""
     columns = list(rows[0]) if rows else list(COLUMNS)

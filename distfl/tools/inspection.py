@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.hierarchy import empty_leaves_note
-from distfl.results import Run, read, score_text, unverified_warning
+from distfl.runfile.run import Run, read, score_text, unverified_warning
 from distfl.text import printable
 
 
@@ -39,8 +39,8 @@ def inspect_run(
     run: Run | None = None,
     errors: TextIO | None = None,
 ) -> None:
-    """``distfl inspect``: the run, its tree and its :meth:`~distfl.results.Run.summary`.
-    ``run``: the file's :class:`~distfl.results.Run` when the caller has read it already.
+    """``distfl inspect``: the run, its tree and its :meth:`~distfl.runfile.run.Run.summary`.
+    ``run``: the file's :class:`~distfl.runfile.run.Run` when the caller has read it already.
     A file without an integrity record is marked UNVERIFIED on its first line (and said so
     on ``errors``). Text from the file is printed with its control characters escaped."""
     run = run if run is not None else read(path)

@@ -353,7 +353,7 @@ def given_clusters_line(jobs: list[Job]) -> str:
 
 def _existing(job: Job, force: bool) -> str:
     """What to do with the job's run file: "run", "keep" (finished) or "resume"."""
-    from distfl.checkpoint import read_run_file
+    from distfl.runfile.checkpoint import read_run_file
 
     if force or not job.out.exists():
         return "run"
@@ -480,7 +480,7 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
     """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and put in
     place; the suite's own, so a regular file of a run before is replaced, a link, a FIFO or
     a device never)."""
-    from distfl.record.output import write_file
+    from distfl.runfile.output import write_file
     from distfl.tools.gather import write_csv
 
     out_dir = Path(out_dir)
@@ -567,7 +567,7 @@ def table_comparison(table: str, rows: list[dict[str, Any]], algorithms: list[st
 
 def write_file_beside(path: Path, text: str) -> None:
     """The suite's own file ``path`` (replaced when a suite wrote it before; never a link)."""
-    from distfl.record.output import write_file
+    from distfl.runfile.output import write_file
 
     write_file(path, text, replace=True, label="the suite's comparison",
                other="remove it, or give another --out")  # fmt: skip

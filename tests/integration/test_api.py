@@ -26,7 +26,7 @@ from runfile import assert_same_run, read_run
 import distfl
 from distfl.errors import UserError
 from distfl.metrics import rand_index
-from distfl.record import layout
+from distfl.runfile import layout
 from distfl.tools.suite import COLUMNS
 
 pytestmark = pytest.mark.integration

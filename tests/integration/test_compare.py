@@ -22,7 +22,7 @@ import h5py
 import numpy as np
 import pytest
 
-from distfl.record import integrity
+from distfl.runfile import integrity
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from docpage import FENCE, masked
 
-from distfl.record.layout import describe
+from distfl.runfile.layout import describe
 from distfl.tools.reference import config_keys
 
 pytestmark = pytest.mark.integration

@@ -39,8 +39,8 @@ import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run, fedgwc_toml
 
-from distfl.checkpoint import read_run_file
 from distfl.errors import CheckpointError
+from distfl.runfile.checkpoint import read_run_file
 
 pytestmark = pytest.mark.integration
 

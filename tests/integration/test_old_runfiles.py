@@ -31,7 +31,7 @@ import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same, kernel_fingerprint, read_run
 
-from distfl.checkpoint import UNVERIFIED, read_run_file
+from distfl.runfile.checkpoint import UNVERIFIED, read_run_file
 from distfl.tools.gather import gather_rows
 from distfl.tools.inspection import inspect_run
 

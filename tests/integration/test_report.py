@@ -28,9 +28,9 @@ from PIL import Image
 from runfile import fedgwc_toml
 
 from distfl.algorithms.emdcfl_figures import epsilon_window
-from distfl.checkpoint import read_run_file
 from distfl.config import build
 from distfl.report import SUITE_METRICS
+from distfl.runfile.checkpoint import read_run_file
 
 pytestmark = pytest.mark.integration
 

@@ -1,5 +1,5 @@
 """``inspect``, ``status``, ``gather``, ``report`` and ``distfl.open`` read a run file through
-one model (:class:`distfl.results.Run`), so they agree on every number they derive from it:
+one model (:class:`distfl.runfile.run.Run`), so they agree on every number they derive from it:
 the clusters found, the final accuracy, WAS, WADB, Rand, ARI, the first split, the rounds.
 
 Two files where the old readers disagreed: an IFCA run with 30 clusters for 40 clients

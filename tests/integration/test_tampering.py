@@ -41,11 +41,11 @@ import pytest
 from cliproc import assert_one_line_error
 
 import distfl
-from distfl.checkpoint import config_digest
 from distfl.cli import main
 from distfl.config import from_json
 from distfl.errors import CheckpointError, UnverifiedRunFile
-from distfl.record import integrity
+from distfl.runfile import integrity
+from distfl.runfile.checkpoint import config_digest
 
 pytestmark = pytest.mark.integration
 

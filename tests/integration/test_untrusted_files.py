@@ -107,7 +107,7 @@ def made(tmp_path_factory, helpers) -> dict[str, Path]:
         f.attrs["config"] = json.dumps(config, sort_keys=True)
         # a file's integrity record is a checksum, not a signature: whoever edits the file
         # can seal it anew (dropping it is refused: the file's format always has one)
-        from distfl.record import integrity
+        from distfl.runfile import integrity
 
         del f["integrity"]
         integrity.seal(f)

@@ -25,16 +25,15 @@ LAYERS: list[tuple[str, ...]] = [
      "distfl.spectral", "distfl.hierarchy", "distfl.presets", "distfl.settings",
      "distfl.plugins"),
     ("distfl.config",),  # beneath every plug-in: it looks them up by name (distfl.plugins)
+    ("distfl.runfile",),  # the run file: layout, writing, reading, the one read-side model
     ("distfl.algorithms.base", "distfl.algorithms.registry", "distfl.datasets"),
     ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
-    ("distfl.data", "distfl.models", "distfl.aggregators", "distfl.checkpoint",
-     "distfl.record.contents",  # what a run file holds, checked against its config
+    ("distfl.data", "distfl.models", "distfl.aggregators",
      "distfl.datasets.spec"),  # the datasets' specs: their loaders read with distfl.data
     ("distfl.train",),
     ("distfl.algorithms.client",),  # the plug-ins' client halves (*_client)
     ("distfl.comm",),
     ("distfl.runtime",),
-    ("distfl.results",),  # the one read-side model of a run file, beneath every reader
     ("distfl.report", "distfl.tools"),
     ("distfl.algorithms.figures",),  # the plug-ins' figures (*_figures), drawn by the report
     ("distfl.launch",),  # the library's launch, beneath both the CLI and the Python API
@@ -187,14 +186,14 @@ def test_only_the_entry_point_imports_the_command_line():
 
 def test_every_reader_of_a_run_file_reads_through_the_one_results_model():
     """``inspect``, ``status``, ``gather``, ``report`` and ``distfl.open`` see a run file as
-    :class:`distfl.results.Run` only: none of them reads the file itself."""
+    :class:`distfl.runfile.run.Run` only: none of them reads the file itself."""
     readers = ["distfl.api", "distfl.tools.inspection", "distfl.tools.gather"]
     readers += [name for name in MODULES if name.startswith("distfl.report")]
     for name in readers:
-        assert "distfl.checkpoint" not in GRAPH[name], f"{name} reads run files itself"
+        assert "distfl.runfile.checkpoint" not in GRAPH[name], f"{name} reads run files itself"
     for name in ("distfl.api", "distfl.tools.inspection", "distfl.tools.gather",
                  "distfl.report.data"):  # fmt: skip
-        assert "distfl.results" in GRAPH[name], name
+        assert "distfl.runfile.run" in GRAPH[name], name
 
 
 def test_runtime_comm_and_config_import_no_algorithm():
@@ -247,7 +246,7 @@ ALGORITHM_WORDS = re.compile(r"emdcfl|fedgwc|ifca|fesem|flcl|cfl", re.IGNORECASE
             *(PACKAGE / "comm").rglob("*.py"),
             *(PACKAGE / "config").rglob("*.py"),
             *(PACKAGE / "report").rglob("*.py"),
-            *(PACKAGE / "record").rglob("*.py"),
+            *(PACKAGE / "runfile").rglob("*.py"),
         ],
     ),  # fmt: skip
     ids=lambda p: str(p.relative_to(ROOT)),

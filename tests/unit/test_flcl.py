@@ -20,7 +20,7 @@ from distfl.algorithms.flcl import (
     row_normalise,
     stationary_distribution,
 )
-from distfl.checkpoint import _read_tree, _write_tree
+from distfl.runfile.checkpoint import _read_tree, _write_tree
 
 # --------------------------------------------------------------------------- cross losses
 

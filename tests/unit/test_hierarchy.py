@@ -9,8 +9,8 @@ import h5py
 import numpy as np
 import pytest
 
-from distfl.checkpoint import read_hierarchy, write_hierarchy
 from distfl.hierarchy import ClusterTree, node_order
+from distfl.runfile.checkpoint import read_hierarchy, write_hierarchy
 
 
 def members(tree: ClusterTree) -> dict[str, list[int]]:

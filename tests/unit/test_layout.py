@@ -1,4 +1,4 @@
-"""The run file's layout has one owner (distfl.record.layout): the docs' listing is
+"""The run file's layout has one owner (distfl.runfile.layout): the docs' listing is
 generated from it (scripts/docs_hooks.py), and a file the writer makes holds exactly the
 declared tables, columns and dtypes, every part of it described."""
 
@@ -10,11 +10,11 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-from distfl.checkpoint import read_run_file, write_run_file
 from distfl.config import load
 from distfl.hierarchy import HierarchyNode
-from distfl.record import layout
-from distfl.record.tables import Record
+from distfl.runfile import layout
+from distfl.runfile.checkpoint import read_run_file, write_run_file
+from distfl.runfile.tables import Record
 
 ROOT = Path(__file__).resolve().parents[2]
 

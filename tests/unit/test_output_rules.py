@@ -1,4 +1,4 @@
-"""The rules distfl.record.output keeps for every file written beside a run: a unique
+"""The rules distfl.runfile.output keeps for every file written beside a run: a unique
 temporary file put in place by a link (or a rename over a regular file the caller may
 replace), never through or over a symbolic link, a FIFO or a device; the lock takes only a
 file that is a lock; the traceback replaces only an earlier traceback."""
@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from distfl.errors import UserError
-from distfl.record import output
-from distfl.record.output import OutputLock, check_file, place_file, write_file, write_traceback
+from distfl.runfile import output
+from distfl.runfile.output import OutputLock, check_file, place_file, write_file, write_traceback
 
 TARGET = {"label": "--csv", "other": "give another --csv", "force": "pass --force to replace it"}
 
@@ -164,7 +164,7 @@ def test_a_loaders_traceback_keeps_to_the_same_rules(tmp_path):
     """A dataset loader's traceback (keep_traceback, as a failed round's) replaces an
     earlier traceback of distfl's, of either kind, and nothing else: a link there is left
     as it is, and the line says why the traceback is not there."""
-    from distfl.record.output import keep_traceback
+    from distfl.runfile.output import keep_traceback
 
     def failure() -> BaseException:
         try:

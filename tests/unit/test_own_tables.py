@@ -1,6 +1,6 @@
 """An algorithm's own tables (``ClusteringAlgorithm.tables``, /metrics/tables/<name>): the
 declarations :func:`distfl.algorithms.register` refuses, the rows
-:meth:`distfl.record.tables.Rows.extend` refuses or types, and a :class:`Record` that
+:meth:`distfl.runfile.tables.Rows.extend` refuses or types, and a :class:`Record` that
 carries on a table of a file that no algorithm declares any more."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from distfl.algorithms import ClusteringAlgorithm, Column, RecordTable, RoundPlan, register
-from distfl.record import layout
-from distfl.record.tables import Record
+from distfl.runfile import layout
+from distfl.runfile.tables import Record
 
 GAP = Column("gap", "float", "a difference")
 

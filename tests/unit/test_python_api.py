@@ -21,9 +21,9 @@ import pytest
 
 import distfl
 from distfl import api, config
-from distfl.checkpoint import read_run_file
 from distfl.errors import CheckpointError, ConfigError, UserError
-from distfl.record import integrity, layout
+from distfl.runfile import integrity, layout
+from distfl.runfile.checkpoint import read_run_file
 from distfl.tools.inspection import inspect_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runfiles-v0.1.0"

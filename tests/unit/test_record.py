@@ -12,14 +12,9 @@ import numpy as np
 import pytest
 
 from distfl.errors import CheckpointError, UserError
-from distfl.record import integrity
-from distfl.record.output import (
-    OutputLock,
-    RunFileWriteError,
-    check_output,
-    remove_stale_temporaries,
-    write_atomically,
-)
+from distfl.runfile import integrity
+from distfl.runfile.atomic import RunFileWriteError, remove_stale_temporaries, write_atomically
+from distfl.runfile.output import OutputLock, check_output
 
 
 def make(path, *, accuracy=(0.5, 0.75), config='{"run": {"rounds": 2}}'):

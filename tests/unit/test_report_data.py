@@ -29,7 +29,7 @@ from distfl.report.data import (
     series,
     tree_layout,
 )
-from distfl.results import recorded_statistics
+from distfl.runfile.run import recorded_statistics
 
 
 def test_members_are_ordered_by_label_then_group_then_id():
@@ -252,7 +252,7 @@ def test_a_figure_is_refused_at_registration_unless_it_is_of_its_own_name():
 def test_a_tree_of_any_depth_is_drawn_and_laid_out():
     """A chain of 3,000 splits (each cluster's one child splits again): inspect's drawing,
     the Python API's tree and the report's dendrogram do not recurse per level."""
-    from distfl.results import Tree, tree_lines
+    from distfl.runfile.run import Tree, tree_lines
 
     depth = 3000
     ids = ["0"] + [f"{i}" for i in range(1, depth)]

@@ -1,4 +1,4 @@
-"""The columns of /metrics/clusters (distfl.record.tables.Rows of the layout's CLUSTERS, as
+"""The columns of /metrics/clusters (distfl.runfile.tables.Rows of the layout's CLUSTERS, as
 the server's Record fills it): every statistic an algorithm returns is a float64 column,
 NaN in the rows of clusters and rounds without it; the nine statistics the first built-in
 algorithms declare ``every_run`` are always written; all of them follow the fixed columns
@@ -15,8 +15,8 @@ import pytest
 
 from distfl.algorithms import FIXED_CLUSTER_COLUMNS, algorithm_class, every_run_statistics
 from distfl.errors import CheckpointError
-from distfl.record.layout import CLUSTERS
-from distfl.record.tables import Record, Rows
+from distfl.runfile.layout import CLUSTERS
+from distfl.runfile.tables import Record, Rows
 
 STAT_COLUMNS = every_run_statistics()
 

@@ -9,10 +9,10 @@ import socket
 import h5py
 import numpy as np
 
-from distfl.checkpoint import _read_world
 from distfl.comm.env import LaunchInfo
 from distfl.comm.local import LocalCommunicator
 from distfl.comm.world import ROW_BYTES, _decode, _encode, describe_world
+from distfl.runfile.checkpoint import _read_world
 from distfl.tools.inspection import world_line
 
 

@@ -53,7 +53,7 @@ def run_file_timing(path: Path, steps: int, warm_up_rounds: int = 0) -> dict:
     seconds in all."""
     import numpy as np
 
-    from distfl.checkpoint import read_run_file
+    from distfl.runfile.checkpoint import read_run_file
 
     run = read_run_file(path, state=False)
     rounds = np.asarray(run.timing["round"], dtype=np.int64)

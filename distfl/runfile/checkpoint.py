@@ -1,5 +1,5 @@
 """The HDF5 run file, written by rank 0 only, atomically: built in memory, written beside,
-flushed, renamed (distfl.record.output).
+flushed, renamed (distfl.runfile.output).
 
 Layout (DESIGN.md):
 
@@ -22,8 +22,8 @@ Layout (DESIGN.md):
                       local_rank [W], address [W]; attrs launcher, backend, rendezvous,
                       rendezvous_ip
     /integrity/       path [n], sha256 [n]: a SHA-256 of every other dataset and attribute
-                      (distfl.record.integrity), checked whenever the file is read, as is
-                      what the file holds against its stored config (distfl.record.contents)
+                      (distfl.runfile.integrity), checked whenever the file is read, as is
+                      what the file holds against its stored config (distfl.runfile.contents)
 """
 
 from __future__ import annotations
@@ -44,9 +44,9 @@ from distfl.config import Config, from_json
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
-from distfl.record import integrity, layout
-from distfl.record.contents import Contents, check_contents
-from distfl.record.output import DiskReserve, why, write_atomically
+from distfl.runfile import integrity, layout
+from distfl.runfile.atomic import DiskReserve, why, write_atomically
+from distfl.runfile.contents import Contents, check_contents
 from distfl.text import printable
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
@@ -212,13 +212,13 @@ def write_run_file(
 ) -> str:
     """Write the whole run file to ``path`` atomically (a reader never sees half a file):
     built in memory, sealed with its integrity record, then put in place by
-    :func:`~distfl.record.output.write_atomically` (a failed write leaves the previous file
-    and no temporary one; :class:`~distfl.record.output.RunFileWriteError`).
+    :func:`~distfl.runfile.atomic.write_atomically` (a failed write leaves the previous file
+    and no temporary one; :class:`~distfl.runfile.atomic.RunFileWriteError`).
 
     ``tables``: the columns of each per-row table, by the table's key in
-    :data:`distfl.record.layout.TABLES` (``Record.arrays()``). ``created``: when the run's
+    :data:`distfl.runfile.layout.TABLES` (``Record.arrays()``). ``created``: when the run's
     first file was written (kept on resume); default now. ``room``: the disk's room held
-    for this write (:class:`~distfl.record.output.DiskReserve`). Returns the ``created``
+    for this write (:class:`~distfl.runfile.atomic.DiskReserve`). Returns the ``created``
     it wrote."""
     path = Path(path)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -288,7 +288,7 @@ class RunFile:
     world_size: int
     hierarchy: list[HierarchyNode]
     state: dict[str, Any]
-    #: every per-row table by its key in distfl.record.layout.TABLES (a table a file
+    #: every per-row table by its key in distfl.runfile.layout.TABLES (a table a file
     #: written before it existed lacks is {}), then the algorithm's own tables by
     #: ``tables/<name>`` (/metrics/tables/<name>); cluster ids as str
     tables: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
@@ -445,13 +445,13 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
     HDF5; it holds no link distfl never writes; its integrity record (when it has one) is
     of the form distfl writes and names exactly the parts the file has, by their names
     alone; no dataset claims more values than its bytes on disk give
-    (:func:`~distfl.record.integrity.check_storage`); every part matches its SHA-256; the
+    (:func:`~distfl.runfile.integrity.check_storage`); every part matches its SHA-256; the
     stored config is valid; and what the file says is what a run of that config could
-    have written (:mod:`distfl.record.contents`). A file without a record (distfl 0.1.0's)
+    have written (:mod:`distfl.runfile.contents`). A file without a record (distfl 0.1.0's)
     has its /state's SHA-256 checked, and is read with ``verified = False``.
 
     ``state=False`` reads only /state's attributes (the round), not its arrays (every
-    cluster's model and, for FedGWC, its K×K interaction matrix): enough to look at a
+    cluster's model and an algorithm's state, such as a K×K matrix): enough to look at a
     run's results, at a fraction of the memory for a large federation. ``plugins``: import
     the stored config's ``run.plugins`` (code the file names; see
     :func:`~distfl.config.from_json`); by default nothing is imported."""

@@ -6,12 +6,12 @@
 the first split, the scores of the final assignment) is defined once, as an attribute of
 :class:`Run`, so that they cannot disagree.
 
-A file is read once, with :func:`distfl.checkpoint.read_run_file` (all but the cluster
+A file is read once, with :func:`distfl.runfile.checkpoint.read_run_file` (all but the cluster
 models and /state's arrays), and the plug-ins its config names are not imported unless
 asked for (``distfl report --trust-plugins``). Tables are pandas DataFrames when pandas is
 importable (``pip install distfl[pandas]``) and NumPy record arrays otherwise, with the
 same columns in the same order: the names of the file's columns
-(:data:`distfl.record.layout.TABLES`), cluster ids as text.
+(:data:`distfl.runfile.layout.TABLES`), cluster ids as text.
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from distfl.checkpoint import UNVERIFIED, RunFile, read_run_file
 from distfl.errors import UnverifiedRunFile
 from distfl.hierarchy import HierarchyNode, clusters_found, first_split, node_order
 from distfl.metrics import at_last_evaluation, federation_mean, last_finite
-from distfl.record import layout
+from distfl.runfile import layout
+from distfl.runfile.checkpoint import UNVERIFIED, RunFile, read_run_file
 from distfl.text import printable
 
-#: the per-row tables of a run file, by their names in distfl.record.layout.TABLES
+#: the per-row tables of a run file, by their names in distfl.runfile.layout.TABLES
 TABLES = tuple(t.key for t in layout.TABLES)
 
 
@@ -402,7 +402,7 @@ class Run:
 
     @property
     def stored(self) -> RunFile:
-        """The file as :func:`distfl.checkpoint.read_run_file` read it: the arrays behind
+        """The file as :func:`distfl.runfile.checkpoint.read_run_file` read it: the arrays behind
         every attribute here, for code that draws or tabulates them (the report)."""
         return self._file
 
@@ -412,7 +412,7 @@ class Run:
         """The per-row table ``name`` (one of :data:`TABLES`: metrics, clusters,
         evaluation, membership, timing, workers, or one of the algorithm's own tables
         that the file holds, :attr:`own_tables`) with the file's columns
-        (:data:`distfl.record.layout.TABLES` describes each); a DataFrame when pandas is
+        (:data:`distfl.runfile.layout.TABLES` describes each); a DataFrame when pandas is
         importable, else a NumPy record array."""
         if name in layout.BY_KEY:
             return _run_table(name, self._file.tables.get(name, {}))
@@ -444,7 +444,7 @@ class Run:
     @property
     def clusters(self):
         """One row per (round, cluster that trained): round, cluster, size, sampled, then
-        the algorithms' statistics (FedGWC's mse, p_within, ...; NaN where none)."""
+        the statistics the algorithms declare (NaN where the run's records none)."""
         return self.table("clusters")
 
     @property
@@ -478,7 +478,7 @@ class Run:
         return recorded_statistics(self._file.tables.get("clusters", {}))
 
     def statistic(self, name: str):
-        """The per-cluster statistic ``name`` (e.g. FedGWC's ``mse``) round by round: a
+        """The per-cluster statistic ``name`` (one an algorithm declares) round by round: a
         column ``round`` (the rounds in which a cluster has a value), then one column per
         cluster id (tree order) with its value in that round, NaN in the rounds it has none."""
         stored = self._file.tables.get("clusters", {})

@@ -1,13 +1,13 @@
 """What a run file says, checked against its own config before any reader uses it.
 
-The integrity record (:mod:`distfl.record.integrity`) is a checksum, not a signature:
+The integrity record (:mod:`distfl.runfile.integrity`) is a checksum, not a signature:
 whoever edits a file can seal it anew. So every reader also checks that the file holds
 what a run of its stored config could have written, and refuses anything else with one
 line (:class:`~distfl.errors.CheckpointError`, exit code 2), never a traceback, a number
 shown as valid that no run wrote, or gigabytes of memory:
 
 - only the parts a run file has, each of the kind (group, dataset, attribute), dtype and
-  shape its declaration gives (:mod:`distfl.record.layout`), no name deeper than
+  shape its declaration gives (:mod:`distfl.runfile.layout`), no name deeper than
   :data:`MAX_DEPTH` levels, and every JSON value nested at most :data:`MAX_JSON_DEPTH`
   deep;
 - the round of ``/state`` a whole number from 0 to ``run.rounds``, with one row of
@@ -21,7 +21,7 @@ shown as valid that no run wrote, or gigabytes of memory:
   ``/final``'s per cluster of ``/state@model_ids``.
 
 Shapes and dtypes come from HDF5's metadata; values are read only for the small per-client
-and per-round arrays, after :func:`distfl.record.integrity.check_storage` has bounded what
+and per-round arrays, after :func:`distfl.runfile.integrity.check_storage` has bounded what
 any dataset can cost.
 """
 
@@ -38,7 +38,7 @@ import numpy as np
 from distfl.config import Config
 from distfl.config.parse import nesting
 from distfl.errors import CheckpointError
-from distfl.record import integrity, layout
+from distfl.runfile import integrity, layout
 
 #: the deepest name of a run file (/state/algorithm/<part>/<part>/... of an algorithm's
 #: nested state is a few levels deep)

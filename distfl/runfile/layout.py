@@ -1,11 +1,11 @@
 """The run file's layout, declared once: every group, every per-row table and each of its
-columns (dtype, unit, meaning). The writer (:func:`distfl.checkpoint.write_run_file`)
-places the tables by this declaration, the reader (:func:`distfl.checkpoint.read_run_file`)
-reads them by it, the server's :class:`~distfl.record.tables.Rows` fill them by it, and the
+columns (dtype, unit, meaning). The writer (:func:`distfl.runfile.checkpoint.write_run_file`)
+places the tables by this declaration, the reader (:func:`distfl.runfile.checkpoint.read_run_file`)
+reads them by it, the server's :class:`~distfl.runfile.tables.Rows` fill them by it, and the
 layout on the run file page (docs/run-file.md) is rendered from it (``python -m
-distfl.record.layout``), so that none of them can drift from the others.
+distfl.runfile.layout``), so that none of them can drift from the others.
 
-Every part of a file is covered by its integrity record (:mod:`distfl.record.integrity`).
+Every part of a file is covered by its integrity record (:mod:`distfl.runfile.integrity`).
 """
 
 from __future__ import annotations

@@ -7,13 +7,7 @@
   (``RUN.h5.lock`` beside it, an exclusive ``flock``): a second writer of the same path
   (a second run, or a resume while the run still writes) is refused with one line, and the
   first is untouched.
-- :func:`write_atomically` puts the bytes of a run file in place: a temporary file of a name
-  no other process uses, flushed to disk, renamed over the target. A write that fails
-  (a full disk, an I/O error) removes its temporary file, leaves the previous file as it
-  was, and raises :class:`RunFileWriteError` (one line, exit code 2).
-- :class:`DiskReserve` holds the room of the run file's next write on its disk, allocated
-  in advance, so that a disk that fills during the run cannot keep a completed round from
-  being written.
+- The run file's own bytes are put in place by :mod:`distfl.runfile.atomic`.
 - The files distfl writes beside a run (``gather --csv``, a report's pages and figures, the
   live exports, the traceback of a failed round) go through :func:`write_file` or
   :func:`place_file`: the bytes go to a temporary file of a name no other process uses,
@@ -31,16 +25,21 @@ import errno
 import fcntl
 import os
 import re
-import secrets
 import shutil
 import socket
 import stat
 from pathlib import Path
 
 from distfl.errors import UserError
+from distfl.runfile.atomic import (
+    RunFileWriteError,
+    fsync_dir,
+    temporary_path,
+    unlink_quietly,
+    why,
+    write_all,
+)
 
-#: suffix of the temporary files a writer makes beside the run file
-TMP_SUFFIX = ".tmp"
 LOCK_SUFFIX = ".lock"
 #: room kept free on the disk beyond the run file's estimated size
 MARGIN_BYTES = 16 << 20
@@ -53,141 +52,6 @@ _LOCK_TEXT = re.compile(rb"(pid [0-9]+ on [^\n]*\n)?")
 _TRACEBACK_HEAD = re.compile(rb"distfl [^\n:]*: (round [0-9]+ failed in |the loader of )")
 #: the errors of ``link`` on a file system without hard links
 _NO_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS, errno.EMLINK}
-
-
-class RunFileWriteError(UserError):
-    """The run file could not be written (full disk, I/O error, permissions)."""
-
-
-def why(exc: OSError) -> str:
-    name = errno.errorcode.get(exc.errno or 0, "")
-    reason = exc.strerror or str(exc) or type(exc).__name__
-    return f"{reason} ({name})" if name else reason
-
-
-def temporary_path(path: Path) -> Path:
-    """A temporary name beside ``path`` that no other process uses:
-    ``RUN.h5.<pid>.<random>.tmp``."""
-    return path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}{TMP_SUFFIX}")
-
-
-def remove_stale_temporaries(path: Path) -> None:
-    """Remove the temporary files that killed writers of ``path`` left (call with the
-    path's :class:`OutputLock` held: no live writer of it has one open)."""
-    directory = path.parent if str(path.parent) else Path(".")
-    try:
-        names = os.listdir(directory)
-    except OSError:
-        return
-    head = path.name + "."
-    for name in names:  # matched by its exact prefix, never as a pattern
-        if not (name.startswith(head) and name.endswith(TMP_SUFFIX)):
-            continue
-        pid, _, token = name[len(head) : -len(TMP_SUFFIX)].partition(".")
-        if pid.isdigit() and len(token) == 8 and all(c in "0123456789abcdef" for c in token):
-            try:
-                (directory / name).unlink()
-            except OSError:
-                pass
-
-
-def write_atomically(path: Path, data: bytes | memoryview, room: DiskReserve | None = None) -> None:
-    """Write ``data`` to ``path`` so that a reader sees the old file or the new one, never
-    a part; on failure the old file stays and no temporary file is left. With ``room``
-    holding at least ``len(data)`` bytes, the data goes into the room already allocated on
-    the disk (so a disk that filled since cannot stop the write), which it uses up."""
-    view = memoryview(data)
-    size = view.nbytes
-    held = room.take(size) if room is not None else None
-    tmp = held or temporary_path(path)
-    try:
-        if held is None:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        else:
-            fd = os.open(tmp, os.O_WRONLY | os.O_NOFOLLOW)
-        try:
-            _write_all(fd, view)
-            if held is not None:
-                os.ftruncate(fd, size)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        _unlink_quietly(tmp)
-        kept = "the previous checkpoint is kept" if path.exists() else "nothing was written"
-        raise RunFileWriteError(f"cannot write the run file {path}: {why(exc)}; {kept}") from None
-    except BaseException:
-        _unlink_quietly(tmp)
-        raise
-    _fsync_dir(path.parent)
-
-
-class DiskReserve:
-    """Room on a run file's disk held for its next write: a temporary file beside it (named
-    as :func:`temporary_path` names them, so that a killed writer's is removed by the next
-    writer of the path), its blocks allocated in advance. :func:`write_atomically` writes
-    the next version of the file into it, so that a disk filled by someone else since keeps
-    no completed round from the disk; the writer then holds room for the write after."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.tmp: Path | None = None
-        self.nbytes = 0
-
-    def hold(self, nbytes: int) -> None:
-        """Hold ``nbytes`` (the room held so far is given up first); OSError (ENOSPC: the
-        disk has not that room) leaves none held."""
-        self.release()
-        tmp = temporary_path(self.path)
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-        try:
-            os.posix_fallocate(fd, 0, max(int(nbytes), 1))
-        except BaseException:
-            os.close(fd)
-            _unlink_quietly(tmp)
-            raise
-        os.close(fd)
-        self.tmp, self.nbytes = tmp, int(nbytes)
-
-    def take(self, nbytes: int) -> Path | None:
-        """The held temporary file for a write of ``nbytes``, which uses the room up; None
-        when the room held is smaller."""
-        if self.tmp is None or nbytes > self.nbytes:
-            return None
-        tmp, self.tmp, self.nbytes = self.tmp, None, 0
-        return tmp
-
-    def release(self) -> None:
-        if self.tmp is not None:
-            _unlink_quietly(self.tmp)
-        self.tmp, self.nbytes = None, 0
-
-
-def _write_all(fd: int, data: bytes | memoryview) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def _unlink_quietly(p: Path) -> None:
-    try:
-        p.unlink()
-    except OSError:
-        pass
-
-
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
 
 
 class OutputLock:
@@ -417,20 +281,20 @@ def place_file(
     except OSError as exc:
         raise UserError(f"cannot write {label} {path}: {why(exc)}") from None
     try:
-        _write_all(fd, data)
+        write_all(fd, data)
         if sync:
             os.fsync(fd)
         _put_in_place(tmp, path, replace=replace, label=label, other=other, force=force)
     except OSError as exc:
         os.close(fd)
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise UserError(f"cannot write {label} {path}: {why(exc)}") from None
     except BaseException:
         os.close(fd)
-        _unlink_quietly(tmp)
+        unlink_quietly(tmp)
         raise
     if sync:
-        _fsync_dir(path.parent if str(path.parent) else Path("."))
+        fsync_dir(path.parent if str(path.parent) else Path("."))
     return fd
 
 
@@ -451,7 +315,7 @@ def _put_in_place(
             os.replace(tmp, path)
             return
         else:
-            _unlink_quietly(tmp)
+            unlink_quietly(tmp)
             return
         there = _lstat(path)
         if there is None:
@@ -537,7 +401,7 @@ def check_output(path: Path, *, force: bool, resuming: Path | None, need_bytes: 
     except OSError as exc:
         raise RunFileWriteError(f"cannot write the run file {path}: {why(exc)}") from None
     finally:
-        _unlink_quietly(probe)
+        unlink_quietly(probe)
     try:
         free = shutil.disk_usage(directory).free
     except OSError:
@@ -586,17 +450,12 @@ def _mib(n: int) -> str:
 
 
 __all__ = [
-    "DiskReserve",
     "OutputLock",
-    "RunFileWriteError",
     "check_directory",
     "check_file",
     "check_output",
     "keep_traceback",
     "place_file",
-    "remove_stale_temporaries",
-    "temporary_path",
-    "write_atomically",
     "write_file",
     "write_traceback",
 ]

@@ -1,5 +1,5 @@
 """The rows of the run file's per-row tables as the server fills them, by the declaration in
-:mod:`distfl.record.layout`: every declared column always, of its declared dtype; in an
+:mod:`distfl.runfile.layout`: every declared column always, of its declared dtype; in an
 open table (/metrics/clusters) one float64 column per further name an algorithm returns,
 after the declared ones in sorted order, NaN in the rows without it. A column that appears
 in a later round (or after a resume from a file that lacked it) holds its ``missing`` value
@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from distfl.errors import CheckpointError
-from distfl.record.layout import ALGORITHM_PREFIX, TABLES, Table, found_table
+from distfl.runfile.layout import ALGORITHM_PREFIX, TABLES, Table, found_table
 
 
 class Rows:
@@ -134,7 +134,7 @@ class Rows:
 
 class Record:
     """Every per-row table of a run, as the server fills it (``record.metrics``,
-    ``record.clusters``, ...: :data:`distfl.record.layout.TABLES` by key). ``always``:
+    ``record.clusters``, ...: :data:`distfl.runfile.layout.TABLES` by key). ``always``:
     further float64 columns of open tables that every run holds, by table key (the built-in
     algorithms' statistics declared for every run), missing (NaN) where nothing fills them.
     ``own``: the tables of the run's algorithm's own (``RecordTable.table()``), by their keys

@@ -1,0 +1,18 @@
+"""The run file: the product's durable record, in one package.
+
+- :mod:`~distfl.runfile.layout`: what a run file holds, declared once (groups, datasets,
+  tables and their columns); ``python -m distfl.runfile.layout`` prints it;
+- :mod:`~distfl.runfile.atomic`: writing without losing anything (a temporary file, fsync,
+  rename; the disk's room reserved before a write);
+- :mod:`~distfl.runfile.output`: where a run file may go (refusals of odd or foreign
+  paths), the output lock against a second writer, the traceback kept beside a run;
+- :mod:`~distfl.runfile.integrity`: the integrity record that lets a reader trust every
+  part;
+- :mod:`~distfl.runfile.contents` and :mod:`~distfl.runfile.tables`: what a file's parts
+  must hold, checked against its config, and the tables read back;
+- :mod:`~distfl.runfile.checkpoint`: writing a round's checkpoint and reading a run file
+  back (:class:`~distfl.runfile.checkpoint.RunFile`), refusing a corrupt or mismatched one;
+- :mod:`~distfl.runfile.run`: the one read-side model, :class:`~distfl.runfile.run.Run`,
+  through which every reader (``inspect``, ``status``, ``gather``, ``report``,
+  ``distfl.open``) sees a run.
+"""
