@@ -118,11 +118,13 @@ class Registry:
         return names
 
 
+#: the modules of distfl/algorithms that hold the interface, not an algorithm
+INTERFACE = ("base", "client_side", "declarations", "pool", "registry")
 #: the clustering algorithms (``algorithm.name``): one module of distfl/algorithms each;
 #: the client halves (``*_client``) are left to the workers
 ALGORITHMS = Registry(
     "algorithm", "algorithm.name", "distfl.algorithms",
-    skip=lambda module: module in ("base", "registry") or module.endswith("_client"),
+    skip=lambda module: module in INTERFACE or module.endswith("_client"),
 )  # fmt: skip
 #: the datasets (``data.dataset``): one module of distfl/datasets each
 DATASETS = Registry(

@@ -32,22 +32,22 @@ names; figures of its own for ``distfl report`` are :attr:`ClusteringAlgorithm.f
 
 from __future__ import annotations
 
-import importlib
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from distfl.algorithms.client_side import ClientContext, ClientHalf, ProbeAbandoned
+from distfl.algorithms.declarations import RecordTable, ReportFigure, Statistic
+from distfl.algorithms.pool import LOCAL_POOL, PooledTaskFailed, ServerPool, pooled
 from distfl.hierarchy import ClusterTree, Split
-from distfl.runfile.layout import FIXED_CLUSTER_COLUMNS, Column, Table
-from distfl.runfile.layout import algorithm_table as _algorithm_table
+from distfl.runfile.layout import FIXED_CLUSTER_COLUMNS
 from distfl.settings import Params, require, setting
 
 if TYPE_CHECKING:  # the client half runs on workers, where torch is loaded anyway
-    import torch
+    pass
 
 
 # -- what the runtime tells an algorithm and asks of it -------------------------------------
@@ -147,184 +147,6 @@ class RoundUpdate:
 
 # the columns of /metrics/clusters the runtime fills itself (no statistic takes their
 # names) are declared with the run file's layout: FIXED_CLUSTER_COLUMNS
-
-
-@dataclass(frozen=True)
-class Statistic:
-    """A per-cluster statistic an algorithm records (:attr:`RoundUpdate.stats`), as its
-    :attr:`ClusteringAlgorithm.statistics` declares it for the docs (``doc``: what it is).
-
-    ``every_run``: written into every run's ``/metrics/clusters`` (NaN where the run's
-    algorithm records none), whatever the algorithm: the statistics of the first built-in
-    algorithms are, so that the files written since distfl 0.1.0 keep one layout. Only a
-    built-in algorithm's declaration counts; a new statistic leaves it False and is a column
-    of the runs that record it."""
-
-    name: str
-    doc: str
-    every_run: bool = False
-
-
-@dataclass(frozen=True)
-class RecordTable:
-    """A table of an algorithm's own in the run file (its :attr:`ClusteringAlgorithm.tables`),
-    at ``/metrics/tables/<name>``: one row ``per`` cluster, client or pair of clients a round
-    (``"cluster"``, ``"client"``, ``"pair"``), whose key columns the runtime declares
-    (round, then cluster; client; client and other), then ``columns``: its own, each a
-    :class:`Column` of kind ``"int"`` or ``"float"`` (int64, float64). The algorithm gives
-    the rows of a round in :attr:`RoundUpdate.rows`; the runtime checks them (every
-    column, one length, client ids of the run, clusters of the tree), adds the round and
-    writes them with the file, so that they resume and compare like every other table.
-    ``doc``: what a row says, for the docs."""
-
-    name: str
-    per: str
-    columns: tuple[Column, ...]
-    doc: str = ""
-
-    def table(self) -> Table:
-        """The run file's declaration of this table."""
-        return _algorithm_table(self.name, self.per, self.columns, self.doc)
-
-    @property
-    def given(self) -> tuple[str, ...]:
-        """The columns the algorithm gives each round: all but ``round``."""
-        return self.table().names[1:]
-
-
-# -- what an algorithm adds to ``distfl report`` --------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReportFigure:
-    """A figure of ``distfl report`` that an algorithm brings (its
-    :attr:`ClusteringAlgorithm.figures`).
-
-    ``draw(data, palette)`` receives the run file as read for the report
-    (:class:`distfl.report.data.RunData`) and the report's colours
-    (:class:`distfl.report.figures.Palette`), and returns (a matplotlib Figure, its caption),
-    or None when the file holds nothing for it to draw. ``draw`` is the function, or
-    ``"module:function"``, imported by the report alone (so that the algorithm's module loads
-    no matplotlib). ``file`` is the PNG's name, ``section`` the heading of the page it goes
-    under, ``stats`` the per-cluster statistics (RoundUpdate.stats) it draws: once it has
-    drawn them, the report does not plot them again on their own. A ``per_split`` figure
-    is drawn for each split of the hierarchy as ``draw(data, split, palette)`` (``split``: a
-    :class:`distfl.report.data.SplitRecord`, with what the algorithm stored there) into
-    ``split-<id>-<file>``, under the split's own heading.
-
-    The report tries the figures of every registered algorithm on every run (the run's own
-    algorithm's first, then the others by name; the first figure of a file name wins): a
-    figure draws what the file holds, so that a statistic of the same name recorded by
-    another algorithm is drawn alike, and returns None elsewhere."""
-
-    #: the report's sections
-    TRAINING: ClassVar[str] = "Training"
-    CLUSTERS: ClassVar[str] = "Clusters"
-    WHY: ClassVar[str] = "Why the clusters are what they are"
-    #: the report's own files (and prefixes of its files): not for an algorithm's figure
-    REPORT_FILES: ClassVar[tuple[str, ...]] = (
-        "accuracy.png", "tree.png", "classes.png", "membership.png",
-    )  # fmt: skip
-    REPORT_PREFIXES: ClassVar[tuple[str, ...]] = ("split-", "stat-")
-    #: the report's own figure at each split (``split-<id>-matrices.png``)
-    SPLIT_FILES: ClassVar[tuple[str, ...]] = ("matrices.png",)
-
-    section: str
-    file: str
-    draw: Callable[..., Any] | str
-    stats: tuple[str, ...] = ()
-    per_split: bool = False
-
-    def function(self) -> Callable[..., Any]:
-        """The drawing function (``"module:function"`` imported now)."""
-        if not isinstance(self.draw, str):
-            return self.draw
-        module, _, attr = self.draw.partition(":")
-        return getattr(importlib.import_module(module), attr)
-
-
-# -- the server's work spread over the ranks -----------------------------------------------
-
-#: the pooled functions, by "module:qualname" (what :func:`pooled` registered)
-_POOLED: dict[str, Callable[[dict[str, np.ndarray], int], np.ndarray]] = {}
-
-
-def pooled(fn: Callable[[dict[str, np.ndarray], int], Any]) -> Callable:
-    """Register ``fn(payload, task) -> row`` as a function the server may spread over the
-    ranks (:meth:`ServerPool.map`): ``payload`` a dict of numpy arrays that every rank
-    receives, ``task`` the index of the piece to compute, the row a 1-D float64 array of
-    the map's width. Its row must depend on the payload and the index alone (seeds travel
-    in the payload), so that the result is the same whichever rank computes it. Ranks find
-    the function by its module and name: it must be defined at module level of a module
-    every rank imports (the algorithm's own, or one named in ``run.plugins``)."""
-    _POOLED[f"{fn.__module__}:{fn.__qualname__}"] = fn
-    return fn
-
-
-def pooled_name(fn: Callable) -> str:
-    """The name a pooled function travels by."""
-    name = f"{fn.__module__}:{fn.__qualname__}"
-    if _POOLED.get(name) is not fn:
-        raise ValueError(f"{name} is not registered with @pooled")
-    return name
-
-
-def pooled_function(name: str) -> Callable[[dict[str, np.ndarray], int], np.ndarray]:
-    """The pooled function named ``name`` (its module is imported first when needed); only a
-    function registered with :func:`pooled` is ever returned, never any other attribute."""
-    if name not in _POOLED:
-        module = name.partition(":")[0]
-        if module:
-            importlib.import_module(module)
-    try:
-        return _POOLED[name]
-    except KeyError:
-        raise ValueError(f"no pooled function {name!r} (functions register with @pooled)") from None
-
-
-class PooledTaskFailed(RuntimeError):
-    """A piece of a :meth:`ServerPool.map` raised; raised on the server after every piece ran."""
-
-
-def pooled_row(fn: Callable, payload: dict[str, np.ndarray], task: int, width: int) -> np.ndarray:
-    """``fn(payload, task)`` as a float64 row of ``width`` values (what every rank runs)."""
-    row = np.asarray(fn(payload, task), dtype=np.float64).reshape(-1)
-    if row.shape != (width,):
-        raise ValueError(f"a pooled task returned {row.size} values, not {width}")
-    return row
-
-
-class ServerPool:
-    """Where the server's independent pieces of work run: this one computes them in the
-    server's process (one-process runs, and algorithms used on their own). In a run over
-    several ranks the runtime replaces an algorithm's :attr:`ClusteringAlgorithm.pool` with
-    one that hands the pieces to the worker ranks, which are idle while the server clusters,
-    and gathers their rows in task order. A piece's row depends on its payload and index
-    only, so the result has the same bits on any world size."""
-
-    #: ranks that compute pieces
-    ranks: int = 1
-
-    def map(self, fn: Callable, payload: dict[str, np.ndarray], tasks: int,
-            width: int) -> np.ndarray:  # fmt: skip
-        """``[tasks, width]`` float64: row i is ``fn(payload, i)``; ``fn`` registered with
-        :func:`pooled`, ``payload`` arrays of bool, integer or float dtypes. Raises
-        :class:`PooledTaskFailed` when a piece raised (after every piece ran)."""
-        name = pooled_name(fn)  # what a worker rank would look up: registered, or refused
-        out = np.empty((tasks, width), dtype=np.float64)
-        failed = []
-        for i in range(tasks):
-            try:
-                out[i] = pooled_row(fn, payload, i, width)
-            except Exception as e:  # the same outcome as on a worker rank
-                failed.append(f"task {i}: {type(e).__name__}: {e}")
-        if failed:
-            raise PooledTaskFailed(f"{name}: " + "; ".join(failed))
-        return out
-
-
-#: the in-process pool every algorithm starts with
-LOCAL_POOL = ServerPool()
 
 
 # -- the server half -----------------------------------------------------------------------
@@ -526,48 +348,6 @@ class ClusteringAlgorithm(ABC):
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict`'s output; the tree is restored before this call."""
         return None
-
-
-# -- the client half ----------------------------------------------------------------------
-
-
-class ClientContext(Protocol):
-    """What a worker offers a client half."""
-
-    #: the run's config
-    config: Any
-    #: where the worker's clients train
-    device: torch.device
-    #: a model of the run's architecture on ``device``, free to load any flat state into
-    model: torch.nn.Module
-
-    def data(self, client: int) -> Any:
-        """Client ``client``'s data (:class:`distfl.data.ClientData`), whichever worker
-        hosts it: every rank holds the dataset."""
-
-    def stopping(self) -> bool:
-        """Whether a stop signal came while the algorithm's probe may be given up
-        (``probe_abandonable``): long work in a row (local training) checks it between
-        steps and raises :class:`ProbeAbandoned`, and the worker leaves the row."""
-
-
-class ProbeAbandoned(Exception):
-    """Raised inside a client half's row when :meth:`ClientContext.stopping` says so: the
-    worker leaves the row, and the run stops after the previous round."""
-
-
-class ClientHalf:
-    """The part of an algorithm that runs on the workers: it answers probes. One instance
-    per worker, built the first time the algorithm probes."""
-
-    def __init__(self, params: Params, context: ClientContext):
-        self.params = params
-        self.context = context
-
-    def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]) -> np.ndarray:
-        """Client ``client``'s row for probe ``op`` (float64, the request's width);
-        ``models`` [M, P] are the broadcast models of the request's clusters."""
-        raise NotImplementedError(f"{type(self).__name__} does not answer probe {op!r}")
 
 
 __all__ = [

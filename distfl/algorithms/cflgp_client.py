@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from distfl.algorithms.base import ClientHalf
+from distfl.algorithms.client_side import ClientHalf
 from distfl.train import SequentialTrainer, client_seed
 
 

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distfl.algorithms.base import ClientHalf, ProbeAbandoned
+from distfl.algorithms.client_side import ClientHalf, ProbeAbandoned
 from distfl.algorithms.emdcfl import draw_anchors, embed_size, projection, wasserstein1
 from distfl.models import last_linear, load_flat
 from distfl.train import SequentialTrainer, client_seed

@@ -27,7 +27,7 @@ import time
 import numpy as np
 import torch
 
-from distfl.algorithms.base import (
+from distfl.algorithms.pool import (
     PooledTaskFailed,
     ServerPool,
     pooled_function,

@@ -17,7 +17,7 @@ import torch
 
 from distfl.aggregators import AGGREGATORS
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
-from distfl.algorithms.base import ProbeAbandoned
+from distfl.algorithms.client_side import ProbeAbandoned
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import (

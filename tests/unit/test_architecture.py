@@ -26,7 +26,8 @@ LAYERS: list[tuple[str, ...]] = [
      "distfl.plugins"),
     ("distfl.config",),  # beneath every plug-in: it looks them up by name (distfl.plugins)
     ("distfl.runfile",),  # the run file: layout, writing, reading, the one read-side model
-    ("distfl.algorithms.base", "distfl.algorithms.registry", "distfl.datasets"),
+    ("distfl.algorithms.base", "distfl.algorithms.client_side", "distfl.algorithms.declarations",
+     "distfl.algorithms.pool", "distfl.algorithms.registry", "distfl.datasets"),
     ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
     ("distfl.data", "distfl.models", "distfl.aggregators",
      "distfl.datasets.spec"),  # the datasets' specs: their loaders read with distfl.data
@@ -110,10 +111,9 @@ def is_figure_half(name: str) -> bool:
 
 def is_plugin(name: str) -> bool:
     """A module of an algorithm (its server or client half), not the interface."""
-    return name.startswith("distfl.algorithms.") and name not in (
-        "distfl.algorithms.base",
-        "distfl.algorithms.registry",
-    )
+    from distfl.plugins import INTERFACE
+
+    return name.startswith("distfl.algorithms.") and name.rpartition(".")[2] not in INTERFACE
 
 
 def is_dataset_spec(name: str) -> bool:

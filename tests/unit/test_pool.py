@@ -7,13 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distfl.algorithms.base import (
-    LOCAL_POOL,
-    PooledTaskFailed,
-    pooled,
-    pooled_function,
-    pooled_name,
-)
 from distfl.algorithms.fedgwc import (
     _reference_normals,
     affinity,
@@ -22,6 +15,13 @@ from distfl.algorithms.fedgwc import (
     reference_score,
     rng_at,
     rng_state,
+)
+from distfl.algorithms.pool import (
+    LOCAL_POOL,
+    PooledTaskFailed,
+    pooled,
+    pooled_function,
+    pooled_name,
 )
 from distfl.runtime.pool import decode_job, encode_job, tasks_of
 
