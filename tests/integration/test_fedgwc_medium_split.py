@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from runfile import assert_same, assert_same_run, read_run
 
-from distfl import spectral
 from distfl.algorithms import fedgwc
+from distfl.algorithms.fedgwc import spectral
 
 pytestmark = pytest.mark.integration
 

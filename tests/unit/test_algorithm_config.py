@@ -84,7 +84,7 @@ def test_register_refuses_what_it_cannot_run():
 
     with pytest.raises(ValueError, match="taken"):
         register(Taken)
-    assert algorithm_class("fedgwc").__module__ == "distfl.algorithms.fedgwc"
+    assert algorithm_class("fedgwc").__module__ == "distfl.algorithms.fedgwc.algorithm"
 
 
 def test_unknown_algorithm_names_the_registered_ones():
@@ -266,7 +266,7 @@ def test_a_plugin_of_a_taken_name_is_refused(tmp_path):
     path.write_text(PLUGIN.format(name="fedgwc"))
     text = error(overrides=[f"run.plugins=['{path}']"])
     assert text.startswith(f"run.plugins: '{path}' cannot be imported (ValueError:")
-    assert "taken by distfl.algorithms.fedgwc.FedGWC" in text
+    assert "taken by distfl.algorithms.fedgwc.algorithm.FedGWC" in text
 
 
 def test_plugins_that_cannot_be_imported(tmp_path):

@@ -22,7 +22,7 @@ PACKAGE = ROOT / "distfl"
 #: lower layers first; a module may import its own layer or lower ones only
 LAYERS: list[tuple[str, ...]] = [
     ("distfl", "distfl.errors", "distfl.exact", "distfl.progress", "distfl.metrics",
-     "distfl.spectral", "distfl.hierarchy", "distfl.presets", "distfl.settings",
+     "distfl.hierarchy", "distfl.presets", "distfl.settings",
      "distfl.plugins"),
     ("distfl.config",),  # beneath every plug-in: it looks them up by name (distfl.plugins)
     ("distfl.runfile",),  # the run file: layout, writing, reading, the one read-side model
@@ -102,11 +102,15 @@ GRAPH = {name: imports_of(name) - LAZY.get(name, set()) for name in MODULES}
 
 
 def is_client_half(name: str) -> bool:
-    return name.startswith("distfl.algorithms.") and name.endswith("_client")
+    """An algorithm's client half: ``algorithms/<name>_client.py``, or ``client.py`` in an
+    algorithm's folder."""
+    return name.startswith("distfl.algorithms.") and name.endswith(("_client", ".client"))
 
 
 def is_figure_half(name: str) -> bool:
-    return name.startswith("distfl.algorithms.") and name.endswith("_figures")
+    """An algorithm's figures: ``algorithms/<name>_figures.py``, or ``figures.py`` in an
+    algorithm's folder."""
+    return name.startswith("distfl.algorithms.") and name.endswith(("_figures", ".figures"))
 
 
 def is_plugin(name: str) -> bool:
@@ -142,9 +146,9 @@ def layer_of(name: str) -> int:
 
 def test_the_graph_is_read():
     # a sanity check of the reader on edges that must be there
-    assert "distfl.algorithms.base" in GRAPH["distfl.algorithms.fedgwc"]
+    assert "distfl.algorithms.base" in GRAPH["distfl.algorithms.fedgwc.algorithm"]
     assert "distfl.runtime.protocol" in GRAPH["distfl.runtime.worker"]
-    assert "distfl.spectral" in GRAPH["distfl.algorithms.fedgwc"]
+    assert "distfl.algorithms.fedgwc.spectral" in GRAPH["distfl.algorithms.fedgwc.algorithm"]
     assert len(MODULES) > 40
 
 

@@ -13,7 +13,6 @@ import pytest
 from algostate import paper_fedgwc, restore, snapshot
 from sklearn.metrics import adjusted_rand_score, davies_bouldin_score
 
-from distfl import spectral
 from distfl.algorithms import fedgwc
 from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import (
@@ -28,9 +27,10 @@ from distfl.algorithms.fedgwc import (
     perception_distances,
     priority_sample,
     reference_score,
+    spectral,
     update_interaction,
 )
-from distfl.spectral import choose_split, davies_bouldin_rows, spectral_embedding
+from distfl.algorithms.fedgwc.spectral import choose_split, davies_bouldin_rows, spectral_embedding
 
 # ------------------------------------------------------------------ brute-force references
 
@@ -459,8 +459,8 @@ def test_perception_distances_strips_and_deflation_rank_agree(monkeypatch, gram_
     # change rounding: every combination matches the loop reference
     P = _grouped_P(40, 1)
     ref = _distances_loop(P)
-    monkeypatch.setattr(fedgwc, "_GRAM_ROWS", gram_rows)
-    monkeypatch.setattr(fedgwc, "_DEFLATE_RANK", rank)
+    monkeypatch.setattr(fedgwc.perception, "_GRAM_ROWS", gram_rows)
+    monkeypatch.setattr(fedgwc.perception, "_DEFLATE_RANK", rank)
     D = perception_distances(P, block_rows=6)
     np.testing.assert_allclose(D, ref, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(D, D.T)

@@ -1,4 +1,4 @@
-"""FedGWC's interaction matrix as observations (distfl.algorithms.interaction), the split
+"""FedGWC's interaction matrix as observations (distfl.algorithms.fedgwc.interaction), the split
 test on degenerate matrices, and a split test that cannot be computed."""
 
 from __future__ import annotations
@@ -8,11 +8,12 @@ import pytest
 from algostate import paper_fedgwc
 from sklearn.metrics import adjusted_rand_score
 
-import distfl.algorithms.fedgwc as fedgwc_module
-import distfl.algorithms.interaction as interaction
+import distfl.algorithms.fedgwc as fedgwc
+import distfl.algorithms.fedgwc.algorithm as fedgwc_module
+import distfl.algorithms.fedgwc.interaction as interaction
 from distfl.algorithms.base import ClientReports
 from distfl.algorithms.fedgwc import FedGWC, FedGWCParams, update_interaction
-from distfl.algorithms.interaction import (
+from distfl.algorithms.fedgwc.interaction import (
     BlockStore,
     PairStore,
     gaussian_coordinates,
@@ -21,7 +22,7 @@ from distfl.algorithms.interaction import (
     stored_bytes,
     stored_pairs,
 )
-from distfl.spectral import choose_split, spectral_embedding
+from distfl.algorithms.fedgwc.spectral import choose_split, spectral_embedding
 
 
 def _rounds(K: int, cohort: int, rounds: int, seed: int, level=None):
@@ -401,9 +402,9 @@ def test_the_round_reward_is_eq_1_on_the_mean_loss():
     """Three clients whose mean losses are 1, 2 and 6: m = 3, σ² = 7, by hand."""
     losses = np.array([[0.5, 1.5], [2.0, 2.0], [5.0, 7.0]])
     want = np.exp(-np.array([4.0, 1.0, 9.0]) / 14.0)
-    np.testing.assert_allclose(fedgwc_module.round_rewards(losses), want, rtol=1e-15)
+    np.testing.assert_allclose(fedgwc.round_rewards(losses), want, rtol=1e-15)
     # per step it is another number: the steps' own means and variances
-    assert not np.allclose(fedgwc_module.gaussian_rewards(losses), want)
+    assert not np.allclose(fedgwc.gaussian_rewards(losses), want)
 
 
 def test_the_memory_check_counts_observed_entries_not_k_squared():
@@ -472,7 +473,7 @@ def test_choose_split_rows_is_kmeans_scored_on_the_rows():
     from sklearn.cluster import KMeans
     from sklearn.metrics import davies_bouldin_score
 
-    from distfl.spectral import choose_split_rows
+    from distfl.algorithms.fedgwc.spectral import choose_split_rows
 
     rng = np.random.default_rng(2)
     Y = np.r_[rng.normal(0, 0.2, (40, 3)), rng.normal(0, 0.2, (20, 3)) + 2.0]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distfl.algorithms.fedgwc import (
+from distfl.algorithms.fedgwc.reference import (
     _reference_normals,
     affinity,
     best_split_score,

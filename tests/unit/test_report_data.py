@@ -17,7 +17,7 @@ import pytest
 from sklearn.manifold import SpectralEmbedding
 
 from distfl.algorithms.emdcfl_figures import epsilon_window
-from distfl.algorithms.fedgwc_figures import embedding_2d
+from distfl.algorithms.fedgwc.figures import embedding_2d
 from distfl.config import PRESETS, build, load
 from distfl.hierarchy import HierarchyNode
 from distfl.report.data import (
@@ -232,7 +232,7 @@ def test_the_algorithms_register_their_figures_and_the_report_lists_them():
 def test_a_figure_is_refused_at_registration_unless_it_is_of_its_own_name():
     from distfl.algorithms import ClusteringAlgorithm, ReportFigure, register
 
-    def make(file, draw="distfl.algorithms.fedgwc_figures:mse"):
+    def make(file, draw="distfl.algorithms.fedgwc.figures:mse"):
         class Drawn(ClusteringAlgorithm):
             name = "drawn_twice"
             figures = (ReportFigure(ReportFigure.TRAINING, file, draw),)

@@ -35,12 +35,12 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
   fewer than half of the cluster's pairs were observed, as in each of these rows, else the
   Gaussian references;
 - FedGWC's calibrated split test on a dense P of K = 2,000 and 2,100 clients, one on each
-  side of :data:`distfl.spectral.SMALL_K` (2,048: the affinity is float64 up to it,
-  float32 above), 10% participation, W=1, 2 rounds, ``patience = 2`` (one test, in round
-  2), ``reference_draws = 15`` and ``db_threshold = 1e9``, so that the test proposes its
-  best partition and draws its 15 Gaussian references (each a K×K draw, its affinity and
-  its spectral clustering): the measured test's seconds are those of the calibrated test
-  at either size.
+  side of :data:`distfl.algorithms.fedgwc.spectral.SMALL_K` (2,048: the affinity is float64
+  up to it, float32 above), 10% participation, W=1, 2 rounds, ``patience = 2`` (one test, in
+  round 2), ``reference_draws = 15`` and ``db_threshold = 1e9``, so that the test proposes
+  its best partition and draws its 15 Gaussian references (each a K×K draw, its affinity and
+  its spectral clustering): the measured test's seconds are those of the calibrated test at
+  either size.
 - PACFL and FedClust (one-shot hierarchical clustering) at (2,714, 10) with every client in
   the one-shot round (their default and the papers'), and at (20,000, 200) with
   ``algorithm.probe_clients = 2000``: the one-shot round clusters a uniform sample of 2,000

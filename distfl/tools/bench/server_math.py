@@ -34,7 +34,7 @@ def server_math(K: int) -> dict:
     import numpy as np
 
     from distfl.algorithms.fedgwc import affinity
-    from distfl.spectral import choose_split
+    from distfl.algorithms.fedgwc.spectral import choose_split
 
     rng = np.random.default_rng(0)
     level = np.repeat([0.8, 0.5, 0.2], [K // 2, K // 4, K - K // 2 - K // 4])

@@ -308,7 +308,7 @@ def embedding_2d(W: np.ndarray, seed: int) -> np.ndarray:
     non-trivial components (scikit-learn's ``SpectralEmbedding(n_components=2)`` on a
     precomputed affinity, i.e. FedGWC's embedding without its constant first column).
     With fewer than 3 members the second coordinate is 0."""
-    from distfl.spectral import spectral_embedding
+    from distfl.algorithms.fedgwc.spectral import spectral_embedding
 
     n = W.shape[0]
     if n < 2:

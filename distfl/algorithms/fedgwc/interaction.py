@@ -24,7 +24,7 @@ import math
 
 import numpy as np
 
-from distfl import spectral
+from distfl.algorithms.fedgwc import spectral
 
 #: Above this many clients the split test works on low-rank coordinates of the imputed rows
 #: (up to it, on the dense imputed P, exactly). The dense test costs O(n³) a Gaussian
