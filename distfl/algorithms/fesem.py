@@ -62,6 +62,12 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.kmeans import (
+    INIT_CHOICES,
+    WARM_UP_STORED_DEFAULTS,
+    check_init,
+    check_warm_up,
+    fedavg_rounds_setting,
+    init_setting,
     kmeans,
     seeding_clients,
     seeding_round_models,
@@ -132,30 +138,21 @@ class FeSEMParams(Params):
         "fits every scenario)",
     )
     reassign_every: int = setting(1, "int ≥ 1", "rounds between re-assignments")
-    init: str = setting(
-        "kmeans++",
-        "`kmeans++`, `random`",
-        "how the cluster models start: seeded by k-means of round 1's client models, or (the "
-        "papers') each from its own random initialisation; see Algorithms",
-    )
-    fedavg_rounds: int = setting(
-        0,
-        "int ≥ 0",
-        'with `init = "kmeans++"`: rounds of FedAvg (every centre the round\'s sample-weighted '
-        "mean model) before the seeding round, so that k-means sees models trained from a "
-        "warmed-up model ([Fidelity on mnist5k](fidelity.md#fidelity-on-mnist5k))",
+    init: str = init_setting()
+    fedavg_rounds: int = fedavg_rounds_setting(
+        "every centre the round's sample-weighted mean model; [Fidelity on "
+        "mnist5k](fidelity.md#fidelity-on-mnist5k)"
     )
 
-    choices = {"init": ("kmeans++", "random")}
-    #: run files written before ``init`` existed started their centres at random
-    stored_defaults = {"init": "random", "fedavg_rounds": 0}
+    choices = {"init": INIT_CHOICES}
+    stored_defaults = WARM_UP_STORED_DEFAULTS
 
     def check(self, config) -> None:
         K = config.data.num_clients
         require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
                 f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
         require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
-        require(self.fedavg_rounds >= 0, "fedavg_rounds", self.fedavg_rounds, "0 or more rounds")
+        check_warm_up(self)
 
 
 @register
@@ -175,8 +172,7 @@ class FeSEM(ClusteringAlgorithm):
             raise ValueError(
                 "num_clusters and reassign_every must be at least 1, fedavg_rounds 0 or more"
             )
-        if init not in ("kmeans++", "random"):
-            raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
+        check_init(init)
         rng = np.random.default_rng([seed, 0xFE5E])
         labels = initial_assignment(num_clients, int(num_clusters), rng)
         ids = [str(m) for m in range(int(num_clusters))]

@@ -52,6 +52,12 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.kmeans import (
+    INIT_CHOICES,
+    WARM_UP_STORED_DEFAULTS,
+    check_init,
+    check_warm_up,
+    fedavg_rounds_setting,
+    init_setting,
     kmeans,
     seeding_clients,
     seeding_round_models,
@@ -80,31 +86,19 @@ class IFCAParams(Params):
         "these methods the true number of clusters; a suite-wide `--set algorithm.num_clusters=0` "
         "fits every scenario)",
     )
-    init: str = setting(
-        "kmeans++",
-        "`kmeans++`, `random`",
-        "how the cluster models start: seeded by k-means of round 1's client models, or (the "
-        "papers') each from its own random initialisation; see Algorithms",
+    init: str = init_setting()
+    fedavg_rounds: int = fedavg_rounds_setting(
+        "every cluster model the round's mean model, no probe"
     )
 
-    fedavg_rounds: int = setting(
-        0,
-        "int ≥ 0",
-        'with `init = "kmeans++"`: rounds of FedAvg (every cluster model the round\'s mean '
-        "model, no probe) before the seeding round, so that k-means sees models trained from a "
-        "warmed-up model",
-    )
-
-    choices = {"init": ("kmeans++", "random")}
-    #: run files written before ``init`` (``fedavg_rounds``) existed started their models
-    #: at random (seeded in round 1)
-    stored_defaults = {"init": "random", "fedavg_rounds": 0}
+    choices = {"init": INIT_CHOICES}
+    stored_defaults = WARM_UP_STORED_DEFAULTS
 
     def check(self, config) -> None:
         K = config.data.num_clients
         require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
                 f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
-        require(self.fedavg_rounds >= 0, "fedavg_rounds", self.fedavg_rounds, "0 or more rounds")
+        check_warm_up(self)
 
 
 @register
@@ -125,8 +119,7 @@ class IFCA(ClusteringAlgorithm):
             raise ValueError(f"num_clusters must be at least 1, got {num_clusters}")
         if fedavg_rounds < 0:
             raise ValueError(f"fedavg_rounds must be 0 or more, got {fedavg_rounds}")
-        if init not in ("kmeans++", "random"):
-            raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
+        check_init(init)
         if not 1 <= clients_per_round <= num_clients:
             raise ValueError(
                 f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"

@@ -14,6 +14,8 @@ import dataclasses
 
 import numpy as np
 
+from distfl.settings import require, setting
+
 #: Lloyd's iterations at most (a handful suffice for the few models of one round)
 MAX_ITERATIONS = 100
 #: the seeding round trains every client up to this many, and no more than fit their
@@ -21,6 +23,47 @@ MAX_ITERATIONS = 100
 #: that many in a larger population
 SEED_CLIENTS = 2048
 SEED_BYTES = 1 << 30
+
+
+# -- the warm-up settings IFCA and FeSEM share ---------------------------------------------
+
+#: how the cluster models may start
+INIT_CHOICES = ("kmeans++", "random")
+#: run files written before ``init`` (and ``fedavg_rounds``) existed started their models at
+#: random (seeded in round 1)
+WARM_UP_STORED_DEFAULTS = {"init": "random", "fedavg_rounds": 0}
+
+
+def init_setting():
+    """The ``init`` key: k-means++ seeding from round 1's client models, or random models."""
+    return setting(
+        "kmeans++",
+        "`kmeans++`, `random`",
+        "how the cluster models start: seeded by k-means of round 1's client models, or (the "
+        "papers') each from its own random initialisation; see Algorithms",
+    )
+
+
+def fedavg_rounds_setting(each_round: str):
+    """The ``fedavg_rounds`` key; ``each_round`` says what a FedAvg round makes of the
+    cluster models."""
+    return setting(
+        0,
+        "int ≥ 0",
+        f'with `init = "kmeans++"`: rounds of FedAvg ({each_round}) before the seeding round, '
+        "so that k-means sees models trained from a warmed-up model",
+    )
+
+
+def check_warm_up(params) -> None:
+    """Refuse a negative ``fedavg_rounds``."""
+    require(params.fedavg_rounds >= 0, "fedavg_rounds", params.fedavg_rounds, "0 or more rounds")
+
+
+def check_init(init: str) -> None:
+    """ValueError for an ``init`` outside :data:`INIT_CHOICES` (an algorithm built directly)."""
+    if init not in INIT_CHOICES:
+        raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
 
 
 def with_group_count(params, federation):
@@ -119,6 +162,12 @@ def kmeans(
 
 
 __all__ = [
+    "INIT_CHOICES",
+    "WARM_UP_STORED_DEFAULTS",
+    "check_init",
+    "check_warm_up",
+    "fedavg_rounds_setting",
+    "init_setting",
     "SEED_BYTES",
     "SEED_CLIENTS",
     "kmeans",

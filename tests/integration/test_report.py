@@ -27,7 +27,7 @@ from cliproc import assert_one_line_error
 from PIL import Image
 from runfile import fedgwc_toml
 
-from distfl.algorithms.emdcfl_figures import epsilon_window
+from distfl.algorithms.emdcfl.figures import epsilon_window
 from distfl.config import build
 from distfl.report import SUITE_METRICS
 from distfl.runfile.checkpoint import read_run_file

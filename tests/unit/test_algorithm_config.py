@@ -305,7 +305,7 @@ def test_a_client_half_is_named_not_imported_by_the_server_half():
     from distfl.algorithms import client_half
 
     half = client_half(algorithm_class("emdcfl"))
-    assert issubclass(half, ClientHalf) and half.__module__.endswith("emdcfl_client")
+    assert issubclass(half, ClientHalf) and half.__module__.endswith("emdcfl.client")
 
 
 def test_params_dataclass_shape():

@@ -26,7 +26,7 @@ from distfl.algorithms.emdcfl import (
     sample_seconds,
     wasserstein1,
 )
-from distfl.algorithms.emdcfl_client import embed_sets, emd_row, last_linear_inputs
+from distfl.algorithms.emdcfl.client import embed_sets, emd_row, last_linear_inputs
 from distfl.models import MLP
 
 

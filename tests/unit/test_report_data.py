@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from sklearn.manifold import SpectralEmbedding
 
-from distfl.algorithms.emdcfl_figures import epsilon_window
+from distfl.algorithms.emdcfl.figures import epsilon_window
 from distfl.algorithms.fedgwc.figures import embedding_2d
 from distfl.config import PRESETS, build, load
 from distfl.hierarchy import HierarchyNode

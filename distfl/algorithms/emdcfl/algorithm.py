@@ -18,7 +18,7 @@ its members as the oracle does (:func:`distfl.algorithms.oracle.sample_sizes`).
 Where the computation runs: the worker hosting client c computes row c (every d_cc'),
 evaluating ω_c on the samples of every c' (in this emulator every rank holds the dataset,
 so the worker materialises c''s samples itself): that is the client half,
-:mod:`distfl.algorithms.emdcfl_client`, answering the probe ``"distances"``. Only the K×K
+:mod:`distfl.algorithms.emdcfl.client`, answering the probe ``"distances"``. Only the K×K
 distances travel to the server, as a float64 row per client; ω_c never leaves its worker.
 In a real federation, c and c' would exchange ω_c and ω_c' and send projected embeddings to
 the server (the paper's protocol, whose traffic :func:`protocol_bytes` counts); the
@@ -410,11 +410,11 @@ class EMDCFL(ClusteringAlgorithm):
     probe_abandonable = True
     #: the gathered float64 rows and the distance matrix the server keeps
     pair_bytes = 16
-    client = "distfl.algorithms.emdcfl_client:EMDCFLClient"
+    client = "distfl.algorithms.emdcfl.client:EMDCFLClient"
     #: the pairs' distances at the root against ε
     figures = (
         ReportFigure(
-            ReportFigure.WHY, "emd-distances.png", "distfl.algorithms.emdcfl_figures:emd_distances"
+            ReportFigure.WHY, "emd-distances.png", "distfl.algorithms.emdcfl.figures:emd_distances"
         ),
     )
     split_datasets = (

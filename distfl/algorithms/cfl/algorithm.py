@@ -175,7 +175,7 @@ class CFL(ClusteringAlgorithm):
         ReportFigure(
             ReportFigure.TRAINING,
             "norms.png",
-            "distfl.algorithms.cfl_figures:norms",
+            "distfl.algorithms.cfl.figures:norms",
             stats=("mean_norm", "max_norm"),
         ),
     )
