@@ -1,4 +1,5 @@
-"""The file loaders of distfl.data.files, on tiny files of each real format."""
+"""The file loaders of the datasets (distfl/datasets/mnist.py, cifar10.py, femnist.py),
+on tiny files of each real format."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ from datafiles import (
     write_mnist,
 )
 
-from distfl.data.files import load_cifar, load_femnist, load_mnist
+from distfl.datasets.cifar10 import load_cifar
+from distfl.datasets.femnist import load_femnist
+from distfl.datasets.mnist import load_mnist
 from distfl.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
