@@ -2,7 +2,7 @@
 
 Which datasets there are, and how each is loaded, is :mod:`distfl.datasets`' (one spec per
 dataset); the readers of the built-in ones are here (:mod:`~distfl.data.files`,
-:mod:`~distfl.data.synthetic`, :func:`load_digits_dataset`).
+:func:`load_digits_dataset`).
 """
 
 from __future__ import annotations
