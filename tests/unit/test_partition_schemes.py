@@ -11,7 +11,7 @@ import pytest
 
 from distfl import config as C
 from distfl.config import GroupSpec
-from distfl.data import load_dataset, load_digits_dataset, make_partition
+from distfl.data import load_dataset, make_partition
 from distfl.data.partition import (
     ShardDeal,
     chosen_classes,
@@ -20,6 +20,7 @@ from distfl.data.partition import (
     per_client_population,
     split_counts,
 )
+from distfl.datasets.digits import load_digits_dataset
 from distfl.errors import ConfigError
 
 NUM_CLASSES = 6
