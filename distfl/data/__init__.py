@@ -2,7 +2,9 @@
 
 Which datasets there are, and how each is read, is :mod:`distfl.datasets`' (one module per
 dataset: its spec and its loader); what their loaders share (the root check, plain or
-gzipped files, IDX files, numpy-only pickles) is :mod:`~distfl.data.files`.
+gzipped files, IDX files, numpy-only pickles) is :mod:`~distfl.data.files`. Nothing here
+imports :mod:`distfl.datasets`: a dataset's spec is looked up by name in
+:data:`distfl.plugins.DATASETS`, as the config looks it up.
 """
 
 from __future__ import annotations
@@ -27,15 +29,15 @@ from distfl.data.partition import (
     shard_clients,
 )
 from distfl.data.transforms import apply_group
-from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
+from distfl.plugins import DATASETS
 
 
 def load_dataset(config: Config) -> Dataset:
     """The dataset of ``data.dataset``, by its registered spec's loader
     (:mod:`distfl.datasets`): built in, generated or read from files under ``data.root``
     (a :class:`~distfl.errors.DataError` when they are missing or malformed)."""
-    return dataset_spec(config.data.dataset).load(config)
+    return DATASETS.get(config.data.dataset).load(config)
 
 
 def make_partition(config: Config, dataset: Dataset) -> Partition | Population | OwnerPopulation:
@@ -46,7 +48,7 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
     always are its owners: its spec's ``natural``)."""
     check_transforms(config.groups, dataset)
     try:
-        if dataset_spec(config.data.dataset).natural_partition(config):
+        if DATASETS.get(config.data.dataset).natural_partition(config):
             if dataset.owner is None and dataset.owner_sizes is None:
                 raise ConfigError(
                     f"data.partition = 'natural': {dataset.name} has no natural owners"
