@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from datafiles import (
+    built_in_specs,
     cifar_batch,
     dump,
     idx_images,
@@ -375,7 +376,7 @@ def test_femnist_no_files(tmp_path: Path) -> None:
 # dispatch and the CLI
 
 
-@pytest.mark.parametrize("name", ["mnist", "cifar10", "cifar100", "femnist"])
+@pytest.mark.parametrize("name", [s.name for s in built_in_specs() if s.needs_root])
 def test_missing_root(tmp_path: Path, name: str) -> None:
     missing = tmp_path / "nowhere"
     with pytest.raises(DataError, match="does not exist") as e:

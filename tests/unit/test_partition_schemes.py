@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from datafiles import built_in_specs
 
 from distfl import config as C
 from distfl.config import GroupSpec
@@ -315,7 +316,7 @@ def dataset_config(name: str, root: str, group: str):
     ])  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["mnist", "cifar10", "cifar100", "mnist5k", "digits"])
+@pytest.mark.parametrize("name", [s.name for s in built_in_specs() if s.natural == "never"])
 def test_every_pooled_dataset_takes_both_partitions(tmp_path, name):
     from datafiles import mnist_arrays, write_cifar, write_mnist
 
