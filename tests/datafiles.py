@@ -1,6 +1,7 @@
 """Writers of tiny files in the real dataset formats: MNIST IDX (optionally gzipped),
-CIFAR-10/100 pickle batches as Python 2's cPickle wrote them, and FEMNIST LEAF JSON.
-Shared by the loader unit tests and the end-to-end dataset runs."""
+CIFAR-10/100 pickle batches as Python 2's cPickle wrote them, and FEMNIST LEAF JSON; and
+the built-in datasets, as the registry lists them. Shared by the loader unit tests and the
+end-to-end dataset runs."""
 
 from __future__ import annotations
 
@@ -156,3 +157,16 @@ def load_files(name: str, root: str):
     from distfl.datasets import dataset_spec
 
     return dataset_spec(name).load(SimpleNamespace(data=SimpleNamespace(root=root)))
+
+
+def built_in_specs() -> list:
+    """The specs of distfl's own datasets, by name: those registered from a module of
+    distfl/datasets/ (a plug-in's, registered from elsewhere, is not one of them)."""
+    import sys
+
+    import distfl.datasets
+    from distfl.datasets import dataset_names, dataset_spec
+
+    here = Path(distfl.datasets.__file__).resolve().parent
+    specs = [dataset_spec(name) for name in dataset_names()]
+    return [s for s in specs if Path(sys.modules[s.__module__].__file__).resolve().parent == here]

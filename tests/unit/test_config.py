@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from datafiles import built_in_specs
 from runfile import docs_example
 
 from distfl import config as C
@@ -450,7 +451,7 @@ def one_group(**keys) -> list[str]:
     return [f"data.groups=[{{count = 20, alpha = 1.0{extra}}}]"]
 
 
-@pytest.mark.parametrize("dataset", ["mnist", "cifar10", "cifar100", "femnist"])
+@pytest.mark.parametrize("dataset", [s.name for s in built_in_specs() if s.needs_root])
 def test_file_datasets_need_a_root(dataset):
     err = raises_naming("data.root", overrides=[f"data.dataset={dataset}"])
     assert dataset in str(err)

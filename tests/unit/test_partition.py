@@ -8,7 +8,7 @@ import pytest
 
 from distfl import config as C
 from distfl.config import GroupSpec
-from distfl.data import load_digits_dataset, make_partition
+from distfl.data import make_partition
 from distfl.data.partition import (
     class_quota,
     dirichlet_partition,
@@ -18,6 +18,7 @@ from distfl.data.partition import (
     shard_clients,
 )
 from distfl.data.partition import test_count as split_count  # not a test: keep pytest off it
+from distfl.datasets.digits import load_digits_dataset
 from distfl.errors import ConfigError
 
 NUM_CLASSES = 10

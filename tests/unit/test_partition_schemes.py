@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from datafiles import built_in_specs
 
 from distfl import config as C
 from distfl.config import GroupSpec
-from distfl.data import load_dataset, load_digits_dataset, make_partition
+from distfl.data import load_dataset, make_partition
 from distfl.data.partition import (
     ShardDeal,
     chosen_classes,
@@ -20,6 +21,7 @@ from distfl.data.partition import (
     per_client_population,
     split_counts,
 )
+from distfl.datasets.digits import load_digits_dataset
 from distfl.errors import ConfigError
 
 NUM_CLASSES = 6
@@ -314,7 +316,7 @@ def dataset_config(name: str, root: str, group: str):
     ])  # fmt: skip
 
 
-@pytest.mark.parametrize("name", ["mnist", "cifar10", "cifar100", "mnist5k", "digits"])
+@pytest.mark.parametrize("name", [s.name for s in built_in_specs() if s.natural == "never"])
 def test_every_pooled_dataset_takes_both_partitions(tmp_path, name):
     from datafiles import mnist_arrays, write_cifar, write_mnist
 

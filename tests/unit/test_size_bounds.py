@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from datafiles import built_in_specs
 
 from distfl import config as C
 from distfl.data.partition import sample_counts
@@ -69,7 +70,7 @@ def test_mlp_parameters_are_those_of_the_built_model(shape, hidden):
 
 
 @pytest.mark.parametrize("name", ["cnn", "lenet5", "mnist_cnn"])
-@pytest.mark.parametrize("dataset", ["digits", "mnist5k", "cifar10", "cifar100", "femnist"])
+@pytest.mark.parametrize("dataset", [s.name for s in built_in_specs() if len(s.sample_shape) == 3])
 def test_image_model_parameters_are_those_of_the_built_model(name, dataset):
     spec = dataset_spec(dataset)
     shape, classes = spec.sample_shape, spec.num_classes

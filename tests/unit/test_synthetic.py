@@ -1,4 +1,4 @@
-"""The FLCL Gaussian-mixture federation of distfl.data.synthetic."""
+"""The FLCL Gaussian-mixture federation of distfl.datasets.gaussian."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from distfl import config as C
 from distfl.data import load_client, load_dataset, make_partition
 from distfl.data.partition import natural_partition, sample_counts
-from distfl.data.synthetic import (
+from distfl.datasets.gaussian import (
     client_parameters,
     client_samples,
     gaussian_dataset,

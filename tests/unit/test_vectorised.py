@@ -14,9 +14,9 @@ from distfl.data import (
     ClientData,
     load_clients,
     load_dataset,
-    load_digits_dataset,
     make_partition,
 )
+from distfl.datasets.digits import load_digits_dataset
 from distfl.models import build_model, flat_params
 from distfl.train import (
     SequentialTrainer,
