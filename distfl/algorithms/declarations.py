@@ -63,15 +63,15 @@ class ReportFigure:
     :attr:`ClusteringAlgorithm.figures`).
 
     ``draw(data, palette)`` receives the run file as read for the report
-    (:class:`distfl.report.data.RunData`) and the report's colours
-    (:class:`distfl.report.figures.Palette`), and returns (a matplotlib Figure, its caption),
+    (:class:`distfl.runfile.view.RunData`) and the report's colours
+    (:class:`distfl.plot.Palette`), and returns (a matplotlib Figure, its caption),
     or None when the file holds nothing for it to draw. ``draw`` is the function, or
     ``"module:function"``, imported by the report alone (so that the algorithm's module loads
     no matplotlib). ``file`` is the PNG's name, ``section`` the heading of the page it goes
     under, ``stats`` the per-cluster statistics (RoundUpdate.stats) it draws: once it has
     drawn them, the report does not plot them again on their own. A ``per_split`` figure
     is drawn for each split of the hierarchy as ``draw(data, split, palette)`` (``split``: a
-    :class:`distfl.report.data.SplitRecord`, with what the algorithm stored there) into
+    :class:`distfl.runfile.view.SplitRecord`, with what the algorithm stored there) into
     ``split-<id>-<file>``, under the split's own heading.
 
     The report tries the figures of every registered algorithm on every run (the run's own

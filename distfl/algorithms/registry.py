@@ -24,6 +24,7 @@ from distfl.algorithms.base import (
 from distfl.config.parse import key_owners
 from distfl.plugins import ALGORITHMS, load_plugins
 from distfl.runfile import layout
+from distfl.runfile.view import split_matrix_titles
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _FIGURE_FILE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\.png$")
@@ -213,17 +214,6 @@ def every_run_statistics() -> tuple[str, ...]:
             }
         )
     )
-
-
-def split_matrix_titles(first: str | None = None) -> dict[str, str]:
-    """{dataset: title} of the square matrices the registered algorithms store at a split
-    (:attr:`ClusteringAlgorithm.split_matrices`): ``first``'s first, then the others' by
-    algorithm name; of two titles of one dataset the first is kept."""
-    out: dict[str, str] = {}
-    for name in ALGORITHMS.first_then_by_name(first):
-        for dataset, title in algorithm_class(name).split_matrices:
-            out.setdefault(dataset, title)
-    return out
 
 
 __all__ = [

@@ -102,10 +102,10 @@ def write_run_report(
     ``up``: a link back (a suite's page); ``pdf``: each figure also as a PDF; ``plugins``:
     import the file's ``run.plugins`` (code; without, the figures come from the file
     alone)."""
+    from distfl import plot as figures
     from distfl.algorithms import ReportFigure, report_figures
-    from distfl.report import figures
-    from distfl.report.data import load_run
     from distfl.runfile.run import recorded_statistics, unverified_warning
+    from distfl.runfile.view import load_run
     from distfl.tools.gather import gather_rows
 
     path, out = Path(path), Path(out)
@@ -264,7 +264,7 @@ def write_suite_report(
     pdf: bool = False,
     plugins: bool = False,
 ) -> Path:
-    from distfl.report import figures
+    from distfl import plot as figures
     from distfl.tools.gather import cell_text
     from distfl.tools.suite import COLUMNS
 

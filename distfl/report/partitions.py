@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from distfl.report.figures import LEGEND_PT, new_figure, save
+from distfl.plot import LEGEND_PT, new_figure, save
 
 #: file name -> (--set overrides of the drawn config, the figure's title)
 FIGURES: dict[str, tuple[list[str], str]] = {

@@ -107,7 +107,7 @@ def parity_figure(data, palette):
     """The toy's figure in ``distfl report``: its parity gap per cluster over rounds."""
     from matplotlib.figure import Figure
 
-    from distfl.report.data import series
+    from distfl.runfile.view import series
 
     per_cluster = series(data.cluster_metrics, "parity_gap")
     if not per_cluster:

@@ -26,6 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
      "distfl.plugins"),
     ("distfl.config",),  # beneath every plug-in: it looks them up by name (distfl.plugins)
     ("distfl.runfile",),  # the run file: layout, writing, reading, the one read-side model
+    ("distfl.plot",),  # the figures' helpers, for the report and the algorithms' figures
     ("distfl.algorithms.base", "distfl.algorithms.client_side", "distfl.algorithms.declarations",
      "distfl.algorithms.pool", "distfl.algorithms.registry", "distfl.datasets"),
     ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
@@ -196,7 +197,7 @@ def test_every_reader_of_a_run_file_reads_through_the_one_results_model():
     for name in readers:
         assert "distfl.runfile.checkpoint" not in GRAPH[name], f"{name} reads run files itself"
     for name in ("distfl.api", "distfl.tools.inspection", "distfl.tools.gather",
-                 "distfl.report.data"):  # fmt: skip
+                 "distfl.runfile.view"):  # fmt: skip
         assert "distfl.runfile.run" in GRAPH[name], name
 
 
@@ -263,6 +264,7 @@ ALGORITHM_WORDS = re.compile(r"emdcfl|fedgwc|ifca|fesem|flcl|cfl", re.IGNORECASE
             *(PACKAGE / "config").rglob("*.py"),
             *(PACKAGE / "report").rglob("*.py"),
             *(PACKAGE / "runfile").rglob("*.py"),
+            PACKAGE / "plot.py",
         ],
     ),  # fmt: skip
     ids=lambda p: str(p.relative_to(ROOT)),

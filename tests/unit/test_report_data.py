@@ -20,7 +20,8 @@ from distfl.algorithms.emdcfl.figures import epsilon_window
 from distfl.algorithms.fedgwc.figures import embedding_2d
 from distfl.config import PRESETS, build, load
 from distfl.hierarchy import HierarchyNode
-from distfl.report.data import (
+from distfl.runfile.run import recorded_statistics
+from distfl.runfile.view import (
     RunData,
     boundaries,
     class_fractions,
@@ -29,7 +30,6 @@ from distfl.report.data import (
     series,
     tree_layout,
 )
-from distfl.runfile.run import recorded_statistics
 
 
 def test_members_are_ordered_by_label_then_group_then_id():

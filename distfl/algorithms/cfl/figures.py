@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from distfl.report.data import RunData, series
-from distfl.report.figures import (
+from distfl.plot import (
     LEGEND_PT,
     Drawn,
     Palette,
@@ -12,6 +11,7 @@ from distfl.report.figures import (
     setting,
     split_markers,
 )
+from distfl.runfile.view import RunData, series
 
 
 def norms(data: RunData, palette: Palette) -> Drawn | None:

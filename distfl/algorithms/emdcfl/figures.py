@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 
-from distfl.report.data import RunData
-from distfl.report.figures import LEGEND_PT, Drawn, Palette, new_figure, setting
+from distfl.plot import LEGEND_PT, Drawn, Palette, new_figure, setting
+from distfl.runfile.view import RunData
 
 
 def epsilon_window(distances: np.ndarray, groups: np.ndarray) -> tuple[float, float]:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.report.data import RunData, SplitRecord, series
-from distfl.report.figures import (
+from distfl.plot import (
     LEGEND_PT,
     Drawn,
     Palette,
@@ -18,6 +17,7 @@ from distfl.report.figures import (
     setting,
     split_markers,
 )
+from distfl.runfile.view import RunData, SplitRecord, series
 
 
 def mse(data: RunData, palette: Palette) -> Drawn | None:

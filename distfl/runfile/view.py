@@ -1,4 +1,6 @@
-"""What a report shows, read from a run file and arranged for plotting (no matplotlib here).
+"""What a report shows, read from a run file through :class:`~distfl.runfile.run.Run` and
+arranged for plotting (no matplotlib here): the view the report and the algorithms'
+figures draw from.
 
 Everything is computed from the run file alone: what an algorithm stored at a split is
 handed to its figures as it is, the class distribution of a final cluster comes from
@@ -13,13 +15,24 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from distfl.algorithms import split_matrix_titles
 from distfl.config import Config
 from distfl.errors import CheckpointError
 from distfl.hierarchy import HierarchyNode, node_order
+from distfl.plugins import ALGORITHMS
 
 if TYPE_CHECKING:
     from distfl.runfile.run import Run
+
+
+def split_matrix_titles(first: str | None = None) -> dict[str, str]:
+    """{dataset: title} of the square matrices the registered algorithms store at a split
+    (:attr:`ClusteringAlgorithm.split_matrices`): ``first``'s first, then the others' by
+    algorithm name; of two titles of one dataset the first is kept."""
+    out: dict[str, str] = {}
+    for name in ALGORITHMS.first_then_by_name(first):
+        for dataset, title in ALGORITHMS.get(name).split_matrices:
+            out.setdefault(dataset, title)
+    return out
 
 
 @dataclass

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from distfl.hierarchy import node_order
-from distfl.report.data import (
+from distfl.runfile.view import (
     RunData,
     SplitRecord,
     boundaries,
