@@ -19,26 +19,26 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGE = ROOT / "distfl"
 
-#: lower layers first; a module may import its own layer or lower ones only
+#: The layers, lower first, as the folder tree shows them: each entry is a package (a
+#: folder of distfl/) or a module at the top of distfl/, and names all of it. A module may
+#: import its own layer or lower ones only. docs/code.md lists the same layers (a test below
+#: holds them together).
 LAYERS: list[tuple[str, ...]] = [
-    ("distfl", "distfl.errors", "distfl.exact", "distfl.progress", "distfl.metrics",
-     "distfl.hierarchy", "distfl.presets", "distfl.settings",
-     "distfl.plugins"),
-    ("distfl.config",),  # beneath every plug-in: it looks them up by name (distfl.plugins)
-    ("distfl.runfile",),  # the run file: layout, writing, reading, the one read-side model
-    ("distfl.plot",),  # the figures' helpers, for the report and the algorithms' figures
-    ("distfl.algorithms.base", "distfl.algorithms.client_side", "distfl.algorithms.declarations",
-     "distfl.algorithms.pool", "distfl.algorithms.registry", "distfl.datasets"),
-    ("distfl.algorithms",),  # the plug-ins' server halves (and the package's re-exports)
-    ("distfl.data", "distfl.models", "distfl.aggregators",
-     "distfl.datasets.spec"),  # the datasets' specs: their loaders read with distfl.data
+    ("distfl", "distfl.errors", "distfl.exact", "distfl.text", "distfl.paths",
+     "distfl.progress", "distfl.metrics", "distfl.hierarchy", "distfl.presets",
+     "distfl.settings", "distfl.plugins"),
+    ("distfl.config",),
+    ("distfl.runfile",),
+    ("distfl.plot",),
+    ("distfl.data", "distfl.models", "distfl.aggregators"),
+    ("distfl.datasets",),
     ("distfl.train",),
-    ("distfl.algorithms.client",),  # the plug-ins' client halves (*_client)
+    ("distfl.algorithms",),
     ("distfl.comm",),
     ("distfl.runtime",),
-    ("distfl.report", "distfl.tools"),
-    ("distfl.algorithms.figures",),  # the plug-ins' figures (*_figures), drawn by the report
-    ("distfl.launch",),  # the library's launch, beneath both the CLI and the Python API
+    ("distfl.tools",),
+    ("distfl.report",),
+    ("distfl.launch",),
     ("distfl.cli", "distfl.__main__", "distfl.api"),
 ]  # fmt: skip
 
@@ -121,28 +121,14 @@ def is_plugin(name: str) -> bool:
     return name.startswith("distfl.algorithms.") and name.rpartition(".")[2] not in INTERFACE
 
 
-def is_dataset_spec(name: str) -> bool:
-    """A dataset's own module (its spec and loader), not the interface."""
-    return name.startswith("distfl.datasets.") and name not in (
-        "distfl.datasets.base",
-        "distfl.datasets.registry",
-    )
-
-
 def layer_of(name: str) -> int:
-    if is_client_half(name):
-        name = "distfl.algorithms.client"
-    if is_figure_half(name):
-        name = "distfl.algorithms.figures"
-    if is_dataset_spec(name):
-        name = "distfl.datasets.spec"
-    best, index = "", None
+    """The layer of module ``name``: the entry of :data:`LAYERS` that is it or holds it (the
+    root package ``distfl`` names its ``__init__`` alone)."""
     for i, members in enumerate(LAYERS):
-        for prefix in members:
-            if (name == prefix or name.startswith(prefix + ".")) and len(prefix) > len(best):
-                best, index = prefix, i
-    assert index is not None, f"{name} is in no layer: add it to LAYERS"
-    return index
+        for entry in members:
+            if name == entry or (entry != "distfl" and name.startswith(entry + ".")):
+                return i
+    raise AssertionError(f"{name} is in no layer: add its package to LAYERS")
 
 
 def test_the_graph_is_read():
@@ -151,6 +137,53 @@ def test_the_graph_is_read():
     assert "distfl.runtime.protocol" in GRAPH["distfl.runtime.worker"]
     assert "distfl.algorithms.fedgwc.spectral" in GRAPH["distfl.algorithms.fedgwc.algorithm"]
     assert len(MODULES) > 40
+
+
+def package_of(name: str) -> str:
+    """The package (a folder of distfl/, or a module at its top) that holds module ``name``."""
+    parts = name.split(".")
+    return ".".join(parts[:2]) if len(parts) > 1 else name
+
+
+def test_the_layers_are_the_folder_tree():
+    """Every entry of LAYERS is a folder of distfl/ or a module at its top, and every folder
+    and top module is in exactly one layer: the list is the tree, with nothing left out and
+    no entry for a part of a package."""
+    folders = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    tree = {"distfl"} | {f"distfl.{n}" for n in folders | modules}
+    listed = [entry for members in LAYERS for entry in members]
+    assert len(listed) == len(set(listed)), "an entry is in two layers"
+    missing, extra = sorted(tree - set(listed)), sorted(set(listed) - tree)
+    assert not missing and not extra, f"not in LAYERS: {missing}; not in the tree: {extra}"
+
+
+def test_no_two_packages_import_each_other():
+    """At the level of packages (the folders of distfl/ and the modules at its top) the
+    imports form no circle, directly or through others."""
+    graph: dict[str, set[str]] = {}
+    for name, deps in GRAPH.items():
+        here = package_of(name)
+        graph.setdefault(here, set()).update(
+            package_of(d) for d in deps if package_of(d) not in (here, "distfl")
+        )
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(name: str) -> None:
+        state[name] = 1
+        path.append(name)
+        for dep in sorted(graph.get(name, ())):
+            if state.get(dep) == 1:
+                pytest.fail("packages in a circle: " + " -> ".join(path[path.index(dep) :] + [dep]))
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[name] = 2
+
+    for name in sorted(graph):
+        if name not in state:
+            visit(name)
 
 
 def test_no_circle():
@@ -211,7 +244,7 @@ def test_runtime_comm_and_config_import_no_algorithm():
 def test_algorithms_import_neither_comm_nor_runtime():
     banned = ("distfl.comm", "distfl.runtime", "distfl.tools", "distfl.cli", "distfl.report")
     for name, deps in GRAPH.items():
-        if name.startswith("distfl.algorithms") and not is_figure_half(name):
+        if name.startswith("distfl.algorithms"):
             bad = sorted(d for d in deps if d.startswith(banned))
             assert not bad, f"{name} imports {bad}"
 
