@@ -158,6 +158,20 @@ def test_the_layers_are_the_folder_tree():
     assert not missing and not extra, f"not in LAYERS: {missing}; not in the tree: {extra}"
 
 
+def test_the_reading_page_lists_these_layers():
+    """docs/code.md ("Reading the code") lists the layers in this order, each as the paths
+    of its folders and modules."""
+    text = (ROOT / "docs" / "code.md").read_text(encoding="utf-8")
+    section = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    listed = []
+    for line in section.splitlines():
+        if re.match(r"^\d+\. `", line):
+            paths = re.findall(r"`(distfl/[^`]*)`", line.split(" — ", 1)[0])
+            names = [p.removesuffix("/").removesuffix(".py").replace("/", ".") for p in paths]
+            listed.append(tuple("distfl" if n == "distfl.__init__" else n for n in names))
+    assert listed == [tuple(members) for members in LAYERS]
+
+
 def test_no_two_packages_import_each_other():
     """At the level of packages (the folders of distfl/ and the modules at its top) the
     imports form no circle, directly or through others."""
