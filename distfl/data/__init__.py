@@ -19,12 +19,11 @@ import torch
 
 from distfl.config import Config, GroupSpec
 from distfl.data.dataset import Dataset, as_float
+from distfl.data.natural import OwnerPopulation, natural_partition
 from distfl.data.partition import (
-    OwnerPopulation,
     Partition,
     Population,
     dirichlet_partition,
-    natural_partition,
     per_client_population,
     shard_clients,
 )

@@ -9,10 +9,10 @@ import pytest
 from distfl import config as C
 from distfl.config import GroupSpec
 from distfl.data import make_partition
+from distfl.data.natural import natural_partition
 from distfl.data.partition import (
     class_quota,
     dirichlet_partition,
-    natural_partition,
     per_client_population,
     sample_counts,
     shard_clients,

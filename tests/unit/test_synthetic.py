@@ -8,7 +8,8 @@ import torch
 
 from distfl import config as C
 from distfl.data import load_client, load_dataset, make_partition
-from distfl.data.partition import natural_partition, sample_counts
+from distfl.data.natural import natural_partition
+from distfl.data.partition import sample_counts
 from distfl.datasets.gaussian import (
     client_parameters,
     client_samples,
