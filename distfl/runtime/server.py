@@ -39,14 +39,8 @@ from distfl.models import build_model, flat_params, last_layer_span, last_linear
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
-from distfl.runtime.components import (
-    NO_SCORES,
-    Component,
-    Evaluation,
-    RoundResult,
-    default_components,
-    write_server,
-)
+from distfl.runtime.components import Component, RoundResult, default_components, write_server
+from distfl.runtime.evaluation import NO_SCORES, Evaluation
 from distfl.runtime.placement import home_workers, place
 from distfl.runtime.pool import RankPool, TimedPool
 from distfl.runtime.protocol import (

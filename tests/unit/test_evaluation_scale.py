@@ -14,7 +14,8 @@ import pytest
 from distfl import config as cfg
 from distfl.errors import ConfigError
 from distfl.runtime.capacity import evaluation_note, size_terms
-from distfl.runtime.components import Evaluation, evaluated_over
+from distfl.runtime.components import evaluated_over
+from distfl.runtime.evaluation import Evaluation
 
 
 def gaussian(clients: int, *more: str):
