@@ -49,8 +49,8 @@ class ServerView(Protocol):
 
     # the run
     config: Config
-    K: int  # clients
-    P: int  # model parameters
+    num_clients: int
+    num_params: int  # of a model
     algorithm: ClusteringAlgorithm
     partition: Any  # the clients' partition: group, num_train(), num_test(), owners, ...
     labels: Any  # each sample's class (the partition counts them per client)
@@ -216,10 +216,10 @@ class Recorder(Component):
             for key in ("client", "other"):
                 ids = np.asarray(values.get(key, ()))
                 odd = ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0)
-                if odd or (ids.size and ids.max() >= server.K):
+                if odd or (ids.size and ids.max() >= server.num_clients):
                     raise RuntimeError(
                         f"{source} gave rows of table {name!r} whose {key} is no client id of "
-                        f"the run (0 .. {server.K - 1})"
+                        f"the run (0 .. {server.num_clients - 1})"
                     )
             for cid in set(map(str, values.get("cluster", ()))):
                 if cid not in server.tree:

@@ -65,11 +65,11 @@ class Evaluation:
     def clients(self, server: ServerView, t: int) -> np.ndarray | None:
         """The clients evaluated in round ``t``: all (None), or a sample drawn from (seed,
         round), the same at any W and on resume (``eval.clients``)."""
-        n = server.config.eval.evaluated(server.K)
-        if n >= server.K:
+        n = server.config.eval.evaluated(server.num_clients)
+        if n >= server.num_clients:
             return None
         rng = np.random.default_rng([server.config.run.seed, 0xE7A1, t])
-        return np.sort(rng.choice(server.K, size=n, replace=False))
+        return np.sort(rng.choice(server.num_clients, size=n, replace=False))
 
     def expected_s(self, server: ServerView, t: int) -> float:
         """Seconds round ``t``'s evaluation is expected to take: the last evaluation's
@@ -77,7 +77,7 @@ class Evaluation:
         per = self.client_s
         if not math.isfinite(per):
             per = server.train_s / max(server.clients_trained, 1)
-        return server.config.eval.evaluated(server.K) * per
+        return server.config.eval.evaluated(server.num_clients) * per
 
     @staticmethod
     def cost(server: ServerView) -> np.ndarray:
@@ -97,7 +97,7 @@ class Evaluation:
     def __call__(self, server: ServerView, t: int) -> Scores:
         leaves, assign = server.tree.assignment()
         chosen = self.clients(server, t)
-        clients = np.arange(server.K) if chosen is None else chosen
+        clients = np.arange(server.num_clients) if chosen is None else chosen
         clients = clients[assign[clients] >= 0]  # a client in no leaf has no model yet
         leaf_of = assign[clients]
         total = len(clients)
@@ -118,7 +118,7 @@ class Evaluation:
             server.evaluating(t, done, total, seconds)
         if total:
             self.client_s = (time.perf_counter() - started) / total
-        server.count(total * (4 * server.P + 8 * 5))
+        server.count(total * (4 * server.num_params + 8 * 5))
         rows = np.concatenate(parts) if parts else np.zeros((0, EVAL_WIDTH))
         evaluated = rows[:, 0].astype(np.int64)
         server.client_accuracy[evaluated] = rows[:, 1]

@@ -91,13 +91,13 @@ class Server:
         self.worker = local_worker
         #: progress and summary; a reader that went away (``| head``) costs no result
         self.stream = QuietOnBrokenPipe(stream or sys.stdout)
-        self.K = config.data.num_clients
-        self.S = config.train.local_steps
+        self.num_clients = config.data.num_clients
+        self.local_steps = config.train.local_steps
         self.num_train = partition.num_train()
         self.num_test = partition.num_test()
         self.num_workers = max(comm.world_size - 1, 1)
         #: predicted cost of a client's local training: S steps of min(B, n_k) samples
-        self.train_cost = np.minimum(self.num_train, config.train.batch_size) * self.S
+        self.train_cost = np.minimum(self.num_train, config.train.batch_size) * self.local_steps
         #: each client's home worker; placement balances each step's tasks from there
         self.home = home_workers(self.num_train, self.num_workers)
         self.balanced = config.server.placement == "balanced"
@@ -121,10 +121,10 @@ class Server:
         self.algorithm = build_algorithm(
             config,
             Federation(
-                num_clients=self.K,
+                num_clients=self.num_clients,
                 clients_per_round=config.server.clients_per_round,
                 seed=config.run.seed,
-                local_steps=self.S,
+                local_steps=self.local_steps,
                 groups=self.federation_groups,
                 num_train=self.num_train,
                 num_params=num_params(model),
@@ -139,7 +139,7 @@ class Server:
         offsets = self.algorithm.initial_models()
         built = {0: model, **{o: initial(o) for o in sorted(set(offsets.values()) - {0})}}
         inits = {o: flat_params(m) for o, m in built.items()}
-        self.P = int(inits[0].numel())
+        self.num_params = int(inits[0].numel())
         self.layout = sum_layout(config.comm.sums, model)
         self.models: dict[str, torch.Tensor] = {
             cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
@@ -156,7 +156,7 @@ class Server:
             if comm.world_size > 1
             else TimedPool(self._pooled)
         )
-        self.client_accuracy = np.full(self.K, np.nan)
+        self.client_accuracy = np.full(self.num_clients, np.nan)
         self.rounds_done = 0
         self.loop_started = 0.0
         #: bytes per model parameter of the last exact sums reduce (each rank's share)
@@ -383,7 +383,7 @@ class Server:
         models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
         with self.shield():  # every rank leaves the step together; a stop acts at its end
             _, out = run_step(
-                self.comm, plan, models, layout=self.layout, num_steps=self.S,
+                self.comm, plan, models, layout=self.layout, num_steps=self.local_steps,
                 execute=self.worker.execute if self.worker is not None else None,
             )  # fmt: skip
             for row in out.timing_rows.cpu().numpy():
@@ -423,8 +423,8 @@ class Server:
         return self.stop.shielded()
 
     def _announce_pooled(self, may_leave: bool) -> None:
-        run_step(self.comm, Plan.compute(may_leave), None, layout=self.layout, num_steps=self.S,
-                 execute=None)  # fmt: skip
+        run_step(self.comm, Plan.compute(may_leave), None, layout=self.layout,
+                 num_steps=self.local_steps, execute=None)  # fmt: skip
 
     def _pooled(self, rank: int, tasks: int, seconds: float) -> None:
         acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
@@ -447,7 +447,7 @@ class Server:
         if request.federation_bytes is not None:
             self.count(request.federation_bytes)
         else:  # each client downloads the models and uploads its row
-            self.count(n * (M * 4 * self.P + width * 8))
+            self.count(n * (M * 4 * self.num_params + width * 8))
         clusters = list(request.clusters)
         model_of = {int(k): clusters[0] for k in request.clients}
         tasks = {int(k): PROBE for k in request.clients}
@@ -472,14 +472,14 @@ class Server:
         tasks = {k: TRAIN | give_up | (RETURN_MODEL if k in plan.return_models else 0)
                  for k in plan.train}  # fmt: skip
         # each participant downloads its model, uploads its update and its S losses
-        self.count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
+        self.count(len(plan.train) * (8 * self.num_params + 8 * self.local_steps + 8))
         clusters, out = self.step(plan.train, tasks, plan.round)
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
         # each rank's payload per model parameter (the Σ n_k column, 8 bytes a model, apart)
         values = sums.numel() - len(clusters)
-        self.sum_bytes_per_param = values * sums.element_size() / (len(clusters) * self.P)
+        self.sum_bytes_per_param = values * sums.element_size() / (len(clusters) * self.num_params)
         for i, cid in enumerate(clusters):
             weight = int(sums[i, -1])
             exponents = out.exponents[i] if out.exponents is not None else None
@@ -490,7 +490,7 @@ class Server:
         expected = np.array(sorted(plan.train), dtype=np.int64)
         if not np.array_equal(clients, expected):
             raise RuntimeError(f"round {plan.round}: loss rows for {clients}, planned {expected}")
-        self.client_steps += len(clients) * self.S
+        self.client_steps += len(clients) * self.local_steps
         models = None
         if plan.return_models:
             models = out.model_rows.cpu().numpy()
@@ -515,7 +515,10 @@ class Server:
 
     def stop_workers(self) -> None:
         self.stop.settle()
-        run_step(self.comm, Plan.stop(), None, layout=self.layout, num_steps=self.S, execute=None)
+        run_step(
+            self.comm, Plan.stop(), None, layout=self.layout, num_steps=self.local_steps,
+            execute=None,
+        )  # fmt: skip
 
     # -- the run ---------------------------------------------------------------------
 
