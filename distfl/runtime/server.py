@@ -35,7 +35,7 @@ from distfl.data import OwnerPopulation, Partition, Population
 from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
-from distfl.models import build_model, flat_params, last_layer_span, last_linear, num_params
+from distfl.models import last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
@@ -55,6 +55,7 @@ from distfl.runtime.protocol import (
     run_step,
     sum_layout,
 )
+from distfl.runtime.seeding import ModelSeeding
 from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.worker import Worker
 from distfl.text import exception_line
@@ -105,19 +106,11 @@ class Server:
         #: last completed round and stops
         self.stop: StopFlag = stop if stop is not None else StopFlag()
 
-        def initial(offset: int) -> torch.nn.Module:
-            if offset == 0:
-                torch.manual_seed(config.run.seed)
-            else:
-                seq = np.random.SeedSequence([config.run.seed, 0x1A17, offset])
-                torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
-            return build_model(
-                config.model.name, input_shape, num_classes, hidden=config.model.hidden
-            )
-
-        model = initial(0)
+        seeding = ModelSeeding(config, input_shape, num_classes)
+        model = seeding.build(0)
         #: the workers' local trainer (they train on ``device``, as rank 0 would)
         self.trainer = trainer_kind(config.train.trainer, model, device or torch.device("cpu"))
+        self.num_params = num_params(model)
         self.algorithm = build_algorithm(
             config,
             Federation(
@@ -127,7 +120,7 @@ class Server:
                 local_steps=self.local_steps,
                 groups=self.federation_groups,
                 num_train=self.num_train,
-                num_params=num_params(model),
+                num_params=self.num_params,
                 embed_dim=last_linear(model).in_features,
                 input_dim=math.prod(input_shape),
                 last_layer=last_layer_span(model),
@@ -136,14 +129,10 @@ class Server:
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
         self.aggregate = build_aggregator(config.server)
-        offsets = self.algorithm.initial_models()
-        built = {0: model, **{o: initial(o) for o in sorted(set(offsets.values()) - {0})}}
-        inits = {o: flat_params(m) for o, m in built.items()}
-        self.num_params = int(inits[0].numel())
+        self.models: dict[str, torch.Tensor] = seeding.cluster_models(
+            model, self.algorithm.initial_models(), self.tree.leaf_ids()
+        )
         self.layout = sum_layout(config.comm.sums, model)
-        self.models: dict[str, torch.Tensor] = {
-            cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
-        }
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
         self.record = self._record()
         #: per worker rank, this round's clients, train s, busy s, materialised clients,
