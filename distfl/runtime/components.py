@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from distfl.config import Config
     from distfl.hierarchy import ClusterTree
     from distfl.record.tables import Record
+    from distfl.runtime.timing import RoundTiming
 
 
 class ServerView(Protocol):
@@ -65,19 +66,16 @@ class ServerView(Protocol):
     models: dict[str, torch.Tensor]
     record: Record
     client_accuracy: np.ndarray
-    round_workers: dict[int, np.ndarray]
     round_bytes: int
     sum_bytes_per_param: float
     # the file
     rounds_done: int
     rounds_written: int | None
     created: str
-    loop_started: float
     room: DiskReserve  # the disk's room held for the file's next write
-
     live_round: int | None  # the completed round the live state holds (None mid-round)
-    train_s: float  # seconds of the last round's training step
-    clients_trained: int  # clients the last round trained
+    # the loop's start, the last round's seconds, each worker's time this round
+    timing: RoundTiming
 
     def state(self) -> dict: ...  # /state of the run file
 
@@ -187,9 +185,9 @@ class Recorder(Component):
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
             "update_s": r.update_s,
         })  # fmt: skip
-        for rank in sorted(server.round_workers):
+        for rank in sorted(server.timing.round_workers):
             (clients, train_s, busy_s, loaded, cache_mb, rss_mb, pooled,
-             pooled_s) = server.round_workers[rank]  # fmt: skip
+             pooled_s) = server.timing.round_workers[rank]  # fmt: skip
             record.workers.append({
                 "round": t, "rank": rank, "clients": clients, "train_s": train_s,
                 "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
@@ -402,7 +400,7 @@ def _write_server(server: ServerView) -> None:
         leaf_models=torch.stack([server.models[c] for c in leaves]).numpy(),
         tables=server.record.arrays(),
         trainer=server.trainer,
-        loop_started=server.loop_started,
+        loop_started=server.timing.loop_started,
         sum_bytes_per_param=server.sum_bytes_per_param,
         state=server.state(),
         created=server.created,

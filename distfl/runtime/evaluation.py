@@ -76,7 +76,7 @@ class Evaluation:
         seconds per client, or before any, the last round's training seconds per client."""
         per = self.client_s
         if not math.isfinite(per):
-            per = server.train_s / max(server.clients_trained, 1)
+            per = server.timing.train_s / max(server.timing.clients_trained, 1)
         return server.config.eval.evaluated(server.num_clients) * per
 
     @staticmethod

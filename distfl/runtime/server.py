@@ -49,7 +49,6 @@ from distfl.runtime.protocol import (
     RETURN_MODEL,
     STEP,
     TRAIN,
-    WORKER_FIELDS,
     Plan,
     ProbeShape,
     run_step,
@@ -57,6 +56,7 @@ from distfl.runtime.protocol import (
 )
 from distfl.runtime.seeding import ModelSeeding
 from distfl.runtime.stopping import StopFlag, StopNow
+from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
 from distfl.text import exception_line
 from distfl.train import trainer_kind
@@ -135,25 +135,19 @@ class Server:
         self.layout = sum_layout(config.comm.sums, model)
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
         self.record = self._record()
-        #: per worker rank, this round's clients, train s, busy s, materialised clients,
-        #: cache MiB and peak RSS (the steps' timing rows, summed), and the server's pooled
-        #: tasks it computed and their seconds
-        self.round_workers: dict[int, np.ndarray] = {}
+        self.timing = RoundTiming()
         #: the algorithm's pieces of server work go to the workers when there are any
         self.algorithm.pool = (
-            RankPool(comm, self._announce_pooled, self._pooled, stop=self.stop)
+            RankPool(comm, self._announce_pooled, self.timing.add_pooled, stop=self.stop)
             if comm.world_size > 1
-            else TimedPool(self._pooled)
+            else TimedPool(self.timing.add_pooled)
         )
         self.client_accuracy = np.full(self.num_clients, np.nan)
         self.rounds_done = 0
-        self.loop_started = 0.0
         #: bytes per model parameter of the last exact sums reduce (each rank's share)
         self.sum_bytes_per_param = 0.0
-        self.elapsed_before = 0.0
         #: when the run's first file was written ("": not yet; kept on resume)
         self.created = ""
-        self.client_steps = 0
         self.round_bytes = 0
         #: when and how clients evaluate; what is done after each round and at the end
         self.evaluation = Evaluation()
@@ -168,11 +162,6 @@ class Server:
         self.live_round: int | None = None
         #: the room on the run file's disk held for its next write (the checkpoint holds it)
         self.room = DiskReserve(Path(config.run.out))
-        #: measured seconds of the last round's training step and update, and per client of
-        #: the last evaluation (the pre-round checkpoint's estimate of a round)
-        self.train_s = 0.0
-        self.update_s = 0.0
-        self.clients_trained = 0
 
     def _record(self, saved: dict | None = None) -> Record:
         """The run file's per-row tables, empty or as ``saved`` holds them: the layout's,
@@ -196,7 +185,7 @@ class Server:
         self.aggregate.load_state_dict(st.get("aggregator", {}))
         self.record = self._record(saved.tables)
         if len(self.record.timing):
-            self.elapsed_before = float(self.record.timing["elapsed_s"][-1])
+            self.timing.elapsed_before = float(self.record.timing["elapsed_s"][-1])
         self.sum_bytes_per_param = saved.sum_bytes_per_param
         self.created = saved.created
         self.rounds_written = self.rounds_done  # the file resumed holds it
@@ -376,14 +365,10 @@ class Server:
                 execute=self.worker.execute if self.worker is not None else None,
             )  # fmt: skip
             for row in out.timing_rows.cpu().numpy():
-                rank = int(row[0])
                 if row[7] and not self.stop.name:
                     # a signal that reached a worker only: the run stops as well
                     self.stop.name = "a stop signal at a worker"
-                acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
-                acc[:3] += row[1:4]  # clients, train s, busy s
-                acc[3] += row[4]  # clients materialised
-                acc[4:6] = row[5:7]  # cache MiB and peak RSS at the step's end
+                self.timing.add_step_row(row)
         out.loss_rows = _by_client(out.loss_rows)
         out.eval_rows = _by_client(out.eval_rows)
         if out.probe_rows is not None:
@@ -414,11 +399,6 @@ class Server:
     def _announce_pooled(self, may_leave: bool) -> None:
         run_step(self.comm, Plan.compute(may_leave), None, layout=self.layout,
                  num_steps=self.local_steps, execute=None)  # fmt: skip
-
-    def _pooled(self, rank: int, tasks: int, seconds: float) -> None:
-        acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
-        acc[6] += tasks
-        acc[7] += seconds
 
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
@@ -479,7 +459,7 @@ class Server:
         expected = np.array(sorted(plan.train), dtype=np.int64)
         if not np.array_equal(clients, expected):
             raise RuntimeError(f"round {plan.round}: loss rows for {clients}, planned {expected}")
-        self.client_steps += len(clients) * self.local_steps
+        self.timing.client_steps += len(clients) * self.local_steps
         models = None
         if plan.return_models:
             models = out.model_rows.cpu().numpy()
@@ -515,17 +495,15 @@ class Server:
         """Whether a signal asked the run to stop after round ``t`` (not its last)."""
         return bool(self.stop.name and t < self.config.run.rounds)
 
-    def round(
-        self, t: int, t_start: float, first: int, may_give_up: bool = False
-    ) -> RoundResult | None:
+    def round(self, t: int, first: int, may_give_up: bool = False) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
         evaluation when one is due. None, or StopNow raised: a stop signal gave the round up
         (during its probe, or, with ``may_give_up``, the server holding a snapshot of round
         ``t - 1``, anywhere); nothing of it is to be kept, and the run stops after round
-        ``t - 1``."""
+        ``t - 1``. ``first``: the first round of this process (its rate counts from it)."""
         bytes_before = self.comm.bytes_moved
         self.round_bytes = 0
-        self.round_workers = {}
+        self.timing.round_workers = {}
         name = self.algorithm.name
         self.phase = f"{name}'s plan_probe"
         request = self.algorithm.plan_probe(t)
@@ -547,12 +525,12 @@ class Server:
         reports = self.train_round(plan, may_give_up)
         if reports is None:
             return None
-        self.train_s = time.perf_counter() - train_started
-        self.clients_trained = len(reports.clients)
+        self.timing.train_s = time.perf_counter() - train_started
+        self.timing.clients_trained = len(reports.clients)
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)
-        update_s = self.update_s = time.perf_counter() - update_started
+        update_s = self.timing.update_s = time.perf_counter() - update_started
         self.phase = "applying the update"
         for cid, flat in update.models.items():
             self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
@@ -565,16 +543,16 @@ class Server:
         return RoundResult(
             round=t, reports=reports, update=update, trained=trained, sampled=sampled,
             evaluated=evaluated, accuracy=scores.accuracy, accuracy_plain=scores.accuracy_plain,
-            test_loss=scores.test_loss, elapsed=self.elapsed_before + now - t_start,
+            test_loss=scores.test_loss, elapsed=self.timing.elapsed(now),
             moved=self.comm.bytes_moved - bytes_before,
-            rate=(t - first + 1) / max(now - t_start, 1e-9), update_s=update_s,
+            rate=(t - first + 1) / max(self.timing.since_loop(now), 1e-9), update_s=update_s,
             accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
         )  # fmt: skip
 
     def expected_round_s(self, t: int) -> float:
         """Seconds round ``t`` is expected to take: the last round's training and update,
         and its evaluation when one is due (:meth:`Evaluation.expected_s`)."""
-        expected = self.train_s + self.update_s
+        expected = self.timing.train_s + self.timing.update_s
         if self.evaluation.due(self, t):
             expected += self.evaluation.expected_s(self, t)
         return expected
@@ -595,8 +573,7 @@ class Server:
         cfg = self.config
         for component in self.components:
             component.at_start(self)
-        self.loop_started = time.time()
-        t_start = time.perf_counter()
+        self.timing.start_loop()
         first = self.rounds_done + 1
         self.live_round = self.rounds_done
         accuracy = last_finite(self.record.metrics["accuracy"])
@@ -613,7 +590,7 @@ class Server:
                 round_started = time.perf_counter()
                 self.live_round = None
                 with self.stop.abandonable(saved is not None):
-                    result = self.round(t, t_start, first, may_give_up=saved is not None)
+                    result = self.round(t, first, may_give_up=saved is not None)
                 if result is None:  # given up at a stop signal: the run ends after round t - 1
                     raise StopNow
                 for component in self.components:  # the Recorder completes the round
@@ -651,7 +628,7 @@ class Server:
             self.stop_workers()
         except CommError as exc:  # a rank died after the last round: the file is complete
             self.fail(self.rounds_done, exc, None)
-        wall = time.perf_counter() - t_start
+        wall = self.timing.since_loop(time.perf_counter())
         ran = self.rounds_done - first + 1
         summary = {
             "rounds": self.rounds_done,
@@ -665,7 +642,7 @@ class Server:
             "num_clusters": clusters_found(self.tree.assignment()[1]),
             "num_leaves": len(self.models),
             "wall_s": wall,
-            "client_steps_per_s": self.client_steps / max(wall, 1e-9),
+            "client_steps_per_s": self.timing.client_steps / max(wall, 1e-9),
             "bytes_per_round": self.comm.bytes_moved / max(ran, 1),
             "federation_bytes_per_round": (
                 float(np.mean(self.record.metrics["federation_bytes"][-ran:])) if ran else 0.0
