@@ -41,20 +41,18 @@ from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
 from distfl.runtime.components import Component, RoundResult, default_components, write_server
 from distfl.runtime.evaluation import NO_SCORES, Evaluation
-from distfl.runtime.placement import home_workers, place
-from distfl.runtime.pool import RankPool, TimedPool
+from distfl.runtime.placement import Placement
 from distfl.runtime.protocol import (
     MAY_GIVE_UP,
     PROBE,
     RETURN_MODEL,
-    STEP,
     TRAIN,
-    Plan,
     ProbeShape,
-    run_step,
+    StepOutput,
     sum_layout,
 )
 from distfl.runtime.seeding import ModelSeeding
+from distfl.runtime.steps import WorldSteps
 from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
@@ -89,23 +87,19 @@ class Server:
         #: each client's ground-truth group (int64)
         self.federation_groups = np.asarray(partition.group, dtype=np.int64)
         self.labels = labels
-        self.worker = local_worker
         #: progress and summary; a reader that went away (``| head``) costs no result
         self.stream = QuietOnBrokenPipe(stream or sys.stdout)
         self.num_clients = config.data.num_clients
         self.local_steps = config.train.local_steps
         self.num_train = partition.num_train()
         self.num_test = partition.num_test()
-        self.num_workers = max(comm.world_size - 1, 1)
-        #: predicted cost of a client's local training: S steps of min(B, n_k) samples
-        self.train_cost = np.minimum(self.num_train, config.train.batch_size) * self.local_steps
-        #: each client's home worker; placement balances each step's tasks from there
-        self.home = home_workers(self.num_train, self.num_workers)
-        self.balanced = config.server.placement == "balanced"
+        placement = Placement(
+            self.num_train, config.train.batch_size, self.local_steps,
+            max(comm.world_size - 1, 1), balanced=config.server.placement == "balanced",
+        )  # fmt: skip
         #: its ``name`` is set by a stop signal (distfl.runtime.stopping): the run writes its
         #: last completed round and stops
         self.stop: StopFlag = stop if stop is not None else StopFlag()
-
         seeding = ModelSeeding(config, input_shape, num_classes)
         model = seeding.build(0)
         #: the workers' local trainer (they train on ``device``, as rank 0 would)
@@ -136,12 +130,12 @@ class Server:
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
         self.record = self._record()
         self.timing = RoundTiming()
+        self.steps = WorldSteps(
+            comm, layout=self.layout, local_steps=self.local_steps, placement=placement,
+            local_worker=local_worker, stop=self.stop, timing=self.timing,
+        )  # fmt: skip
         #: the algorithm's pieces of server work go to the workers when there are any
-        self.algorithm.pool = (
-            RankPool(comm, self._announce_pooled, self.timing.add_pooled, stop=self.stop)
-            if comm.world_size > 1
-            else TimedPool(self.timing.add_pooled)
-        )
+        self.algorithm.pool = self.steps.pool()
         self.client_accuracy = np.full(self.num_clients, np.nan)
         self.rounds_done = 0
         #: bytes per model parameter of the last exact sums reduce (each rank's share)
@@ -343,44 +337,15 @@ class Server:
         probe_op: int = 0,
         probe: ProbeShape | None = None,
         cost: np.ndarray | None = None,
-    ):
-        """Run one step of ``tasks`` over the world, placed on the workers by predicted
-        ``cost`` ([K], samples each client works through; default its local training's).
-        The gathered rows come back sorted by client."""
-        clusters = models if models is not None else sorted(set(model_of.values()))
-        index = {cid: i for i, cid in enumerate(clusters)}
-        clients = np.array(sorted(model_of), dtype=np.int64)
-        cost = self.train_cost if cost is None else cost
-        worker = place(clients, cost[clients], self.home, self.num_workers, balanced=self.balanced)
-        plan = Plan(
-            STEP, round_index, len(clusters), clients,
-            np.array([index[model_of[int(k)]] for k in clients], dtype=np.int64),
-            np.array([tasks[int(k)] for k in clients], dtype=np.int64),
-            worker, probe_op, probe if probe is not None else ProbeShape(0),
+    ) -> tuple[list[str], StepOutput]:
+        """Run one step of ``tasks`` over the world with the cluster models ``models``
+        (default: those ``model_of`` names), placed on the workers by predicted ``cost``
+        ([K], samples each client works through; default its local training's). The
+        gathered rows come back sorted by client (:meth:`WorldSteps.run`)."""
+        return self.steps.run(
+            self.models, model_of, tasks, round_index, clusters=models, probe_op=probe_op,
+            probe=probe, cost=cost,
         )  # fmt: skip
-        models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
-        with self.shield():  # every rank leaves the step together; a stop acts at its end
-            _, out = run_step(
-                self.comm, plan, models, layout=self.layout, num_steps=self.local_steps,
-                execute=self.worker.execute if self.worker is not None else None,
-            )  # fmt: skip
-            for row in out.timing_rows.cpu().numpy():
-                if row[7] and not self.stop.name:
-                    # a signal that reached a worker only: the run stops as well
-                    self.stop.name = "a stop signal at a worker"
-                self.timing.add_step_row(row)
-        out.loss_rows = _by_client(out.loss_rows)
-        out.eval_rows = _by_client(out.eval_rows)
-        if out.probe_rows is not None:
-            out.probe_rows = _by_client(out.probe_rows)
-        if plan.any(RETURN_MODEL) and len(out.model_rows):
-            # rows arrive worker by worker (rank order), each worker's in client order
-            back = (plan.tasks & RETURN_MODEL) != 0
-            arrived = np.lexsort((plan.clients[back], plan.worker[back]))
-            order = np.empty_like(arrived)
-            order[arrived] = np.arange(len(arrived))
-            out.model_rows = out.model_rows[torch.from_numpy(order)]
-        return clusters, out
 
     def evaluating(self, t: int, done: int, total: int, seconds: float) -> None:
         """Tell the components how far round ``t``'s evaluation is."""
@@ -391,14 +356,6 @@ class Server:
     def writing(self):
         """A context in which no signal interrupts a write of the run file."""
         return self.stop.writing()
-
-    def shield(self):
-        """A context in which a stop signal waits (the collectives of a step)."""
-        return self.stop.shielded()
-
-    def _announce_pooled(self, may_leave: bool) -> None:
-        run_step(self.comm, Plan.compute(may_leave), None, layout=self.layout,
-                 num_steps=self.local_steps, execute=None)  # fmt: skip
 
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
@@ -483,11 +440,7 @@ class Server:
             self.aggregate.split(split.parent, list(split.children))
 
     def stop_workers(self) -> None:
-        self.stop.settle()
-        run_step(
-            self.comm, Plan.stop(), None, layout=self.layout, num_steps=self.local_steps,
-            execute=None,
-        )  # fmt: skip
+        self.steps.stop_workers()
 
     # -- the run ---------------------------------------------------------------------
 
@@ -677,11 +630,3 @@ def _alive(pid: int) -> bool:
         except OSError:
             return True
         return True
-
-
-def _by_client(rows: torch.Tensor) -> torch.Tensor:
-    """Rows ``[client, ...]`` in ascending client order (they arrive worker by worker)."""
-    if len(rows) < 2:
-        return rows
-    order = torch.argsort(rows[:, 0].cpu(), stable=True)
-    return rows[order.to(rows.device)]
