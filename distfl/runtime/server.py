@@ -24,7 +24,6 @@ from distfl.algorithms import (
     Federation,
     ProbeRequest,
     RoundPlan,
-    Split,
     build_algorithm,
     every_run_statistics,
 )
@@ -39,6 +38,7 @@ from distfl.models import last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
 from distfl.record.tables import Record
+from distfl.runtime.aggregation import ClusterAggregation
 from distfl.runtime.components import Component, RoundResult, default_components, write_server
 from distfl.runtime.evaluation import NO_SCORES, Evaluation
 from distfl.runtime.placement import Placement
@@ -122,16 +122,17 @@ class Server:
         )
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
-        self.aggregate = build_aggregator(config.server)
+        aggregator = build_aggregator(config.server)
         self.models: dict[str, torch.Tensor] = seeding.cluster_models(
             model, self.algorithm.initial_models(), self.tree.leaf_ids()
         )
-        self.layout = sum_layout(config.comm.sums, model)
+        layout = sum_layout(config.comm.sums, model)
+        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
         #: the per-row tables of the run file (distfl.record.layout.TABLES)
         self.record = self._record()
         self.timing = RoundTiming()
         self.steps = WorldSteps(
-            comm, layout=self.layout, local_steps=self.local_steps, placement=placement,
+            comm, layout=layout, local_steps=self.local_steps, placement=placement,
             local_worker=local_worker, stop=self.stop, timing=self.timing,
         )  # fmt: skip
         #: the algorithm's pieces of server work go to the workers when there are any
@@ -176,7 +177,7 @@ class Server:
         self.tree.restore(saved.hierarchy)
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
-        self.aggregate.load_state_dict(st.get("aggregator", {}))
+        self.aggregation.load_state_dict(st.get("aggregator", {}))
         self.record = self._record(saved.tables)
         if len(self.record.timing):
             self.timing.elapsed_before = float(self.record.timing["elapsed_s"][-1])
@@ -193,7 +194,7 @@ class Server:
             "models": torch.stack([self.models[c] for c in ids]).numpy(),
             "client_accuracy": self.client_accuracy.copy(),
             "algorithm": storable(self.algorithm.state_dict()),
-            "aggregator": storable(self.aggregate.state_dict()),
+            "aggregator": storable(self.aggregation.state_dict()),
         }
 
     # -- a round that raises ----------------------------------------------------------
@@ -217,7 +218,7 @@ class Server:
             "round": self.rounds_done,
             "models": {c: m.clone() for c, m in self.models.items()},
             "algorithm": copy.deepcopy(self.algorithm.state_dict()),
-            "aggregator": copy.deepcopy(self.aggregate.state_dict()),
+            "aggregator": copy.deepcopy(self.aggregation.state_dict()),
             "client_accuracy": self.client_accuracy.copy(),
             "hierarchy": copy.deepcopy(self.tree.to_nodes()),
             "record": self.record.mark(),
@@ -239,7 +240,7 @@ class Server:
         self.rounds_done = saved["round"]
         self.models = saved["models"]
         self.algorithm.load_state_dict(saved["algorithm"])
-        self.aggregate.load_state_dict(saved["aggregator"])
+        self.aggregation.load_state_dict(saved["aggregator"])
         self.client_accuracy = saved["client_accuracy"]
         self.tree.restore(saved["hierarchy"])
         self.record.rollback(saved["record"])
@@ -403,14 +404,8 @@ class Server:
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
-        # each rank's payload per model parameter (the Σ n_k column, 8 bytes a model, apart)
-        values = sums.numel() - len(clusters)
-        self.sum_bytes_per_param = values * sums.element_size() / (len(clusters) * self.num_params)
-        for i, cid in enumerate(clusters):
-            weight = int(sums[i, -1])
-            exponents = out.exponents[i] if out.exponents is not None else None
-            delta = self.layout.decode(sums[i, :-1], exponents)
-            self.models[cid] = self.aggregate(cid, self.models[cid], delta, weight)
+        self.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
+        self.aggregation.apply(self.models, clusters, sums, out.exponents)
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
         expected = np.array(sorted(plan.train), dtype=np.int64)
@@ -429,15 +424,6 @@ class Server:
             models=models,
             cluster_models={c: m.numpy() for c, m in self.models.items()},
         )
-
-    def apply_splits(self, splits: list[Split]) -> None:
-        """Children start from the parent's (just aggregated) model; the algorithm has put
-        them in the tree already."""
-        for split in splits:
-            for child_id in split.children:
-                self.models[child_id] = self.models[split.parent].clone()
-            del self.models[split.parent]
-            self.aggregate.split(split.parent, list(split.children))
 
     def stop_workers(self) -> None:
         self.steps.stop_workers()
@@ -487,7 +473,7 @@ class Server:
         self.phase = "applying the update"
         for cid, flat in update.models.items():
             self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
-        self.apply_splits(update.splits)
+        self.aggregation.split(self.models, update.splits)
         self.phase = "the evaluation"
         evaluated = self.evaluation.due(self, t)
         scores = self.evaluation(self, t) if evaluated else NO_SCORES
