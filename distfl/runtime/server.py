@@ -7,7 +7,6 @@ owns."""
 
 from __future__ import annotations
 
-import copy
 import math
 import os
 import sys
@@ -52,6 +51,7 @@ from distfl.runtime.protocol import (
     sum_layout,
 )
 from distfl.runtime.seeding import ModelSeeding
+from distfl.runtime.snapshots import RoundSnapshots
 from distfl.runtime.steps import WorldSteps
 from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.timing import RoundTiming
@@ -148,9 +148,8 @@ class Server:
         self.evaluation = Evaluation()
         self.components = default_components() if components is None else components
         self.phase = "the round's start"  # what the round is doing (a failure names it)
-        self.snapshots = True
-        self.snapshot_strikes = 0  # rounds in a row whose snapshot cost too much
-        self.snapshot_s = 0.0
+        #: the copy of the last completed round taken before each round
+        self.snapshots = RoundSnapshots()
         self.rounds_written: int | None = None  # the round of the run file on disk, if any
         #: the round the live state holds completed (its record too); None while a round
         #: is changing it
@@ -199,53 +198,6 @@ class Server:
 
     # -- a round that raises ----------------------------------------------------------
 
-    #: a snapshot of the state before each round is taken while it costs at most this
-    #: share of a round (and SNAPSHOT_FREE_S seconds are always allowed); it stops after
-    #: SNAPSHOT_STRIKES rounds in a row over that budget (one copy that the OS paused on a
-    #: busy machine is no reason to give up the safety net)
-    SNAPSHOT_SHARE = 0.05
-    SNAPSHOT_FREE_S = 0.01
-    SNAPSHOT_STRIKES = 3
-
-    def snapshot(self) -> dict | None:
-        """What a run file of the last completed round needs, copied before a round changes
-        it (None once copying costs more than SNAPSHOT_SHARE of a round: the periodic
-        checkpoint covers such runs)."""
-        if not self.snapshots:
-            return None
-        started = time.perf_counter()
-        saved = {
-            "round": self.rounds_done,
-            "models": {c: m.clone() for c, m in self.models.items()},
-            "algorithm": copy.deepcopy(self.algorithm.state_dict()),
-            "aggregator": copy.deepcopy(self.aggregation.state_dict()),
-            "client_accuracy": self.client_accuracy.copy(),
-            "hierarchy": copy.deepcopy(self.tree.to_nodes()),
-            "record": self.record.mark(),
-            "sum_bytes_per_param": self.sum_bytes_per_param,
-        }
-        self.snapshot_s = time.perf_counter() - started
-        return saved
-
-    def weigh_snapshot(self, round_s: float) -> None:
-        if not self.snapshots:
-            return
-        if self.snapshot_s > max(self.SNAPSHOT_FREE_S, self.SNAPSHOT_SHARE * round_s):
-            self.snapshot_strikes += 1
-            self.snapshots = self.snapshot_strikes < self.SNAPSHOT_STRIKES
-        else:
-            self.snapshot_strikes = 0
-
-    def restore_snapshot(self, saved: dict) -> None:
-        self.rounds_done = saved["round"]
-        self.models = saved["models"]
-        self.algorithm.load_state_dict(saved["algorithm"])
-        self.aggregation.load_state_dict(saved["aggregator"])
-        self.client_accuracy = saved["client_accuracy"]
-        self.tree.restore(saved["hierarchy"])
-        self.record.rollback(saved["record"])
-        self.sum_bytes_per_param = saved["sum_bytes_per_param"]
-
     def keep_last_round(self, saved: dict | None) -> str:
         """Put the last completed round on disk, as far as the server holds it: the live
         state when it is a completed round's, else the snapshot of the round before the one
@@ -255,7 +207,7 @@ class Server:
         out = self.config.run.out
         if self.live_round is None and saved is not None:
             try:
-                self.restore_snapshot(saved)
+                RoundSnapshots.restore(self, saved)
                 self.live_round = saved["round"]
             except Exception:
                 pass
@@ -525,7 +477,7 @@ class Server:
                         component.before_round(self, t)
                 if self.stopping(t - 1):  # a signal while the rounds before were written
                     break
-                saved = self.snapshot()
+                saved = self.snapshots.take(self)
                 round_started = time.perf_counter()
                 self.live_round = None
                 with self.stop.abandonable(saved is not None):
@@ -539,7 +491,7 @@ class Server:
             except StopNow:
                 self.stop.settle()
                 if saved is not None and self.live_round is None:
-                    self.restore_snapshot(saved)
+                    RoundSnapshots.restore(self, saved)
                     self.live_round = saved["round"]
                 if not self.stop.name:
                     self.stop.name = "a stop signal at a worker"
@@ -557,7 +509,7 @@ class Server:
                 raise  # it says what happened itself (and every rank stops alike)
             except Exception as exc:  # a dead rank (CommError) too
                 self.fail(t, exc, saved)
-            self.weigh_snapshot(time.perf_counter() - round_started)
+            self.snapshots.weigh(time.perf_counter() - round_started)
             if result.evaluated:
                 accuracy = result.accuracy
             if self.stopping(t):
