@@ -3,16 +3,22 @@ and aggregates cluster models; the evaluation, the run file's record, the progre
 the checkpoint and the summary are components it calls after each round and at the end
 (:mod:`distfl.runtime.components`). It knows algorithms only through
 :class:`~distfl.algorithms.ClusteringAlgorithm` and reads the cluster tree the algorithm
-owns."""
+owns.
+
+Its collaborators: :mod:`~distfl.runtime.seeding` (the initial models),
+:mod:`~distfl.runtime.steps` (the steps over the world, placed by
+:mod:`~distfl.runtime.placement`), :mod:`~distfl.runtime.aggregation` (the sums decoded into
+the clusters' new models), :mod:`~distfl.runtime.evaluation`, :mod:`~distfl.runtime.timing`,
+:mod:`~distfl.runtime.snapshots` (the copy of the last completed round) and
+:mod:`~distfl.runtime.failures` (a round that does not complete)."""
 
 from __future__ import annotations
 
 import math
-import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 import numpy as np
 import torch
@@ -30,16 +36,17 @@ from distfl.checkpoint import RunFile, storable
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
-from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
+from distfl.errors import CommError, DivergedError, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
 from distfl.models import last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
-from distfl.record.output import DiskReserve, RunFileWriteError, keep_traceback
+from distfl.record.output import DiskReserve, RunFileWriteError
 from distfl.record.tables import Record
 from distfl.runtime.aggregation import ClusterAggregation
-from distfl.runtime.components import Component, RoundResult, default_components, write_server
+from distfl.runtime.components import Component, RoundResult, default_components
 from distfl.runtime.evaluation import NO_SCORES, Evaluation
+from distfl.runtime.failures import RoundFailures
 from distfl.runtime.placement import Placement
 from distfl.runtime.protocol import (
     MAY_GIVE_UP,
@@ -56,7 +63,6 @@ from distfl.runtime.steps import WorldSteps
 from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
-from distfl.text import exception_line
 from distfl.train import trainer_kind
 
 
@@ -80,9 +86,9 @@ class Server:
         self.config = config
         self.comm = comm
         #: where each rank runs (distfl.comm.world.describe_world), for /world; its process
-        #: ids stay here (they name a rank that died)
+        #: ids stay with the failure handling (they name a rank that died)
         self.world = None if world is None else {k: v for k, v in world.items() if k != "pid"}
-        self.rank_pids: list[int] = list((world or {}).get("pid", []))
+        self.failures = RoundFailures(world)
         self.partition = partition
         #: each client's ground-truth group (int64)
         self.federation_groups = np.asarray(partition.group, dtype=np.int64)
@@ -105,21 +111,7 @@ class Server:
         #: the workers' local trainer (they train on ``device``, as rank 0 would)
         self.trainer = trainer_kind(config.train.trainer, model, device or torch.device("cpu"))
         self.num_params = num_params(model)
-        self.algorithm = build_algorithm(
-            config,
-            Federation(
-                num_clients=self.num_clients,
-                clients_per_round=config.server.clients_per_round,
-                seed=config.run.seed,
-                local_steps=self.local_steps,
-                groups=self.federation_groups,
-                num_train=self.num_train,
-                num_params=self.num_params,
-                embed_dim=last_linear(model).in_features,
-                input_dim=math.prod(input_shape),
-                last_layer=last_layer_span(model),
-            ),
-        )
+        self.algorithm = build_algorithm(config, self._federation(model, input_shape))
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
         aggregator = build_aggregator(config.server)
@@ -137,6 +129,13 @@ class Server:
         )  # fmt: skip
         #: the algorithm's pieces of server work go to the workers when there are any
         self.algorithm.pool = self.steps.pool()
+        #: when and how clients evaluate; what is done after each round and at the end
+        self.evaluation = Evaluation()
+        self.components = default_components() if components is None else components
+        self._init_state(config)
+
+    def _init_state(self, config: Config) -> None:
+        """The state of a run before its first round (:meth:`restore` continues one)."""
         self.client_accuracy = np.full(self.num_clients, np.nan)
         self.rounds_done = 0
         #: bytes per model parameter of the last exact sums reduce (each rank's share)
@@ -144,9 +143,6 @@ class Server:
         #: when the run's first file was written ("": not yet; kept on resume)
         self.created = ""
         self.round_bytes = 0
-        #: when and how clients evaluate; what is done after each round and at the end
-        self.evaluation = Evaluation()
-        self.components = default_components() if components is None else components
         self.phase = "the round's start"  # what the round is doing (a failure names it)
         #: the copy of the last completed round taken before each round
         self.snapshots = RoundSnapshots()
@@ -156,6 +152,22 @@ class Server:
         self.live_round: int | None = None
         #: the room on the run file's disk held for its next write (the checkpoint holds it)
         self.room = DiskReserve(Path(config.run.out))
+
+    def _federation(self, model: torch.nn.Module, input_shape: tuple[int, ...]) -> Federation:
+        """What the algorithm is told of the federation and the model."""
+        config = self.config
+        return Federation(
+            num_clients=self.num_clients,
+            clients_per_round=config.server.clients_per_round,
+            seed=config.run.seed,
+            local_steps=self.local_steps,
+            groups=self.federation_groups,
+            num_train=self.num_train,
+            num_params=self.num_params,
+            embed_dim=last_linear(model).in_features,
+            input_dim=math.prod(input_shape),
+            last_layer=last_layer_span(model),
+        )
 
     def _record(self, saved: dict | None = None) -> Record:
         """The run file's per-row tables, empty or as ``saved`` holds them: the layout's,
@@ -196,90 +208,7 @@ class Server:
             "aggregator": storable(self.aggregation.state_dict()),
         }
 
-    # -- a round that raises ----------------------------------------------------------
-
-    def keep_last_round(self, saved: dict | None) -> str:
-        """Put the last completed round on disk, as far as the server holds it: the live
-        state when it is a completed round's, else the snapshot of the round before the one
-        in progress; the file is not written again when it holds that round already.
-        Returns what the run file holds, for a one-line message ("run.h5 holds round 6")."""
-        self.stop.settle()  # nothing is abandoned any more: this write completes
-        out = self.config.run.out
-        if self.live_round is None and saved is not None:
-            try:
-                RoundSnapshots.restore(self, saved)
-                self.live_round = saved["round"]
-            except Exception:
-                pass
-        if self.live_round is not None and self.live_round != self.rounds_written:
-            try:
-                write_server(self)
-            except RunFileWriteError as exc:
-                return f"{out} was not written ({exc})"
-            except KeyboardInterrupt:
-                return f"{out} was not written (interrupted again while writing it)"
-        if self.rounds_written is None:
-            return "no run file was written"
-        return f"{out} holds round {self.rounds_written}"
-
-    def resume_hint(self) -> str:
-        written = self.rounds_written is not None and self.rounds_written < self.config.run.rounds
-        return f": continue with distfl run --resume {self.config.run.out}" if written else ""
-
-    def fail(self, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
-        """Round ``t`` raised ``exc`` in ``self.phase``: the run file is written with the
-        last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
-        rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
-        and RoundFailed says so in one line."""
-        kept = self.keep_last_round(saved)
-        told = keep_traceback(self.config.run.out, f"round {t} failed in {self.phase}", exc)
-        if isinstance(exc, CommError):
-            cause = f"{_first_line(exc)}; {self.lost_ranks()}"
-        else:
-            try:
-                self.stop_workers()
-            except Exception:
-                pass  # a broken world: the launcher ends the other ranks
-            cause = exception_line(exc)
-        raise RoundFailed(
-            f"round {t} failed in {self.phase} ({cause}); {kept}{self.resume_hint()}; {told}"
-        ) from exc
-
-    def interrupted(self, t: int, saved: dict | None) -> NoReturn:
-        """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:
-        the last completed round is written before the process exits (code 130)."""
-        where = self.phase if self.live_round is None else f"after round {self.live_round}"
-        kept = self.keep_last_round(saved)
-        raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint()}")
-
-    def lost_ranks(self) -> str:
-        """Which worker ranks have exited, as far as this host can tell (those on rank 0's
-        host, by their process ids), and which run on other hosts and cannot be checked
-        from here, for a failed collective's message. A rank that exited may have died or
-        may have left after its own collective failed: both are said as "exited"."""
-        pids = self.rank_pids
-        hosts = (self.world or {}).get("host") or []
-        here = hosts[0] if hosts else None
-        exited, elsewhere = [], []
-        for r, (pid, host) in enumerate(zip(pids, hosts, strict=False)):
-            if r == 0:
-                continue
-            if host != here:
-                elsewhere.append(str(r))
-            elif not _alive(int(pid)):
-                exited.append(f"rank {r} (pid {pid})")
-        parts = []
-        if exited:
-            parts.append(", ".join(exited) + (" has" if len(exited) == 1 else " have") + " exited")
-        if elsewhere:
-            many = len(elsewhere) > 1
-            parts.append(f"rank{'s' if many else ''} {', '.join(elsewhere)} "
-                         f"run{'' if many else 's'} on other hosts")  # fmt: skip
-        if not exited:
-            parts.insert(0, "a worker rank died or stopped answering")
-        return "; ".join(parts)
-
-    # -- one step over the world -------------------------------------------------------
+    # -- what the components call ------------------------------------------------------
 
     def step(
         self,
@@ -312,6 +241,23 @@ class Server:
 
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
+
+    def stop_workers(self) -> None:
+        self.steps.stop_workers()
+
+    def stopping(self, t: int) -> bool:
+        """Whether a signal asked the run to stop after round ``t`` (not its last)."""
+        return bool(self.stop.name and t < self.config.run.rounds)
+
+    def expected_round_s(self, t: int) -> float:
+        """Seconds round ``t`` is expected to take: the last round's training and update,
+        and its evaluation when one is due (:meth:`Evaluation.expected_s`)."""
+        expected = self.timing.train_s + self.timing.update_s
+        if self.evaluation.due(self, t):
+            expected += self.evaluation.expected_s(self, t)
+        return expected
+
+    # -- a round's steps ---------------------------------------------------------------
 
     def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray | None:
         """The probe's rows without the client id, [n, width], as the algorithm's client
@@ -377,15 +323,6 @@ class Server:
             cluster_models={c: m.numpy() for c, m in self.models.items()},
         )
 
-    def stop_workers(self) -> None:
-        self.steps.stop_workers()
-
-    # -- the run ---------------------------------------------------------------------
-
-    def stopping(self, t: int) -> bool:
-        """Whether a signal asked the run to stop after round ``t`` (not its last)."""
-        return bool(self.stop.name and t < self.config.run.rounds)
-
     def round(self, t: int, first: int, may_give_up: bool = False) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
         evaluation when one is due. None, or StopNow raised: a stop signal gave the round up
@@ -440,76 +377,31 @@ class Server:
             accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
         )  # fmt: skip
 
-    def expected_round_s(self, t: int) -> float:
-        """Seconds round ``t`` is expected to take: the last round's training and update,
-        and its evaluation when one is due (:meth:`Evaluation.expected_s`)."""
-        expected = self.timing.train_s + self.timing.update_s
-        if self.evaluation.due(self, t):
-            expected += self.evaluation.expected_s(self, t)
-        return expected
+    # -- the run ---------------------------------------------------------------------
 
     def run(self) -> dict:
         """Every round from the next to ``run.rounds`` (or until a signal), each preceded
         and followed by the components' work (record, progress, checkpoint); then the file
         and the summary. A stop signal abandons the round in progress and the run ends after
         the round before (:mod:`distfl.runtime.stopping`); an exception or a dead rank
-        fails the round (:meth:`fail`) and a KeyboardInterrupt ends the run
-        (:meth:`interrupted`), each after writing the last completed round."""
+        fails the round (:meth:`RoundFailures.fail`) and a KeyboardInterrupt ends the run
+        (:meth:`RoundFailures.interrupted`), each after writing the last completed round."""
         try:
             return self._run()
         finally:
             self.room.release()
 
     def _run(self) -> dict:
-        cfg = self.config
         for component in self.components:
             component.at_start(self)
         self.timing.start_loop()
         first = self.rounds_done + 1
         self.live_round = self.rounds_done
         accuracy = last_finite(self.record.metrics["accuracy"])
-        for t in range(first, cfg.run.rounds + 1):
-            saved = None
-            try:
-                for component in self.components:  # (a hook a component may leave out)
-                    self.phase = component.label
-                    if hasattr(component, "before_round"):
-                        component.before_round(self, t)
-                if self.stopping(t - 1):  # a signal while the rounds before were written
-                    break
-                saved = self.snapshots.take(self)
-                round_started = time.perf_counter()
-                self.live_round = None
-                with self.stop.abandonable(saved is not None):
-                    result = self.round(t, first, may_give_up=saved is not None)
-                if result is None:  # given up at a stop signal: the run ends after round t - 1
-                    raise StopNow
-                for component in self.components:  # the Recorder completes the round
-                    self.phase = component.label
-                    component.after_round(self, result)
-                self.live_round = t
-            except StopNow:
-                self.stop.settle()
-                if saved is not None and self.live_round is None:
-                    RoundSnapshots.restore(self, saved)
-                    self.live_round = saved["round"]
-                if not self.stop.name:
-                    self.stop.name = "a stop signal at a worker"
+        for t in range(first, self.config.run.rounds + 1):
+            result = self._kept_round(t, first)
+            if result is None:  # the run stops after round t - 1
                 break
-            except KeyboardInterrupt:
-                self.interrupted(t, saved)
-            except RunFileWriteError:
-                raise  # it says what the file holds; every rank was stopped
-            except DivergedError as exc:  # every rank stops alike on the same bounds
-                if t == 1 and self.rounds_written is None:
-                    raise  # no round to keep
-                kept = self.keep_last_round(saved)
-                raise DivergedError(f"{exc}; {kept}{self.resume_hint()}") from None
-            except UserError:
-                raise  # it says what happened itself (and every rank stops alike)
-            except Exception as exc:  # a dead rank (CommError) too
-                self.fail(t, exc, saved)
-            self.snapshots.weigh(time.perf_counter() - round_started)
             if result.evaluated:
                 accuracy = result.accuracy
             if self.stopping(t):
@@ -518,16 +410,79 @@ class Server:
             self.phase = "stopping the workers"
             self.stop_workers()
         except CommError as exc:  # a rank died after the last round: the file is complete
-            self.fail(self.rounds_done, exc, None)
+            self.failures.fail(self, self.rounds_done, exc, None)
+        summary = self._summary(first, accuracy)
+        try:
+            for component in self.components:
+                component.at_end(self, summary)
+        except KeyboardInterrupt:
+            self.failures.interrupted(self, self.rounds_done + 1, None)
+        return summary
+
+    def _kept_round(self, t: int, first: int) -> RoundResult | None:
+        """Round ``t`` with the components' work before and after it, its state copied
+        before it changes (:class:`RoundSnapshots`); None: a signal stops the run after
+        round ``t - 1`` (the live state is that round's). A round that raises fails the run
+        (:class:`RoundFailures`)."""
+        saved = None
+        try:
+            for component in self.components:  # (a hook a component may leave out)
+                self.phase = component.label
+                if hasattr(component, "before_round"):
+                    component.before_round(self, t)
+            if self.stopping(t - 1):  # a signal while the rounds before were written
+                return None
+            saved = self.snapshots.take(self)
+            round_started = time.perf_counter()
+            self.live_round = None
+            with self.stop.abandonable(saved is not None):
+                result = self.round(t, first, may_give_up=saved is not None)
+            if result is None:  # given up at a stop signal: the run ends after round t - 1
+                raise StopNow
+            for component in self.components:  # the Recorder completes the round
+                self.phase = component.label
+                component.after_round(self, result)
+            self.live_round = t
+        except StopNow:
+            self._given_up(saved)
+            return None
+        except KeyboardInterrupt:
+            self.failures.interrupted(self, t, saved)
+        except RunFileWriteError:
+            raise  # it says what the file holds; every rank was stopped
+        except DivergedError as exc:  # every rank stops alike on the same bounds
+            if t == 1 and self.rounds_written is None:
+                raise  # no round to keep
+            raise self.failures.diverged(self, exc, saved) from None
+        except UserError:
+            raise  # it says what happened itself (and every rank stops alike)
+        except Exception as exc:  # a dead rank (CommError) too
+            self.failures.fail(self, t, exc, saved)
+        self.snapshots.weigh(time.perf_counter() - round_started)
+        return result
+
+    def _given_up(self, saved: dict | None) -> None:
+        """A stop signal gave the round in progress up: the live state goes back to the
+        snapshot ``saved`` of the round before (when the round had changed it)."""
+        self.stop.settle()
+        if saved is not None and self.live_round is None:
+            RoundSnapshots.restore(self, saved)
+            self.live_round = saved["round"]
+        if not self.stop.name:
+            self.stop.name = "a stop signal at a worker"
+
+    def _summary(self, first: int, accuracy: float) -> dict:
+        """What the run did, for the components' ``at_end`` (the summary's lines)."""
         wall = self.timing.since_loop(time.perf_counter())
         ran = self.rounds_done - first + 1
-        summary = {
+        metrics = self.record.metrics
+        return {
             "rounds": self.rounds_done,
             "rounds_this_run": ran,
             "accuracy": accuracy,
             # the lowest and the 10th percentile of the clients' accuracies of that evaluation
             **{
-                key: at_last_evaluation(self.record.metrics["accuracy"], self.record.metrics[key])
+                key: at_last_evaluation(metrics["accuracy"], metrics[key])
                 for key in ("accuracy_worst", "accuracy_p10")
             },
             "num_clusters": clusters_found(self.tree.assignment()[1]),
@@ -536,35 +491,7 @@ class Server:
             "client_steps_per_s": self.timing.client_steps / max(wall, 1e-9),
             "bytes_per_round": self.comm.bytes_moved / max(ran, 1),
             "federation_bytes_per_round": (
-                float(np.mean(self.record.metrics["federation_bytes"][-ran:])) if ran else 0.0
+                float(np.mean(metrics["federation_bytes"][-ran:])) if ran else 0.0
             ),
-            "stopped_by": self.stop.name if self.rounds_done < cfg.run.rounds else None,
+            "stopped_by": self.stop.name if self.rounds_done < self.config.run.rounds else None,
         }
-        try:
-            for component in self.components:
-                component.at_end(self, summary)
-        except KeyboardInterrupt:
-            self.interrupted(self.rounds_done + 1, None)
-        return summary
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (a zombie, dead but not yet collected by
-    its launcher, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rpartition(")")[2].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True
-        return True
