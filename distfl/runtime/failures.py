@@ -1,8 +1,9 @@
 """What the server does when a round does not complete: a round that raises (a dead rank
 too) fails the run in one line, a KeyboardInterrupt ends it, a diverged model stops it;
 each time the run file is written with the last completed round first (the live state when
-it is a completed round's, else the snapshot of the round before: :mod:`distfl.runtime.
-snapshots`), and the line says what the file holds and how to continue it."""
+it is a completed round's, else the snapshot of the round before:
+:mod:`distfl.runtime.snapshots`), and the line says what the file holds and how to
+continue it."""
 
 from __future__ import annotations
 
