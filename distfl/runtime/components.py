@@ -1,11 +1,12 @@
 """What the server does around each round, as small components it calls in turn (in the
-manner of pfl-research's callbacks): the evaluation of the clients' cluster models, the
-record of the run file's tables, the progress display, the checkpoint, and the summary.
+manner of pfl-research's callbacks): the record of the run file's tables, the progress
+display, the checkpoint, and the summary.
 
 :meth:`Server.run <distfl.runtime.server.Server.run>` runs a round (probe, plan, train,
-update, splits), asks :class:`Evaluation` whether to evaluate, then hands the round's
-:class:`RoundResult` to each component's :meth:`~Component.after_round`; at the end each
-component's :meth:`~Component.at_end`. None of them knows which algorithm runs.
+update, splits), asks :class:`~distfl.runtime.evaluation.Evaluation` whether to evaluate,
+then hands the round's :class:`RoundResult` to each component's
+:meth:`~Component.after_round`; at the end each component's :meth:`~Component.at_end`.
+None of them knows which algorithm runs.
 """
 
 from __future__ import annotations
@@ -21,15 +22,14 @@ import numpy as np
 import torch
 
 from distfl.algorithms import ClientReports, RoundUpdate
-from distfl.hierarchy import empty_leaves_note, node_order
-from distfl.metrics import federation_mean, low_tail
+from distfl.hierarchy import empty_leaves_note
 from distfl.progress import Progress
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError, why
 from distfl.runfile.checkpoint import write_run_file
 from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
-from distfl.runtime.protocol import EVAL, EVAL_WIDTH, peak_rss_mb
+from distfl.runtime.protocol import peak_rss_mb
 
 if TYPE_CHECKING:
     from typing import TextIO
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from distfl.config import Config
     from distfl.hierarchy import ClusterTree
     from distfl.runfile.tables import Record
+    from distfl.runtime.timing import RoundTiming
 
 
 class ServerView(Protocol):
@@ -49,8 +50,8 @@ class ServerView(Protocol):
 
     # the run
     config: Config
-    K: int  # clients
-    P: int  # model parameters
+    num_clients: int
+    num_params: int  # of a model
     algorithm: ClusteringAlgorithm
     partition: Any  # the clients' partition: group, num_train(), num_test(), owners, ...
     labels: Any  # each sample's class (the partition counts them per client)
@@ -65,19 +66,16 @@ class ServerView(Protocol):
     models: dict[str, torch.Tensor]
     record: Record
     client_accuracy: np.ndarray
-    round_workers: dict[int, np.ndarray]
     round_bytes: int
     sum_bytes_per_param: float
     # the file
     rounds_done: int
     rounds_written: int | None
     created: str
-    loop_started: float
     room: DiskReserve  # the disk's room held for the file's next write
-
     live_round: int | None  # the completed round the live state holds (None mid-round)
-    train_s: float  # seconds of the last round's training step
-    clients_trained: int  # clients the last round trained
+    # the loop's start, the last round's seconds, each worker's time this round
+    timing: RoundTiming
 
     def state(self) -> dict: ...  # /state of the run file
 
@@ -150,134 +148,6 @@ class Component:
         pass
 
 
-@dataclass(frozen=True)
-class Scores:
-    """An evaluation's figures of the federation: the mean balanced accuracy, plain
-    accuracy and test loss over the evaluated clients (weighted as ``eval.weighted`` says),
-    and the lowest and the 10th percentile of their balanced accuracies (unweighted,
-    :func:`distfl.metrics.low_tail`); NaN where no evaluated client has test data, and all
-    NaN in a round without an evaluation (:data:`NO_SCORES`)."""
-
-    accuracy: float
-    accuracy_plain: float
-    test_loss: float
-    accuracy_worst: float
-    accuracy_p10: float
-
-
-NO_SCORES = Scores(math.nan, math.nan, math.nan, math.nan, math.nan)
-
-
-class Evaluation:
-    """Every ``eval.every`` rounds and in the last, every client (or a sample of them:
-    ``eval.clients``) evaluates its cluster's model on its local test split; the
-    per-cluster means, worst and 10th-percentile balanced accuracies go to
-    /metrics/evaluation, each client's accuracy to /clients/accuracy. Calling it returns
-    the federation's (:class:`Scores`).
-
-    The evaluation is cut into steps of about ``STEP_S`` seconds each, in ascending client
-    order, so that a stop signal waits for one step at most and the progress display
-    follows a long one; the rows, and so every mean, are those of one step."""
-
-    #: seconds an evaluation step aims at (measured on the steps before it)
-    STEP_S = 1.0
-    #: clients per worker in the first step, and the bounds of a step's clients per worker
-    FIRST_STEP = 64
-    MIN_STEP, MAX_STEP = 16, 1 << 16
-
-    def __init__(self) -> None:
-        #: wall seconds per evaluated client, measured by the last evaluation (NaN: none yet)
-        self.client_s = math.nan
-
-    def due(self, server: ServerView, t: int) -> bool:
-        return t % server.config.eval.every == 0 or t == server.config.run.rounds
-
-    def clients(self, server: ServerView, t: int) -> np.ndarray | None:
-        """The clients evaluated in round ``t``: all (None), or a sample drawn from (seed,
-        round), the same at any W and on resume (``eval.clients``)."""
-        n = server.config.eval.evaluated(server.K)
-        if n >= server.K:
-            return None
-        rng = np.random.default_rng([server.config.run.seed, 0xE7A1, t])
-        return np.sort(rng.choice(server.K, size=n, replace=False))
-
-    def expected_s(self, server: ServerView, t: int) -> float:
-        """Seconds round ``t``'s evaluation is expected to take: the last evaluation's
-        seconds per client, or before any, the last round's training seconds per client."""
-        per = self.client_s
-        if not math.isfinite(per):
-            per = server.train_s / max(server.clients_trained, 1)
-        return server.config.eval.evaluated(server.K) * per
-
-    @staticmethod
-    def cost(server: ServerView) -> np.ndarray:
-        """[K] each client's predicted work in an evaluation, in samples: its test split,
-        and where the algorithm fine-tunes first (ClusteringAlgorithm.evaluation_finetune)
-        its fine-tuning steps of min(B, n_k) samples, three passes each (forward and
-        backward), as the capacity counts them."""
-        cfg = server.config.train
-        steps = type(server.algorithm).evaluation_finetune(
-            server.algorithm.params, local_steps=cfg.local_steps
-        )
-        if not steps:
-            return server.num_test
-        batch = np.minimum(server.partition.num_train(), cfg.batch_size)
-        return server.num_test + 3 * steps * batch
-
-    def __call__(self, server: ServerView, t: int) -> Scores:
-        leaves, assign = server.tree.assignment()
-        chosen = self.clients(server, t)
-        clients = np.arange(server.K) if chosen is None else chosen
-        clients = clients[assign[clients] >= 0]  # a client in no leaf has no model yet
-        leaf_of = assign[clients]
-        total = len(clients)
-        workers = max(server.comm.world_size - 1, 1)
-        cost = self.cost(server)
-        started = time.perf_counter()
-        parts, done, size = [], 0, self.FIRST_STEP * workers
-        while done < total:
-            ks, ls = clients[done : done + size], leaf_of[done : done + size]
-            model_of = {int(k): leaves[int(i)] for k, i in zip(ks, ls, strict=True)}
-            _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=cost)
-            parts.append(out.eval_rows.cpu().numpy())
-            done += len(ks)
-            seconds = time.perf_counter() - started
-            per = seconds / done
-            size = int(np.clip(self.STEP_S / max(per, 1e-9), self.MIN_STEP * workers,
-                               self.MAX_STEP * workers))  # fmt: skip
-            server.evaluating(t, done, total, seconds)
-        if total:
-            self.client_s = (time.perf_counter() - started) / total
-        server.count(total * (4 * server.P + 8 * 5))
-        rows = np.concatenate(parts) if parts else np.zeros((0, EVAL_WIDTH))
-        evaluated = rows[:, 0].astype(np.int64)
-        server.client_accuracy[evaluated] = rows[:, 1]
-        weights = rows[:, 4] if server.config.eval.weighted else None
-        leaf_index = assign[evaluated]
-        for i in sorted(set(leaf_index.tolist()), key=lambda i: node_order(leaves[i])):
-            mine = leaf_index == i
-            w = None if weights is None else weights[mine]
-            worst, p10 = low_tail(rows[mine, 1])
-            server.record.evaluation.append({
-                "round": t,
-                "cluster": leaves[i],
-                "clients": int(mine.sum()),
-                "accuracy": federation_mean(rows[mine, 1], w),
-                "accuracy_worst": worst,
-                "accuracy_p10": p10,
-                "accuracy_plain": federation_mean(rows[mine, 2], w),
-                "test_loss": federation_mean(rows[mine, 3], w),
-            })  # fmt: skip
-        worst, p10 = low_tail(rows[:, 1])
-        return Scores(
-            accuracy=federation_mean(rows[:, 1], weights),
-            accuracy_plain=federation_mean(rows[:, 2], weights),
-            test_loss=federation_mean(rows[:, 3], weights),
-            accuracy_worst=worst,
-            accuracy_p10=p10,
-        )
-
-
 class Recorder(Component):
     label = "the record"
     """The rows of the run file's per-round tables (distfl.runfile.layout): /metrics,
@@ -315,9 +185,9 @@ class Recorder(Component):
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
             "update_s": r.update_s,
         })  # fmt: skip
-        for rank in sorted(server.round_workers):
+        for rank in sorted(server.timing.round_workers):
             (clients, train_s, busy_s, loaded, cache_mb, rss_mb, pooled,
-             pooled_s) = server.round_workers[rank]  # fmt: skip
+             pooled_s) = server.timing.round_workers[rank]  # fmt: skip
             record.workers.append({
                 "round": t, "rank": rank, "clients": clients, "train_s": train_s,
                 "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
@@ -344,10 +214,10 @@ class Recorder(Component):
             for key in ("client", "other"):
                 ids = np.asarray(values.get(key, ()))
                 odd = ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0)
-                if odd or (ids.size and ids.max() >= server.K):
+                if odd or (ids.size and ids.max() >= server.num_clients):
                     raise RuntimeError(
                         f"{source} gave rows of table {name!r} whose {key} is no client id of "
-                        f"the run (0 .. {server.K - 1})"
+                        f"the run (0 .. {server.num_clients - 1})"
                     )
             for cid in set(map(str, values.get("cluster", ()))):
                 if cid not in server.tree:
@@ -530,7 +400,7 @@ def _write_server(server: ServerView) -> None:
         leaf_models=torch.stack([server.models[c] for c in leaves]).numpy(),
         tables=server.record.arrays(),
         trainer=server.trainer,
-        loop_started=server.loop_started,
+        loop_started=server.timing.loop_started,
         sum_bytes_per_param=server.sum_bytes_per_param,
         state=server.state(),
         created=server.created,

@@ -71,4 +71,33 @@ def place(
     return worker
 
 
-__all__ = ["PLACEMENTS", "home_workers", "place"]
+class Placement:
+    """Where the tasks of the run's steps go: each client's home worker
+    (:func:`home_workers`, by its training samples) and ``server.placement``; a task's
+    predicted cost is, unless a step names another, its client's local training: S steps of
+    min(B, n_k) samples."""
+
+    def __init__(
+        self,
+        num_train: np.ndarray,
+        batch_size: int,
+        local_steps: int,
+        num_workers: int,
+        *,
+        balanced: bool = True,
+    ) -> None:
+        #: [K] predicted cost of each client's local training
+        self.train_cost = np.minimum(num_train, batch_size) * local_steps
+        #: [K] each client's home worker; placement balances each step's tasks from there
+        self.home = home_workers(num_train, num_workers)
+        self.num_workers = num_workers
+        self.balanced = balanced
+
+    def workers(self, clients: np.ndarray, cost: np.ndarray | None = None) -> np.ndarray:
+        """[n] the worker of each task of ``clients`` (ascending), by ``cost`` ([K], samples
+        each client works through; default :attr:`train_cost`)."""
+        cost = self.train_cost if cost is None else cost
+        return place(clients, cost[clients], self.home, self.num_workers, balanced=self.balanced)
+
+
+__all__ = ["PLACEMENTS", "Placement", "home_workers", "place"]

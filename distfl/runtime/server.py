@@ -3,17 +3,22 @@ and aggregates cluster models; the evaluation, the run file's record, the progre
 the checkpoint and the summary are components it calls after each round and at the end
 (:mod:`distfl.runtime.components`). It knows algorithms only through
 :class:`~distfl.algorithms.ClusteringAlgorithm` and reads the cluster tree the algorithm
-owns."""
+owns.
+
+Its collaborators: :mod:`~distfl.runtime.seeding` (the initial models),
+:mod:`~distfl.runtime.steps` (the steps over the world, placed by
+:mod:`~distfl.runtime.placement`), :mod:`~distfl.runtime.aggregation` (the sums decoded into
+the clusters' new models), :mod:`~distfl.runtime.evaluation`, :mod:`~distfl.runtime.timing`,
+:mod:`~distfl.runtime.snapshots` (the copy of the last completed round) and
+:mod:`~distfl.runtime.failures` (a round that does not complete)."""
 
 from __future__ import annotations
 
-import copy
 import math
-import os
 import sys
 import time
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import TextIO
 
 import numpy as np
 import torch
@@ -24,47 +29,40 @@ from distfl.algorithms import (
     Federation,
     ProbeRequest,
     RoundPlan,
-    Split,
     build_algorithm,
     every_run_statistics,
 )
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
-from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed, UserError
+from distfl.errors import CommError, DivergedError, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
-from distfl.models import build_model, flat_params, last_layer_span, last_linear, num_params
+from distfl.models import last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError
 from distfl.runfile.checkpoint import RunFile, storable
-from distfl.runfile.output import keep_traceback
 from distfl.runfile.tables import Record
-from distfl.runtime.components import (
-    NO_SCORES,
-    Component,
-    Evaluation,
-    RoundResult,
-    default_components,
-    write_server,
-)
-from distfl.runtime.placement import home_workers, place
-from distfl.runtime.pool import RankPool, TimedPool
+from distfl.runtime.aggregation import ClusterAggregation
+from distfl.runtime.components import Component, RoundResult, default_components
+from distfl.runtime.evaluation import NO_SCORES, Evaluation
+from distfl.runtime.failures import RoundFailures
+from distfl.runtime.placement import Placement
 from distfl.runtime.protocol import (
     MAY_GIVE_UP,
     PROBE,
     RETURN_MODEL,
-    STEP,
     TRAIN,
-    WORKER_FIELDS,
-    Plan,
     ProbeShape,
-    run_step,
+    StepOutput,
     sum_layout,
 )
+from distfl.runtime.seeding import ModelSeeding
+from distfl.runtime.snapshots import RoundSnapshots
+from distfl.runtime.steps import WorldSteps
 from distfl.runtime.stopping import StopFlag, StopNow
+from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
-from distfl.text import exception_line
 from distfl.train import trainer_kind
 
 
@@ -88,109 +86,88 @@ class Server:
         self.config = config
         self.comm = comm
         #: where each rank runs (distfl.comm.world.describe_world), for /world; its process
-        #: ids stay here (they name a rank that died)
+        #: ids stay with the failure handling (they name a rank that died)
         self.world = None if world is None else {k: v for k, v in world.items() if k != "pid"}
-        self.rank_pids: list[int] = list((world or {}).get("pid", []))
+        self.failures = RoundFailures(world)
         self.partition = partition
         #: each client's ground-truth group (int64)
         self.federation_groups = np.asarray(partition.group, dtype=np.int64)
         self.labels = labels
-        self.worker = local_worker
         #: progress and summary; a reader that went away (``| head``) costs no result
         self.stream = QuietOnBrokenPipe(stream or sys.stdout)
-        self.K = config.data.num_clients
-        self.S = config.train.local_steps
+        self.num_clients = config.data.num_clients
+        self.local_steps = config.train.local_steps
         self.num_train = partition.num_train()
         self.num_test = partition.num_test()
-        self.num_workers = max(comm.world_size - 1, 1)
-        #: predicted cost of a client's local training: S steps of min(B, n_k) samples
-        self.train_cost = np.minimum(self.num_train, config.train.batch_size) * self.S
-        #: each client's home worker; placement balances each step's tasks from there
-        self.home = home_workers(self.num_train, self.num_workers)
-        self.balanced = config.server.placement == "balanced"
+        placement = Placement(
+            self.num_train, config.train.batch_size, self.local_steps,
+            max(comm.world_size - 1, 1), balanced=config.server.placement == "balanced",
+        )  # fmt: skip
         #: its ``name`` is set by a stop signal (distfl.runtime.stopping): the run writes its
         #: last completed round and stops
         self.stop: StopFlag = stop if stop is not None else StopFlag()
-
-        def initial(offset: int) -> torch.nn.Module:
-            if offset == 0:
-                torch.manual_seed(config.run.seed)
-            else:
-                seq = np.random.SeedSequence([config.run.seed, 0x1A17, offset])
-                torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
-            return build_model(
-                config.model.name, input_shape, num_classes, hidden=config.model.hidden
-            )
-
-        model = initial(0)
+        seeding = ModelSeeding(config, input_shape, num_classes)
+        model = seeding.build(0)
         #: the workers' local trainer (they train on ``device``, as rank 0 would)
         self.trainer = trainer_kind(config.train.trainer, model, device or torch.device("cpu"))
-        self.algorithm = build_algorithm(
-            config,
-            Federation(
-                num_clients=self.K,
-                clients_per_round=config.server.clients_per_round,
-                seed=config.run.seed,
-                local_steps=self.S,
-                groups=self.federation_groups,
-                num_train=self.num_train,
-                num_params=num_params(model),
-                embed_dim=last_linear(model).in_features,
-                input_dim=math.prod(input_shape),
-                last_layer=last_layer_span(model),
-            ),
-        )
+        self.num_params = num_params(model)
+        self.algorithm = build_algorithm(config, self._federation(model, input_shape))
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
-        self.aggregate = build_aggregator(config.server)
-        offsets = self.algorithm.initial_models()
-        built = {0: model, **{o: initial(o) for o in sorted(set(offsets.values()) - {0})}}
-        inits = {o: flat_params(m) for o, m in built.items()}
-        self.P = int(inits[0].numel())
-        self.layout = sum_layout(config.comm.sums, model)
-        self.models: dict[str, torch.Tensor] = {
-            cid: inits[offsets[cid]].clone() for cid in self.tree.leaf_ids()
-        }
+        aggregator = build_aggregator(config.server)
+        self.models: dict[str, torch.Tensor] = seeding.cluster_models(
+            model, self.algorithm.initial_models(), self.tree.leaf_ids()
+        )
+        layout = sum_layout(config.comm.sums, model)
+        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
         #: the per-row tables of the run file (distfl.runfile.layout.TABLES)
         self.record = self._record()
-        #: per worker rank, this round's clients, train s, busy s, materialised clients,
-        #: cache MiB and peak RSS (the steps' timing rows, summed), and the server's pooled
-        #: tasks it computed and their seconds
-        self.round_workers: dict[int, np.ndarray] = {}
+        self.timing = RoundTiming()
+        self.steps = WorldSteps(
+            comm, layout=layout, local_steps=self.local_steps, placement=placement,
+            local_worker=local_worker, stop=self.stop, timing=self.timing,
+        )  # fmt: skip
         #: the algorithm's pieces of server work go to the workers when there are any
-        self.algorithm.pool = (
-            RankPool(comm, self._announce_pooled, self._pooled, stop=self.stop)
-            if comm.world_size > 1
-            else TimedPool(self._pooled)
-        )
-        self.client_accuracy = np.full(self.K, np.nan)
-        self.rounds_done = 0
-        self.loop_started = 0.0
-        #: bytes per model parameter of the last exact sums reduce (each rank's share)
-        self.sum_bytes_per_param = 0.0
-        self.elapsed_before = 0.0
-        #: when the run's first file was written ("": not yet; kept on resume)
-        self.created = ""
-        self.client_steps = 0
-        self.round_bytes = 0
+        self.algorithm.pool = self.steps.pool()
         #: when and how clients evaluate; what is done after each round and at the end
         self.evaluation = Evaluation()
         self.components = default_components() if components is None else components
+        self._init_state(config)
+
+    def _init_state(self, config: Config) -> None:
+        """The state of a run before its first round (:meth:`restore` continues one)."""
+        self.client_accuracy = np.full(self.num_clients, np.nan)
+        self.rounds_done = 0
+        #: bytes per model parameter of the last exact sums reduce (each rank's share)
+        self.sum_bytes_per_param = 0.0
+        #: when the run's first file was written ("": not yet; kept on resume)
+        self.created = ""
+        self.round_bytes = 0
         self.phase = "the round's start"  # what the round is doing (a failure names it)
-        self.snapshots = True
-        self.snapshot_strikes = 0  # rounds in a row whose snapshot cost too much
-        self.snapshot_s = 0.0
+        #: the copy of the last completed round taken before each round
+        self.snapshots = RoundSnapshots()
         self.rounds_written: int | None = None  # the round of the run file on disk, if any
         #: the round the live state holds completed (its record too); None while a round
         #: is changing it
         self.live_round: int | None = None
         #: the room on the run file's disk held for its next write (the checkpoint holds it)
         self.room = DiskReserve(Path(config.run.out))
-        #: measured seconds of the last round's training step and update, and per client of
-        #: the last evaluation (the pre-round checkpoint's estimate of a round)
-        self.train_s = 0.0
-        self.update_s = 0.0
-        self.clients_trained = 0
+
+    def _federation(self, model: torch.nn.Module, input_shape: tuple[int, ...]) -> Federation:
+        """What the algorithm is told of the federation and the model."""
+        config = self.config
+        return Federation(
+            num_clients=self.num_clients,
+            clients_per_round=config.server.clients_per_round,
+            seed=config.run.seed,
+            local_steps=self.local_steps,
+            groups=self.federation_groups,
+            num_train=self.num_train,
+            num_params=self.num_params,
+            embed_dim=last_linear(model).in_features,
+            input_dim=math.prod(input_shape),
+            last_layer=last_layer_span(model),
+        )
 
     def _record(self, saved: dict | None = None) -> Record:
         """The run file's per-row tables, empty or as ``saved`` holds them: the layout's,
@@ -211,10 +188,10 @@ class Server:
         self.tree.restore(saved.hierarchy)
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
-        self.aggregate.load_state_dict(st.get("aggregator", {}))
+        self.aggregation.load_state_dict(st.get("aggregator", {}))
         self.record = self._record(saved.tables)
         if len(self.record.timing):
-            self.elapsed_before = float(self.record.timing["elapsed_s"][-1])
+            self.timing.elapsed_before = float(self.record.timing["elapsed_s"][-1])
         self.sum_bytes_per_param = saved.sum_bytes_per_param
         self.created = saved.created
         self.rounds_written = self.rounds_done  # the file resumed holds it
@@ -228,140 +205,10 @@ class Server:
             "models": torch.stack([self.models[c] for c in ids]).numpy(),
             "client_accuracy": self.client_accuracy.copy(),
             "algorithm": storable(self.algorithm.state_dict()),
-            "aggregator": storable(self.aggregate.state_dict()),
+            "aggregator": storable(self.aggregation.state_dict()),
         }
 
-    # -- a round that raises ----------------------------------------------------------
-
-    #: a snapshot of the state before each round is taken while it costs at most this
-    #: share of a round (and SNAPSHOT_FREE_S seconds are always allowed); it stops after
-    #: SNAPSHOT_STRIKES rounds in a row over that budget (one copy that the OS paused on a
-    #: busy machine is no reason to give up the safety net)
-    SNAPSHOT_SHARE = 0.05
-    SNAPSHOT_FREE_S = 0.01
-    SNAPSHOT_STRIKES = 3
-
-    def snapshot(self) -> dict | None:
-        """What a run file of the last completed round needs, copied before a round changes
-        it (None once copying costs more than SNAPSHOT_SHARE of a round: the periodic
-        checkpoint covers such runs)."""
-        if not self.snapshots:
-            return None
-        started = time.perf_counter()
-        saved = {
-            "round": self.rounds_done,
-            "models": {c: m.clone() for c, m in self.models.items()},
-            "algorithm": copy.deepcopy(self.algorithm.state_dict()),
-            "aggregator": copy.deepcopy(self.aggregate.state_dict()),
-            "client_accuracy": self.client_accuracy.copy(),
-            "hierarchy": copy.deepcopy(self.tree.to_nodes()),
-            "record": self.record.mark(),
-            "sum_bytes_per_param": self.sum_bytes_per_param,
-        }
-        self.snapshot_s = time.perf_counter() - started
-        return saved
-
-    def weigh_snapshot(self, round_s: float) -> None:
-        if not self.snapshots:
-            return
-        if self.snapshot_s > max(self.SNAPSHOT_FREE_S, self.SNAPSHOT_SHARE * round_s):
-            self.snapshot_strikes += 1
-            self.snapshots = self.snapshot_strikes < self.SNAPSHOT_STRIKES
-        else:
-            self.snapshot_strikes = 0
-
-    def restore_snapshot(self, saved: dict) -> None:
-        self.rounds_done = saved["round"]
-        self.models = saved["models"]
-        self.algorithm.load_state_dict(saved["algorithm"])
-        self.aggregate.load_state_dict(saved["aggregator"])
-        self.client_accuracy = saved["client_accuracy"]
-        self.tree.restore(saved["hierarchy"])
-        self.record.rollback(saved["record"])
-        self.sum_bytes_per_param = saved["sum_bytes_per_param"]
-
-    def keep_last_round(self, saved: dict | None) -> str:
-        """Put the last completed round on disk, as far as the server holds it: the live
-        state when it is a completed round's, else the snapshot of the round before the one
-        in progress; the file is not written again when it holds that round already.
-        Returns what the run file holds, for a one-line message ("run.h5 holds round 6")."""
-        self.stop.settle()  # nothing is abandoned any more: this write completes
-        out = self.config.run.out
-        if self.live_round is None and saved is not None:
-            try:
-                self.restore_snapshot(saved)
-                self.live_round = saved["round"]
-            except Exception:
-                pass
-        if self.live_round is not None and self.live_round != self.rounds_written:
-            try:
-                write_server(self)
-            except RunFileWriteError as exc:
-                return f"{out} was not written ({exc})"
-            except KeyboardInterrupt:
-                return f"{out} was not written (interrupted again while writing it)"
-        if self.rounds_written is None:
-            return "no run file was written"
-        return f"{out} holds round {self.rounds_written}"
-
-    def resume_hint(self) -> str:
-        written = self.rounds_written is not None and self.rounds_written < self.config.run.rounds
-        return f": continue with distfl run --resume {self.config.run.out}" if written else ""
-
-    def fail(self, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
-        """Round ``t`` raised ``exc`` in ``self.phase``: the run file is written with the
-        last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
-        rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
-        and RoundFailed says so in one line."""
-        kept = self.keep_last_round(saved)
-        told = keep_traceback(self.config.run.out, f"round {t} failed in {self.phase}", exc)
-        if isinstance(exc, CommError):
-            cause = f"{_first_line(exc)}; {self.lost_ranks()}"
-        else:
-            try:
-                self.stop_workers()
-            except Exception:
-                pass  # a broken world: the launcher ends the other ranks
-            cause = exception_line(exc)
-        raise RoundFailed(
-            f"round {t} failed in {self.phase} ({cause}); {kept}{self.resume_hint()}; {told}"
-        ) from exc
-
-    def interrupted(self, t: int, saved: dict | None) -> NoReturn:
-        """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:
-        the last completed round is written before the process exits (code 130)."""
-        where = self.phase if self.live_round is None else f"after round {self.live_round}"
-        kept = self.keep_last_round(saved)
-        raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint()}")
-
-    def lost_ranks(self) -> str:
-        """Which worker ranks have exited, as far as this host can tell (those on rank 0's
-        host, by their process ids), and which run on other hosts and cannot be checked
-        from here, for a failed collective's message. A rank that exited may have died or
-        may have left after its own collective failed: both are said as "exited"."""
-        pids = self.rank_pids
-        hosts = (self.world or {}).get("host") or []
-        here = hosts[0] if hosts else None
-        exited, elsewhere = [], []
-        for r, (pid, host) in enumerate(zip(pids, hosts, strict=False)):
-            if r == 0:
-                continue
-            if host != here:
-                elsewhere.append(str(r))
-            elif not _alive(int(pid)):
-                exited.append(f"rank {r} (pid {pid})")
-        parts = []
-        if exited:
-            parts.append(", ".join(exited) + (" has" if len(exited) == 1 else " have") + " exited")
-        if elsewhere:
-            many = len(elsewhere) > 1
-            parts.append(f"rank{'s' if many else ''} {', '.join(elsewhere)} "
-                         f"run{'' if many else 's'} on other hosts")  # fmt: skip
-        if not exited:
-            parts.insert(0, "a worker rank died or stopped answering")
-        return "; ".join(parts)
-
-    # -- one step over the world -------------------------------------------------------
+    # -- what the components call ------------------------------------------------------
 
     def step(
         self,
@@ -372,48 +219,15 @@ class Server:
         probe_op: int = 0,
         probe: ProbeShape | None = None,
         cost: np.ndarray | None = None,
-    ):
-        """Run one step of ``tasks`` over the world, placed on the workers by predicted
-        ``cost`` ([K], samples each client works through; default its local training's).
-        The gathered rows come back sorted by client."""
-        clusters = models if models is not None else sorted(set(model_of.values()))
-        index = {cid: i for i, cid in enumerate(clusters)}
-        clients = np.array(sorted(model_of), dtype=np.int64)
-        cost = self.train_cost if cost is None else cost
-        worker = place(clients, cost[clients], self.home, self.num_workers, balanced=self.balanced)
-        plan = Plan(
-            STEP, round_index, len(clusters), clients,
-            np.array([index[model_of[int(k)]] for k in clients], dtype=np.int64),
-            np.array([tasks[int(k)] for k in clients], dtype=np.int64),
-            worker, probe_op, probe if probe is not None else ProbeShape(0),
+    ) -> tuple[list[str], StepOutput]:
+        """Run one step of ``tasks`` over the world with the cluster models ``models``
+        (default: those ``model_of`` names), placed on the workers by predicted ``cost``
+        ([K], samples each client works through; default its local training's). The
+        gathered rows come back sorted by client (:meth:`WorldSteps.run`)."""
+        return self.steps.run(
+            self.models, model_of, tasks, round_index, clusters=models, probe_op=probe_op,
+            probe=probe, cost=cost,
         )  # fmt: skip
-        models = torch.stack([self.models[c] for c in clusters]).to(self.comm.device)
-        with self.shield():  # every rank leaves the step together; a stop acts at its end
-            _, out = run_step(
-                self.comm, plan, models, layout=self.layout, num_steps=self.S,
-                execute=self.worker.execute if self.worker is not None else None,
-            )  # fmt: skip
-            for row in out.timing_rows.cpu().numpy():
-                rank = int(row[0])
-                if row[7] and not self.stop.name:
-                    # a signal that reached a worker only: the run stops as well
-                    self.stop.name = "a stop signal at a worker"
-                acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
-                acc[:3] += row[1:4]  # clients, train s, busy s
-                acc[3] += row[4]  # clients materialised
-                acc[4:6] = row[5:7]  # cache MiB and peak RSS at the step's end
-        out.loss_rows = _by_client(out.loss_rows)
-        out.eval_rows = _by_client(out.eval_rows)
-        if out.probe_rows is not None:
-            out.probe_rows = _by_client(out.probe_rows)
-        if plan.any(RETURN_MODEL) and len(out.model_rows):
-            # rows arrive worker by worker (rank order), each worker's in client order
-            back = (plan.tasks & RETURN_MODEL) != 0
-            arrived = np.lexsort((plan.clients[back], plan.worker[back]))
-            order = np.empty_like(arrived)
-            order[arrived] = np.arange(len(arrived))
-            out.model_rows = out.model_rows[torch.from_numpy(order)]
-        return clusters, out
 
     def evaluating(self, t: int, done: int, total: int, seconds: float) -> None:
         """Tell the components how far round ``t``'s evaluation is."""
@@ -425,21 +239,25 @@ class Server:
         """A context in which no signal interrupts a write of the run file."""
         return self.stop.writing()
 
-    def shield(self):
-        """A context in which a stop signal waits (the collectives of a step)."""
-        return self.stop.shielded()
-
-    def _announce_pooled(self, may_leave: bool) -> None:
-        run_step(self.comm, Plan.compute(may_leave), None, layout=self.layout, num_steps=self.S,
-                 execute=None)  # fmt: skip
-
-    def _pooled(self, rank: int, tasks: int, seconds: float) -> None:
-        acc = self.round_workers.setdefault(rank, np.zeros(WORKER_FIELDS))
-        acc[6] += tasks
-        acc[7] += seconds
-
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
+
+    def stop_workers(self) -> None:
+        self.steps.stop_workers()
+
+    def stopping(self, t: int) -> bool:
+        """Whether a signal asked the run to stop after round ``t`` (not its last)."""
+        return bool(self.stop.name and t < self.config.run.rounds)
+
+    def expected_round_s(self, t: int) -> float:
+        """Seconds round ``t`` is expected to take: the last round's training and update,
+        and its evaluation when one is due (:meth:`Evaluation.expected_s`)."""
+        expected = self.timing.train_s + self.timing.update_s
+        if self.evaluation.due(self, t):
+            expected += self.evaluation.expected_s(self, t)
+        return expected
+
+    # -- a round's steps ---------------------------------------------------------------
 
     def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray | None:
         """The probe's rows without the client id, [n, width], as the algorithm's client
@@ -454,7 +272,7 @@ class Server:
         if request.federation_bytes is not None:
             self.count(request.federation_bytes)
         else:  # each client downloads the models and uploads its row
-            self.count(n * (M * 4 * self.P + width * 8))
+            self.count(n * (M * 4 * self.num_params + width * 8))
         clusters = list(request.clusters)
         model_of = {int(k): clusters[0] for k in request.clients}
         tasks = {int(k): PROBE for k in request.clients}
@@ -479,25 +297,19 @@ class Server:
         tasks = {k: TRAIN | give_up | (RETURN_MODEL if k in plan.return_models else 0)
                  for k in plan.train}  # fmt: skip
         # each participant downloads its model, uploads its update and its S losses
-        self.count(len(plan.train) * (8 * self.P + 8 * self.S + 8))
+        self.count(len(plan.train) * (8 * self.num_params + 8 * self.local_steps + 8))
         clusters, out = self.step(plan.train, tasks, plan.round)
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
-        # each rank's payload per model parameter (the Σ n_k column, 8 bytes a model, apart)
-        values = sums.numel() - len(clusters)
-        self.sum_bytes_per_param = values * sums.element_size() / (len(clusters) * self.P)
-        for i, cid in enumerate(clusters):
-            weight = int(sums[i, -1])
-            exponents = out.exponents[i] if out.exponents is not None else None
-            delta = self.layout.decode(sums[i, :-1], exponents)
-            self.models[cid] = self.aggregate(cid, self.models[cid], delta, weight)
+        self.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
+        self.aggregation.apply(self.models, clusters, sums, out.exponents)
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
         expected = np.array(sorted(plan.train), dtype=np.int64)
         if not np.array_equal(clients, expected):
             raise RuntimeError(f"round {plan.round}: loss rows for {clients}, planned {expected}")
-        self.client_steps += len(clients) * self.S
+        self.timing.client_steps += len(clients) * self.local_steps
         models = None
         if plan.return_models:
             models = out.model_rows.cpu().numpy()
@@ -511,36 +323,15 @@ class Server:
             cluster_models={c: m.numpy() for c, m in self.models.items()},
         )
 
-    def apply_splits(self, splits: list[Split]) -> None:
-        """Children start from the parent's (just aggregated) model; the algorithm has put
-        them in the tree already."""
-        for split in splits:
-            for child_id in split.children:
-                self.models[child_id] = self.models[split.parent].clone()
-            del self.models[split.parent]
-            self.aggregate.split(split.parent, list(split.children))
-
-    def stop_workers(self) -> None:
-        self.stop.settle()
-        run_step(self.comm, Plan.stop(), None, layout=self.layout, num_steps=self.S, execute=None)
-
-    # -- the run ---------------------------------------------------------------------
-
-    def stopping(self, t: int) -> bool:
-        """Whether a signal asked the run to stop after round ``t`` (not its last)."""
-        return bool(self.stop.name and t < self.config.run.rounds)
-
-    def round(
-        self, t: int, t_start: float, first: int, may_give_up: bool = False
-    ) -> RoundResult | None:
+    def round(self, t: int, first: int, may_give_up: bool = False) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
         evaluation when one is due. None, or StopNow raised: a stop signal gave the round up
         (during its probe, or, with ``may_give_up``, the server holding a snapshot of round
         ``t - 1``, anywhere); nothing of it is to be kept, and the run stops after round
-        ``t - 1``."""
+        ``t - 1``. ``first``: the first round of this process (its rate counts from it)."""
         bytes_before = self.comm.bytes_moved
         self.round_bytes = 0
-        self.round_workers = {}
+        self.timing.round_workers = {}
         name = self.algorithm.name
         self.phase = f"{name}'s plan_probe"
         request = self.algorithm.plan_probe(t)
@@ -562,16 +353,16 @@ class Server:
         reports = self.train_round(plan, may_give_up)
         if reports is None:
             return None
-        self.train_s = time.perf_counter() - train_started
-        self.clients_trained = len(reports.clients)
+        self.timing.train_s = time.perf_counter() - train_started
+        self.timing.clients_trained = len(reports.clients)
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)
-        update_s = self.update_s = time.perf_counter() - update_started
+        update_s = self.timing.update_s = time.perf_counter() - update_started
         self.phase = "applying the update"
         for cid, flat in update.models.items():
             self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
-        self.apply_splits(update.splits)
+        self.aggregation.split(self.models, update.splits)
         self.phase = "the evaluation"
         evaluated = self.evaluation.due(self, t)
         scores = self.evaluation(self, t) if evaluated else NO_SCORES
@@ -580,83 +371,37 @@ class Server:
         return RoundResult(
             round=t, reports=reports, update=update, trained=trained, sampled=sampled,
             evaluated=evaluated, accuracy=scores.accuracy, accuracy_plain=scores.accuracy_plain,
-            test_loss=scores.test_loss, elapsed=self.elapsed_before + now - t_start,
+            test_loss=scores.test_loss, elapsed=self.timing.elapsed(now),
             moved=self.comm.bytes_moved - bytes_before,
-            rate=(t - first + 1) / max(now - t_start, 1e-9), update_s=update_s,
+            rate=(t - first + 1) / max(self.timing.since_loop(now), 1e-9), update_s=update_s,
             accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
         )  # fmt: skip
 
-    def expected_round_s(self, t: int) -> float:
-        """Seconds round ``t`` is expected to take: the last round's training and update,
-        and its evaluation when one is due (:meth:`Evaluation.expected_s`)."""
-        expected = self.train_s + self.update_s
-        if self.evaluation.due(self, t):
-            expected += self.evaluation.expected_s(self, t)
-        return expected
+    # -- the run ---------------------------------------------------------------------
 
     def run(self) -> dict:
         """Every round from the next to ``run.rounds`` (or until a signal), each preceded
         and followed by the components' work (record, progress, checkpoint); then the file
         and the summary. A stop signal abandons the round in progress and the run ends after
         the round before (:mod:`distfl.runtime.stopping`); an exception or a dead rank
-        fails the round (:meth:`fail`) and a KeyboardInterrupt ends the run
-        (:meth:`interrupted`), each after writing the last completed round."""
+        fails the round (:meth:`RoundFailures.fail`) and a KeyboardInterrupt ends the run
+        (:meth:`RoundFailures.interrupted`), each after writing the last completed round."""
         try:
             return self._run()
         finally:
             self.room.release()
 
     def _run(self) -> dict:
-        cfg = self.config
         for component in self.components:
             component.at_start(self)
-        self.loop_started = time.time()
-        t_start = time.perf_counter()
+        self.timing.start_loop()
         first = self.rounds_done + 1
         self.live_round = self.rounds_done
         accuracy = last_finite(self.record.metrics["accuracy"])
-        for t in range(first, cfg.run.rounds + 1):
-            saved = None
-            try:
-                for component in self.components:  # (a hook a component may leave out)
-                    self.phase = component.label
-                    if hasattr(component, "before_round"):
-                        component.before_round(self, t)
-                if self.stopping(t - 1):  # a signal while the rounds before were written
-                    break
-                saved = self.snapshot()
-                round_started = time.perf_counter()
-                self.live_round = None
-                with self.stop.abandonable(saved is not None):
-                    result = self.round(t, t_start, first, may_give_up=saved is not None)
-                if result is None:  # given up at a stop signal: the run ends after round t - 1
-                    raise StopNow
-                for component in self.components:  # the Recorder completes the round
-                    self.phase = component.label
-                    component.after_round(self, result)
-                self.live_round = t
-            except StopNow:
-                self.stop.settle()
-                if saved is not None and self.live_round is None:
-                    self.restore_snapshot(saved)
-                    self.live_round = saved["round"]
-                if not self.stop.name:
-                    self.stop.name = "a stop signal at a worker"
+        for t in range(first, self.config.run.rounds + 1):
+            result = self._kept_round(t, first)
+            if result is None:  # the run stops after round t - 1
                 break
-            except KeyboardInterrupt:
-                self.interrupted(t, saved)
-            except RunFileWriteError:
-                raise  # it says what the file holds; every rank was stopped
-            except DivergedError as exc:  # every rank stops alike on the same bounds
-                if t == 1 and self.rounds_written is None:
-                    raise  # no round to keep
-                kept = self.keep_last_round(saved)
-                raise DivergedError(f"{exc}; {kept}{self.resume_hint()}") from None
-            except UserError:
-                raise  # it says what happened itself (and every rank stops alike)
-            except Exception as exc:  # a dead rank (CommError) too
-                self.fail(t, exc, saved)
-            self.weigh_snapshot(time.perf_counter() - round_started)
             if result.evaluated:
                 accuracy = result.accuracy
             if self.stopping(t):
@@ -665,61 +410,88 @@ class Server:
             self.phase = "stopping the workers"
             self.stop_workers()
         except CommError as exc:  # a rank died after the last round: the file is complete
-            self.fail(self.rounds_done, exc, None)
-        wall = time.perf_counter() - t_start
+            self.failures.fail(self, self.rounds_done, exc, None)
+        summary = self._summary(first, accuracy)
+        try:
+            for component in self.components:
+                component.at_end(self, summary)
+        except KeyboardInterrupt:
+            self.failures.interrupted(self, self.rounds_done + 1, None)
+        return summary
+
+    def _kept_round(self, t: int, first: int) -> RoundResult | None:
+        """Round ``t`` with the components' work before and after it, its state copied
+        before it changes (:class:`RoundSnapshots`); None: a signal stops the run after
+        round ``t - 1`` (the live state is that round's). A round that raises fails the run
+        (:class:`RoundFailures`)."""
+        saved = None
+        try:
+            for component in self.components:  # (a hook a component may leave out)
+                self.phase = component.label
+                if hasattr(component, "before_round"):
+                    component.before_round(self, t)
+            if self.stopping(t - 1):  # a signal while the rounds before were written
+                return None
+            saved = self.snapshots.take(self)
+            round_started = time.perf_counter()
+            self.live_round = None
+            with self.stop.abandonable(saved is not None):
+                result = self.round(t, first, may_give_up=saved is not None)
+            if result is None:  # given up at a stop signal: the run ends after round t - 1
+                raise StopNow
+            for component in self.components:  # the Recorder completes the round
+                self.phase = component.label
+                component.after_round(self, result)
+            self.live_round = t
+        except StopNow:
+            self._given_up(saved)
+            return None
+        except KeyboardInterrupt:
+            self.failures.interrupted(self, t, saved)
+        except RunFileWriteError:
+            raise  # it says what the file holds; every rank was stopped
+        except DivergedError as exc:  # every rank stops alike on the same bounds
+            if t == 1 and self.rounds_written is None:
+                raise  # no round to keep
+            raise self.failures.diverged(self, exc, saved) from None
+        except UserError:
+            raise  # it says what happened itself (and every rank stops alike)
+        except Exception as exc:  # a dead rank (CommError) too
+            self.failures.fail(self, t, exc, saved)
+        self.snapshots.weigh(time.perf_counter() - round_started)
+        return result
+
+    def _given_up(self, saved: dict | None) -> None:
+        """A stop signal gave the round in progress up: the live state goes back to the
+        snapshot ``saved`` of the round before (when the round had changed it)."""
+        self.stop.settle()
+        if saved is not None and self.live_round is None:
+            RoundSnapshots.restore(self, saved)
+            self.live_round = saved["round"]
+        if not self.stop.name:
+            self.stop.name = "a stop signal at a worker"
+
+    def _summary(self, first: int, accuracy: float) -> dict:
+        """What the run did, for the components' ``at_end`` (the summary's lines)."""
+        wall = self.timing.since_loop(time.perf_counter())
         ran = self.rounds_done - first + 1
-        summary = {
+        metrics = self.record.metrics
+        return {
             "rounds": self.rounds_done,
             "rounds_this_run": ran,
             "accuracy": accuracy,
             # the lowest and the 10th percentile of the clients' accuracies of that evaluation
             **{
-                key: at_last_evaluation(self.record.metrics["accuracy"], self.record.metrics[key])
+                key: at_last_evaluation(metrics["accuracy"], metrics[key])
                 for key in ("accuracy_worst", "accuracy_p10")
             },
             "num_clusters": clusters_found(self.tree.assignment()[1]),
             "num_leaves": len(self.models),
             "wall_s": wall,
-            "client_steps_per_s": self.client_steps / max(wall, 1e-9),
+            "client_steps_per_s": self.timing.client_steps / max(wall, 1e-9),
             "bytes_per_round": self.comm.bytes_moved / max(ran, 1),
             "federation_bytes_per_round": (
-                float(np.mean(self.record.metrics["federation_bytes"][-ran:])) if ran else 0.0
+                float(np.mean(metrics["federation_bytes"][-ran:])) if ran else 0.0
             ),
-            "stopped_by": self.stop.name if self.rounds_done < cfg.run.rounds else None,
+            "stopped_by": self.stop.name if self.rounds_done < self.config.run.rounds else None,
         }
-        try:
-            for component in self.components:
-                component.at_end(self, summary)
-        except KeyboardInterrupt:
-            self.interrupted(self.rounds_done + 1, None)
-        return summary
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else ""
-
-
-def _alive(pid: int) -> bool:
-    """Whether process ``pid`` of this host runs (a zombie, dead but not yet collected by
-    its launcher, does not)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            state = f.read().rpartition(")")[2].split()[0]
-        return state not in ("Z", "X")
-    except (OSError, IndexError):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            return True
-        return True
-
-
-def _by_client(rows: torch.Tensor) -> torch.Tensor:
-    """Rows ``[client, ...]`` in ascending client order (they arrive worker by worker)."""
-    if len(rows) < 2:
-        return rows
-    order = torch.argsort(rows[:, 0].cpu(), stable=True)
-    return rows[order.to(rows.device)]

@@ -14,7 +14,8 @@ import pytest
 from distfl import config as cfg
 from distfl.errors import ConfigError
 from distfl.runtime.capacity import evaluation_note, size_terms
-from distfl.runtime.components import Evaluation, evaluated_over
+from distfl.runtime.components import evaluated_over
+from distfl.runtime.evaluation import Evaluation
 
 
 def gaussian(clients: int, *more: str):
@@ -54,7 +55,7 @@ def test_a_wrong_eval_clients_is_refused_in_one_line(value, needle):
 
 
 def view(config) -> types.SimpleNamespace:
-    return types.SimpleNamespace(config=config, K=config.data.num_clients)
+    return types.SimpleNamespace(config=config, num_clients=config.data.num_clients)
 
 
 def test_the_sample_is_drawn_from_the_seed_and_the_round_alone():

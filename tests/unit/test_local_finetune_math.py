@@ -137,7 +137,7 @@ def test_the_fine_tuning_seed_is_the_clients_and_rounds_alone():
 def test_the_evaluation_places_clients_by_their_test_split_and_fine_tuning():
     import types
 
-    from distfl.runtime.components import Evaluation
+    from distfl.runtime.evaluation import Evaluation
 
     num_test = np.array([10, 20, 5])
     num_train = np.array([100, 30, 3])

@@ -137,7 +137,7 @@ def recorded(rows: dict) -> Record:
     algorithm = Mine(num_clients=4, clients_per_round=4, seed=0)
     algorithm.tree.split("0", {"0.0": np.array([0, 1]), "0.1": np.array([2, 3])}, 1, {})
     server = SimpleNamespace(
-        algorithm=algorithm, K=4, tree=algorithm.tree,
+        algorithm=algorithm, num_clients=4, tree=algorithm.tree,
         record=Record(own=[t.table() for t in Mine.tables]),
     )  # fmt: skip
     Recorder._own_rows(server, 5, rows)

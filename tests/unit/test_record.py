@@ -1,4 +1,4 @@
-"""The run file's integrity record and its safe writing (distfl.record), on small files made
+"""The run file's integrity record and its safe writing (distfl.runfile), on small files made
 here: digests by part, what verify names, the atomic write, the writer's lock, and the
 checks of an output path."""
 

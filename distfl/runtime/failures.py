@@ -1,0 +1,146 @@
+"""What the server does when a round does not complete: a round that raises (a dead rank
+too) fails the run in one line, a KeyboardInterrupt ends it, a diverged model stops it;
+each time the run file is written with the last completed round first (the live state when
+it is a completed round's, else the snapshot of the round before:
+:mod:`distfl.runtime.snapshots`), and the line says what the file holds and how to
+continue it."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, NoReturn
+
+from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed
+from distfl.runfile.atomic import RunFileWriteError
+from distfl.runfile.output import keep_traceback
+from distfl.runtime.components import write_server
+from distfl.runtime.snapshots import RoundSnapshots
+from distfl.text import exception_line
+
+if TYPE_CHECKING:
+    from distfl.runtime.server import Server
+
+
+class RoundFailures:
+    """The server's failure handling; ``world`` (distfl.comm.world.describe_world) says
+    where each rank runs and its process id, which name a rank that died."""
+
+    def __init__(self, world: dict | None) -> None:
+        self.rank_pids: list[int] = list((world or {}).get("pid", []))
+        self.hosts: list[str] = list((world or {}).get("host") or [])
+
+    def keep_last_round(self, server: Server, saved: dict | None) -> str:
+        """Put the last completed round on disk, as far as the server holds it: the live
+        state when it is a completed round's, else the snapshot ``saved`` of the round
+        before the one in progress; the file is not written again when it holds that round
+        already. Returns what the run file holds, for a one-line message ("run.h5 holds
+        round 6")."""
+        server.stop.settle()  # nothing is abandoned any more: this write completes
+        out = server.config.run.out
+        if server.live_round is None and saved is not None:
+            try:
+                RoundSnapshots.restore(server, saved)
+                server.live_round = saved["round"]
+            except Exception:
+                pass
+        if server.live_round is not None and server.live_round != server.rounds_written:
+            try:
+                write_server(server)
+            except RunFileWriteError as exc:
+                return f"{out} was not written ({exc})"
+            except KeyboardInterrupt:
+                return f"{out} was not written (interrupted again while writing it)"
+        if server.rounds_written is None:
+            return "no run file was written"
+        return f"{out} holds round {server.rounds_written}"
+
+    @staticmethod
+    def resume_hint(server: Server) -> str:
+        written = server.rounds_written
+        if written is not None and written < server.config.run.rounds:
+            return f": continue with distfl run --resume {server.config.run.out}"
+        return ""
+
+    def fail(self, server: Server, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
+        """Round ``t`` raised ``exc`` in ``server.phase``: the run file is written with the
+        last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
+        rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
+        and RoundFailed says so in one line."""
+        kept = self.keep_last_round(server, saved)
+        told = keep_traceback(server.config.run.out, f"round {t} failed in {server.phase}", exc)
+        if isinstance(exc, CommError):
+            cause = f"{_first_line(exc)}; {self.lost_ranks()}"
+        else:
+            try:
+                server.stop_workers()
+            except Exception:
+                pass  # a broken world: the launcher ends the other ranks
+            cause = exception_line(exc)
+        raise RoundFailed(
+            f"round {t} failed in {server.phase} ({cause}); {kept}{self.resume_hint(server)}; "
+            f"{told}"
+        ) from exc
+
+    def interrupted(self, server: Server, t: int, saved: dict | None) -> NoReturn:
+        """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:
+        the last completed round is written before the process exits (code 130)."""
+        live = server.live_round
+        where = server.phase if live is None else f"after round {live}"
+        kept = self.keep_last_round(server, saved)
+        raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint(server)}")
+
+    def diverged(self, server: Server, exc: DivergedError, saved: dict | None) -> DivergedError:
+        """The error to raise for a round that diverged (every rank stops alike on the same
+        bounds), once the last completed round is written."""
+        kept = self.keep_last_round(server, saved)
+        return DivergedError(f"{exc}; {kept}{self.resume_hint(server)}")
+
+    def lost_ranks(self) -> str:
+        """Which worker ranks have exited, as far as this host can tell (those on rank 0's
+        host, by their process ids), and which run on other hosts and cannot be checked
+        from here, for a failed collective's message. A rank that exited may have died or
+        may have left after its own collective failed: both are said as "exited"."""
+        here = self.hosts[0] if self.hosts else None
+        exited, elsewhere = [], []
+        for r, (pid, host) in enumerate(zip(self.rank_pids, self.hosts, strict=False)):
+            if r == 0:
+                continue
+            if host != here:
+                elsewhere.append(str(r))
+            elif not _alive(int(pid)):
+                exited.append(f"rank {r} (pid {pid})")
+        parts = []
+        if exited:
+            parts.append(", ".join(exited) + (" has" if len(exited) == 1 else " have") + " exited")
+        if elsewhere:
+            many = len(elsewhere) > 1
+            parts.append(f"rank{'s' if many else ''} {', '.join(elsewhere)} "
+                         f"run{'' if many else 's'} on other hosts")  # fmt: skip
+        if not exited:
+            parts.insert(0, "a worker rank died or stopped answering")
+        return "; ".join(parts)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host runs (a zombie, dead but not yet collected by
+    its launcher, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+        return state not in ("Z", "X")
+    except (OSError, IndexError):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except OSError:
+            return True
+        return True
+
+
+__all__ = ["RoundFailures"]
