@@ -32,7 +32,7 @@ from distfl.algorithms import algorithm_class
 from distfl.config import Config, DataSection, ModelSection, ServerSection, TrainSection
 from distfl.config.schema import AUTO_EVAL_SAMPLE
 from distfl.data.partition import sample_counts
-from distfl.datasets import dataset_spec
+from distfl.datasets import DatasetSpec, dataset_spec
 from distfl.errors import ConfigError
 from distfl.train.sequential import clients_per_chunk
 
@@ -253,6 +253,16 @@ def largest_clients(runs: list[tuple[int, int]], m: int) -> int:
 
 def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     """What a run holds at its largest, term by term: name -> (bytes, what it is)."""
+    terms, spec, P, total = _every_run_terms(config)
+    _add_some_runs_terms(terms, config, spec, P, total)
+    return terms
+
+
+def _every_run_terms(
+    config: Config,
+) -> tuple[dict[str, tuple[int, str]], type[DatasetSpec], int, int]:
+    """The terms of every run (population, clients, models, trainer, losses, evaluation);
+    with the dataset's spec, the model's parameters and the population's samples."""
     d, t = config.data, config.train
     shape = input_shape(config)
     features = math.prod(shape)
@@ -316,6 +326,19 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             f"an evaluation's rows of {config.eval.evaluated(d.num_clients):,} clients",
         ),
     }
+    return terms, spec, P, total
+
+
+def _add_some_runs_terms(
+    terms: dict[str, tuple[int, str]],
+    config: Config,
+    spec: type[DatasetSpec],
+    P: int,
+    total: int,
+) -> None:
+    """Add the terms only some runs have: the algorithm's held cluster models, cuBLAS's
+    workspace, the dataset's own terms and the sample indices of a file dataset."""
+    d = config.data
     held = algorithm_class(config.algorithm.name).held_models(
         algorithm_params(config), num_clients=d.num_clients
     )
@@ -335,7 +358,6 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     terms.update(spec.memory_terms(config))
     if not spec.generated and (spec.natural_partition(config) or d.draw == "sequential"):
         terms["indices"] = (total * 16, f"every client's sample indices ({total:,} samples)")
-    return terms
 
 
 def workspace_config() -> str:
