@@ -218,7 +218,6 @@ def plan_jobs(
     may list; ``true_clusters``: each algorithm that declares a
     :attr:`~distfl.algorithms.ClusteringAlgorithm.clusters_key` is given the scenario's
     number of data groups through it (:func:`true_clusters_item`)."""
-    from distfl import config as cfg
     from distfl.algorithms import algorithm_names
 
     if not scenarios or not algorithms or not seeds:
@@ -227,6 +226,33 @@ def plan_jobs(
     allowed = algorithm_names()
     # FedAvg by the name the tables, the figures and the run files give it
     algorithms = [GLOBAL_MODEL if a == GLOBAL_MODEL_NAME else a for a in algorithms]
+    defined = _defined_variants(variants, allowed)
+    _check_listed(algorithms, seeds, allowed, defined)
+    base_of = {a: defined[a][0] if a in defined else a for a in algorithms}
+    shared = algorithm_overrides(overrides, list(dict.fromkeys(base_of.values())))
+    jobs, names = [], set()
+    for scenario in scenarios:
+        name, source = _source(scenario)
+        if name in names:
+            raise UserError(f"scenario {name!r} is listed twice")
+        names.add(name)
+        for algorithm in algorithms:
+            base = base_of[algorithm]
+            mine = defined[algorithm][1] if algorithm in defined else ()
+            for seed in seeds:
+                jobs.append(
+                    _plan_job(name, source, algorithm, seed, out_dir=out_dir, base=base,
+                              items=(*shared[base], *mine), variant=algorithm in defined,
+                              true_clusters=true_clusters)
+                )  # fmt: skip
+    return jobs
+
+
+def _defined_variants(
+    variants: list[str] | tuple[str, ...], allowed: list[str]
+) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The ``--variant`` texts as name -> (algorithm, its items); a name that is already an
+    algorithm's or another variant's, or an algorithm that is none, is refused."""
     defined: dict[str, tuple[str, tuple[str, ...]]] = {}
     for text in variants:
         name, base, items = parse_variant(text)
@@ -239,6 +265,14 @@ def plan_jobs(
                 + ", ".join(allowed)
             )
         defined[name] = (base, items)
+    return defined
+
+
+def _check_listed(
+    algorithms: list[str], seeds: list[int], allowed: list[str], defined: dict
+) -> None:
+    """Refuse an algorithm that is neither an algorithm nor a variant, a variant that
+    ``--algorithms`` does not list, and an algorithm or a seed listed twice."""
     for a in algorithms:
         if a not in allowed and a not in defined:
             more = f" or a --variant's name ({', '.join(defined)})" if defined else ""
@@ -253,55 +287,48 @@ def plan_jobs(
         twice = [v for i, v in enumerate(values) if v in values[:i]]
         if twice:  # two jobs would write the same run file at once
             raise UserError(f"{option}: {twice[0]!r} is listed twice")
-    base_of = {a: defined[a][0] if a in defined else a for a in algorithms}
-    shared = algorithm_overrides(overrides, list(dict.fromkeys(base_of.values())))
-    jobs, names = [], set()
-    for scenario in scenarios:
-        name, source = _source(scenario)
-        if name in names:
-            raise UserError(f"scenario {name!r} is listed twice")
-        names.add(name)
-        for algorithm in algorithms:
-            base = base_of[algorithm]
-            mine = defined[algorithm][1] if algorithm in defined else ()
-            for seed in seeds:
-                kind, value = source
 
-                def build(
-                    out: Path, given=(), seed=seed, base=base, mine=mine, kind=kind, value=value
-                ):
-                    own = (
-                        f"algorithm.name={cfg.toml_string(base)}",
-                        f"run.seed={seed}",
-                        f"run.out={cfg.toml_string(str(out))}",
-                        'run.progress="none"',
-                    )
-                    items = (*given, *shared[base], *mine, *own)
-                    config = cfg.load(
-                        path=value if kind == "--config" else None,
-                        preset=value if kind == "--preset" else None,
-                        overrides=items,
-                    )
-                    return items, config
 
-                variant = algorithm in defined
-                listed = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
-                items, config = build(listed)
-                given = true_clusters_item(base, (*shared[base], *mine), config, true_clusters)
-                if given:
-                    items, config = build(listed, given)
-                if not variant and algorithm_label(config) != algorithm:
-                    # one global model: the file is named as the table names the algorithm
-                    # (its aggregator), unless a suite run before named it by --algorithms
-                    shown = listed.with_name(
-                        f"{run_file_stem(name, algorithm_label(config), seed)}.h5"
-                    )
-                    out = listed if listed.exists() and not shown.exists() else shown
-                    items, config = build(out, given)
-                else:
-                    out = listed
-                jobs.append(Job(name, source, algorithm, seed, out, items, config, variant))
-    return jobs
+def _plan_job(
+    name: str, source: tuple[str, ...], algorithm: str, seed: int, *, out_dir: str | Path,
+    base: str, items: tuple[str, ...], variant: bool, true_clusters: bool,
+) -> Job:  # fmt: skip
+    """One job: its run file (named by ``algorithm``, or for one global model by its
+    aggregator) and its config, from the scenario's ``source``, ``items`` (the user's
+    ``--set`` items for ``base`` and the variant's own) and the job's own items."""
+    from distfl import config as cfg
+
+    kind, value = source
+
+    def build(out: Path, given=()):
+        own = (
+            f"algorithm.name={cfg.toml_string(base)}",
+            f"run.seed={seed}",
+            f"run.out={cfg.toml_string(str(out))}",
+            'run.progress="none"',
+        )
+        every = (*given, *items, *own)
+        config = cfg.load(
+            path=value if kind == "--config" else None,
+            preset=value if kind == "--preset" else None,
+            overrides=every,
+        )
+        return every, config
+
+    listed = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
+    job_items, config = build(listed)
+    given = true_clusters_item(base, items, config, true_clusters)
+    if given:
+        job_items, config = build(listed, given)
+    if not variant and algorithm_label(config) != algorithm:
+        # one global model: the file is named as the table names the algorithm
+        # (its aggregator), unless a suite run before named it by --algorithms
+        shown = listed.with_name(f"{run_file_stem(name, algorithm_label(config), seed)}.h5")
+        out = listed if listed.exists() and not shown.exists() else shown
+        job_items, config = build(out, given)
+    else:
+        out = listed
+    return Job(name, source, algorithm, seed, out, job_items, config, variant)
 
 
 def true_clusters_item(
