@@ -35,6 +35,19 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"distfl {__version__}")
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_run(sub)
+    _add_keys(sub)
+    _add_inspect(sub)
+    _add_status(sub)
+    _add_compare(sub)
+    _add_gather(sub)
+    _add_suite(sub)
+    _add_report(sub)
+    _add_bench(sub)
+    return p
+
+
+def _add_run(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="run a federation (alone, under torchrun, mpiexec or srun)")
     run.add_argument("--config", metavar="FILE.toml", help="TOML config file")
     run.add_argument(
@@ -82,6 +95,9 @@ def _parser() -> argparse.ArgumentParser:
         help="replace an existing file at run.out (without it an existing file is refused, "
         "unless it is the run file --resume continues)",
     )
+
+
+def _add_keys(sub: argparse._SubParsersAction) -> None:
     ks = sub.add_parser(
         "keys",
         help="list every config key: its type or allowed values, the value a plain `distfl run` "
@@ -96,12 +112,21 @@ def _parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="show the values `distfl run --preset NAME` starts from",
     )
+
+
+def _add_inspect(sub: argparse._SubParsersAction) -> None:
     ins = sub.add_parser("inspect", help="print a run file's hierarchy, accuracies and scores")
     ins.add_argument("path", metavar="RUN.h5")
+
+
+def _add_status(sub: argparse._SubParsersAction) -> None:
     st = sub.add_parser(
         "status", help="say whether a run file's run finished (exit 0) or stopped early (exit 1)"
     )
     st.add_argument("path", metavar="RUN.h5")
+
+
+def _add_compare(sub: argparse._SubParsersAction) -> None:
     cmp = sub.add_parser(
         "compare",
         help="say whether two run files hold the same bits, part by part, and where they differ",
@@ -120,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
         help="parts left out, comma-separated, of config, clients, metrics, tree, state, "
         "timing (default: timing; '' compares every part)",
     )
+
+
+def _add_gather(sub: argparse._SubParsersAction) -> None:
     ga = sub.add_parser(
         "gather",
         help="tabulate run files (config, accuracy, clustering scores); CSV on request",
@@ -150,6 +178,9 @@ def _parser() -> argparse.ArgumentParser:
         dest="keys",
         help="add a column with this config value, e.g. --key algorithm.epsilon; repeatable",
     )
+
+
+def _add_suite(sub: argparse._SubParsersAction) -> None:
     su = sub.add_parser(
         "suite",
         help="run scenarios x algorithms x seeds and tabulate how well each clustering "
@@ -203,6 +234,11 @@ def _parser() -> argparse.ArgumentParser:
         "--true-clusters, its seeds; prints the paper's columns with the paper's value "
         "beside each row and writes OUT/comparison.md",
     )
+    _add_suite_running(su)
+
+
+def _add_suite_running(su: argparse.ArgumentParser) -> None:
+    """The suite's options on where and how its runs run."""
     su.add_argument(
         "--out", default="distfl-suite", metavar="DIR",
         help="directory of the run files (distfl-suite)",
@@ -227,6 +263,9 @@ def _parser() -> argparse.ArgumentParser:
         help="override a key in every run, e.g. --set data.dataset=mnist; repeatable",
     )
     su.add_argument("--force", action="store_true", help="rerun and overwrite existing run files")
+
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
     rp = sub.add_parser(
         "report",
         help="figures of a run file (or of a suite directory) as PNGs and one index.html",
@@ -254,6 +293,9 @@ def _parser() -> argparse.ArgumentParser:
         help="import the plug-ins the run files name (run.plugins: Python code), so that "
         "their algorithms' own figures can be drawn; by default nothing is imported",
     )
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
     be = sub.add_parser(
         "bench",
         help="measure distfl against a plain PyTorch loop and Flower on one workload",
@@ -306,7 +348,6 @@ def _parser() -> argparse.ArgumentParser:
         help="--scale: only the rows whose key matches this glob, e.g. "
         "'fedavg-K100000-*-W1-*' (keys: ALGORITHM-K<K>-N<cohort>-W<W>-PLACEMENT); repeatable",
     )
-    return p
 
 
 def _config_from_args(args: argparse.Namespace):

@@ -85,6 +85,23 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     """Check values and the relations between them; raise ConfigError on the first problem.
     ``unknown_dataset``: a ``data.dataset`` that is not registered (a stored config's
     plug-in, not imported) is kept, and the checks that need its spec are skipped."""
+    _validate_choices(c)
+    _validate_run(c)
+    _validate_data(c)
+    spec = _dataset_spec(c, unknown_dataset=unknown_dataset)
+    _validate_dataset(c, spec)
+    _validate_groups(c, spec)
+    _validate_model(c)
+    _validate_train(c, spec)
+    _validate_server(c)
+    _validate_algorithm(c)
+    _validate_comm(c)
+    _validate_eval(c)
+    _validate_checkpoint(c)
+
+
+def _validate_choices(c: Config) -> None:
+    """The keys of a fixed set of values (:data:`CHOICES`)."""
     for dotted, allowed in CHOICES.items():
         section, key = dotted.split(".")
         value = getattr(getattr(c, section), key)
@@ -93,6 +110,10 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
                 f"{dotted} = {value!r}{did_you_mean(value, allowed)}: allowed values are "
                 f"{', '.join(allowed)}"
             )
+
+
+def _validate_run(c: Config) -> None:
+    """The ``run`` section: exports, seed, rounds, threads and the output path."""
     for kind in c.run.export:
         if kind not in EXPORTS:
             raise ConfigError(
@@ -111,6 +132,10 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     _range("run.threads", c.run.threads, 1, MAX_THREADS,
            f"between 1 and {MAX_THREADS} (torch threads of each rank)")  # fmt: skip
     check_out_path(c.run.out)
+
+
+def _validate_data(c: Config) -> None:
+    """The ``data`` section's numbers: clients, samples, test fraction, cache and skew."""
     _range("data.num_clients", c.data.num_clients, 1, None, "at least 1")
     _range("data.samples_per_client", c.data.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
            f"between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
@@ -126,12 +151,21 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
         )
     _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
     _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
+
+
+def _dataset_spec(c: Config, *, unknown_dataset: bool):
+    """The spec of ``data.dataset``; None for an unregistered one when ``unknown_dataset``."""
     try:
         spec = DATASETS.get(c.data.dataset)
     except ConfigError:
         if not unknown_dataset:
             raise
         spec = None  # a stored config's dataset of a plug-in not imported: kept unchecked
+    return spec
+
+
+def _validate_dataset(c: Config, spec) -> None:
+    """The dataset's own keys, its files' root and whether it has natural owners."""
     if spec is not None:
         c.data.params.check(c)  # the dataset's own keys
     if spec is not None and spec.needs_root and not c.data.root:
@@ -145,50 +179,67 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             f"data.partition = 'natural': data.dataset = {c.data.dataset!r} has no natural "
             f"owners (the datasets that have them: {natural})"
         )
+
+
+def _validate_groups(c: Config, spec) -> None:
+    """Each of ``data.groups``, then their counts against ``data.num_clients``."""
     for i, g in enumerate(c.data.groups):
-        key = f"data.groups[{i}]"
-        _range(f"{key}.count", g.count, 1, None, "at least 1")
-        _range(f"{key}.alpha", g.alpha, 0.0, MAX_ALPHA,
-               f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every class "
-               "equally likely to within 0.01%)")  # fmt: skip
-        if g.samples_per_client:
-            _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
-                   f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
-        if g.test_fraction and not 0.0 < g.test_fraction < 1.0:
-            raise ConfigError(
-                f"{key}.test_fraction = {g.test_fraction!r}: must be 0 (data.test_fraction) "
-                "or strictly between 0 and 1"
-            )
-        n = g.samples_per_client or c.data.samples_per_client
-        frac = g.test_fraction or c.data.test_fraction
-        if not 1 <= round(n * frac) < n:
-            raise ConfigError(
-                f"{key}: test fraction {frac!r} of {n} samples per client leaves no train or "
-                "no test sample"
-            )
-        for j, cls in enumerate(g.classes):
-            _range(f"{key}.classes[{j}]", cls, 0, None, "a class index (0 or more)")
-        if len(set(g.classes)) != len(g.classes):
-            raise ConfigError(f"{key}.classes = {list(g.classes)}: a class is listed twice")
-        _check_group_partition(c, key, g, spec)
-        _range(f"{key}.patch", g.patch, 0, None, "0 (off) or a patch side in pixels")
-        if g.blur and (g.blur < 3 or g.blur % 2 == 0):
-            raise ConfigError(f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size >= 3")
-        if g.blur > MAX_BLUR:
-            raise ConfigError(
-                f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size from 3 to "
-                f"{MAX_BLUR} (three times the side of the largest images)"
-            )
-        _range(f"{key}.noise", g.noise, 0.0, None, "non-negative (std of the noise)")
-        _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
+        _validate_group(c, i, g, spec)
     if c.data.groups and sum(g.count for g in c.data.groups) != c.data.num_clients:
         total = sum(g.count for g in c.data.groups)
         raise ConfigError(
             f"data.groups: the counts add up to {total}, but data.num_clients = "
             f"{c.data.num_clients}; they must be equal"
         )
+
+
+def _validate_group(c: Config, i: int, g, spec) -> None:
+    """One group of ``data.groups``: its count, classes, partition and transforms."""
+    key = f"data.groups[{i}]"
+    _range(f"{key}.count", g.count, 1, None, "at least 1")
+    _range(f"{key}.alpha", g.alpha, 0.0, MAX_ALPHA,
+           f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every class "
+           "equally likely to within 0.01%)")  # fmt: skip
+    if g.samples_per_client:
+        _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
+               f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
+    if g.test_fraction and not 0.0 < g.test_fraction < 1.0:
+        raise ConfigError(
+            f"{key}.test_fraction = {g.test_fraction!r}: must be 0 (data.test_fraction) "
+            "or strictly between 0 and 1"
+        )
+    n = g.samples_per_client or c.data.samples_per_client
+    frac = g.test_fraction or c.data.test_fraction
+    if not 1 <= round(n * frac) < n:
+        raise ConfigError(
+            f"{key}: test fraction {frac!r} of {n} samples per client leaves no train or "
+            "no test sample"
+        )
+    for j, cls in enumerate(g.classes):
+        _range(f"{key}.classes[{j}]", cls, 0, None, "a class index (0 or more)")
+    if len(set(g.classes)) != len(g.classes):
+        raise ConfigError(f"{key}.classes = {list(g.classes)}: a class is listed twice")
+    _check_group_partition(c, key, g, spec)
+    _range(f"{key}.patch", g.patch, 0, None, "0 (off) or a patch side in pixels")
+    if g.blur and (g.blur < 3 or g.blur % 2 == 0):
+        raise ConfigError(f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size >= 3")
+    if g.blur > MAX_BLUR:
+        raise ConfigError(
+            f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size from 3 to "
+            f"{MAX_BLUR} (three times the side of the largest images)"
+        )
+    _range(f"{key}.noise", g.noise, 0.0, None, "non-negative (std of the noise)")
+    _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
+
+
+def _validate_model(c: Config) -> None:
+    """The ``model`` section."""
     for i, h in enumerate(c.model.hidden):
         _range(f"model.hidden[{i}]", h, 1, None, "at least 1")
+
+
+def _validate_train(c: Config, spec) -> None:
+    """The ``train`` section, and its loss against the dataset's classes."""
     _range("train.local_steps", c.train.local_steps, 1, None, "at least 1")
     _range("train.batch_size", c.train.batch_size, 1, None, "at least 1")
     _float32_rate("train.lr", c.train.lr, "", positive=True)
@@ -202,6 +253,10 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             f"train.loss = 'hinge' needs a binary problem: data.dataset = {c.data.dataset!r} "
             f"has {spec.classes(c)} classes (the binary datasets: {binary})"
         )
+
+
+def _validate_server(c: Config) -> None:
+    """The ``server`` section, and its aggregator against ``train.prox_mu``."""
     _range(
         "server.clients_per_round",
         c.server.clients_per_round,
@@ -216,12 +271,19 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
             "e.g. --set train.prox_mu=0.01)"
         )
-    _validate_algorithm(c)
+
+
+def _validate_comm(c: Config) -> None:
+    """The ``comm`` section."""
     if not 0 < c.comm.timeout_s <= MAX_TIMEOUT_S:
         raise ConfigError(
             f"comm.timeout_s = {c.comm.timeout_s!r}: must be positive and at most "
             f"{MAX_TIMEOUT_S:.0e} seconds"
         )
+
+
+def _validate_eval(c: Config) -> None:
+    """The ``eval`` section."""
     _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
     if isinstance(c.eval.clients, str):
         if c.eval.clients not in EVAL_WORDS:
@@ -237,6 +299,10 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
             c.data.num_clients,
             f"'auto', 'all' (or 0) or a sample size up to data.num_clients ({c.data.num_clients})",
         )
+
+
+def _validate_checkpoint(c: Config) -> None:
+    """The ``checkpoint`` section."""
     _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
     _range("checkpoint.seconds", c.checkpoint.seconds, 0.0, None, "0 (off) or more")
 

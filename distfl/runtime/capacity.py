@@ -32,8 +32,15 @@ from distfl.algorithms import algorithm_class
 from distfl.config import Config, DataSection, ModelSection, ServerSection, TrainSection
 from distfl.config.schema import AUTO_EVAL_SAMPLE
 from distfl.data.partition import sample_counts
-from distfl.datasets import dataset_spec
+from distfl.datasets import DatasetSpec, dataset_spec
 from distfl.errors import ConfigError
+from distfl.runtime.model_size import (
+    CONV_MODELS,
+    activations_per_sample,
+    cuda_workspace_bytes,
+    parameter_count,
+    workspace_config,
+)
 from distfl.train.sequential import clients_per_chunk
 
 #: rank 0's per-client arrays and bookkeeping (evaluation maps, assignments, algorithm
@@ -126,13 +133,6 @@ def check_population(config: Config, available: int | None) -> None:
 
 # -- every other size ------------------------------------------------------------------
 
-#: the image models of :mod:`distfl.models`: (channels of the two convolutions, kernel
-#: size, dense widths before the classes); every other model is the MLP of model.hidden
-CONV_MODELS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
-    "cnn": ((64, 64), 5, (384, 192)),
-    "lenet5": ((6, 16), 5, (120, 84)),
-    "mnist_cnn": ((64, 128), 3, (128,)),
-}
 #: float32 copies of a client's features while it is materialised (gathered from the
 #: dataset, scaled to float, transformed, made tensors)
 FEATURE_COPIES = 4
@@ -173,48 +173,6 @@ def input_shape(config: Config) -> tuple[int, ...]:
     return tuple(_spec(config).input_shape(config))
 
 
-def _image(shape: tuple[int, ...]) -> tuple[int, int, int]:
-    """[C, H, W] of an image shape; other shapes as one channel and one row."""
-    if len(shape) == 3:
-        return shape[0], shape[1], shape[2]
-    return 1, 1, math.prod(shape)
-
-
-def parameter_count(
-    model: str, shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
-) -> int:
-    """The parameters of :func:`distfl.models.build_model` ``(model, shape, num_classes,
-    hidden=hidden)``, counted without building it: the MLP's dense layers over the flattened
-    input, or the image models' two "same" convolutions, each followed by a 2x2 max-pool,
-    then their dense layers."""
-    if model in CONV_MODELS:
-        (c1, c2), k, dense = CONV_MODELS[model]
-        c, h, w = _image(shape)
-        count = c * c1 * k * k + c1 + c1 * c2 * k * k + c2
-        width = c2 * (h // 2 // 2) * (w // 2 // 2)
-    else:
-        count, width, dense = 0, math.prod(shape), hidden
-    for d in (*dense, num_classes):
-        count += width * d + d
-        width = d
-    return count
-
-
-def activations_per_sample(
-    model: str, shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
-) -> int:
-    """float32 values one sample's forward pass produces, every layer's output (ReLU and
-    pooling included) counted: a generous bound of what evaluating a client holds."""
-    if model in CONV_MODELS:
-        (c1, c2), _, dense = CONV_MODELS[model]
-        c, h, w = _image(shape)
-        h1, w1 = h // 2, w // 2
-        count = 2 * c1 * h * w + c1 * h1 * w1 + 2 * c2 * h1 * w1 + c2 * (h1 // 2) * (w1 // 2)
-    else:
-        count, dense = 0, hidden
-    return count + 2 * sum(dense) + num_classes
-
-
 def client_samples(config: Config) -> tuple[list[tuple[int, int]], int]:
     """(runs of clients by size, largest first: (samples a client holds, how many clients
     hold that many), the samples of all clients), from the groups' and the federation's
@@ -253,6 +211,16 @@ def largest_clients(runs: list[tuple[int, int]], m: int) -> int:
 
 def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     """What a run holds at its largest, term by term: name -> (bytes, what it is)."""
+    terms, spec, P, total = _every_run_terms(config)
+    _add_some_runs_terms(terms, config, spec, P, total)
+    return terms
+
+
+def _every_run_terms(
+    config: Config,
+) -> tuple[dict[str, tuple[int, str]], type[DatasetSpec], int, int]:
+    """The terms of every run (population, clients, models, trainer, losses, evaluation);
+    with the dataset's spec, the model's parameters and the population's samples."""
     d, t = config.data, config.train
     shape = input_shape(config)
     features = math.prod(shape)
@@ -316,6 +284,19 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
             f"an evaluation's rows of {config.eval.evaluated(d.num_clients):,} clients",
         ),
     }
+    return terms, spec, P, total
+
+
+def _add_some_runs_terms(
+    terms: dict[str, tuple[int, str]],
+    config: Config,
+    spec: type[DatasetSpec],
+    P: int,
+    total: int,
+) -> None:
+    """Add the terms only some runs have: the algorithm's held cluster models, cuBLAS's
+    workspace, the dataset's own terms and the sample indices of a file dataset."""
+    d = config.data
     held = algorithm_class(config.algorithm.name).held_models(
         algorithm_params(config), num_clients=d.num_clients
     )
@@ -335,35 +316,6 @@ def size_terms(config: Config) -> dict[str, tuple[int, str]]:
     terms.update(spec.memory_terms(config))
     if not spec.generated and (spec.natural_partition(config) or d.draw == "sequential"):
         terms["indices"] = (total * 16, f"every client's sample indices ({total:,} samples)")
-    return terms
-
-
-def workspace_config() -> str:
-    """The ``CUBLAS_WORKSPACE_CONFIG`` a CUDA run trains with: the environment's when it is
-    one of the deterministic ones, else the one :func:`~distfl.runtime.device.prepare_device`
-    sets."""
-    from distfl.runtime.device import DETERMINISTIC_WORKSPACES
-
-    got = os.environ.get("CUBLAS_WORKSPACE_CONFIG")
-    return got if got in DETERMINISTIC_WORKSPACES else DETERMINISTIC_WORKSPACES[0]
-
-
-def cuda_workspace_bytes(config: Config) -> int:
-    """The bytes of cuBLAS's workspace where the run trains on CUDA (``run.device`` cuda,
-    or auto with a CUDA device), else 0. ``:SIZE:COUNT`` pairs: COUNT buffers of SIZE KiB
-    each, allocated by torch's caching allocator on the device's first matrix product."""
-    device = config.run.device
-    if device == "cpu":
-        return 0
-    if device == "auto":
-        import torch
-
-        if not torch.cuda.is_available():
-            return 0
-    fields = workspace_config().split(":")[1:]
-    return sum(
-        int(size) * 1024 * int(count) for size, count in zip(fields[::2], fields[1::2], strict=True)
-    )
 
 
 def size_bytes(config: Config) -> int:

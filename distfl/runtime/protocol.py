@@ -257,25 +257,7 @@ def run_step(
     elsewhere. ``execute(plan, models) -> StepOutput`` runs this rank's tasks, or is None
     on a rank that hosts no clients. Returns the plan and, on the server, the step's
     gathered output (None on workers)."""
-    # the header and, when they fit, the tasks travel in one broadcast of fixed length
-    first = torch.zeros(HEADER + INLINE_TASKS * TASK_WIDTH, dtype=torch.int64)
-    if plan is not None:
-        first[:HEADER] = plan.encode_header()
-        if plan.num_tasks <= INLINE_TASKS:
-            first[HEADER : HEADER + plan.num_tasks * TASK_WIDTH] = plan.encode_tasks().view(-1)
-    first = comm.broadcast(first.to(comm.device), src=0).cpu()
-    header = first[:HEADER]
-    n = int(header[4])
-    if n <= INLINE_TASKS:
-        tasks = first[HEADER : HEADER + n * TASK_WIDTH].view(n, TASK_WIDTH)
-    else:
-        tasks = (
-            plan.encode_tasks()
-            if plan is not None
-            else torch.zeros((n, TASK_WIDTH), dtype=torch.int64)
-        )
-        comm.broadcast(tasks, src=0)
-    plan = Plan.decode(header, tasks if n else None)
+    plan = _broadcast_plan(comm, plan)
     if plan.kind in (STOP, COMPUTE):  # a pooled job's own exchange follows its header
         return plan, None
     if models is None:
@@ -293,14 +275,7 @@ def run_step(
     result = StepOutput(out.loss_rows, None, out.eval_rows, out.model_rows, out.probe_rows)
     W = comm.world_size
     if plan.any(TRAIN):
-        sums = out.sums
-        if layout.kind == "scaled":  # every rank agrees on the grids, then puts its terms there
-            bounds = comm.all_reduce_max(out.bounds.to(comm.device)).cpu()
-            result.exponents = grid_exponents(bounds, plan.terms_per_model())
-            t1 = time.perf_counter()
-            sums = out.finish_sums(result.exponents)
-            busy += time.perf_counter() - t1
-        result.sums = comm.reduce_sum(sums.to(comm.device), dst=0)
+        busy += _reduce_sums(comm, plan, out, layout, result)
     if plan.any(RETURN_MODEL):
         result.model_rows = comm.gather_rows(
             out.model_rows.to(comm.device), 0, plan.rows_per_rank(TRAIN | RETURN_MODEL, W)
@@ -310,9 +285,58 @@ def run_step(
         row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb(),
                float(out.stopped)]  # fmt: skip
         timing = torch.tensor([row], dtype=torch.float64)
-    # the step's float64 rows in one gather: probe, loss and evaluation rows (one per task
-    # that has them, on its worker's rank), and one timing row per rank that executes
-    # (every rank at W = 1, every worker above)
+    _gather_step_rows(comm, plan, out, timing, result)
+    return plan, (result if comm.rank == 0 else None)
+
+
+def _broadcast_plan(comm: Communicator, plan: Plan | None) -> Plan:
+    """The step's plan on every rank: its header and, when they fit, its tasks travel in
+    one broadcast of fixed length, more tasks in a second one."""
+    first = torch.zeros(HEADER + INLINE_TASKS * TASK_WIDTH, dtype=torch.int64)
+    if plan is not None:
+        first[:HEADER] = plan.encode_header()
+        if plan.num_tasks <= INLINE_TASKS:
+            first[HEADER : HEADER + plan.num_tasks * TASK_WIDTH] = plan.encode_tasks().view(-1)
+    first = comm.broadcast(first.to(comm.device), src=0).cpu()
+    header = first[:HEADER]
+    n = int(header[4])
+    if n <= INLINE_TASKS:
+        tasks = first[HEADER : HEADER + n * TASK_WIDTH].view(n, TASK_WIDTH)
+    else:
+        tasks = (
+            plan.encode_tasks()
+            if plan is not None
+            else torch.zeros((n, TASK_WIDTH), dtype=torch.int64)
+        )
+        comm.broadcast(tasks, src=0)
+    return Plan.decode(header, tasks if n else None)
+
+
+def _reduce_sums(
+    comm: Communicator, plan: Plan, out: StepOutput, layout: SumLayout, result: StepOutput
+) -> float:
+    """Reduce a training step's exact sums into ``result.sums`` (``"scaled"``: on grids
+    that every rank agrees on, their exponents in ``result.exponents``); the seconds this
+    rank spent putting its terms on the grids."""
+    sums = out.sums
+    busy = 0.0
+    if layout.kind == "scaled":  # every rank agrees on the grids, then puts its terms there
+        bounds = comm.all_reduce_max(out.bounds.to(comm.device)).cpu()
+        result.exponents = grid_exponents(bounds, plan.terms_per_model())
+        t1 = time.perf_counter()
+        sums = out.finish_sums(result.exponents)
+        busy = time.perf_counter() - t1
+    result.sums = comm.reduce_sum(sums.to(comm.device), dst=0)
+    return busy
+
+
+def _gather_step_rows(
+    comm: Communicator, plan: Plan, out: StepOutput, timing: torch.Tensor, result: StepOutput
+) -> None:
+    """The step's float64 rows in one gather into ``result`` (on rank 0): probe, loss and
+    evaluation rows (one per task that has them, on its worker's rank), and one timing
+    row per rank that executes (every rank at W = 1, every worker above)."""
+    W = comm.world_size
     blocks = {}
     if plan.any(PROBE):
         blocks["probe_rows"] = (out.probe_rows, plan.rows_per_rank(PROBE, W))
@@ -325,7 +349,6 @@ def run_step(
     if gathered is not None:
         for name, rows in zip(blocks, gathered, strict=True):
             setattr(result, name, rows)
-    return plan, (result if comm.rank == 0 else None)
 
 
 def gather_blocks(

@@ -108,33 +108,54 @@ class Worker:
 
     def execute(self, plan: Plan, models: torch.Tensor) -> StepOutput:
         """Run the tasks placed on this worker, in ascending client order."""
-        S = self.config.train.local_steps
-        P = self.num_params
         mine = plan.of_worker(self.index)
         own = [int(k) for k in plan.clients[mine]]
         model_of = dict(zip(own, (int(m) for m in plan.model[mine]), strict=True))
         bits = dict(zip(own, (int(b) for b in plan.tasks[mine]), strict=True))
-        loss_rows, eval_rows, model_rows, probe_rows = [], [], [], []
         train_before = self.train_seconds
         loaded_before = self.cache.loaded
         trained = [k for k in own if bits[k] & TRAIN]
-        for k in own:
-            if bits[k] & PROBE:  # before training: the models as broadcast
-                if self.stopping():
-                    # a stop signal: the row is left, marked by the id -1 - k
-                    gone = np.full(plan.probe_width(), np.nan)
-                    probe_rows.append(np.concatenate([[-1 - k], gone]))
-                    continue
-                try:
-                    row = self._probe(plan, k, models)
-                except ProbeAbandoned:  # a stop signal in the row's local steps
-                    row = None
-                if row is None:
-                    gone = np.full(plan.probe_width(), np.nan)
-                    probe_rows.append(np.concatenate([[-1 - k], gone]))
-                    continue
-                probe_rows.append(np.concatenate([[k], row]))
-        evaluated = [k for k in own if bits[k] & EVAL]
+        probe_rows = self._probe_rows(plan, [k for k in own if bits[k] & PROBE], models)
+        eval_rows = self._eval_rows(plan, [k for k in own if bits[k] & EVAL], model_of, models)
+        between = self._leave_at_stop if plan.any(MAY_GIVE_UP) else None
+        try:
+            by_model = self._train(trained, model_of, plan.round, models, between)
+        except TrainingLeft:
+            return self._left(plan, trained, bits, eval_rows, probe_rows)
+        out = self._trained_output(plan, models, by_model, bits, eval_rows, probe_rows)
+        out.trained = len(trained)
+        out.train_s = self.train_seconds - train_before
+        out.loaded = self.cache.loaded - loaded_before
+        out.cache_mb = self.cache.nbytes / 2**20
+        return out
+
+    def _probe_rows(self, plan: Plan, probed: list[int], models: torch.Tensor) -> list:
+        """The probe rows ``[client, row...]`` of the ``probed`` clients, before training:
+        the models as broadcast. A row left at a stop signal is marked by the id -1 - k."""
+        probe_rows = []
+        for k in probed:
+            if self.stopping():
+                # a stop signal: the row is left, marked by the id -1 - k
+                gone = np.full(plan.probe_width(), np.nan)
+                probe_rows.append(np.concatenate([[-1 - k], gone]))
+                continue
+            try:
+                row = self._probe(plan, k, models)
+            except ProbeAbandoned:  # a stop signal in the row's local steps
+                row = None
+            if row is None:
+                gone = np.full(plan.probe_width(), np.nan)
+                probe_rows.append(np.concatenate([[-1 - k], gone]))
+                continue
+            probe_rows.append(np.concatenate([[k], row]))
+        return probe_rows
+
+    def _eval_rows(
+        self, plan: Plan, evaluated: list[int], model_of: dict[int, int], models: torch.Tensor
+    ) -> list:
+        """The evaluation rows ``[client, balanced acc, acc, loss, n_test]`` of the
+        ``evaluated`` clients, in client order; each model loaded once."""
+        eval_rows = []
         for m in sorted({model_of[k] for k in evaluated}):  # each model loaded once
             ks = [k for k in evaluated if model_of[k] == m]
             if self.finetune_steps:
@@ -146,11 +167,19 @@ class Worker:
                 bal, acc, loss = evaluate_loaded(self.model, data, loss=self.config.train.loss)
                 eval_rows.append([k, bal, acc, loss, float(data.y_test.shape[0])])
         eval_rows.sort(key=lambda row: row[0])
-        between = self._leave_at_stop if plan.any(MAY_GIVE_UP) else None
-        try:
-            by_model = self._train(trained, model_of, plan.round, models, between)
-        except TrainingLeft:
-            return self._left(plan, trained, bits, eval_rows, probe_rows)
+        return eval_rows
+
+    def _trained_output(
+        self, plan: Plan, models: torch.Tensor,
+        by_model: dict[int, tuple[list[int], torch.Tensor, np.ndarray]], bits: dict[int, int],
+        eval_rows: list, probe_rows: list,
+    ) -> StepOutput:  # fmt: skip
+        """The step's output once its clients trained (``by_model``: model index ->
+        (clients, new flat models, loss rows)): the loss rows, the models asked for, and
+        the exact sums (or, with ``"scaled"``, the bounds that fix their grids)."""
+        S = self.config.train.local_steps
+        P = self.num_params
+        loss_rows, model_rows = [], []
         terms = {}  # model index -> (its start, new flat models [n, P], weights [n])
         for m, (ks, new, losses) in by_model.items():
             counts = torch.tensor(
@@ -184,10 +213,6 @@ class Worker:
                 out.finish_sums = lambda exponents: self._scaled_sums(plan, terms, exponents)
             else:
                 out.sums = self._limb_sums(plan, terms)
-        out.trained = len(trained)
-        out.train_s = self.train_seconds - train_before
-        out.loaded = self.cache.loaded - loaded_before
-        out.cache_mb = self.cache.nbytes / 2**20
         return out
 
     def _finetuned_rows(self, clients: list[int], start: torch.Tensor, round_index: int) -> list:

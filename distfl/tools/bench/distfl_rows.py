@@ -152,20 +152,7 @@ def distfl_torchrun(w: Workload, tmp: Path, nproc: int = W3) -> dict:
     then its run file read."""
     out = tmp / f"w{nproc}.h5"
     warm_up = TORCHRUN_WARM_UP_ROUNDS
-    sets = [f"--set={item}" for item in w.overrides(out=str(out), warm_up_rounds=warm_up)]
-    cmd = [
-        *_torchrun(),
-        "--standalone",
-        "--nproc-per-node",
-        str(nproc),
-        "-m",
-        "distfl",
-        "run",
-        "--preset",
-        "digits",
-        *sets,
-        "--force",  # each pass of --repeat writes the same scratch file again
-    ]
+    cmd = _torchrun_command(w, out, nproc, warm_up)
     label = f"distfl W={nproc} (torchrun, gloo)"
     key = f"distfl_w{nproc}"
     t0 = time.perf_counter()
@@ -186,7 +173,6 @@ def distfl_torchrun(w: Workload, tmp: Path, nproc: int = W3) -> dict:
             key, label, f"failed: exit {proc.returncode}: {tail(proc.stderr or proc.stdout)}"
         )
     got = run_file_timing(out, w.steps, warm_up_rounds=warm_up)
-    workers = got["train_s"]
     r = row(
         key,
         label,
@@ -205,6 +191,40 @@ def distfl_torchrun(w: Workload, tmp: Path, nproc: int = W3) -> dict:
         command=shlex.join(cmd),
     )
     rates(r)
+    _add_workers(r, got, nproc)
+    round_s = "round" if warm_up == 1 else "rounds"
+    r["notes"].append(
+        f"process start, rendezvous, data loading and {warm_up} untimed warm-up {round_s} "
+        f"(torch's lazy imports on every rank) excluded (torchrun took {process_wall:.1f} s "
+        "in all)"
+    )
+    return r
+
+
+def _torchrun_command(w: Workload, out: Path, nproc: int, warm_up: int) -> list[str]:
+    """``torchrun --standalone --nproc-per-node nproc -m distfl run`` of the workload's
+    config, writing ``out`` (replaced if there) after ``warm_up`` untimed rounds."""
+    sets = [f"--set={item}" for item in w.overrides(out=str(out), warm_up_rounds=warm_up)]
+    return [
+        *_torchrun(),
+        "--standalone",
+        "--nproc-per-node",
+        str(nproc),
+        "-m",
+        "distfl",
+        "run",
+        "--preset",
+        "digits",
+        *sets,
+        "--force",  # each pass of --repeat writes the same scratch file again
+    ]
+
+
+def _add_workers(r: dict, got: dict, nproc: int) -> None:
+    """The row's training time and overhead from its workers' records: the critical path
+    (the slowest worker's training, round by round) and each worker's breakdown; n/a
+    unless every one of the ``nproc - 1`` workers recorded."""
+    workers = got["train_s"]
     if len(workers) == nproc - 1:
         rounds = sorted({t for per_round in workers.values() for t in per_round})
         critical = sum(max(per.get(t, 0.0) for per in workers.values()) for t in rounds)
@@ -223,10 +243,3 @@ def distfl_torchrun(w: Workload, tmp: Path, nproc: int = W3) -> dict:
         r["notes"].append(f"workers: {parts}")
     else:
         r["overhead_note"] = f"n/a: {len(workers)} of {nproc - 1} workers recorded"
-    round_s = "round" if warm_up == 1 else "rounds"
-    r["notes"].append(
-        f"process start, rendezvous, data loading and {warm_up} untimed warm-up {round_s} "
-        f"(torch's lazy imports on every rank) excluded (torchrun took {process_wall:.1f} s "
-        "in all)"
-    )
-    return r

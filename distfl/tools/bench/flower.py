@@ -197,24 +197,7 @@ def flower_measure(w: Workload, ray_dir: str | None = None) -> dict:
     intervals: list[tuple[float, float]] = []
     counts = {"steps": 0, "failures": 0}
 
-    class TimedFedAvg(FedAvg):
-        """FedAvg that times rounds 2..R+1; round 1 warms up (actors, imports, data)."""
-
-        def configure_fit(self, server_round, parameters, client_manager):
-            if server_round == 2:
-                marks["start"] = time.monotonic()
-            return super().configure_fit(server_round, parameters, client_manager)
-
-        def aggregate_fit(self, server_round, results, failures):
-            if server_round >= 2:
-                for _, res in results:
-                    intervals.append((float(res.metrics["t0"]), float(res.metrics["t1"])))
-                    counts["steps"] += int(res.metrics["steps"])
-                counts["failures"] += len(failures)
-            out = super().aggregate_fit(server_round, results, failures)
-            marks["end"] = time.monotonic()
-            return out
-
+    TimedFedAvg = _timed_fedavg(FedAvg, marks, intervals, counts)
     strategy = TimedFedAvg(
         fraction_fit=w.per_round / w.clients,
         min_fit_clients=w.per_round,
@@ -259,6 +242,33 @@ def flower_measure(w: Workload, ray_dir: str | None = None) -> dict:
         "train_s": _union_seconds(intervals, marks["start"], marks["end"]),
         "actors": actors,
     }
+
+
+def _timed_fedavg(
+    FedAvg: type, marks: dict[str, float], intervals: list[tuple[float, float]], counts: dict
+) -> type:
+    """A subclass of Flower's ``FedAvg`` that times rounds 2..R+1 into ``marks`` (start,
+    end), ``intervals`` (each client's fit) and ``counts`` (steps, failures)."""
+
+    class TimedFedAvg(FedAvg):
+        """FedAvg that times rounds 2..R+1; round 1 warms up (actors, imports, data)."""
+
+        def configure_fit(self, server_round, parameters, client_manager):
+            if server_round == 2:
+                marks["start"] = time.monotonic()
+            return super().configure_fit(server_round, parameters, client_manager)
+
+        def aggregate_fit(self, server_round, results, failures):
+            if server_round >= 2:
+                for _, res in results:
+                    intervals.append((float(res.metrics["t0"]), float(res.metrics["t1"])))
+                    counts["steps"] += int(res.metrics["steps"])
+                counts["failures"] += len(failures)
+            out = super().aggregate_fit(server_round, results, failures)
+            marks["end"] = time.monotonic()
+            return out
+
+    return TimedFedAvg
 
 
 def _flower_round_config(server_round: int) -> dict:

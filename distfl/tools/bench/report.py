@@ -36,8 +36,16 @@ def targets(w: Workload, rows: dict[str, dict]) -> list[dict]:
         ok(f"distfl_w{W3}"),
         ok("flower"),
     )
-    out = []
-    # (1) speed-up over the plain loop
+    return [
+        _speedup_target(w, plain, w1, seq),
+        _overhead_target(w1, w3, seq),
+        _flower_target(rows, w1, w3, fl),
+        _sum_bytes_target(w1, w3),
+    ]
+
+
+def _speedup_target(w: Workload, plain: dict | None, w1: dict | None, seq: dict | None) -> dict:
+    """(1) distfl W=1's client-steps/s over the plain loop's."""
     speedup = TARGET_SPEEDUP.get(w.model, TARGET_SPEEDUP["mlp"])
     scope = "" if w.model in TARGET_SPEEDUP else f" (set for mlp and cnn; this run: {w.model})"
     t1 = {
@@ -54,8 +62,11 @@ def targets(w: Workload, rows: dict[str, dict]) -> list[dict]:
         t1["detail"] = f"{t1['value']:.2f}x with {w.model}"
         if seq:
             t1["detail"] += f" (sequential trainer: {seq['ratio_to_plain']:.2f}x)"
-    out.append(t1)
-    # (2) overhead
+    return t1
+
+
+def _overhead_target(w1: dict | None, w3: dict | None, seq: dict | None) -> dict:
+    """(2) distfl's overhead beyond local training at W=1 and at W=3."""
     parts, met = [], []
     for row, limit, name in ((w1, TARGET_OVERHEAD_W1, "W=1"), (w3, TARGET_OVERHEAD_W3, f"W={W3}")):
         if row is None or row["overhead"] is None:
@@ -66,18 +77,21 @@ def targets(w: Workload, rows: dict[str, dict]) -> list[dict]:
             met.append(row["overhead"] <= limit)
     if seq is not None and seq["overhead"] is not None:
         parts.insert(1, f"(W=1 sequential {100 * seq['overhead']:.1f}%)")
-    out.append(
-        {
-            "id": 2,
-            "text": f"overhead <= {100 * TARGET_OVERHEAD_W1:.0f}% at W=1 and "
-            f"<= {100 * TARGET_OVERHEAD_W3:.0f}% at W={W3}",
-            "threshold": [TARGET_OVERHEAD_W1, TARGET_OVERHEAD_W3],
-            "value": [w1["overhead"] if w1 else None, w3["overhead"] if w3 else None],
-            "met": None if None in met else all(met),
-            "detail": ", ".join(parts),
-        }
-    )
-    # (3) against Flower
+    return {
+        "id": 2,
+        "text": f"overhead <= {100 * TARGET_OVERHEAD_W1:.0f}% at W=1 and "
+        f"<= {100 * TARGET_OVERHEAD_W3:.0f}% at W={W3}",
+        "threshold": [TARGET_OVERHEAD_W1, TARGET_OVERHEAD_W3],
+        "value": [w1["overhead"] if w1 else None, w3["overhead"] if w3 else None],
+        "met": None if None in met else all(met),
+        "detail": ", ".join(parts),
+    }
+
+
+def _flower_target(
+    rows: dict[str, dict], w1: dict | None, w3: dict | None, fl: dict | None
+) -> dict:
+    """(3) distfl W=1's rounds/s over Flower's."""
     t3 = {
         "id": 3,
         "text": f"distfl W=1 >= {TARGET_FLOWER:g}x Flower's rounds/s",
@@ -92,8 +106,11 @@ def targets(w: Workload, rows: dict[str, dict]) -> list[dict]:
         t3["detail"] = f"{t3['value']:.1f}x"
         if w3:
             t3["detail"] += f" (W={W3}: {w3['rounds_per_s'] / fl['rounds_per_s']:.1f}x)"
-    out.append(t3)
-    # (4) bytes of the exact sums' reduce
+    return t3
+
+
+def _sum_bytes_target(w1: dict | None, w3: dict | None) -> dict:
+    """(4) the bytes per parameter of the exact sums' reduce."""
     measured = [r for r in (w1, w3) if r and r.get("sum_bytes_per_param")]
     t4 = {
         "id": 4,
@@ -107,8 +124,7 @@ def targets(w: Workload, rows: dict[str, dict]) -> list[dict]:
         t4["value"] = max(r["sum_bytes_per_param"] for r in measured)
         t4["met"] = t4["value"] <= TARGET_SUM_BYTES
         t4["detail"] = f"{t4['value']:.2f} bytes per parameter"
-    out.append(t4)
-    return out
+    return t4
 
 
 def _bytes(n: float | None, note: str) -> str:
