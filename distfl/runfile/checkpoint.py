@@ -438,6 +438,46 @@ def _check_format(f: h5py.File, config: Config, contents: Contents) -> None:
         )
 
 
+def _check_regular(path: Path) -> None:
+    """CheckpointError unless ``path`` is a regular file (no FIFO, device or directory is
+    ever opened)."""
+    try:
+        kind = regular_file(path)
+    except FileNotFoundError:
+        raise CheckpointError(
+            f"run file {path} does not exist; expected a distfl HDF5 run file"
+        ) from None
+    except OSError as exc:  # a name too long, a folder on the way that is not one, ...
+        raise CheckpointError(f"run file {path} cannot be read ({why(exc)})") from None
+    if kind:
+        raise CheckpointError(f"run file {path} is {kind}; expected a distfl HDF5 run file")
+
+
+def _run_file(f: h5py.File, config: Config, stored: dict[str, Any], sealed: bool) -> RunFile:
+    """The :class:`RunFile` of the verified file ``f``, its state ``stored``."""
+    timing = f["timing"].attrs
+    return RunFile(
+        config=config,
+        world_size=int(f.attrs["world_size"]),
+        hierarchy=read_hierarchy(f["hierarchy"]),
+        state=stored,
+        tables={
+            **{t.key: _read_table(f, t) for t in layout.TABLES},
+            **_read_algorithm_tables(f),
+        },
+        clients={k: v[()] for k, v in f["clients"].items()},
+        leaves=[_text(x) for x in f["final/leaves"][()]],
+        assignment=f["final/assignment"][()],
+        world=_read_world(f["world"]) if "world" in f else None,
+        trainer=str(timing.get("trainer", "")),
+        sum_bytes_per_param=float(timing.get("sum_bytes_per_param", 0.0)),
+        version=str(f.attrs.get("distfl_version", "")),
+        created=str(f.attrs.get("created", "")),
+        written=str(f.attrs.get("written", "")),
+        verified=sealed,
+    )
+
+
 def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False) -> RunFile:
     """Read and verify a run file; raise CheckpointError (exit code 2) with the reason.
 
@@ -456,16 +496,7 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
     the stored config's ``run.plugins`` (code the file names; see
     :func:`~distfl.config.from_json`); by default nothing is imported."""
     path = Path(path)
-    try:
-        kind = regular_file(path)
-    except FileNotFoundError:
-        raise CheckpointError(
-            f"run file {path} does not exist; expected a distfl HDF5 run file"
-        ) from None
-    except OSError as exc:  # a name too long, a folder on the way that is not one, ...
-        raise CheckpointError(f"run file {path} cannot be read ({why(exc)})") from None
-    if kind:
-        raise CheckpointError(f"run file {path} is {kind}; expected a distfl HDF5 run file")
+    _check_regular(path)
     try:
         with h5py.File(path, "r") as f:
             if "config" not in f.attrs or "state" not in f:
@@ -505,28 +536,7 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
                 raise CheckpointError(
                     f"run file {path} is corrupt: /state does not match its SHA-256"
                 )
-            timing = f["timing"].attrs
-            saved = RunFile(
-                config=config,
-                world_size=int(f.attrs["world_size"]),
-                hierarchy=read_hierarchy(f["hierarchy"]),
-                state=stored,
-                tables={
-                    **{t.key: _read_table(f, t) for t in layout.TABLES},
-                    **_read_algorithm_tables(f),
-                },
-                clients={k: v[()] for k, v in f["clients"].items()},
-                leaves=[_text(x) for x in f["final/leaves"][()]],
-                assignment=f["final/assignment"][()],
-                world=_read_world(f["world"]) if "world" in f else None,
-                trainer=str(timing.get("trainer", "")),
-                sum_bytes_per_param=float(timing.get("sum_bytes_per_param", 0.0)),
-                version=str(f.attrs.get("distfl_version", "")),
-                created=str(f.attrs.get("created", "")),
-                written=str(f.attrs.get("written", "")),
-                verified=sealed,
-            )
-            return saved
+            return _run_file(f, config, stored, sealed)
     except CheckpointError as exc:  # it may name parts of the file: printed as escaped
         raise CheckpointError(printable(exc)) from None
     except (OSError, KeyError, ValueError, TypeError) as exc:

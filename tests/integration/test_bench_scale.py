@@ -150,7 +150,7 @@ def test_unknown_row_exits_2_with_one_line(tmp_path):
 
 
 def test_the_full_grid_is_the_one_the_readme_reports():
-    from distfl.tools.bench.scale import scale_cases
+    from distfl.tools.bench.scale_grid import scale_cases
 
     keys = {c.key for c in scale_cases()}
     for k in (1000, 10000, 100000):
@@ -180,7 +180,8 @@ def test_the_full_grid_is_the_one_the_readme_reports():
 
 
 def test_a_refusal_is_the_rows_status():
-    from distfl.tools.bench.scale import REFUSED, Case, refused, scale_row
+    from distfl.tools.bench.scale import REFUSED, refused, scale_row
+    from distfl.tools.bench.scale_grid import Case
 
     line = (  # what `distfl run` writes (distfl.runtime.capacity)
         "distfl: error: data.num_clients = 1000000: algorithm fedgwc keeps K×K matrices (32 "

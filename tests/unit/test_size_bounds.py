@@ -249,7 +249,7 @@ def test_every_dataset_is_estimated_by_its_spec():
 def project_configs() -> list[tuple[str, C.Config]]:
     """The presets (on digits and on the image datasets and models the project runs), the
     scale benchmark's rows (up to K = 100,000) and a gaussian federation."""
-    from distfl.tools.bench.scale import scale_cases
+    from distfl.tools.bench.scale_grid import scale_cases
 
     out = [(name, C.load(preset=name)) for name in PRESETS]
     for name in ("default", "rotated", "table3-mixed"):

@@ -40,6 +40,35 @@ def _mirror_lower(A: np.ndarray, tile: int = 512) -> None:
             A[lo:hi, lo2:hi2] = A[lo2:hi2, lo:hi].T
 
 
+def _distances_from_gram(
+    P: np.ndarray, out: np.ndarray, Y: np.ndarray, sq: np.ndarray, rows: int,
+    beta: float | None,
+) -> None:  # fmt: skip
+    """Turn the lower triangle of ``out`` (the residuals' Gram matrix) into the perception
+    distances (or exp(-β D)), row block by row block in float64: the y terms and the
+    squared norms ``sq`` make ||x_k - x_j||², and P's own entries the two corrections."""
+    K = P.shape[0]
+    d = np.diagonal(P).astype(np.float64)
+    for lo in range(0, K, rows):
+        hi = min(lo + rows, K)
+        blk = out[lo:hi, :hi].astype(np.float64)  # lower-triangle strip (and diagonal block)
+        blk += Y[lo:hi] @ Y[:hi].T
+        blk *= -2.0
+        blk += sq[lo:hi, None]
+        blk += sq[None, :hi]
+        t = d[lo:hi, None] - P[:hi, lo:hi].T  # P_kk - P_jk
+        t *= t
+        blk -= t
+        t = P[lo:hi, :hi] - d[None, :hi]  # P_kj - P_jj
+        t *= t
+        blk -= t
+        np.maximum(blk, 0.0, out=blk)  # rounding can leave tiny negatives
+        if beta is not None:
+            blk *= -beta
+            np.exp(blk, out=blk)
+        out[lo:hi, :hi] = blk
+
+
 def _perception_into(
     P: np.ndarray, out: np.ndarray, beta: float | None, block_rows: int | None
 ) -> np.ndarray:
@@ -98,26 +127,7 @@ def _perception_into(
         out[lo:hi, lo:hi] = R[lo:hi] @ R[lo:hi].T
     del R
     rsq = np.diagonal(out).astype(np.float64)  # ||r_k||², rounded as the Gram has it
-    sq = rsq + ysq
-    d = np.diagonal(P).astype(np.float64)
-    for lo in range(0, K, rows):
-        hi = min(lo + rows, K)
-        blk = out[lo:hi, :hi].astype(np.float64)  # lower-triangle strip (and diagonal block)
-        blk += Y[lo:hi] @ Y[:hi].T
-        blk *= -2.0
-        blk += sq[lo:hi, None]
-        blk += sq[None, :hi]
-        t = d[lo:hi, None] - P[:hi, lo:hi].T  # P_kk - P_jk
-        t *= t
-        blk -= t
-        t = P[lo:hi, :hi] - d[None, :hi]  # P_kj - P_jj
-        t *= t
-        blk -= t
-        np.maximum(blk, 0.0, out=blk)  # rounding can leave tiny negatives
-        if beta is not None:
-            blk *= -beta
-            np.exp(blk, out=blk)
-        out[lo:hi, :hi] = blk
+    _distances_from_gram(P, out, Y, rsq + ysq, rows, beta)
     _mirror_lower(out)
     np.fill_diagonal(out, 0.0 if beta is None else 1.0)
     return out

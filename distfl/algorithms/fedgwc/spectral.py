@@ -98,77 +98,96 @@ def spectral_embedding(
     constant affinity, identical rows, a repeated eigenvalue), the eigensolver may return
     any basis of the eigenspace, and which one depends on the BLAS: no clustering read
     from those columns means anything."""
-    from scipy.linalg import blas, eigh
-    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
-
-    K = W.shape[0]
-    diag = np.diagonal(W).astype(np.float64)
-    if K <= DENSE_EIGEN_UP_TO:
-        A = W.astype(np.float64, copy=True)
-        np.fill_diagonal(A, 0.0)
-        deg = A.sum(axis=0)
-        dd = np.where(deg == 0, 1.0, np.sqrt(deg))
-        A /= dd
-        A /= dd[:, None]
-        vals, vecs = eigh(A, subset_by_index=[K - n_components, K - 1])
-        U = vecs[:, ::-1]
-        vals = vals[::-1]
-        if gaps:  # the next eigenvalue alone (the vectors' bits stay those of n_components)
-            nxt = (
-                eigh(A, subset_by_index=[K - n_components - 1] * 2, eigvals_only=True)
-                if K > n_components
-                else np.array([-np.inf])
-            )
-            vals = np.concatenate([vals, nxt])
-        del A
-        gap_tol = GAP_TOL
+    if W.shape[0] <= DENSE_EIGEN_UP_TO:
+        U, vals, dd, gap_tol = _dense_eigenpairs(W, n_components, gaps)
     else:
-        deg = W.sum(axis=1, dtype=np.float64) - diag
-        dd = np.where(deg == 0, 1.0, np.sqrt(np.maximum(deg, 0.0)))
-        symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
-        WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
-
-        def product(z: np.ndarray) -> np.ndarray:
-            return symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
-
-        def matvec(x: np.ndarray) -> np.ndarray:
-            z = x.reshape(-1) / dd
-            y = product(z)
-            y -= diag * z
-            y /= dd
-            return y
-
-        op = LinearOperator((K, K), matvec=matvec, dtype=np.float64)
-        v0 = np.random.RandomState(seed).uniform(-1.0, 1.0, K)
-        if tol is None:
-            tol = 1e-5 if W.dtype == np.float32 else 1e-8
-        # symv is memory-bound: a second thread gains little and, on a busy machine, waits
-        with one_thread("blas"):
-            try:
-                vals, vecs = eigsh(op, k=n_components, which="LA", v0=v0, tol=tol)
-            except ArpackNoConvergence:
-                ncv = min(K, max(4 * n_components + 1, 60))
-                vals, vecs = eigsh(
-                    op,
-                    k=n_components,
-                    which="LA",
-                    v0=v0,
-                    tol=max(tol, 1e-5),
-                    ncv=ncv,
-                    maxiter=50 * K,
-                )
-        order = np.argsort(vals)[::-1]
-        U = vecs[:, order]
-        vals = vals[order]
-        if gaps:
-            vals = np.concatenate([vals, [_next_eigenvalue(matvec, U, vals, K, seed)]])
-        gap_tol = max(ARPACK_GAP_TOL, 10.0 * tol)
+        U, vals, dd, gap_tol = _arpack_eigenpairs(W, n_components, seed, tol, gaps)
     emb = U / dd[:, None]
     peak = np.argmax(np.abs(emb), axis=0)
     emb *= np.sign(emb[peak, np.arange(emb.shape[1])])
     if gaps:
         return emb, np.diff(-vals[: n_components + 1]) > gap_tol
     return emb
+
+
+def _dense_eigenpairs(W: np.ndarray, n_components: int, gaps: bool):
+    """:func:`spectral_embedding`'s eigenpairs by a dense float64 eigensolver: (the
+    eigenvectors, largest first; their eigenvalues, and the next one with ``gaps``; the
+    degrees' square roots; the gap tolerance)."""
+    from scipy.linalg import eigh
+
+    K = W.shape[0]
+    A = W.astype(np.float64, copy=True)
+    np.fill_diagonal(A, 0.0)
+    deg = A.sum(axis=0)
+    dd = np.where(deg == 0, 1.0, np.sqrt(deg))
+    A /= dd
+    A /= dd[:, None]
+    vals, vecs = eigh(A, subset_by_index=[K - n_components, K - 1])
+    U = vecs[:, ::-1]
+    vals = vals[::-1]
+    if gaps:  # the next eigenvalue alone (the vectors' bits stay those of n_components)
+        nxt = (
+            eigh(A, subset_by_index=[K - n_components - 1] * 2, eigvals_only=True)
+            if K > n_components
+            else np.array([-np.inf])
+        )
+        vals = np.concatenate([vals, nxt])
+    del A
+    gap_tol = GAP_TOL
+    return U, vals, dd, gap_tol
+
+
+def _arpack_eigenpairs(W: np.ndarray, n_components: int, seed: int, tol: float | None,
+                       gaps: bool):  # fmt: skip
+    """:func:`spectral_embedding`'s eigenpairs by ARPACK on an operator that reads W in
+    place; what :func:`_dense_eigenpairs` returns."""
+    from scipy.linalg import blas
+    from scipy.sparse.linalg import ArpackNoConvergence, LinearOperator, eigsh
+
+    K = W.shape[0]
+    diag = np.diagonal(W).astype(np.float64)
+    deg = W.sum(axis=1, dtype=np.float64) - diag
+    dd = np.where(deg == 0, 1.0, np.sqrt(np.maximum(deg, 0.0)))
+    symv = blas.ssymv if W.dtype == np.float32 else blas.dsymv
+    WT = W.T  # Fortran-ordered view: symv reads its upper triangle, W's lower one
+
+    def product(z: np.ndarray) -> np.ndarray:
+        return symv(1.0, WT, z.astype(W.dtype)).astype(np.float64)
+
+    def matvec(x: np.ndarray) -> np.ndarray:
+        z = x.reshape(-1) / dd
+        y = product(z)
+        y -= diag * z
+        y /= dd
+        return y
+
+    op = LinearOperator((K, K), matvec=matvec, dtype=np.float64)
+    v0 = np.random.RandomState(seed).uniform(-1.0, 1.0, K)
+    if tol is None:
+        tol = 1e-5 if W.dtype == np.float32 else 1e-8
+    # symv is memory-bound: a second thread gains little and, on a busy machine, waits
+    with one_thread("blas"):
+        try:
+            vals, vecs = eigsh(op, k=n_components, which="LA", v0=v0, tol=tol)
+        except ArpackNoConvergence:
+            ncv = min(K, max(4 * n_components + 1, 60))
+            vals, vecs = eigsh(
+                op,
+                k=n_components,
+                which="LA",
+                v0=v0,
+                tol=max(tol, 1e-5),
+                ncv=ncv,
+                maxiter=50 * K,
+            )
+    order = np.argsort(vals)[::-1]
+    U = vecs[:, order]
+    vals = vals[order]
+    if gaps:
+        vals = np.concatenate([vals, [_next_eigenvalue(matvec, U, vals, K, seed)]])
+    gap_tol = max(ARPACK_GAP_TOL, 10.0 * tol)
+    return U, vals, dd, gap_tol
 
 
 def _next_eigenvalue(matvec, U: np.ndarray, vals: np.ndarray, K: int, seed: int) -> float:
