@@ -1,7 +1,7 @@
 """The HDF5 run file, written by rank 0 only, atomically: built in memory, written beside,
-flushed, renamed (distfl.runfile.output).
+flushed, renamed (distfl.runfile.atomic).
 
-Layout (DESIGN.md):
+Layout (declared in full in distfl.runfile.layout; docs/run-file.md):
 
     /                 attrs: distfl_version, config (JSON), seed, world_size, created (the
                       run's first write), written (this write)
