@@ -391,7 +391,7 @@ def test_fedclusts_initial_model_is_the_seeded_build_and_leaves_the_random_state
 
     import torch
 
-    from distfl.algorithms.fedclust_client import FedClustClient
+    from distfl.algorithms.fedclust.client import FedClustClient
     from distfl.models import build_model, flat_params
 
     config = load(preset="rotated")

@@ -6,7 +6,7 @@ subspaces of the clients' data.
 Each client of the one-shot round takes the truncated SVD of its data matrix D_k (features
 × samples: its train samples, flattened, as the model receives them) and sends the
 ``num_basis`` = p leading left singular vectors U_p^k, a d × p basis, as one row (the probe
-``"basis"``, answered by :mod:`distfl.algorithms.pacfl_client`). The server builds the
+``"basis"``, answered by :mod:`distfl.algorithms.pacfl.client`). The server builds the
 proximity matrix A of the principal angles between the clients' subspaces, in degrees:
 the smallest angle θ_1 (``proximity = "smallest"``, the paper's A_ij = Θ_1(U_p^i, U_p^j)),
 or the sum of the min(p_i, p_j) angles (``"sum"``), and clusters it hierarchically
@@ -196,7 +196,7 @@ class PACFL(OneShotClustering):
     name = "pacfl"
     Params = PACFLParams
     client_ops = ("basis",)
-    client = "distfl.algorithms.pacfl_client:PACFLClient"
+    client = "distfl.algorithms.pacfl.client:PACFLClient"
     op = "basis"
     tag = 0x9AC1
     split_datasets = (

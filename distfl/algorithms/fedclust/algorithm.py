@@ -5,7 +5,7 @@ training from a common initialisation.
 
 Each client of the one-shot round trains the run's initial model for ``steps`` local steps
 and sends the weights of its final layer (the model's last linear layer: weight and bias),
-as one row (the probe ``"weights"``, answered by :mod:`distfl.algorithms.fedclust_client`).
+as one row (the probe ``"weights"``, answered by :mod:`distfl.algorithms.fedclust.client`).
 The server builds the proximity matrix of the Euclidean distances between these rows and
 clusters it hierarchically (:mod:`distfl.algorithms.agglomerative`): merging while the
 least cluster distance is at most ``threshold`` λ, or into ``num_clusters`` clusters, which
@@ -116,7 +116,7 @@ class FedClust(OneShotClustering):
     name = "fedclust"
     Params = FedClustParams
     client_ops = ("weights",)
-    client = "distfl.algorithms.fedclust_client:FedClustClient"
+    client = "distfl.algorithms.fedclust.client:FedClustClient"
     op = "weights"
     tag = 0xFC1
     split_datasets = (

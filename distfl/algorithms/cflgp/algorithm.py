@@ -8,7 +8,7 @@ The server keeps ``num_clusters`` models and each client's *gradient profile*: o
 for that model. Every ``period`` rounds, up to round ``stop_round`` (a *clustering round*),
 the round's sampled clients compute the gradient of the *criterion model* m (the models in
 turn: m = c mod M in the c-th clustering round, counted from 0) on a batch of their own
-training data (the probe ``"gradient"``, :mod:`distfl.algorithms.cflgp_client`), and the
+training data (the probe ``"gradient"``, :mod:`distfl.algorithms.cflgp.client`), and the
 server adds it to block m of their profiles: the block's cumulative average over the
 gradients it received (:func:`accumulate`). The server then clusters the clients that have
 a profile spectrally: the top-M singular directions of the profile matrix (clients × M·d),
@@ -231,7 +231,7 @@ class CFLGP(ClusteringAlgorithm):
     clusters_key = "num_clusters"
     Params = CFLGPParams
     client_ops = ("gradient",)
-    client = "distfl.algorithms.cflgp_client:CFLGPClient"
+    client = "distfl.algorithms.cflgp.client:CFLGPClient"
     #: the Gram matrix of the profiled clients and its eigenvectors (float64), per pair of
     #: profiled clients (:meth:`pair_memory` counts the clients that can have a profile)
     pair_bytes = 16
