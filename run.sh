@@ -6,6 +6,6 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/scripts/ensure_venv.sh"
 case "${1:-}" in
-  run|keys|inspect|report|status|gather|suite|bench|-h|--help) exec distfl "$@" ;;
+  run|keys|inspect|report|status|gather|compare|suite|bench|-h|--help|--version) exec distfl "$@" ;;
   *) exec distfl run "$@" ;;
 esac
