@@ -10,8 +10,6 @@ from scipy.stats import wasserstein_distance
 from distfl.algorithms.base import ClientReports, RoundPlan
 from distfl.algorithms.emdcfl import (
     EMDCFL,
-    ENTRY_SECONDS,
-    PAIR_SECONDS,
     anchor_adjacency,
     draw_anchors,
     embed_size,
@@ -26,6 +24,7 @@ from distfl.algorithms.emdcfl import (
     sample_seconds,
     wasserstein1,
 )
+from distfl.algorithms.emdcfl.algorithm import ENTRY_SECONDS, PAIR_SECONDS
 from distfl.algorithms.emdcfl.client import embed_sets, emd_row, last_linear_inputs
 from distfl.models import MLP
 

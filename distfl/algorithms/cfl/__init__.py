@@ -6,20 +6,5 @@ figures in ``distfl report``).
 
 from __future__ import annotations
 
-from distfl.algorithms.cfl.algorithm import (
-    CFL,
-    ROOT,
-    CFLParams,
-    bipartition,
-    cosine_similarity,
-    split_criterion,
-)
-
-__all__ = [
-    "CFL",
-    "CFLParams",
-    "ROOT",
-    "bipartition",
-    "cosine_similarity",
-    "split_criterion",
-]
+from distfl.algorithms.cfl.algorithm import *  # noqa: F403 (the names of its __all__)
+from distfl.algorithms.cfl.algorithm import __all__ as __all__

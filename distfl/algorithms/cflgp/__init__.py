@@ -9,28 +9,5 @@ compute for its probe).
 
 from __future__ import annotations
 
-from distfl.algorithms.cflgp.algorithm import (
-    CFLGP,
-    MAX_PERIOD,
-    MAX_RESTARTS,
-    CFLGPParams,
-    accumulate,
-    cluster_profiles,
-    clustering_rounds,
-    imputed_profiles,
-    match_labels,
-    spectral_coordinates,
-)
-
-__all__ = [
-    "CFLGP",
-    "CFLGPParams",
-    "MAX_PERIOD",
-    "MAX_RESTARTS",
-    "accumulate",
-    "cluster_profiles",
-    "clustering_rounds",
-    "imputed_profiles",
-    "match_labels",
-    "spectral_coordinates",
-]
+from distfl.algorithms.cflgp.algorithm import *  # noqa: F403 (the names of its __all__)
+from distfl.algorithms.cflgp.algorithm import __all__ as __all__

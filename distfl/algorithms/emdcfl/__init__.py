@@ -8,56 +8,5 @@ compute: the embeddings and the distances) and :mod:`~.figures` (its figures in
 
 from __future__ import annotations
 
-from distfl.algorithms.emdcfl.algorithm import (
-    CONV_SAMPLE_SECONDS,
-    EMDCFL,
-    ENTRY_SECONDS,
-    MAX_LOCAL_STEPS,
-    MLP_MAC_SECONDS,
-    MLP_SAMPLE_SECONDS,
-    PAIR_SECONDS,
-    ROOT,
-    EMDCFLParams,
-    OneShotCost,
-    anchor_adjacency,
-    config_cost,
-    draw_anchors,
-    embed_size,
-    mutual_adjacency,
-    neighbourhood_clusters,
-    one_shot_cost,
-    pair_seconds,
-    projected_dim,
-    projection,
-    protocol_bytes,
-    refusal,
-    sample_seconds,
-    wasserstein1,
-)
-
-__all__ = [
-    "CONV_SAMPLE_SECONDS",
-    "EMDCFL",
-    "EMDCFLParams",
-    "ENTRY_SECONDS",
-    "MAX_LOCAL_STEPS",
-    "MLP_MAC_SECONDS",
-    "MLP_SAMPLE_SECONDS",
-    "OneShotCost",
-    "PAIR_SECONDS",
-    "ROOT",
-    "anchor_adjacency",
-    "config_cost",
-    "draw_anchors",
-    "embed_size",
-    "mutual_adjacency",
-    "neighbourhood_clusters",
-    "one_shot_cost",
-    "pair_seconds",
-    "projected_dim",
-    "projection",
-    "protocol_bytes",
-    "refusal",
-    "sample_seconds",
-    "wasserstein1",
-]
+from distfl.algorithms.emdcfl.algorithm import *  # noqa: F403 (the names of its __all__)
+from distfl.algorithms.emdcfl.algorithm import __all__ as __all__

@@ -9,18 +9,5 @@ compute for its probe).
 
 from __future__ import annotations
 
-from distfl.algorithms.fedclust.algorithm import (
-    MAX_STEPS,
-    FedClust,
-    FedClustParams,
-    distance_block,
-    euclidean,
-)
-
-__all__ = [
-    "FedClust",
-    "FedClustParams",
-    "MAX_STEPS",
-    "distance_block",
-    "euclidean",
-]
+from distfl.algorithms.fedclust.algorithm import *  # noqa: F403 (the names of its __all__)
+from distfl.algorithms.fedclust.algorithm import __all__ as __all__

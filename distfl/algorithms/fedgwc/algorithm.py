@@ -40,13 +40,10 @@ from distfl.algorithms.fedgwc.perception import (
     DIAGNOSE_W_UP_TO,
     affinity,
     block_contrast,
-    perception_distances,
 )
 from distfl.algorithms.fedgwc.reference import (
-    best_split_score,
     coordinates_reference,
     coordinates_split,
-    gaussian_reference,
     lowest_score,
     participants,
     priority_sample,
@@ -56,7 +53,6 @@ from distfl.algorithms.fedgwc.rewards import (
     gaussian_rewards,
     interaction_mse,
     round_rewards,
-    update_interaction,
 )
 from distfl.algorithms.fedgwc.spectral import (
     DegenerateAffinity,
@@ -495,19 +491,4 @@ class FedGWC(ClusteringAlgorithm):
         }
 
 
-__all__ = [
-    "FedGWC",
-    "FedGWCParams",
-    "affinity",
-    "best_split_score",
-    "block_contrast",
-    "gaussian_reference",
-    "gaussian_rewards",
-    "interaction_mse",
-    "participants",
-    "perception_distances",
-    "priority_sample",
-    "reference_score",
-    "round_rewards",
-    "update_interaction",
-]
+__all__ = ["ClusterState", "FedGWC"]

@@ -9,22 +9,5 @@ compute for its probe).
 
 from __future__ import annotations
 
-from distfl.algorithms.pacfl.algorithm import (
-    PACFL,
-    PACFLParams,
-    angle_block,
-    basis_ranks,
-    data_basis,
-    principal_angles,
-    smallest_train_split,
-)
-
-__all__ = [
-    "PACFL",
-    "PACFLParams",
-    "angle_block",
-    "basis_ranks",
-    "data_basis",
-    "principal_angles",
-    "smallest_train_split",
-]
+from distfl.algorithms.pacfl.algorithm import *  # noqa: F403 (the names of its __all__)
+from distfl.algorithms.pacfl.algorithm import __all__ as __all__
