@@ -172,6 +172,30 @@ def test_the_reading_page_lists_these_layers():
     assert listed == [tuple(members) for members in LAYERS]
 
 
+def circle(graph: dict[str, set[str]]) -> list[str] | None:
+    """A circle of ``graph`` (each node's successors), first node repeated at its end, or
+    None when there is none (depth-first, in sorted order)."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(name: str) -> list[str] | None:
+        state[name] = 1
+        path.append(name)
+        for dep in sorted(graph.get(name, ())):
+            if state.get(dep) == 1:
+                return path[path.index(dep) :] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        path.pop()
+        state[name] = 2
+        return None
+
+    for name in sorted(graph):
+        if name not in state and (found := visit(name)):
+            return found
+    return None
+
+
 def test_no_two_packages_import_each_other():
     """At the level of packages (the folders of distfl/ and the modules at its top) the
     imports form no circle, directly or through others."""
@@ -181,44 +205,13 @@ def test_no_two_packages_import_each_other():
         graph.setdefault(here, set()).update(
             package_of(d) for d in deps if package_of(d) not in (here, "distfl")
         )
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        path.append(name)
-        for dep in sorted(graph.get(name, ())):
-            if state.get(dep) == 1:
-                pytest.fail("packages in a circle: " + " -> ".join(path[path.index(dep) :] + [dep]))
-            if dep not in state:
-                visit(dep)
-        path.pop()
-        state[name] = 2
-
-    for name in sorted(graph):
-        if name not in state:
-            visit(name)
+    found = circle(graph)
+    assert found is None, "packages in a circle: " + " -> ".join(found)
 
 
 def test_no_circle():
-    state: dict[str, int] = {}
-    path: list[str] = []
-
-    def visit(name: str) -> None:
-        state[name] = 1
-        path.append(name)
-        for dep in sorted(GRAPH[name]):
-            if state.get(dep) == 1:
-                cycle = path[path.index(dep) :] + [dep]
-                pytest.fail("import circle: " + " -> ".join(cycle))
-            if dep not in state:
-                visit(dep)
-        path.pop()
-        state[name] = 2
-
-    for name in sorted(GRAPH):
-        if name not in state:
-            visit(name)
+    found = circle(GRAPH)
+    assert found is None, "import circle: " + " -> ".join(found)
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))
