@@ -33,6 +33,15 @@ class Progress:
     ) -> str:  # fmt: skip
         """The text of round ``round_index``'s line (``accuracy``: NaN in a round without
         evaluation, which shows the last one measured)."""
+        return " | ".join(self.fields(round_index, clusters=clusters, accuracy=accuracy,
+                                      rounds_per_s=rounds_per_s, loss=loss).values())  # fmt: skip
+
+    def fields(
+        self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
+        loss: float = math.nan,
+    ) -> dict[str, str]:  # fmt: skip
+        """The fields of round ``round_index``'s line by name (round, clusters, loss, acc,
+        rate, eta), in the line's order."""
         if not math.isnan(accuracy):
             self.accuracy, self.accuracy_round = accuracy, round_index
         acc = (
@@ -41,10 +50,14 @@ class Progress:
                                           else f" (round {self.accuracy_round})")
         )  # fmt: skip
         left = (self.total - round_index) / rounds_per_s if rounds_per_s > 0 else math.nan
-        return (
-            f"round {round_index:>{len(str(self.total))}}/{self.total} | clusters {clusters} "
-            f"| loss {loss:.4f} | acc {acc} | {rounds_per_s:.2f} rounds/s | ETA {duration(left)}"
-        )
+        return {
+            "round": f"round {round_index:>{len(str(self.total))}}/{self.total}",
+            "clusters": f"clusters {clusters}",
+            "loss": f"loss {loss:.4f}",
+            "acc": f"acc {acc}",
+            "rate": f"{rounds_per_s:.2f} rounds/s",
+            "eta": f"ETA {duration(left)}",
+        }
 
     def update(
         self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
@@ -52,16 +65,16 @@ class Progress:
     ) -> None:  # fmt: skip
         if self.mode == "none":
             return
-        text = self.line(round_index, clusters=clusters, accuracy=accuracy,
-                         rounds_per_s=rounds_per_s, loss=loss)  # fmt: skip
+        fields = self.fields(round_index, clusters=clusters, accuracy=accuracy,
+                             rounds_per_s=rounds_per_s, loss=loss)  # fmt: skip
         if self.mode == "bar":
-            done = round(self.width * round_index / self.total)
-            bar = "#" * done + "." * (self.width - done)
-            self.stream.write(f"\r[{bar}] {text}\x1b[K")  # (erase what a longer line left)
+            text = fit(fields, terminal_columns(self.stream), done=round_index / self.total,
+                       width=self.width)  # fmt: skip
+            self.stream.write(f"\r{text}\x1b[K")  # (erase what a longer line left)
             if round_index == self.total:
                 self.stream.write("\n")
         elif round_index % self.every == 0 or round_index == self.total or not math.isnan(accuracy):
-            self.stream.write(text + "\n")
+            self.stream.write(" | ".join(fields.values()) + "\n")
         self.stream.flush()
 
     #: an evaluation's progress is shown once it has run this long, then (``lines``) every
@@ -71,12 +84,20 @@ class Progress:
 
     def evaluation_line(self, round_index: int, done: int, total: int, seconds: float) -> str:
         """The text of a line during round ``round_index``'s evaluation."""
+        return " | ".join(self.evaluation_fields(round_index, done, total, seconds).values())
+
+    def evaluation_fields(
+        self, round_index: int, done: int, total: int, seconds: float
+    ) -> dict[str, str]:
+        """The fields of :meth:`evaluation_line` by name (round, clients, rate, eta)."""
         rate = done / seconds if seconds > 0 else math.nan
         left = (total - done) / rate if rate > 0 else math.nan
-        return (
-            f"round {round_index:>{len(str(self.total))}}/{self.total} | evaluating "
-            f"{done:,}/{total:,} clients | {rate:,.0f} clients/s | ETA {duration(left)}"
-        )
+        return {
+            "round": f"round {round_index:>{len(str(self.total))}}/{self.total}",
+            "clients": f"evaluating {done:,}/{total:,} clients",
+            "rate": f"{rate:,.0f} clients/s",
+            "eta": f"ETA {duration(left)}",
+        }
 
     def evaluation(self, round_index: int, done: int, total: int, seconds: float) -> None:
         """An evaluation that has run for ``seconds``, ``done`` of ``total`` clients: shown
@@ -88,12 +109,63 @@ class Progress:
         if self.mode == "lines" and seconds - self.eval_shown < self.EVAL_EVERY_S:
             return
         self.eval_shown = seconds
-        text = self.evaluation_line(round_index, done, total, seconds)
+        fields = self.evaluation_fields(round_index, done, total, seconds)
         if self.mode == "bar":
+            text = fit(fields, terminal_columns(self.stream))
             self.stream.write(f"\r{text}\x1b[K")
         else:
-            self.stream.write(text + "\n")
+            self.stream.write(" | ".join(fields.values()) + "\n")
         self.stream.flush()
+
+
+#: what a bar's frame gives up, in turn, until it fits its terminal (:func:`fit`):
+#: a shorter bar, the round of a carried-forward accuracy, the rate, the bar, the loss, the
+#: clusters, the accuracy, the time left (an evaluation's line: its rate, the time left,
+#: the clients evaluated); the round stays
+FIT_ORDER = ("bar", "acc-round", "rate", "bar", "loss", "clusters", "acc", "eta", "clients")
+#: the bar's width once it has to make room
+BAR_NARROW = 10
+
+
+def fit(fields: dict[str, str], columns: int, *, done: float | None = None, width: int = 0) -> str:
+    """A bar's frame: a bar ``width`` wide filled to ``done`` (a fraction; None: no bar),
+    then ``fields`` joined, fitted to a terminal of ``columns`` (0: width unknown, no limit)
+    by the steps of :data:`FIT_ORDER` in turn, whole fields at a time; only a terminal
+    narrower than the first field cuts it."""
+    fields = dict(fields)
+    room = columns - 1 if columns > 0 else None  # (text in the last column may wrap)
+    width = width if done is not None else 0
+
+    def text() -> str:
+        filled = round(width * (done or 0.0))
+        bar = f"[{'#' * filled}{'.' * (width - filled)}] " if width else ""
+        return bar + " | ".join(fields.values())
+
+    for step in FIT_ORDER:
+        if room is None or len(text()) <= room:
+            break
+        if step == "bar":  # first narrower, then none
+            width = BAR_NARROW if width > BAR_NARROW else 0
+        elif step == "acc-round" and "acc" in fields:
+            fields["acc"] = fields["acc"].split(" (round")[0]
+        else:
+            fields.pop(step, None)
+    return text()[:room]
+
+
+def terminal_columns(stream: TextIO) -> int:
+    """The width of the terminal that ``stream`` writes to: ``COLUMNS`` when set (as
+    :func:`shutil.get_terminal_size` reads it), else the terminal's own; 0 when not known
+    (a file, a pipe): no limit."""
+    import os
+
+    env = os.environ.get("COLUMNS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return os.get_terminal_size(stream.fileno()).columns
+    except (AttributeError, OSError, ValueError):  # no file descriptor, or not a terminal
+        return 0
 
 
 def duration(seconds: float) -> str:
@@ -134,6 +206,9 @@ class QuietOnBrokenPipe:
 
     def isatty(self) -> bool:
         return self._stream.isatty()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
 
     def _gone(self) -> None:
         self.broken = True

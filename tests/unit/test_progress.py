@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 
 import pytest
 
@@ -88,3 +89,90 @@ def test_run_export_names_what_it_allows(value, needle):
 
     with pytest.raises(ConfigError, match=re.escape(needle)):
         load(overrides=[f"run.export={value}"])
+
+
+def frames(stream: io.StringIO) -> list[str]:
+    """The frames a bar drew, without their carriage returns and erase sequences."""
+    return [f.removesuffix("\x1b[K").rstrip("\n").removesuffix("\x1b[K")
+            for f in stream.getvalue().split("\r") if f]  # fmt: skip
+
+
+def draw_bar(columns: int, monkeypatch, *, rounds: int = 200) -> list[str]:
+    """Every frame of a bar on a terminal ``columns`` wide (COLUMNS), the accuracy carried
+    forward between evaluations and the longest numbers a run shows."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    stream = io.StringIO()
+    p = Progress(rounds, "bar", stream)
+    for t in (1, 10, 11, 150, rounds):
+        acc = 0.8123 if t == 10 else math.nan
+        p.update(t, clusters=12, accuracy=acc, rounds_per_s=123.45, loss=12.3456)
+    p.evaluation(rounds, 2_400, 4_000_000, 13.0)
+    return frames(stream)
+
+
+@pytest.mark.parametrize("columns", [200, 120, 100, 80, 60, 40, 30, 20])
+def test_the_bar_fits_the_terminal_giving_up_whole_fields(columns, monkeypatch):
+    """Each frame fits in one line of the terminal, short of its last column; a narrower
+    terminal drops whole fields (least important first), never cuts one, and the round
+    is always shown (a terminal narrower than the round alone aside)."""
+    wide = draw_bar(1000, monkeypatch)
+    shown = draw_bar(columns, monkeypatch)
+    assert len(shown) == len(wide) == 6
+    for frame, full in zip(shown, wide, strict=True):
+        assert len(frame) <= columns - 1, (columns, frame)
+        text = frame.split("] ", 1)[-1] if frame.startswith("[") else frame
+        assert text.startswith("round ")
+        whole = full.split("] ", 1)[-1].split(" | ")
+        carried = re.sub(r" \(round \d+\)", "", full.split("] ", 1)[-1]).split(" | ")
+        assert set(text.split(" | ")) <= {*whole, *carried}, (frame, full)  # whole fields
+    if columns >= 100:  # room for every field of a round's frame, the bar narrower at most
+        for frame, full in list(zip(shown, wide, strict=True))[:-1]:
+            assert len(frame.split(" | ")) == len(full.split(" | ")), frame
+
+
+def test_the_order_in_which_a_narrowing_bar_gives_up_its_fields(monkeypatch):
+    """First the bar narrows, then the round of a carried-forward accuracy goes, then the
+    rate, the bar, the loss, the clusters; the time left stays longest."""
+    seen = []
+    for columns in range(130, 10, -1):
+        frame = draw_bar(columns, monkeypatch)[2]  # round 11: accuracy of round 10
+        if not seen or seen[-1] != frame:
+            seen.append(frame)
+    assert seen[0] == (
+        "[#.......................] round  11/200 | clusters 12 | loss 12.3456 | "
+        "acc 0.812 (round 10) | 123.45 rounds/s | ETA 2 s"
+    )
+    assert seen[1:7] == [
+        "[#.........] round  11/200 | clusters 12 | loss 12.3456 | acc 0.812 (round 10) | "
+        "123.45 rounds/s | ETA 2 s",
+        "[#.........] round  11/200 | clusters 12 | loss 12.3456 | acc 0.812 | "
+        "123.45 rounds/s | ETA 2 s",
+        "[#.........] round  11/200 | clusters 12 | loss 12.3456 | acc 0.812 | ETA 2 s",
+        "round  11/200 | clusters 12 | loss 12.3456 | acc 0.812 | ETA 2 s",
+        "round  11/200 | clusters 12 | acc 0.812 | ETA 2 s",
+        "round  11/200 | acc 0.812 | ETA 2 s",
+    ]
+    assert seen[7:9] == ["round  11/200 | ETA 2 s", "round  11/200"]
+
+
+def test_a_bar_where_the_width_is_not_known_is_not_cut(monkeypatch):
+    """No COLUMNS and a stream that is no terminal (a file): the frame is the whole line."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+    stream = io.StringIO()
+    Progress(200, "bar", stream).update(11, clusters=12, accuracy=0.5, rounds_per_s=1.0, loss=1.0)
+    assert frames(stream) == [
+        "[#.......................] round  11/200 | clusters 12 | loss 1.0000 | acc 0.500 | "
+        "1.00 rounds/s | ETA 3m09s"
+    ]
+
+
+def test_the_eighty_column_bar_the_watching_page_shows(monkeypatch):
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "watching.md").read_text("utf-8")
+    monkeypatch.setenv("COLUMNS", "80")
+    stream = io.StringIO()
+    p = Progress(300, "bar", stream)
+    p.update(250, clusters=2, accuracy=0.955, rounds_per_s=54.35, loss=0.1070)
+    (frame,) = frames(stream)
+    assert f"on 80\ncolumns: `{frame}`" in page, frame
