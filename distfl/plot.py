@@ -4,8 +4,6 @@ or None when the run holds nothing to draw; :func:`save` writes it."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -75,7 +73,8 @@ def save(fig, path: Path, *, pdf: bool = False) -> None:
         write_page(path.with_suffix(".pdf"), vector.getvalue())
 
 
-def _colour(i: int) -> Any:
+def colour(i: int) -> Any:
+    """The ``i``-th of the report's categorical colours (tab10, then tab20)."""
     from matplotlib import colormaps
 
     cmap = colormaps["tab10"] if i < 10 else colormaps["tab20"]
@@ -90,7 +89,7 @@ class Palette:
         ids = sorted({n.id for n in data.hierarchy}, key=node_order)
         leaves = [i for i in ids if i in set(data.leaves)]
         inner = [i for i in ids if i not in set(data.leaves)]
-        self.cluster = {cid: _colour(i) for i, cid in enumerate(leaves + inner)}
+        self.cluster = {cid: colour(i) for i, cid in enumerate(leaves + inner)}
         self.groups = data.group_names()
 
     def name(self, g: int) -> str:
@@ -424,75 +423,4 @@ def membership(data: RunData, palette: Palette) -> Drawn | None:
         "every round: a group recovered is one colour, a group split over clusters or sharing "
         "its colour with another group is not. Clients moving between clusters show here "
         "round by round; a collapse onto one model is one colour in every panel."
-    )
-
-
-# -- a suite -------------------------------------------------------------------------
-
-
-#: what the suite's bar charts call their metrics (the table's column names otherwise)
-METRIC_NAMES = {
-    "rand": "Rand index",
-    "ari": "adjusted Rand index (ARI)",
-    "accuracy": "final balanced accuracy",
-    "accuracy_worst": "worst client's final balanced accuracy",
-    "clusters": "clusters found",
-    "first_split": "round of the first split",
-}
-
-
-def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Drawn | None:
-    """Grouped bars: one group per scenario, one bar per algorithm, the mean over seeds with
-    the seeds' range as an error bar (none with one seed); a mean of 0 shows as a short
-    thick line on the axis, not as no bar at all."""
-    values: dict[tuple[str, str], list[float]] = {}
-    for row in rows:
-        v = row.get(metric)
-        if v is None or (isinstance(v, float) and not math.isfinite(v)):
-            continue
-        values.setdefault((str(row["scenario"]), str(row["algorithm"])), []).append(float(v))
-    if not values:
-        return None
-    scenarios = list(dict.fromkeys(str(r["scenario"]) for r in rows))
-    algorithms = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
-    seeds = sorted({len(v) for v in values.values()})
-    width = 0.8 / len(algorithms)
-    fig = new_figure(max(6.0, min(1.1 * len(scenarios) * max(1, len(algorithms) / 2) + 2, 20)), 4.8)
-    ax = fig.add_subplot()
-    x = np.arange(len(scenarios))
-    for j, algo in enumerate(algorithms):
-        mean, lo, hi = [], [], []
-        for s in scenarios:
-            v = values.get((s, algo), [])
-            m = float(np.mean(v)) if v else math.nan
-            mean.append(m)
-            lo.append(m - min(v) if v else 0.0)
-            hi.append(max(v) - m if v else 0.0)
-        at = x - 0.4 + width * (j + 0.5)
-        errors = [lo, hi] if seeds != [1] else None
-        bars = ax.bar(at, mean, width=width, color=_colour(j), yerr=errors, capsize=3,
-                      label=algo, edgecolor="black", linewidth=0.4)  # fmt: skip
-        zero = np.array([m == 0 for m in mean])
-        if zero.any():  # a bar of height 0 is still a result: a thick line on the axis
-            ax.hlines(np.zeros(zero.sum()), at[zero] - width * 0.45, at[zero] + width * 0.45,
-                      color=_colour(j), lw=4, zorder=3)  # fmt: skip
-        ax.bar_label(bars, fmt="%.2f", fontsize=LEGEND_PT - 1, padding=2)
-    ax.set_xticks(x, scenarios, rotation=30, ha="right", fontsize=LEGEND_PT)
-    ax.set_ylabel(METRIC_NAMES.get(metric, metric))
-    if metric in ("rand", "ari", "accuracy", "accuracy_worst"):  # at most 1: the whole scale
-        low = min([0.0] + [min(v) for v in values.values()])
-        ax.set_ylim(low - 0.05 if low < 0 else 0.0, 1.15)
-    ax.axhline(0, color="0.3", lw=0.8)
-    ax.grid(alpha=0.3, axis="y")
-    ax.legend(fontsize=LEGEND_PT, ncols=min(len(algorithms), 4), loc="upper left")
-    n = seeds[0] if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
-    how = (
-        "one seed, no error bars" if seeds == [1]
-        else f"mean of {n} seeds; error bars: the lowest and highest seed"
-    )  # fmt: skip
-    ax.set_title(f"{title}\n({how})", fontsize=LEGEND_PT + 2)
-    return fig, (
-        f"{title}: per scenario (groups of bars) and algorithm (colours), {how}; the number "
-        "on each bar is its mean. Higher is better for the Rand index, the ARI and the "
-        "accuracy; an ARI of 0 is a clustering no better than chance (one cluster for all)."
     )

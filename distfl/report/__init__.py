@@ -265,6 +265,7 @@ def write_suite_report(
     plugins: bool = False,
 ) -> Path:
     from distfl import plot as figures
+    from distfl.report.suite_figures import metric_bars
     from distfl.tools.gather import cell_text
     from distfl.tools.suite import COLUMNS
 
@@ -278,7 +279,7 @@ def write_suite_report(
     shown = []
     for metric, title in SUITE_METRICS:
         name = f"suite-{metric}.png"
-        drawn = figures.metric_bars(rows, metric, title)
+        drawn = metric_bars(rows, metric, title)
         if drawn is not None:
             figures.save(drawn[0], out / name, pdf=pdf)
             shown.append((name, drawn[1]))

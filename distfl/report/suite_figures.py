@@ -1,0 +1,168 @@
+"""The figures of a suite's report (``distfl report DIR``): a bar chart per metric, a group
+of bars per scenario and a bar per algorithm, drawn with :mod:`distfl.plot`'s helpers."""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from distfl.plot import LEGEND_PT, Drawn, colour, new_figure
+
+#: what the charts call their metrics on the value axis (the table's column names
+#: otherwise); WAS and WADB as the docs and the table name them
+METRIC_NAMES = {
+    "rand": "Rand index",
+    "ari": "adjusted Rand index (ARI)",
+    "was": "WAS",
+    "wadb": "WADB",
+    "accuracy": "final balanced accuracy",
+    "accuracy_worst": "worst client's final balanced accuracy",
+    "clusters": "clusters found",
+    "first_split": "round of the first split",
+}
+#: the metrics that are proportions (at most 1): drawn on the whole scale
+PROPORTIONS = ("rand", "ari", "accuracy", "accuracy_worst")
+#: the metrics that count clusters: whole numbers, with the true number of groups drawn
+COUNTS = ("clusters",)
+#: where a run's score is undefined (WAS and WADB of a single cluster), the bar's place says so
+UNDEFINED = "n/a"
+#: the label of the line at each scenario's true number of groups
+TRUE_GROUPS = "true number of groups"
+#: the points of the title's font, and a character's mean width in ems (for wrapping)
+TITLE_PT = LEGEND_PT + 2
+EM_WIDTH = 0.6
+
+
+def _values(rows: Sequence[dict[str, Any]], metric: str):
+    """(scenario, algorithm) -> the metric's finite values over the seeds, for every pair
+    that has a row (an empty list: undefined in each of its runs)."""
+    values: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        v = row.get(metric)
+        kept = values.setdefault((str(row["scenario"]), str(row["algorithm"])), [])
+        if v is not None and not (isinstance(v, float) and not math.isfinite(v)):
+            kept.append(float(v))
+    return values
+
+
+def _number(value: float, whole: bool) -> str:
+    """A bar's label: a count as an integer (a mean over seeds with one decimal where it is
+    not one), any other score with two decimals."""
+    if whole:
+        return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+    return f"{value:.2f}"
+
+
+def _wrap(text: str, inches: float, points: float) -> str:
+    """``text`` broken into lines that fit ``inches`` at a font of ``points``."""
+    chars = max(8, int(inches * 72 / (EM_WIDTH * points)))
+    return "\n".join(textwrap.wrap(text, chars, break_long_words=False)) or text
+
+
+def _bars(ax, at, values, scenarios, algo: str, j: int, *, width, errors, whole, turn) -> None:
+    """One algorithm's bars at ``at``: the mean over seeds (the seeds' range as an error
+    bar), a label with its value, a thick line on the axis for a mean of 0 and
+    :data:`UNDEFINED` where the algorithm has runs but no defined value (``turn``: upright,
+    for a bar too narrow to hold it level)."""
+    cells = [values.get((s, algo)) for s in scenarios]
+    mean = np.array([np.mean(v) if v else math.nan for v in cells], dtype=np.float64)
+    lo = [m - min(v) if v else 0.0 for m, v in zip(mean, cells, strict=True)]
+    hi = [max(v) - m if v else 0.0 for m, v in zip(mean, cells, strict=True)]
+    bars = ax.bar(at, mean, width=width, color=colour(j), yerr=[lo, hi] if errors else None,
+                  capsize=3, label=algo, edgecolor="black", linewidth=0.4)  # fmt: skip
+    ax.bar_label(bars, labels=["" if math.isnan(m) else _number(m, whole) for m in mean],
+                 fontsize=LEGEND_PT - 1, padding=2)  # fmt: skip
+    zero = mean == 0
+    if zero.any():  # a bar of height 0 is still a result: a thick line on the axis
+        ax.hlines(np.zeros(zero.sum()), at[zero] - width * 0.45, at[zero] + width * 0.45,
+                  color=colour(j), lw=4, zorder=3)  # fmt: skip
+    for x, v in zip(at, cells, strict=True):
+        if v is not None and not v:  # runs, none with a defined value
+            ax.text(x, 0, UNDEFINED, ha="center", va="bottom", rotation=90 if turn else 0,
+                    fontsize=LEGEND_PT, color=colour(j), fontweight="bold")  # fmt: skip
+
+
+def _true_groups(ax, rows: Sequence[dict[str, Any]], scenarios: list[str]) -> None:
+    """A dashed black line over each scenario's bars at its true number of groups."""
+    label = TRUE_GROUPS
+    for i, s in enumerate(scenarios):
+        groups = {int(r["groups"]) for r in rows
+                  if str(r["scenario"]) == s and r.get("groups") is not None}  # fmt: skip
+        for g in sorted(groups):
+            ax.plot([i - 0.45, i + 0.45], [g, g], color="black", ls="--", lw=1.5, zorder=4,
+                    label=label, gid="true-groups")  # fmt: skip
+            label = "_nolegend_"
+
+
+def _scenario_ticks(ax, scenarios: list[str], inches: float) -> None:
+    """Each scenario's name centred under its group of bars, broken at hyphens to fit its
+    share of the width; a name that cannot be broken to fit is turned, its end at the
+    group's centre."""
+    share = inches / max(len(scenarios), 1)
+    names = [_wrap(s, share, LEGEND_PT) for s in scenarios]
+    chars = max(8, int(share * 72 / (EM_WIDTH * LEGEND_PT)))
+    if all(len(line) <= chars for n in names for line in n.splitlines()):
+        ax.set_xticks(np.arange(len(scenarios)), names, fontsize=LEGEND_PT)
+    else:
+        ax.set_xticks(np.arange(len(scenarios)), scenarios, fontsize=LEGEND_PT, rotation=30,
+                      ha="right", rotation_mode="anchor")  # fmt: skip
+
+
+def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Drawn | None:
+    """Grouped bars: one group per scenario, one bar per algorithm, the mean over seeds with
+    the seeds' range as an error bar (none with one seed); a mean of 0 shows as a short
+    thick line on the axis, an undefined score as :data:`UNDEFINED`; a count in whole
+    numbers, with a line at each scenario's true number of groups. None when no run has
+    a value."""
+    values = _values(rows, metric)
+    if not any(values.values()):
+        return None
+    scenarios = list(dict.fromkeys(str(r["scenario"]) for r in rows))
+    algorithms = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
+    seeds = sorted({len(v) for v in values.values() if v})
+    whole = metric in COUNTS
+    inches = max(6.0, min(1.1 * len(scenarios) * max(1, len(algorithms) / 2) + 2, 20))
+    fig = new_figure(inches, 4.8)
+    ax = fig.add_subplot()
+    x = np.arange(len(scenarios))
+    width = 0.8 / len(algorithms)
+    # a bar's width in inches, against the width of "n/a" level
+    turn = width * (inches - 1.2) / len(scenarios) < 4 * EM_WIDTH * LEGEND_PT / 72
+    for j, algo in enumerate(algorithms):
+        _bars(ax, x - 0.4 + width * (j + 0.5), values, scenarios, algo, j, width=width,
+              errors=seeds != [1], whole=whole, turn=turn)  # fmt: skip
+    if whole:
+        from matplotlib.ticker import MaxNLocator
+
+        _true_groups(ax, rows, scenarios)
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    _scenario_ticks(ax, scenarios, inches - 1.2)  # (the value axis's labels take the rest)
+    ax.set_xlabel("scenario")
+    ax.set_ylabel(METRIC_NAMES.get(metric, metric))
+    if metric in PROPORTIONS:
+        low = min([0.0] + [min(v) for v in values.values() if v])
+        ax.set_ylim(low - 0.05 if low < 0 else 0.0, 1.15)
+    else:
+        ax.margins(y=0.12)  # room above the highest bar for its label
+    ax.axhline(0, color="0.3", lw=0.8)
+    ax.grid(alpha=0.3, axis="y")
+    fig.legend(*ax.get_legend_handles_labels(), fontsize=LEGEND_PT, loc="outside right upper")
+    n = seeds[0] if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
+    how = (
+        "one seed, no error bars" if seeds == [1]
+        else f"mean of {n} seeds; error bars: the lowest and highest seed"
+    )  # fmt: skip
+    # from the axes' left edge, in lines that end inside the figure whatever the legend takes
+    ax.set_title(_wrap(f"{title} ({how})", inches - 1.2, TITLE_PT), fontsize=TITLE_PT, loc="left")
+    return fig, (
+        f"{title}: per scenario (groups of bars) and algorithm (colours), {how}; the number "
+        f"on each bar is its mean, and {UNDEFINED} marks an algorithm whose runs have no "
+        "value (WAS and WADB are undefined for a single cluster). Higher is better for the "
+        "Rand index, the ARI and the accuracy; an ARI of 0 is a clustering no better than "
+        "chance (one cluster for all)."
+        + (f" The dashed line is each scenario's {TRUE_GROUPS}." if whole else "")
+    )
