@@ -190,10 +190,13 @@ def _reason(path: str | Path, message: str) -> str:
 def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
     """The row of one run file (``run``: its :class:`~distfl.runfile.run.Run`, or None to
     read it); ``keys`` checked. Every number is the Run's own
-    (:meth:`~distfl.runfile.run.Run.summary`)."""
+    (:meth:`~distfl.runfile.run.Run.summary`); the algorithm is named as ``suite`` and
+    ``report`` name it (:func:`~distfl.tools.suite_plan.algorithm_label`: ``none``, one
+    global model, by its aggregator, ``fedavg``)."""
     import numpy as np
 
     from distfl.runfile.run import read
+    from distfl.tools.suite_plan import algorithm_label
 
     if run is None:
         run = read(path)
@@ -201,7 +204,7 @@ def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
         s = run.summary()
         row: dict[str, Any] = {
             "file": str(path),
-            "algorithm": printable(s["algorithm"]),
+            "algorithm": printable(algorithm_label(run.config)),
             "seed": run.config.run.seed,
             "beta": _float_or_none(config_value(run.config, "algorithm.beta")),
             "rounds_done": s["round"],

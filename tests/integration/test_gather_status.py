@@ -84,8 +84,9 @@ def expected(path: Path) -> dict[str, object]:
         done = int(json.loads(f["state"].attrs["round"]))
     freqs = -np.sort(-(counts / counts.sum(axis=1, keepdims=True)), axis=1)
     scored = 2 <= len(np.unique(assignment)) <= len(assignment) - 1
-    return {
-        "algorithm": config["algorithm"]["name"],
+    name = config["algorithm"]["name"]
+    return {  # one global model (none) named by its aggregator, as suite and report do
+        "algorithm": config["server"]["aggregator"] if name == "none" else name,
         "seed": config["run"]["seed"],
         "beta": config["algorithm"].get("beta"),  # FedGWC's key: absent for FedAvg
         "rounds_done": done,
