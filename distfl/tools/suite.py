@@ -255,10 +255,7 @@ def suite(
     write_outputs(rows, out)
     stream.write("\n" + format_table(rows))
     failed = [o for o in outcomes if o.returncode != 0]
-    stream.write(
-        f"\n{len(jobs) - len(failed)} of {len(jobs)} runs finished in "
-        f"{time.perf_counter() - start:.1f} s; table also in {Path(out) / 'suite.csv'}\n"
-    )
+    stream.write("\n" + summary_line(outcomes, time.perf_counter() - start, Path(out)))
     for o in failed:
         stream.write(f"failed: {o.job.label}: {o.error}\n")
     if table is not None:
@@ -266,6 +263,21 @@ def suite(
         write_file_beside(Path(out) / "comparison.md", text)
         stream.write("\n" + text)
     return rows, outcomes
+
+
+def summary_line(outcomes: list[Outcome], seconds: float, out: Path) -> str:
+    """The suite's closing line: how many of the runs it started finished and in what time,
+    and how many it kept from before (finished already, not run again)."""
+    kept = sum(o.action == "keep" for o in outcomes)
+    now = len(outcomes) - kept
+    finished = sum(o.action != "keep" and o.returncode == 0 for o in outcomes)
+    table = f"table also in {out / 'suite.csv'}"
+    if not kept:
+        return f"{finished} of {now} runs finished in {seconds:.1f} s; {table}\n"
+    before = f"{kept} {'run' if kept == 1 else 'runs'} kept from before (finished already)"
+    if not now:
+        return f"{before}, 0 run now; {table}\n"
+    return f"{before}, {now} run now: {finished} of {now} finished in {seconds:.1f} s; {table}\n"
 
 
 def table_comparison(table: str, rows: list[dict[str, Any]], algorithms: list[str]) -> str:
