@@ -1,20 +1,15 @@
 """MkDocs hooks of the docs site (mkdocs.yml): the reference parts are generated from the
-code when the site is built. ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->``
-and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema, and
-``<!-- distfl:datasets -->`` the table of the registered datasets' specs
-(:mod:`distfl.tools.reference`); ``<!-- distfl:run-file-layout -->`` becomes the run file's
-layout listing (:func:`distfl.runfile.layout.describe`)."""
+code when the site is built. Each marker of :data:`distfl.tools.reference.MARKERS`
+(``<!-- distfl:config-keys -->`` and the others), with the part the page keeps up to its
+end marker, becomes what the code generates now: the configuration tables of the schema,
+the table of the registered datasets' specs, what each algorithm records, the run file's
+layout listing (:func:`distfl.tools.reference.fill`). The pages in the repository keep the
+same parts, written by ``python -m distfl.tools.reference --write-docs``."""
 
 from __future__ import annotations
 
-from distfl.runfile.layout import describe
 from distfl.tools.reference import fill
-
-LAYOUT = "<!-- distfl:run-file-layout -->"
 
 
 def on_page_markdown(markdown, page, config, files):
-    markdown = fill(markdown)
-    if LAYOUT in markdown:
-        markdown = markdown.replace(LAYOUT, "```\n" + describe() + "```")
-    return markdown
+    return fill(markdown)

@@ -1,21 +1,29 @@
 """The configuration reference, generated from the schema: every key of :class:`Config`'s
 sections, of a group in ``data.groups`` and of each registered algorithm's ``Params``, with
 the values it allows, its default and what it means, all read from the keys' declarations
-(:func:`distfl.algorithms.base.setting`). The docs site inserts these tables where its
-configuration page says ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->`` and
-``<!-- distfl:algorithm-keys -->`` (``scripts/docs_hooks.py``), so they cannot drift from
-the code; ``python -m distfl.tools.reference`` prints them.
+(:func:`distfl.algorithms.base.setting`), for distfl's own algorithms and datasets (not the
+plug-ins a process has registered).
+
+The docs' pages hold these tables, and the run file's layout, between a marker and its end
+(``<!-- distfl:config-keys -->`` ... ``<!-- /distfl:config-keys -->``, :data:`MARKERS`), so
+that a page reads whole in the repository; ``python -m distfl.tools.reference --write-docs``
+writes them from the code, ``--check`` says which page differs (a test runs it), and the
+docs site fills them again when it is built (``scripts/docs_hooks.py``: :func:`fill`), so
+the site cannot drift from the code. Without arguments it prints the tables.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import sys
+from pathlib import Path
 from typing import Any, get_type_hints
 
 from distfl.algorithms.registry import algorithm_class, algorithm_names
 from distfl.config import CHOICES, Config, GroupSpec
-from distfl.datasets import dataset_names, dataset_spec
+from distfl.datasets import dataset_specs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +51,17 @@ def _choices(values: tuple[str, ...]) -> str:
     return ", ".join(f"`{v}`" for v in values)
 
 
+def own_algorithm_names() -> list[str]:
+    """The registered algorithms that are distfl's own (a plug-in's, registered in this
+    process, is not the reference's)."""
+    return [n for n in algorithm_names() if algorithm_class(n).__module__.startswith("distfl.")]
+
+
+def own_dataset_specs() -> list[Any]:
+    """The registered dataset specs that are distfl's own, by name."""
+    return [s for s in dataset_specs() if s.__module__.startswith("distfl.")]
+
+
 def _doc(f: dataclasses.Field, key: str, choices: tuple[str, ...] | None) -> KeyDoc:
     meta = f.metadata
     if f.default is not dataclasses.MISSING:
@@ -57,7 +76,7 @@ def _doc(f: dataclasses.Field, key: str, choices: tuple[str, ...] | None) -> Key
 
 def config_keys() -> list[KeyDoc]:
     """Every key of the config's sections but the algorithms' own, in declaration order;
-    ``algorithm.name`` lists the algorithms registered now."""
+    ``algorithm.name`` lists distfl's algorithms, ``data.dataset`` its datasets."""
     rows = []
     for section, cls in get_type_hints(Config).items():
         for f in dataclasses.fields(cls):
@@ -66,9 +85,10 @@ def config_keys() -> list[KeyDoc]:
             key = f"{section}.{f.name}"
             doc = _doc(f, key, CHOICES.get(key))
             if key == "algorithm.name":
-                doc = dataclasses.replace(doc, allowed=_choices(tuple(algorithm_names())))
+                doc = dataclasses.replace(doc, allowed=_choices(tuple(own_algorithm_names())))
             if key == "data.dataset":
-                doc = dataclasses.replace(doc, allowed=_choices(tuple(dataset_names())))
+                names = tuple(spec.name for spec in own_dataset_specs())
+                doc = dataclasses.replace(doc, allowed=_choices(names))
             rows.append(doc)
     return rows
 
@@ -79,9 +99,9 @@ def group_keys() -> list[KeyDoc]:
 
 
 def algorithm_keys() -> dict[str, list[KeyDoc]]:
-    """Per registered algorithm, its own keys (``algorithm.<key>``)."""
+    """Per algorithm of distfl's, its own keys (``algorithm.<key>``)."""
     out = {}
-    for name in algorithm_names():
+    for name in own_algorithm_names():
         params = algorithm_class(name).Params
         out[name] = [
             _doc(f, f.name, params.choices.get(f.name)) for f in dataclasses.fields(params)
@@ -114,11 +134,9 @@ def group_table() -> str:
 
 
 def dataset_keys() -> dict[str, list[KeyDoc]]:
-    """Per registered dataset that has keys of its own, those keys (``data.<key>``)."""
-    from distfl.datasets import dataset_specs
-
+    """Per dataset of distfl's that has keys of its own, those keys (``data.<key>``)."""
     out = {}
-    for spec in dataset_specs():
+    for spec in own_dataset_specs():
         docs = [_doc(f, f"data.{f.name}", spec.Params.choices.get(f.name))
                 for f in dataclasses.fields(spec.Params)]  # fmt: skip
         if docs:
@@ -145,11 +163,9 @@ def algorithm_table() -> str:
 
 
 def dataset_table() -> str:
-    """The registered datasets, each as its spec declares it."""
-    from distfl.datasets import dataset_specs
-
+    """distfl's datasets, each as its spec declares it."""
     rows = []
-    for spec in dataset_specs():
+    for spec in own_dataset_specs():
         classes = spec.classes_text or str(spec.num_classes)
         rows.append((f"`{spec.name}`", spec.source, f"{spec.shape_text()}, {classes}",
                      spec.files))  # fmt: skip
@@ -157,13 +173,11 @@ def dataset_table() -> str:
 
 
 def records_table() -> str:
-    """What each registered algorithm records in a run file, as it declares it: its
+    """What each of distfl's algorithms records in a run file, as it declares it: its
     per-cluster statistics (``/metrics/clusters``; "every run": a column of every run's
     file) and what it stores at a split (``/hierarchy/<id>``)."""
-    from distfl.algorithms import algorithm_class, algorithm_names
-
     rows = []
-    for name in algorithm_names():
+    for name in own_algorithm_names():
         cls = algorithm_class(name)
         for stat in cls.statistics:
             where = "`/metrics/clusters`" + (" (every run)" if stat.every_run else "")
@@ -173,7 +187,15 @@ def records_table() -> str:
     return _table(("algorithm", "name", "where", "what it is"), rows)
 
 
-#: the markers of the docs' pages and what replaces each
+def layout_listing() -> str:
+    """The run file's layout (:func:`distfl.runfile.layout.describe`) as a code block."""
+    from distfl.runfile.layout import describe
+
+    return "```\n" + describe() + "```\n"
+
+
+#: the markers of the docs' pages and what each holds; each is closed by its end marker,
+#: the same with ``/distfl:`` (:func:`end_marker`)
 MARKERS = {
     "<!-- distfl:config-keys -->": config_table,
     "<!-- distfl:group-keys -->": group_table,
@@ -181,38 +203,87 @@ MARKERS = {
     "<!-- distfl:datasets -->": dataset_table,
     "<!-- distfl:dataset-keys -->": dataset_keys_table,
     "<!-- distfl:algorithm-records -->": records_table,
+    "<!-- distfl:run-file-layout -->": layout_listing,
 }
+#: the command that writes the generated parts of the docs' pages
+WRITE_DOCS = "python -m distfl.tools.reference --write-docs"
+#: the docs' pages, in a checkout of the repository
+DOCS = Path(__file__).resolve().parents[2] / "docs"
+
+
+def end_marker(marker: str) -> str:
+    """``<!-- /distfl:NAME -->``, the end of ``<!-- distfl:NAME -->``'s part."""
+    return marker.replace("<!-- distfl:", "<!-- /distfl:", 1)
+
+
+def _generate(markdown: str, keep: bool) -> str:
+    for marker, make in MARKERS.items():
+        if marker not in markdown:
+            continue
+        block = re.compile(re.escape(marker) + r"(?:.*?" + re.escape(end_marker(marker)) + ")?",
+                           re.DOTALL)  # fmt: skip
+        text = make().rstrip("\n")
+        part = f"{marker}\n{text}\n{end_marker(marker)}" if keep else text
+        markdown = block.sub(part.replace("\\", "\\\\"), markdown)
+    return markdown
 
 
 def fill(markdown: str) -> str:
-    """``markdown`` with every marker of :data:`MARKERS` replaced by its table."""
-    for marker, make in MARKERS.items():
-        if marker in markdown:
-            markdown = markdown.replace(marker, make().rstrip("\n"))
-    return markdown
+    """``markdown`` with every marker of :data:`MARKERS` and what it holds, up to its end
+    marker, replaced by what the code generates now (the docs site's page)."""
+    return _generate(markdown, keep=False)
+
+
+def regenerate(markdown: str) -> str:
+    """``markdown`` with what each marker of :data:`MARKERS` holds written again from the
+    code, between the marker and its end marker (the page as the repository keeps it)."""
+    return _generate(markdown, keep=True)
+
+
+def stale_pages(docs: Path | None = None) -> list[Path]:
+    """The pages of ``docs`` (default :data:`DOCS`) whose generated parts differ from what
+    the code generates now."""
+    return [p for p in sorted((docs or DOCS).glob("*.md"))
+            if regenerate(text := p.read_text(encoding="utf-8")) != text]  # fmt: skip
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m distfl.tools.reference [--write-docs | --check]``: print the tables;
+    write the docs' generated parts; or list the pages whose parts are stale (exit 1)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m distfl.tools.reference")
+    what = parser.add_mutually_exclusive_group()
+    what.add_argument("--write-docs", action="store_true",
+                      help=f"write the generated parts of the pages in {DOCS}")  # fmt: skip
+    what.add_argument("--check", action="store_true",
+                      help="exit 1 naming each page whose generated parts are stale")  # fmt: skip
+    args = parser.parse_args(argv)
+    if not DOCS.is_dir() and (args.write_docs or args.check):
+        parser.error(f"{DOCS} does not exist: run it in a checkout of distfl's repository")
+    if args.write_docs:
+        for page in stale_pages():
+            page.write_text(regenerate(page.read_text(encoding="utf-8")), encoding="utf-8")
+            print(f"wrote {page}")
+        return 0
+    if args.check:
+        stale = stale_pages()
+        for page in stale:
+            print(f"{page}: its generated parts differ from the code; run {WRITE_DOCS}")
+        return 1 if stale else 0
+    for make in (config_table, group_table, algorithm_table, dataset_table):
+        print(make())
+    return 0
 
 
 def missing_docs() -> list[str]:
     """Keys of distfl's own declared without a meaning (``doc``) or allowed values: each is
     a defect (a plug-in's keys, registered from elsewhere, are the plug-in's business)."""
     every = [*config_keys(), *group_keys()]
-    every += [
-        d
-        for name, docs in dataset_keys().items()
-        if dataset_spec(name).__module__.startswith("distfl.")
-        for d in docs
-    ]
-    every += [
-        d
-        for name, docs in algorithm_keys().items()
-        if algorithm_class(name).__module__.startswith("distfl.")
-        for d in docs
-    ]
+    every += [d for docs in dataset_keys().values() for d in docs]
+    every += [d for docs in algorithm_keys().values() for d in docs]
     return [d.key for d in every if not d.doc.strip() or not d.allowed.strip()]
 
 
 if __name__ == "__main__":
-    print(config_table())
-    print(group_table())
-    print(algorithm_table())
-    print(dataset_table())
+    sys.exit(main())

@@ -215,6 +215,7 @@ CHECKED_OUTPUTS = {
     ("docs/checkpoints.md", "distfl: error: round 25 failed"): "test_round_failure.py",
     ("docs/launching.md", "A  alone.h5"): "test_compare.py",
     ("docs/launching.md", "world      node1 ranks 0-1"): "test_multi_node.py",
+    ("docs/run-file.md", "/"): "test_reference.py",  # the layout, written from the code
 }
 
 

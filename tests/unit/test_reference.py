@@ -8,7 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from distfl.algorithms.base import setting
-from distfl.algorithms.registry import algorithm_class, algorithm_names
+from distfl.algorithms.registry import algorithm_class
 from distfl.config import CHOICES, Config, GroupSpec, describe_keys
 from distfl.tools import reference
 
@@ -43,7 +43,8 @@ def test_the_keys_are_the_schemas():
     ]
     assert [d.default for d in reference.group_keys()][:2] == ["required", "required"]
     per_algorithm = reference.algorithm_keys()
-    assert sorted(per_algorithm) == sorted(algorithm_names())
+    assert sorted(per_algorithm) == sorted(reference.own_algorithm_names())
+    assert {"fedgwc", "none", "ifca"} <= set(per_algorithm)
     for name, docs in per_algorithm.items():
         assert [d.key for d in docs] == list(algorithm_class(name).Params.keys())
 
@@ -54,7 +55,7 @@ def test_every_allowed_value_of_a_choice_is_listed():
         for v in values:
             assert f"`{v}`" in rows[key].allowed, (key, v)
     assert "`mnist5k`" in rows["data.dataset"].allowed
-    for name in algorithm_names():
+    for name in reference.own_algorithm_names():
         assert f"`{name}`" in rows["algorithm.name"].allowed
     for name, docs in reference.algorithm_keys().items():
         choices = algorithm_class(name).Params.choices
@@ -66,12 +67,13 @@ def test_every_allowed_value_of_a_choice_is_listed():
 #: the pages whose markers fill fills: the configuration page's tables, the datasets'
 DATASETS_MARKER = "<!-- distfl:datasets -->"
 RECORDS_MARKER = "<!-- distfl:algorithm-records -->"
+LAYOUT_MARKER = "<!-- distfl:run-file-layout -->"
 
 
 def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     page = PAGE.read_text(encoding="utf-8")
     for marker in reference.MARKERS:
-        if marker not in (DATASETS_MARKER, RECORDS_MARKER):  # those are other pages'
+        if marker not in (DATASETS_MARKER, RECORDS_MARKER, LAYOUT_MARKER):  # other pages'
             assert page.count(marker) == 1, marker
     filled = reference.fill(page)
     assert not any(marker in filled for marker in reference.MARKERS)
@@ -117,3 +119,69 @@ def test_the_datasets_page_is_the_registered_specs():
     assert [row.split(" | ")[0] for row in rows] == [f"| `{s.name}`" for s in dataset_specs()]
     for spec, row in zip(dataset_specs(), rows, strict=True):
         assert f" | {spec.shape_text()}, {spec.classes_text or spec.num_classes} | " in row
+
+
+PAGES = sorted({p for p in PAGE.parent.glob("*.md") for m in reference.MARKERS
+                if m in p.read_text(encoding="utf-8")})  # fmt: skip
+
+
+def test_the_pages_hold_the_generated_parts_the_code_makes_now():
+    """Each page read in the repository shows its tables (between a marker and its end),
+    and they are what the code generates today: a key added without the pages written
+    again fails here, naming the command that writes them."""
+    stale = [str(p.relative_to(PAGE.parents[1])) for p in reference.stale_pages()]
+    assert not stale, (
+        f"the generated parts of {', '.join(stale)} differ from the code: run "
+        f"{reference.WRITE_DOCS}"
+    )
+    assert {p.name for p in PAGES} >= {"configuration.md", "datasets.md", "run-file.md"}
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        for marker, make in reference.MARKERS.items():
+            if marker in text:
+                end = reference.end_marker(marker)
+                assert text.count(marker) == text.count(end) == 1, (page.name, marker)
+                assert f"{marker}\n{make().rstrip()}\n{end}" in text, (page.name, marker)
+
+
+def test_the_site_shows_each_generated_part_once_without_its_markers():
+    """What the site's hook makes of a page: each part once, no marker left."""
+    for page in PAGES:
+        text = page.read_text(encoding="utf-8")
+        site = reference.fill(text)
+        for marker, make in reference.MARKERS.items():
+            assert marker not in site and reference.end_marker(marker) not in site
+            if marker in text:
+                assert site.count(make().rstrip()) == 1, (page.name, marker)
+        assert reference.fill(site) == site
+
+
+def test_the_command_finds_and_writes_a_stale_page(tmp_path, monkeypatch, capsys):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    page = docs / "configuration.md"
+    fresh = PAGE.read_text(encoding="utf-8")
+    page.write_text(fresh.replace("| `run.rounds` |", "| `run.rouns` |"), encoding="utf-8")
+    (docs / "plain.md").write_text("# no generated part\n", encoding="utf-8")
+    monkeypatch.setattr(reference, "DOCS", docs)
+    assert reference.main(["--check"]) == 1
+    assert capsys.readouterr().out == (
+        f"{page}: its generated parts differ from the code; run {reference.WRITE_DOCS}\n"
+    )
+    assert reference.main(["--write-docs"]) == 0
+    assert capsys.readouterr().out == f"wrote {page}\n"
+    assert page.read_text(encoding="utf-8") == fresh
+    assert reference.main(["--check"]) == 0
+
+
+def test_a_marker_without_its_part_is_filled_too():
+    """A page that has only the marker (as a new page starts) gets the part written."""
+    marker = "<!-- distfl:group-keys -->"
+    text = f"# Groups\n\n{marker}\n\nmore\n"
+    written = reference.regenerate(text)
+    assert written == (
+        f"# Groups\n\n{marker}\n{reference.group_table().rstrip()}\n"
+        f"{reference.end_marker(marker)}\n\nmore\n"
+    )
+    assert reference.regenerate(written) == written
+    assert reference.fill(text) == reference.fill(written)
