@@ -9,7 +9,11 @@
 # signalled itself exits 1 with a traceback of its own, however cleanly its ranks stopped).
 # torchrun runs in a session of its own, out of reach of a terminal's Ctrl-C; after a
 # Ctrl-C this script exits 130, as the shell expects of an interrupted command.
+# Runs in the repository's .venv (created on first use); DISTFL_NO_VENV=1: the environment
+# already on PATH (launch/env.sh).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+need torchrun
 NPROC=${NPROC:-3}
 CONFIG=${CONFIG:-}
 OUT=${OUT:-distfl-run.h5}
