@@ -141,6 +141,7 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
         _true_groups(ax, rows, scenarios)
         ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     _scenario_ticks(ax, scenarios, inches - 1.2)  # (the value axis's labels take the rest)
+    ax.set_xlim(-0.5, len(scenarios) - 0.5)  # every bar's place, those of n/a too
     ax.set_xlabel("scenario")
     ax.set_ylabel(METRIC_NAMES.get(metric, metric))
     if metric in PROPORTIONS:

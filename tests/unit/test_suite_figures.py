@@ -68,6 +68,19 @@ def test_an_undefined_score_is_marked_where_its_bar_would_be(metric):
     assert UNDEFINED in caption
 
 
+def test_the_mark_of_the_last_bar_is_inside_the_axes():
+    """One scenario whose last algorithm has no value: its mark is within the axes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    table = [r for r in rows(seeds=(0,)) if r["scenario"] == "tiny"]
+    fig, _ = metric_bars(table, "was", TITLES["was"])
+    FigureCanvasAgg(fig).draw()
+    ax = fig.axes[0]
+    (mark,) = [t for t in ax.texts if t.get_text() == UNDEFINED]
+    low, high = ax.get_xlim()
+    assert low < mark.get_position()[0] < high
+
+
 def test_no_mark_where_every_score_is_defined():
     _, ax, _, _ = drawn("ari")
     assert not [t for t in ax.texts if t.get_text() == UNDEFINED]
