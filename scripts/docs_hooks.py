@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from distfl.tools.reference import fill
 
+#: the marker of the run file's layout listing (docs/run-file.md)
+LAYOUT = "<!-- distfl:run-file-layout -->"
+
 
 def on_page_markdown(markdown, page, config, files):
     return fill(markdown)

@@ -52,6 +52,8 @@ TABLES = {
     ("docs/scenarios.md", "| `model.name` | parameters | s per round"): RECORD,
     ("docs/scenarios.md", "| algorithm | clusters | Rand | ARI"): RECORD,
     ("docs/algorithms.md", "| federation | what W holds"): RECORD,
+    # generated from the code, written by python -m distfl.tools.reference --write-docs
+    ("docs/configuration.md", "| dataset | key | allowed"): "test_reference.py",
 }
 #: the fidelity table on digits is also computed again, on a slice, by this test
 SLICED = {("docs/fidelity.md", "### Fidelity on digits"): "test_fidelity_table.py"}
