@@ -168,7 +168,7 @@ def launch_ranks(config, *, world_size: int, force: bool = False, stream=None):
     if interrupts:
         return _interrupted(config, said[0], interrupts)
     if first is not None:
-        raise _failed(first, procs[first].returncode, said, world_size)
+        raise _failed(first, [p.returncode for p in procs], said)
     sys.stderr.write("".join(said))
     return None
 
@@ -183,8 +183,8 @@ def _rank_envs(world_size: int) -> list[dict[str, str]]:
         port = s.getsockname()[1]
     world = {"WORLD_SIZE": world_size, "LOCAL_WORLD_SIZE": world_size, "GROUP_RANK": 0,
              "GROUP_WORLD_SIZE": 1, "ROLE_WORLD_SIZE": world_size, "MASTER_ADDR": "127.0.0.1",
-             "MASTER_PORT": port, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", 1),
-             "PYTHONUNBUFFERED": 1}  # fmt: skip
+             "MASTER_PORT": port}  # fmt: skip
+    world["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", 1)
     return [
         {**os.environ, **{k: str(v) for k, v in world.items()},
          "RANK": str(rank), "LOCAL_RANK": str(rank), "ROLE_RANK": str(rank)}
@@ -283,21 +283,30 @@ def _interrupted(config, said: str, interrupts: int) -> dict:
     return {"stopped_by": "SIGINT", "rounds": done}
 
 
-def _failed(rank: int, code: int, said: list[str], world_size: int):
-    """RanksFailed for ``rank``, which ended with ``code``: its ``distfl: error:`` line,
-    else its last line of standard error (a traceback's last)."""
+def _failed(first: int, codes: list[int], said: list[str]):
+    """RanksFailed for rank ``first``, the first to fail (``codes``: each rank's exit
+    code, ``said``: its standard error): its ``distfl: error:`` line, else rank 0's where
+    ``first`` exited saying nothing (as every rank but 0 does on an error every rank meets),
+    else its last line (a traceback's last) or how it ended."""
     from distfl.errors import RanksFailed
 
-    lines = [ln.strip() for ln in said[rank].splitlines() if ln.strip()]
-    mine = [ln for ln in lines if ln.startswith("distfl: error: ")]
-    if mine:
-        message = mine[-1].removeprefix("distfl: error: ")
-    else:
+    def lines(rank: int) -> list[str]:
+        return [ln.strip() for ln in said[rank].splitlines() if ln.strip()]
+
+    def error_line(rank: int) -> str | None:
+        mine = [ln for ln in lines(rank) if ln.startswith("distfl: error: ")]
+        return mine[-1].removeprefix("distfl: error: ") if mine else None
+
+    rank = first
+    if error_line(first) is None and not lines(first) and codes[first] > 0 and error_line(0):
+        rank = 0
+    message, code = error_line(rank), codes[rank]
+    if message is None:
         how = f"ended by signal {-code}" if code < 0 else f"exit code {code}"
         if -code in signal.valid_signals():
             how = f"ended by {signal.Signals(-code).name}"
-        message = f"rank {rank} of {world_size} failed ({how})"
-        message += f": {lines[-1]}" if lines else ""
+        message = f"rank {rank} of {len(codes)} failed ({how})"
+        message += f": {lines(rank)[-1]}" if lines(rank) else ""
     output = "".join(
         f"[rank {r}] {line}\n" for r, text in enumerate(said) for line in text.splitlines()
     )
