@@ -9,6 +9,7 @@
     run.tree                             # the cluster hierarchy; print(run.tree) draws it
     run.summary()                        # the numbers `distfl inspect` prints
     distfl.run(out="more.h5", overrides={"run.rounds": 50})    # a one-process run, here
+    distfl.run(out="w3.h5", world_size=3)  # on 3 processes, as torchrun launches them
     distfl.suite(["rotated"], algorithms=["fedgwc", "none"], out="suite")
 
 :func:`open` gives a :class:`~distfl.runfile.run.Run` (:mod:`distfl.runfile.run`, the model that
@@ -16,8 +17,9 @@
 plug-ins the file's config names. Tables are pandas DataFrames when pandas is importable
 (``pip install distfl[pandas]``) and NumPy record arrays otherwise.
 :func:`run` runs ``distfl run``'s code (:func:`distfl.launch.run_config`,
-:func:`distfl.launch.launch`) with one process, W = 1, and gives the same file, bit for bit,
-as ``distfl run`` with the same settings; :func:`suite` runs ``distfl suite``
+:func:`distfl.launch.launch`) with one process, W = 1, or launches it on several
+(:func:`distfl.launch.launch_ranks`), and gives the same file, bit for bit, as ``distfl
+run`` with the same settings; :func:`suite` runs ``distfl suite``
 (:func:`distfl.tools.suite.suite`). Both raise the project's errors
 (:class:`~distfl.errors.ConfigError`, :class:`~distfl.errors.UserError`, ...) where the
 command prints one line and exits.
@@ -104,10 +106,14 @@ def run(
     out: str | os.PathLike,
     force: bool = False,
     stream: TextIO | None = None,
+    world_size: int = 1,
 ) -> Run:
-    """Run a federation in this process (one process, W = 1) and return :func:`open` of
-    its run file: the code of ``distfl run``, which with the same settings writes the same
-    file bit for bit.
+    """Run a federation and return :func:`open` of its run file: the code of ``distfl
+    run``, which with the same settings writes the same file bit for bit. ``world_size``
+    1 runs it in this process (W = 1); N >= 2 runs it on N processes of this machine, as
+    ``torchrun --standalone --nproc-per-node N -m distfl run`` does (rank 0 the server,
+    the others workers, torch.distributed over 127.0.0.1:
+    :func:`distfl.launch.launch_ranks`), and waits for them; the same bits as at W = 1.
 
     ``config``: None (the ``default`` preset unless ``preset`` is given), the path of a
     TOML config file (as ``--config``, on top of ``preset``), or a
@@ -117,18 +123,21 @@ def run(
     ``force``. ``stream``: where progress and the summary go (default stdout; set
     ``run.progress = "none"`` for no progress lines).
 
-    Raises ConfigError for a bad key or value and UserError for an output it may not
+    Raises ConfigError for a bad key or value (a ``world_size`` that is no int of at least
+    1, or more workers than clients among them) and UserError for an output it may not
     write, before anything runs. Ctrl-C stops the run within seconds with a checkpoint of
     its last completed round (resume it with ``distfl run --resume``) and raises
     KeyboardInterrupt; a second Ctrl-C does not wait for anything: the last completed
     round is written and :class:`~distfl.errors.Interrupted` (a KeyboardInterrupt) says
-    where.
+    where. A rank that fails stops the others and raises
+    :class:`~distfl.errors.RanksFailed` with its one-line error.
     torch's thread count and CPU random state are as they were when it returns."""
     from distfl.comm.env import LaunchInfo
     from distfl.config import Config
-    from distfl.launch import launch, run_config
+    from distfl.launch import launch, launch_ranks, run_config
     from distfl.runfile.output import check_output
 
+    ranks = _world_size(world_size)
     path = base = None
     if isinstance(config, Config):
         if preset is not None:
@@ -148,21 +157,39 @@ def run(
     )
     # refused here before torch is imported; the runtime checks again, with the file's size
     check_output(Path(loaded.run.out), force=force, resuming=None, need_bytes=0)
-    import torch
+    if ranks > 1:
+        summary = launch_ranks(loaded, world_size=ranks, force=force, stream=stream)
+    else:
+        import torch
 
-    one = LaunchInfo(launcher="single", rank=0, world_size=1, local_rank=0)
-    threads = torch.get_num_threads()
-    try:
-        with torch.random.fork_rng(devices=[]):
-            summary = launch(loaded, info=one, force=force, stream=stream)
-    finally:
-        torch.set_num_threads(threads)
+        one = LaunchInfo(launcher="single", rank=0, world_size=1, local_rank=0)
+        threads = torch.get_num_threads()
+        try:
+            with torch.random.fork_rng(devices=[]):
+                summary = launch(loaded, info=one, force=force, stream=stream)
+        finally:
+            torch.set_num_threads(threads)
     if summary and summary.get("stopped_by") == "SIGINT":
         raise KeyboardInterrupt(
             f"stopped after round {summary.get('rounds')} of {loaded.run.rounds}; the "
             f"checkpoint is {loaded.run.out} (distfl run --resume {loaded.run.out} goes on)"
         )
     return open(loaded.run.out)
+
+
+def _world_size(world_size: Any) -> int:
+    """``world_size`` checked: an int, 1 (this process) or the ranks (at least 2)."""
+    if isinstance(world_size, bool) or not isinstance(world_size, int | np.integer):
+        raise ConfigError(
+            f"distfl.run: world_size = {world_size!r} is a {type(world_size).__name__}; give an "
+            "int: 1 (this process) or the number of ranks (at least 2: the server and a worker)"
+        )
+    if world_size < 1:
+        raise ConfigError(
+            f"distfl.run: world_size = {world_size}: give 1 (this process) or the number of "
+            "ranks (at least 2: the server and a worker)"
+        )
+    return int(world_size)
 
 
 def _names(values: str | os.PathLike | Iterable[str | os.PathLike]) -> list[str]:

@@ -68,6 +68,19 @@ class LoaderFailed(Exception):
     exit_code = 1
 
 
+class RanksFailed(Exception):
+    """A rank of a run launched from Python on several processes (``distfl.run(...,
+    world_size=N)``) failed, and the others were stopped: the message is its one-line
+    error (what ``distfl run`` prints after ``distfl: error:``, or the last line it wrote),
+    ``rank`` which rank, ``exit_code`` its exit code (2: bad input, such as a data file;
+    negative: ended by that signal), ``output`` every rank's standard error, each line
+    after its rank's ``[rank R]``."""
+
+    def __init__(self, message: str, *, rank: int, exit_code: int, output: str = "") -> None:
+        super().__init__(message)
+        self.rank, self.exit_code, self.output = rank, exit_code, output
+
+
 class UnverifiedRunFile(UserWarning):
     """A run file read without an integrity record (distfl 0.1.0 wrote none): only its
     /state's SHA-256 was checked, the rest of what it holds is unverified."""

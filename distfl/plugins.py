@@ -131,20 +131,36 @@ DATASETS = Registry(
     "dataset", "data.dataset", "distfl.datasets", skip=lambda module: module in ("base", "registry")
 )
 
-_LOADED: dict[str, str] = {}  # spec -> module name
+_LOADED: dict[str, str] = {}  # a module name, or a file's resolved path -> module name
 
 
 def load_plugins(specs: Iterable[str]) -> None:
     """Import each module of ``specs`` (a module name, or the path of a ``.py`` file) once,
     so that the algorithms and datasets it defines register. A spec that cannot be
-    imported is a ConfigError naming ``run.plugins`` and the reason."""
+    imported is a ConfigError naming ``run.plugins`` and the reason.
+
+    A file's directory, and for a module name the current directory, goes first on
+    ``sys.path`` (where it is not on it already) and stays there, as for the script that
+    ``python FILE`` runs and the module of ``python -m MODULE``: the plug-in imports the
+    modules beside it as it loads and later (its client half named ``"module:Class"``,
+    imported by the workers). Every rank loads the plug-ins, so every rank finds them."""
     for spec in specs:
-        if spec in _LOADED:
+        is_file = spec.endswith(".py") or "/" in spec or "\\" in spec
+        path = Path(spec).expanduser().resolve() if is_file else None
+        key = str(path) if path is not None else spec
+        if key in _LOADED:
             continue
         try:
-            if spec.endswith(".py") or "/" in spec or "\\" in spec:
-                module = _import_file(Path(spec))
+            if path is not None:
+                shown = Path(spec).expanduser()
+                if not path.is_file():
+                    raise ConfigError(
+                        f"run.plugins: {shown} does not exist; expected a Python file"
+                    )
+                _searchable(path.parent)
+                module = _import_file(path, shown)
             else:
+                _searchable(Path.cwd())
                 module = importlib.import_module(spec).__name__
         except ConfigError:
             raise
@@ -153,25 +169,36 @@ def load_plugins(specs: Iterable[str]) -> None:
             raise ConfigError(
                 f"run.plugins: {spec!r} cannot be imported ({type(exc).__name__}: {first})"
             ) from None
-        _LOADED[spec] = module
+        _LOADED[key] = module
 
 
-def _import_file(path: Path) -> str:
-    path = path.expanduser()
-    if not path.is_file():
-        raise ConfigError(f"run.plugins: {path} does not exist; expected a Python file")
-    resolved = path.resolve()
+def _searchable(directory: Path) -> None:
+    """Put ``directory`` first on ``sys.path`` unless it is on it already (``""``, the
+    current directory, counts as the directory it is now)."""
+    here = Path.cwd()
+    on_path = set()
+    for entry in sys.path:
+        try:
+            on_path.add((here / entry).resolve())
+        except (OSError, RuntimeError, ValueError):  # an entry that is no path
+            continue
+    if directory.resolve() not in on_path:
+        sys.path.insert(0, str(directory))
+        importlib.invalidate_caches()
+
+
+def _import_file(resolved: Path, shown: Path) -> str:
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     name = f"distfl_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', resolved.stem)}_{digest}"
     if name in sys.modules:
         return name
-    spec = importlib.util.spec_from_file_location(name, resolved)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"run.plugins: {path} is not an importable Python file")
-    module = importlib.util.module_from_spec(spec)
+    loader_spec = importlib.util.spec_from_file_location(name, resolved)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ConfigError(f"run.plugins: {shown} is not an importable Python file")
+    module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        loader_spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise

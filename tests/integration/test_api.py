@@ -1,11 +1,13 @@
 """The Python API on real runs: ``distfl.open`` of the default run (``distfl run`` with no
 arguments) gives the metrics, the tree and the scores that ``distfl inspect`` prints for the
 same file; ``distfl.run`` writes the file ``distfl run`` writes with the same settings, bit
-for bit, and refuses an existing output unless ``force``; opening never imports a run
-file's plug-ins; ``distfl.suite`` returns one row per job, as suite.json has them; with
-pandas importable (installed apart, in ``.venv/extras/pandas``, by scripts/ensure_venv.sh)
-every table is a DataFrame holding the same values. Without pandas the tables are NumPy
-record arrays (this process's venv has no pandas)."""
+for bit, and refuses an existing output unless ``force``; ``distfl.run(..., world_size=3)``
+starts the three ranks torchrun starts and gives the one-process bits, a rank that fails
+raises its one-line error and a Ctrl-C stops the ranks with a checkpoint; opening never
+imports a run file's plug-ins; ``distfl.suite`` returns one row per job, as suite.json has
+them; with pandas importable (installed apart, in ``.venv/extras/pandas``, by
+scripts/ensure_venv.sh) every table is a DataFrame holding the same values. Without pandas
+the tables are NumPy record arrays (this process's venv has no pandas)."""
 
 from __future__ import annotations
 
@@ -230,6 +232,110 @@ def test_run_refuses_an_existing_out_unless_force(tmp_path, capsys):
     with pytest.raises(UserError, match="exists"):  # a run file too
         distfl.run(out=out, overrides={"run.rounds": 2})
     assert distfl.open(out).round == 2
+
+
+#: a small run for the launches on several ranks (and the same run alone)
+RANKS_RUN = {"data.num_clients": 6, "server.clients_per_round": 4, "run.rounds": 6,
+             "eval.every": 3, "run.progress": "none"}  # fmt: skip
+
+
+def test_run_on_three_ranks_gives_the_bits_of_one_process(tmp_path):
+    import h5py
+
+    alone = distfl.run(preset="digits", overrides=RANKS_RUN, out=tmp_path / "w1.h5",
+                       stream=io.StringIO())  # fmt: skip
+    printed = io.StringIO()
+    three = distfl.run(preset="digits", overrides=RANKS_RUN, out=tmp_path / "w3.h5",
+                       world_size=3, stream=printed)  # fmt: skip
+    assert isinstance(three, distfl.Run) and three.finished and three.path == tmp_path / "w3.h5"
+    assert_same_run(alone.path, three.path)
+    with h5py.File(three.path, "r") as f:
+        assert f.attrs["world_size"] == 3
+    assert "world size 3" in printed.getvalue()  # rank 0's summary, through stream
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w1.h5", "w3.h5"]
+
+
+BROKEN = """
+from distfl.datasets import DatasetSpec, register
+
+
+@register
+class Broken(DatasetSpec):
+    name = "api_broken"
+    source = "a loader that fails"
+    num_classes = 3
+    sample_shape = (2,)
+    sample_bytes = 16
+    num_samples = 600
+
+    @classmethod
+    def load(cls, config):
+        raise RuntimeError("the disk went away")
+"""
+
+
+def test_a_failed_rank_raises_its_one_line_error(tmp_path, monkeypatch):
+    from distfl.errors import RanksFailed
+    from distfl.plugins import DATASETS
+
+    (tmp_path / "broken.py").write_text(BROKEN)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    overrides = {**RANKS_RUN, "run.plugins": ["broken.py"], "data.dataset": "api_broken"}
+    try:
+        with pytest.raises(RanksFailed) as info:
+            distfl.run(preset="digits", overrides=overrides, out="run.h5", world_size=2)
+    finally:
+        DATASETS.remove("api_broken")
+    assert str(info.value) == (
+        f"the loader of data.dataset = 'api_broken' ({tmp_path / 'broken.py'}) raised "
+        "RuntimeError: the disk went away; nothing was run; the traceback is in "
+        "run.h5.traceback.txt"
+    )
+    assert (info.value.rank, info.value.exit_code) == (0, 1)
+    assert "[rank 0] distfl: error: the loader" in info.value.output
+    assert not (tmp_path / "run.h5").exists()
+
+
+INTERRUPTED = """
+import sys
+
+import distfl
+
+try:
+    distfl.run(preset="digits", out="run.h5", world_size=2, overrides={
+        "data.num_clients": 6, "server.clients_per_round": 4, "run.rounds": 5000,
+        "eval.every": 1, "run.progress": "lines"})  # a line a round: each evaluates
+except KeyboardInterrupt as exc:
+    print(f"KeyboardInterrupt: {exc}", flush=True)
+    sys.exit(7)
+"""
+
+
+def test_ctrl_c_stops_the_ranks_with_a_checkpoint(tmp_path, helpers):
+    """SIGINT to the Python that called distfl.run(..., world_size=2) goes on to the ranks
+    (each in a session of its own): they stop after the current round with a checkpoint,
+    and the call raises KeyboardInterrupt saying where."""
+    import signal
+
+    proc = subprocess.Popen(
+        [sys.executable, "-c", INTERRUPTED], cwd=tmp_path, env=helpers.clean_env(),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    out = helpers.LineReader(proc.stdout)
+    try:
+        assert out.wait_for(lambda line: line.startswith("round "), timeout=300), out.text()
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=300) == 7, out.text()
+    finally:
+        helpers.kill_tree([proc])
+    said = out.text().splitlines()[-1]
+    done = distfl.open(tmp_path / "run.h5")
+    assert said == (
+        f"KeyboardInterrupt: stopped after round {done.round} of 5000; the checkpoint is "
+        "run.h5 (distfl run --resume run.h5 goes on)"
+    )
+    assert 1 <= done.round < 5000
 
 
 PLUGIN = '''

@@ -30,6 +30,7 @@ from distfl.algorithms.emdcfl import EMDCFLParams
 from distfl.algorithms.fedgwc import FedGWCParams
 from distfl.config import build, describe_algorithm_keys, from_json, load
 from distfl.errors import ConfigError
+from distfl.plugins import ALGORITHMS
 
 BUILT_IN = ["cfl", "cflgp", "emdcfl", "fedclust", "fedgwc", "fesem", "flcl", "flexcfl", "ifca",
             "none",
@@ -282,6 +283,52 @@ def test_plugins_that_cannot_be_imported(tmp_path):
     assert "run.plugins: 'no_such_module_anywhere' cannot be imported" in error(
         overrides=["run.plugins=['no_such_module_anywhere']"]
     )
+
+
+def test_a_plugin_file_imports_the_modules_beside_it(tmp_path, monkeypatch):
+    """As it loads (``from beside_rule import ...``) and later: its folder stays on the
+    module search path, as the workers need it for a client half named "module:Class"."""
+    from distfl.algorithms import client_half
+
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    (folder / "beside_rule.py").write_text("NAME = 'everyone_beside'\n")
+    (folder / "beside_client.py").write_text(
+        "from distfl.algorithms import ClientHalf\n\nclass Beside(ClientHalf):\n    pass\n"
+    )
+    code = "from beside_rule import NAME\n" + PLUGIN.format(name="{NAME}").replace(
+        'name = "{NAME}"', 'name = NAME\n    client = "beside_client:Beside"'
+    )
+    (folder / "beside.py").write_text(code)
+    monkeypatch.chdir(tmp_path)  # the plug-in is named from here, not from its folder
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        items = ["run.plugins=['elsewhere/beside.py']", 'algorithm.name="everyone_beside"']
+        c = load(overrides=items)
+        assert c.algorithm.name == "everyone_beside"
+        assert client_half(algorithm_class("everyone_beside")).__name__ == "Beside"
+        assert sys.path[0] == str(folder.resolve())
+    finally:
+        ALGORITHMS.remove("everyone_beside")
+        for name in ("beside_rule", "beside_client"):
+            sys.modules.pop(name, None)
+
+
+def test_a_plugin_module_is_found_from_the_current_directory(tmp_path, monkeypatch):
+    (tmp_path / "cwd_pkg").mkdir()
+    (tmp_path / "cwd_pkg" / "__init__.py").write_text("")
+    (tmp_path / "cwd_pkg" / "algo.py").write_text(PLUGIN.format(name="everyone_cwd"))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".")])
+    try:
+        c = load(overrides=["run.plugins=['cwd_pkg.algo']", 'algorithm.name="everyone_cwd"'])
+        assert c.algorithm.name == "everyone_cwd" and sys.path[0] == str(tmp_path.resolve())
+        load(overrides=["run.plugins=['cwd_pkg.algo']"])  # once on the path is enough
+        assert sys.path.count(str(tmp_path.resolve())) == 1
+    finally:
+        ALGORITHMS.remove("everyone_cwd")
+        for name in ("cwd_pkg", "cwd_pkg.algo"):
+            sys.modules.pop(name, None)
 
 
 def test_cli_one_line_errors_for_algorithm_keys(tmp_path):

@@ -270,6 +270,24 @@ def test_run_refuses_bad_input_before_running(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["taken.h5"]
 
 
+def test_run_refuses_a_bad_world_size_before_any_rank_starts(tmp_path):
+    out = tmp_path / "run.h5"
+    for bad in (2.0, "3", True, None):
+        with pytest.raises(ConfigError, match=r"world_size = .* is a \w+; give an int"):
+            distfl.run(out=out, world_size=bad)
+    for bad in (0, -2):
+        with pytest.raises(ConfigError, match=f"world_size = {bad}: give 1 .*at least 2"):
+            distfl.run(out=out, world_size=bad)
+    tiny = {"data.num_clients": 4, "server.clients_per_round": 2}
+    with pytest.raises(ConfigError, match="fewer clients than the 5 worker ranks"):
+        distfl.run(preset="digits", overrides=tiny, out=out, world_size=6)
+    for backend in ("local", "mpi"):
+        with pytest.raises(ConfigError, match=f"comm.backend = '{backend}'"):
+            distfl.run(preset="digits", overrides={**tiny, "comm.backend": backend}, out=out,
+                       world_size=3)  # fmt: skip
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_suite_refuses_bad_input_before_running(tmp_path):
     out = tmp_path / "suite"
     with pytest.raises(ConfigError, match="neither a preset nor a .toml file"):
