@@ -1,10 +1,12 @@
 """The local optimisers (``train.optimizer``): the trainers of many clients update the stacked
-parameters with torch.optim's Adam and AdamW to the bit, and train what the sequential
-reference trains (to float32 rounding, as for SGD; a client's bits never depend on the
-clients beside it); every training starts with a fresh optimiser; the config takes Adam's
+parameters as torch.optim's Adam and AdamW do, to the bit, and train what the sequential
+reference trains (the MLP to SGD's standard, the vectorised trainer to its bits; the
+convolutional models' losses to float32 rounding and their models to 0.5%, since Adam
+turns rounding in a near-zero gradient into a step); a client's bits never depend on the
+clients beside it; every training starts with a fresh optimiser; the config takes Adam's
 keys with Adam only and SGD's momentum with SGD only (one line naming the key); the memory
-estimate counts Adam's two moments; and a run file written before the keys existed still
-matches its stored config."""
+estimate counts Adam's two moments; CFL-GP's gradient probe stays an SGD step; and a run
+file written before the keys existed still matches its stored config."""
 
 from __future__ import annotations
 
