@@ -5,9 +5,10 @@ Training is FedAvg's, bit for bit: the same sampling generator (seed and stream)
 ``none``, the same aggregation, so that the global model of a ``fedavg_ft`` run is the one
 of a ``none`` run of the same seed. At each evaluation each evaluated client first takes
 ``finetune_steps`` local steps from the global model, on its own train split, with the
-run's optimiser settings (``train.lr``, ``momentum``, ``weight_decay``, ``batch_size``,
-``prox_mu``) and trainer, seeded from (seed, round, client) alone, so that one process and
-any world size give the same bits; then it is measured on its test split. The fine-tuned
+run's optimiser settings (``train.optimizer``, ``lr``, ``momentum`` or Adam's keys,
+``weight_decay``, ``batch_size``, ``prox_mu``) and trainer, seeded from (seed, round,
+client) alone, so that one process and any world size give the same bits; then it is
+measured on its test split. The fine-tuned
 models are dropped: the global model is not changed, and the next round trains from it.
 
 Where this differs from FL-bench: FL-bench counts fine-tuning in epochs over the client's

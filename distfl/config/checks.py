@@ -4,6 +4,7 @@ output path (:func:`check_out_path`) and the world a launch may have
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import math
 import os
@@ -246,12 +247,42 @@ def _validate_train(c: Config, spec) -> None:
     _range("train.momentum", c.train.momentum, 0.0, 0.999999, "in [0, 1)")
     _float32_rate("train.weight_decay", c.train.weight_decay, "", positive=False)
     _float32_rate("train.prox_mu", c.train.prox_mu, " (FedProx's mu; 0: off)", positive=False)
+    _validate_optimizer(c)
     _range("train.chunk_mb", c.train.chunk_mb, 1, None, "at least 1 (MiB per chunk of clients)")
     if spec is not None and c.train.loss == "hinge" and spec.classes(c) != 2:
         binary = ", ".join(s.name for s in DATASETS.classes() if s.num_classes == 2)
         raise ConfigError(
             f"train.loss = 'hinge' needs a binary problem: data.dataset = {c.data.dataset!r} "
             f"has {spec.classes(c)} classes (the binary datasets: {binary})"
+        )
+
+
+#: the keys of train.optimizer "adam" and "adamw" only
+ADAM_KEYS = ("beta1", "beta2", "eps")
+
+
+def _validate_optimizer(c: Config) -> None:
+    """Adam's keys and SGD's momentum: each in range, and none set for an optimiser that
+    does not take it."""
+    t = c.train
+    for key in ("beta1", "beta2"):
+        value = getattr(t, key)
+        if not 0.0 <= value < 1.0:
+            raise ConfigError(f"train.{key} = {value!r}: must be in [0, 1)")
+    _float32_rate("train.eps", t.eps, " (Adam's epsilon)", positive=True)
+    if t.optimizer == "sgd":
+        defaults = {f.name: f.default for f in dataclasses.fields(t)}
+        for key in ADAM_KEYS:
+            if getattr(t, key) != defaults[key]:
+                raise ConfigError(
+                    f"train.{key} = {getattr(t, key)!r} is a key of train.optimizer 'adam' and "
+                    f"'adamw'; train.optimizer = 'sgd' does not take it (set "
+                    f"train.optimizer, or leave train.{key} out)"
+                )
+    elif t.momentum != 0:
+        raise ConfigError(
+            f"train.momentum = {t.momentum!r} is SGD's; train.optimizer = {t.optimizer!r} "
+            "takes beta1 (its gradient's running mean) instead: leave train.momentum at 0"
         )
 
 

@@ -253,16 +253,44 @@ class ModelSection:
 @dataclass(frozen=True)
 class TrainSection:
     local_steps: int = setting(
-        8, "int ≥ 1", "S, local SGD steps per client per round (the loss of each is recorded)"
+        8, "int ≥ 1", "S, local steps per client per round (the loss of each is recorded)"
     )
     batch_size: int = setting(16, "int ≥ 1", "minibatch size (capped at the client's train size)")
-    lr: float = setting(0.1, "> 0, finite in float32", "local SGD learning rate")
-    momentum: float = setting(
-        0.0, "[0, 1)", "local SGD momentum (the optimiser starts fresh each round)"
+    optimizer: str = setting(
+        "sgd",
+        "`sgd`, `adam`, `adamw`",
+        "local optimiser ([Local optimisers](rounds.md#local-optimisers)): `sgd` with `momentum`; "
+        "`adam` (Kingma and Ba 2015, torch.optim.Adam) and `adamw` (Loshchilov and Hutter 2019, "
+        "torch.optim.AdamW) with `beta1`, `beta2` and `eps`. Every client's optimiser starts "
+        "fresh each time it trains (each round)",
     )
-    weight_decay: float = setting(0.0, "≥ 0", "local SGD weight decay")
+    lr: float = setting(0.1, "> 0, finite in float32", "local learning rate (of every optimiser)")
+    momentum: float = setting(
+        0.0,
+        "[0, 1); 0 with `adam`, `adamw`",
+        "local SGD momentum (`sgd` only; the optimiser starts fresh each round)",
+    )
+    weight_decay: float = setting(
+        0.0,
+        "≥ 0",
+        "local weight decay λ: `sgd` and `adam` add λw to the gradient (L2), `adamw` decays the "
+        "weights apart from the gradient, w ← w(1 − lr·λ), before its step",
+    )
+    beta1: float = setting(
+        0.9, "[0, 1); `adam`, `adamw` only", "Adam's β₁: decay of the gradient's running mean"
+    )
+    beta2: float = setting(
+        0.999, "[0, 1); `adam`, `adamw` only", "Adam's β₂: decay of the squared gradient's mean"
+    )
+    eps: float = setting(
+        1e-8,
+        "> 0, finite in float32; `adam`, `adamw` only",
+        "Adam's ε, added to the root of the squared gradient's mean",
+    )
     prox_mu: float = setting(
-        0.0, "≥ 0", "FedProx's μ: adds μ(w − w_start) to every local gradient (0: off)"
+        0.0,
+        "≥ 0",
+        "FedProx's μ: adds μ(w − w_start) to every local gradient, whatever the optimiser (0: off)",
     )
     trainer: str = setting(
         "auto",
@@ -280,7 +308,7 @@ class TrainSection:
         256,
         "int ≥ 1",
         "memory budget of one batched or vectorised chunk of clients (parameters, gradients, "
-        "momentum, activations); at least two clients per chunk",
+        "the optimiser's state, activations); at least two clients per chunk",
     )
     loss: str = setting(
         "cross_entropy",
@@ -552,6 +580,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.name": ("mlp", "cnn", "lenet5", "mnist_cnn"),
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
+    "train.optimizer": ("sgd", "adam", "adamw"),
     "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
     "comm.backend": ("auto", "local", "torch", "gloo", "mpi"),
     "comm.sums": ("scaled", "limbs"),

@@ -168,13 +168,30 @@ def tree_digest(tree: dict[str, Any]) -> str:
     return h.hexdigest()
 
 
+#: config keys added after format 3, each with the value that computes what a run did
+#: before the key existed: a key that holds it is left out of :func:`config_digest`, so a
+#: file written before the key still matches its stored config (read back with the value)
+ADDED_KEYS: dict[str, Any] = {
+    "train.optimizer": "sgd",
+    "train.beta1": 0.9,
+    "train.beta2": 0.999,
+    "train.eps": 1e-8,
+}
+
+
 def config_digest(config: Config) -> str:
     """SHA-256 of what in ``config`` decides what a run computes (every key but those a
     resume may change, :data:`RESUMABLE_CHANGES`, and ``run.plugins``, where the code comes
     from), in a canonical JSON: written to ``/state@config_sha256`` with the state it
-    computed, so that a stored config changed since is not read as the one of the run."""
+    computed, so that a stored config changed since is not read as the one of the run. A key
+    of :data:`ADDED_KEYS` at its former behaviour's value is left out."""
     keys = _flatten(config.to_dict())
-    kept = {k: v for k, v in keys.items() if k not in RESUMABLE_CHANGES and k != "run.plugins"}
+    kept = {
+        k: v
+        for k, v in keys.items()
+        if k not in RESUMABLE_CHANGES and k != "run.plugins"
+        and not (k in ADDED_KEYS and v == ADDED_KEYS[k])
+    }  # fmt: skip
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
 
 

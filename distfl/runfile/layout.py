@@ -270,7 +270,8 @@ PARTS = (
          "local_rank [W], address [W]; attrs launcher, backend, rendezvous, rendezvous_ip"),
     Part("/state", "group", "what exact resumption needs: attrs round, sha256, "
          "config_sha256 (the digest of the config the state was computed with: every key "
-         "but those a resume may change and run.plugins); model_ids, "
+         "but those a resume may change and run.plugins, and a key added since at its "
+         "former behaviour's value); model_ids, "
          "models [clusters, P], client_accuracy, algorithm/ (the algorithm's own state "
          "besides the tree, which is /hierarchy: its generator, weights, per-cluster "
          "matrices, ...), aggregator/ (FedAvgM's velocity per cluster)"),

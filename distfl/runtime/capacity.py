@@ -41,6 +41,7 @@ from distfl.runtime.model_size import (
     parameter_count,
     workspace_config,
 )
+from distfl.train.optim import state_copies
 from distfl.train.sequential import clients_per_chunk
 
 #: rank 0's per-client arrays and bookkeeping (evaluation maps, assignments, algorithm
@@ -234,7 +235,8 @@ def _every_run_terms(
     N, S = config.server.clients_per_round, t.local_steps
     B = min(t.batch_size, n)
     sample = features * 4 + 8  # a materialised sample: float32 features, int64 label
-    chunk = min(N, clients_per_chunk(P, B, features, t.chunk_mb))
+    state = state_copies(t)  # per client: parameters, gradients, anchor, optimiser state
+    chunk = min(N, clients_per_chunk(P, B, features, t.chunk_mb, copies=state))
     # the batched trainer (auto's pick for the built-in models) draws every step's batch at
     # once; the sequential and vectorised ones draw each step's batch when they take it
     steps_held = 1 if t.trainer in ("sequential", "vectorised") else S
@@ -269,9 +271,10 @@ def _every_run_terms(
             f"the round's {M:,} client models)",
         ),
         "trainer": (
-            chunk * (16 * P + steps_held * B * (features * 4 + 16) + 4 * B * act)
+            chunk * (4 * state * P + steps_held * B * (features * 4 + 16) + 4 * B * act)
             + largest_clients(runs, chunk) * sample,
-            f"the trainer's {chunk:,} clients at once, each with the batches of "
+            f"the trainer's {chunk:,} clients at once, each with {state} copies of the model "
+            f"({t.optimizer}'s state included) and the batches of "
             + (f"its {S:,} local steps" if steps_held > 1 else "one local step")
             + f" of {B:,} samples of {features:,} features",
         ),

@@ -7,10 +7,12 @@ term of one client depends on another's parameters); a chain of dense layers (th
 steps without autograd, its backward written out and plain SGD's update fused into each
 weight gradient's batched product.
 
-Every client takes exactly S SGD steps on the batches :class:`SequentialTrainer` draws for
-it (the same generator, the same indices) with SGD's update written out (weight decay,
-momentum, FedProx's proximal term), so both trainers compute the same thing to float32
-rounding; the equivalence tests hold them together.
+Every client takes exactly S local steps on the batches :class:`SequentialTrainer` draws
+for it (the same generator, the same indices) with ``train.optimizer``'s update written
+out (:class:`~distfl.train.optim.StackedOptimiser`: SGD with weight decay and momentum,
+Adam, AdamW; FedProx's proximal term), so both trainers compute the same thing to float32
+rounding; the equivalence tests hold them together. Padding stays zero under every update
+(its gradient, anchor and moments are zero).
 
 A client's bits do not depend on which clients share its call, which keeps results
 independent of the world size: every client's batch is padded to the same width
@@ -35,6 +37,7 @@ from torch.nn import functional as F
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
+from distfl.train.optim import StackedOptimiser, state_copies
 from distfl.train.sequential import clients_per_chunk, stream_rows
 
 
@@ -118,12 +121,16 @@ class BatchedTrainer:
         #: a chain of dense layers (the MLP): its backward is written out, and plain SGD's
         #: update is fused into the weight gradient's product (no autograd graph)
         self.dense = all(isinstance(x, (nn.Linear, nn.ReLU, nn.Flatten)) for x in self.layers)
-        self.plain_sgd = not (train.prox_mu or train.weight_decay or train.momentum)
+        self.plain_sgd = train.optimizer == "sgd" and not (
+            train.prox_mu or train.weight_decay or train.momentum
+        )
 
     def chunk_size(self, example: ClientData) -> int:
         """How many clients fit in ``train.chunk_mb`` (:func:`clients_per_chunk`)."""
         sample = example.x_train[0].numel()
-        return clients_per_chunk(self.num_params, self.pad_to, sample, self.cfg.chunk_mb)
+        return clients_per_chunk(
+            self.num_params, self.pad_to, sample, self.cfg.chunk_mb, copies=state_copies(self.cfg)
+        )
 
     def train_many(
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
@@ -174,7 +181,7 @@ class BatchedTrainer:
         params = [a.unsqueeze(0).expand(C, *a.shape).clone() for a in anchor]
         if not self.dense:
             params = [p.requires_grad_() for p in params]
-        bufs: list[torch.Tensor | None] = [None] * len(params)
+        opt = StackedOptimiser(cfg, anchor)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         index, weight = self._batches(datas, seeds)
@@ -189,27 +196,14 @@ class BatchedTrainer:
             else:
                 per_client = self._loss(params, xs[s], ys[s], weight)
                 grads = torch.autograd.grad(per_client.sum(), params)
+            losses[s] = per_client.detach()
             if grads is None:  # the update is made
-                losses[s] = per_client
                 continue
-            with torch.no_grad():
-                if not (cfg.prox_mu or cfg.weight_decay or cfg.momentum):  # plain SGD
+            if self.plain_sgd:
+                with torch.no_grad():
                     torch._foreach_add_(params, grads, alpha=-cfg.lr)
-                    losses[s] = per_client
-                    continue
-                for i, (p, g) in enumerate(zip(params, grads, strict=True)):
-                    if cfg.prox_mu:
-                        g = g.add(p - anchor[i], alpha=cfg.prox_mu)
-                    if cfg.weight_decay:
-                        g = g.add(p, alpha=cfg.weight_decay)
-                    if cfg.momentum:
-                        if bufs[i] is None:
-                            bufs[i] = g.clone()
-                        else:
-                            bufs[i].mul_(cfg.momentum).add_(g)
-                        g = bufs[i]
-                    p.add_(g, alpha=-cfg.lr)
-                losses[s] = per_client
+            else:
+                opt.step(params, grads)
         new = torch.cat([self._unpad(i, p.detach()) for i, p in enumerate(params)], dim=1)
         return new, losses.t().double().cpu().numpy()
 

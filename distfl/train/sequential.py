@@ -1,4 +1,5 @@
-"""The reference trainer: one client after another, exactly S local SGD steps each.
+"""The reference trainer: one client after another, exactly S local steps each of
+``train.optimizer`` (torch's SGD, Adam or AdamW, fresh for each client's training).
 
 Client k's randomness in round t (its batch order) comes from (seed, t, k) only, never
 from the worker that hosts it, so any world size trains it the same way.
@@ -62,12 +63,30 @@ def finetune_seed(seed: int, round_index: int, client: int) -> int:
     return int(state[0]) & (2**63 - 1)
 
 
-def clients_per_chunk(num_params: int, batch: int, sample_numel: int, chunk_mb: int) -> int:
+def clients_per_chunk(
+    num_params: int, batch: int, sample_numel: int, chunk_mb: int, *, copies: int = 4
+) -> int:
     """How many clients a batched trainer takes per call within ``train.chunk_mb``: the
-    parameters, gradients, momentum and proximal anchor (4 float32 copies each) and a
-    generous allowance for a batch's activations; at least two."""
-    per_client = 4 * num_params * 4 + batch * sample_numel * 4 * 64
+    parameters' ``copies`` float32 copies (:func:`~distfl.train.optim.state_copies`: the
+    parameters, gradients, proximal anchor and the optimiser's state) and a generous
+    allowance for a batch's activations; at least two."""
+    per_client = copies * num_params * 4 + batch * sample_numel * 4 * 64
     return max(2, int(chunk_mb * 2**20 // per_client))
+
+
+def local_optimiser(train: TrainSection, params) -> torch.optim.Optimizer:
+    """``train.optimizer``'s torch optimiser of ``params``, fresh: SGD, or Adam / AdamW on
+    their single-tensor path (``foreach=False``, whose operations the trainers of many
+    clients repeat on stacked tensors, :mod:`distfl.train.optim`)."""
+    if train.optimizer == "sgd":
+        return torch.optim.SGD(
+            params, lr=train.lr, momentum=train.momentum, weight_decay=train.weight_decay
+        )
+    adam = torch.optim.AdamW if train.optimizer == "adamw" else torch.optim.Adam
+    return adam(
+        params, lr=train.lr, betas=(train.beta1, train.beta2), eps=train.eps,
+        weight_decay=train.weight_decay, foreach=False,
+    )  # fmt: skip
 
 
 class BatchStream:
@@ -115,16 +134,12 @@ class SequentialTrainer:
         self, start: torch.Tensor, data: ClientData, *, seed: int,
         between: Callable[[], None] | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
-        """S local steps from the flat model ``start``; returns (new flat model, losses [S]).
+        """S local steps from the flat model ``start`` with a fresh optimiser; returns (new
+        flat model, losses [S]).
         ``between`` is called before each step (it may raise to give the training up)."""
         load_flat(self.model, start.to(self.device))
         self.model.train()
-        opt = torch.optim.SGD(
-            self.model.parameters(),
-            lr=self.cfg.lr,
-            momentum=self.cfg.momentum,
-            weight_decay=self.cfg.weight_decay,
-        )
+        opt = local_optimiser(self.cfg, self.model.parameters())
         g = torch.Generator().manual_seed(seed)
         batches = BatchStream(data.num_train, self.cfg.batch_size, g)
         anchor = [p.detach().clone() for p in self.model.parameters()] if self.cfg.prox_mu else []

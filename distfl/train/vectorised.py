@@ -1,9 +1,11 @@
 """Vectorised local training: the clients that start from the same cluster model train
 together, their parameters stacked along a leading client axis, with ``torch.func``
-(``functional_call`` + ``vmap`` + ``grad``). Each client still takes exactly S SGD steps on
-its own batches, drawn from its own generator exactly as :class:`SequentialTrainer` draws
-them, and the update is SGD's (weight decay, momentum, FedProx's proximal term) written
-out, so both trainers compute the same thing; the equivalence tests hold them together.
+(``functional_call`` + ``vmap`` + ``grad``). Each client still takes exactly S local steps
+on its own batches, drawn from its own generator exactly as :class:`SequentialTrainer`
+draws them, and the update is ``train.optimizer``'s written out on the stacked tensors
+(:class:`~distfl.train.optim.StackedOptimiser`: SGD with weight decay and momentum, Adam,
+AdamW; FedProx's proximal term), so both trainers compute the same thing; the equivalence
+tests hold them together.
 
 Clients are processed in chunks bounded by ``train.chunk_mb`` of parameters, optimiser
 state and activations (at least two clients per chunk: see :meth:`train_many`).
@@ -20,6 +22,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from distfl.config import TrainSection
 from distfl.data import ClientData
+from distfl.train.optim import StackedOptimiser, state_copies
 from distfl.train.sequential import clients_per_chunk, loss_function, stream_rows
 
 
@@ -47,7 +50,9 @@ class VectorisedTrainer:
         """How many clients fit in ``train.chunk_mb`` (:func:`clients_per_chunk`)."""
         b = min(self.cfg.batch_size, example.num_train)
         sample = example.x_train[0].numel()
-        return clients_per_chunk(self.num_params, b, sample, self.cfg.chunk_mb)
+        return clients_per_chunk(
+            self.num_params, b, sample, self.cfg.chunk_mb, copies=state_copies(self.cfg)
+        )
 
     def train_many(
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
@@ -91,7 +96,8 @@ class VectorisedTrainer:
             anchor[name] = flat0[offset : offset + size].view(shape)
             offset += size
         params = {k: v.unsqueeze(0).expand(m, *v.shape).clone() for k, v in anchor.items()}
-        bufs: dict[str, torch.Tensor] = {}
+        stacked = [params[name] for name in self.names]
+        opt = StackedOptimiser(cfg, [anchor[name] for name in self.names])
         index = self._batches(datas, seeds).to(self.device)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
@@ -100,21 +106,7 @@ class VectorisedTrainer:
             if between is not None:
                 between()
             grads, loss = self._step(params, x_all[index[s]], y_all[index[s]])
-            with torch.no_grad():
-                for name in self.names:
-                    p = params[name]
-                    g = grads[name]
-                    if cfg.prox_mu:
-                        g = g.add(p - anchor[name], alpha=cfg.prox_mu)
-                    if cfg.weight_decay:
-                        g = g.add(p, alpha=cfg.weight_decay)
-                    if cfg.momentum:
-                        if name in bufs:
-                            bufs[name].mul_(cfg.momentum).add_(g)
-                        else:
-                            bufs[name] = g.clone()
-                        g = bufs[name]
-                    p.add_(g, alpha=-cfg.lr)
+            opt.step(stacked, [grads[name] for name in self.names])
             losses[s] = loss.detach()
         new = torch.cat([params[name].reshape(m, -1) for name in self.names], dim=1)
         return new, losses.t().double().cpu().numpy()
