@@ -30,7 +30,12 @@ from distfl.config.checks import (
     validate,
 )
 from distfl.config.parse import MAX_CONFIG_BYTES, build, from_json, load, parse_set, read_toml
-from distfl.config.reference import describe_algorithm_keys, describe_dataset_keys, describe_keys
+from distfl.config.reference import (
+    describe_algorithm_keys,
+    describe_dataset_keys,
+    describe_keys,
+    describe_model_keys,
+)
 from distfl.config.schema import (
     CHOICES,
     EXPORTS,
@@ -83,6 +88,7 @@ __all__ = [
     "describe_algorithm_keys",
     "describe_dataset_keys",
     "describe_keys",
+    "describe_model_keys",
     "from_json",
     "load",
     "parse_set",

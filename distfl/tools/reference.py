@@ -1,10 +1,9 @@
 """The configuration reference, generated from the schema: every key of :class:`Config`'s
-sections, of a group in ``data.groups`` and of each registered algorithm's ``Params``, with
-the values it allows, its default and what it means, all read from the keys' declarations
-(:func:`distfl.algorithms.base.setting`). The docs site inserts these tables where its
-configuration page says ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->`` and
-``<!-- distfl:algorithm-keys -->`` (``scripts/docs_hooks.py``), so they cannot drift from
-the code; ``python -m distfl.tools.reference`` prints them.
+sections, of a group in ``data.groups`` and of each registered algorithm's, dataset's and
+model's ``Params``, with the values it allows, its default and what it means, all read from
+the keys' declarations (:func:`distfl.settings.setting`). The docs site inserts these tables
+where its pages say one of the markers of :data:`MARKERS` (``scripts/docs_hooks.py``), so
+they cannot drift from the code; ``python -m distfl.tools.reference`` prints them.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ from typing import Any, get_type_hints
 from distfl.algorithms.registry import algorithm_class, algorithm_names
 from distfl.config import CHOICES, Config, GroupSpec
 from distfl.datasets import dataset_names, dataset_spec
+from distfl.model_specs import BUILT_IN, model_names, model_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,6 +69,8 @@ def config_keys() -> list[KeyDoc]:
                 doc = dataclasses.replace(doc, allowed=_choices(tuple(algorithm_names())))
             if key == "data.dataset":
                 doc = dataclasses.replace(doc, allowed=_choices(tuple(dataset_names())))
+            if key == "model.name":
+                doc = dataclasses.replace(doc, allowed=_choices(_models_in_order()))
             rows.append(doc)
     return rows
 
@@ -126,6 +128,38 @@ def dataset_keys() -> dict[str, list[KeyDoc]]:
     return out
 
 
+def _models_in_order() -> tuple[str, ...]:
+    """The registered models: the built-in ones in the docs' order, then the others."""
+    return (*BUILT_IN, *(n for n in model_names() if n not in BUILT_IN))
+
+
+def model_keys() -> dict[str, list[KeyDoc]]:
+    """Per registered model that has keys of its own, those keys (``model.<key>``)."""
+    out = {}
+    for name in _models_in_order():
+        params = model_spec(name).Params
+        docs = [_doc(f, f"model.{f.name}", params.choices.get(f.name))
+                for f in dataclasses.fields(params)]  # fmt: skip
+        if docs:
+            out[name] = docs
+    return out
+
+
+def model_keys_table() -> str:
+    rows = [
+        (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
+        for name, docs in model_keys().items()
+        for d in docs
+    ]
+    return _table(("model", "key", "allowed", "default", "meaning"), rows)
+
+
+def model_table() -> str:
+    """The registered models, each as its spec declares it."""
+    rows = [(f"`{n}`", model_spec(n).network, model_spec(n).source) for n in _models_in_order()]
+    return _table(("`model.name`", "network", "from"), rows)
+
+
 def dataset_keys_table() -> str:
     rows = [
         (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
@@ -180,6 +214,8 @@ MARKERS = {
     "<!-- distfl:algorithm-keys -->": algorithm_table,
     "<!-- distfl:datasets -->": dataset_table,
     "<!-- distfl:dataset-keys -->": dataset_keys_table,
+    "<!-- distfl:models -->": model_table,
+    "<!-- distfl:model-keys -->": model_keys_table,
     "<!-- distfl:algorithm-records -->": records_table,
 }
 
@@ -204,6 +240,12 @@ def missing_docs() -> list[str]:
     ]
     every += [
         d
+        for name, docs in model_keys().items()
+        if model_spec(name).__module__.startswith("distfl.")
+        for d in docs
+    ]
+    every += [
+        d
         for name, docs in algorithm_keys().items()
         if algorithm_class(name).__module__.startswith("distfl.")
         for d in docs
@@ -216,3 +258,5 @@ if __name__ == "__main__":
     print(group_table())
     print(algorithm_table())
     print(dataset_table())
+    print(model_table())
+    print(model_keys_table())
