@@ -1,9 +1,10 @@
 """MkDocs hooks of the docs site (mkdocs.yml): the reference parts are generated from the
 code when the site is built. ``<!-- distfl:config-keys -->``, ``<!-- distfl:group-keys -->``
-and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema, and
-``<!-- distfl:datasets -->`` the table of the registered datasets' specs
-(:mod:`distfl.tools.reference`); ``<!-- distfl:run-file-layout -->`` becomes the run file's
-layout listing (:func:`distfl.runfile.layout.describe`)."""
+and ``<!-- distfl:algorithm-keys -->`` become the configuration tables of the schema,
+``<!-- distfl:datasets -->`` and ``<!-- distfl:models -->`` the tables of the registered
+datasets' and models' specs, and so on for every marker of
+:data:`distfl.tools.reference.MARKERS`; ``<!-- distfl:run-file-layout -->`` becomes the
+run file's layout listing (:func:`distfl.runfile.layout.describe`)."""
 
 from __future__ import annotations
 
