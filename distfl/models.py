@@ -1,19 +1,27 @@
-"""Models: an MLP, the small CNN of the FedGWC paper, LeNet-5, the EMD-CFL paper's MNIST CNN.
+"""Models: the built-in networks (an MLP, the small CNN of the FedGWC paper, LeNet-5, the
+EMD-CFL paper's MNIST CNN), and :func:`build_model`, which builds any registered model by
+name (:mod:`distfl.model_specs`: the built-in ones, and one of your own registered through
+``run.plugins``).
 
 Each takes the dataset's input shape [C, H, W] and class count. The convolutions are
 padded ("same"), so the CNN and LeNet-5 also fit the 8x8 digits; the flattened size is
 measured with one dummy forward pass.
 
 A model state travels as one contiguous float32 flat buffer of its parameters
-(:func:`flat_params`, :func:`load_flat`).
+(:func:`flat_params`, :func:`load_flat`). Buffers (batch norm's running statistics) are no
+part of it: loading a state puts them back to the values the model was built with, so they
+never depend on what a rank trained before.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 from torch import nn
+
+from distfl.plugins import MODELS
 
 
 def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
@@ -101,17 +109,28 @@ class MnistCNN(ConvNet):
 
 
 def build_model(
-    name: str, input_shape: tuple[int, ...], num_classes: int, *, hidden: tuple[int, ...] = (64,)
+    name: str,
+    input_shape: tuple[int, ...],
+    num_classes: int,
+    *,
+    hidden: tuple[int, ...] | None = None,
+    params: Any = None,
 ) -> nn.Module:
-    if name == "mlp":
-        return MLP(input_shape, num_classes, hidden)
-    if name == "cnn":
-        return SmallCNN(input_shape, num_classes)
-    if name == "lenet5":
-        return LeNet5(input_shape, num_classes)
-    if name == "mnist_cnn":
-        return MnistCNN(input_shape, num_classes)
-    raise ValueError(f"unknown model {name!r}")  # config validation forbids it
+    """A freshly initialised model ``model.name = name`` (a registered model) for samples of
+    ``input_shape`` and ``num_classes`` classes. ``params``: its own keys (``config.model
+    .params``; by default their defaults); ``hidden``: ``model.hidden`` in their place (the
+    built-in models' one key). A model with buffers keeps a copy of their initial values,
+    which :func:`load_flat` restores."""
+    spec = MODELS.get(name)
+    if params is None:
+        params = spec.Params()
+    if hidden is not None:
+        params = spec.Params.made(params, {"hidden": tuple(hidden)})
+    model = spec.build(tuple(input_shape), num_classes, params)
+    initial = {n: b.detach().clone() for n, b in model.named_buffers()}
+    if initial:
+        model._distfl_initial_buffers = initial
+    return model
 
 
 def last_linear(model: nn.Module) -> nn.Linear:
@@ -147,7 +166,8 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 
 
 def load_flat(model: nn.Module, flat: torch.Tensor) -> None:
-    """Copy a flat vector into the model's parameters, in place."""
+    """Copy a flat vector into the model's parameters, in place, and put its buffers back to
+    the values it was built with (:func:`build_model`)."""
     expected = num_params(model)
     if flat.numel() != expected:
         raise ValueError(f"flat buffer holds {flat.numel()} values, the model {expected}")
@@ -157,3 +177,7 @@ def load_flat(model: nn.Module, flat: torch.Tensor) -> None:
             n = p.numel()
             p.copy_(flat[offset : offset + n].view_as(p))
             offset += n
+        initial = getattr(model, "_distfl_initial_buffers", None)
+        if initial:
+            for name, b in model.named_buffers():
+                b.copy_(initial[name])

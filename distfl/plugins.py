@@ -1,14 +1,16 @@
-"""Plug-ins by kind and name: the one registry mechanism behind algorithms and datasets.
+"""Plug-ins by kind and name: the one registry mechanism behind algorithms, datasets and
+models.
 
-A :class:`Registry` holds the classes of one kind by name. The modules of its package are
-found and imported the first time a name is looked up (by name, with importlib: nothing
-here imports a plug-in, so the config, beneath every plug-in, can look one up); a plug-in
-defined elsewhere registers when its module is imported, e.g. through ``run.plugins``
-(:func:`load_plugins`), which every rank reads from the config before it is checked.
+A :class:`Registry` holds the classes of one kind by name. The modules of its package (or
+the one module it names) are found and imported the first time a name is looked up (by
+name, with importlib: nothing here imports a plug-in, so the config, beneath every
+plug-in, can look one up); a plug-in defined elsewhere registers when its module is
+imported, e.g. through ``run.plugins`` (:func:`load_plugins`), which every rank reads from
+the config before it is checked.
 
 What a class of each kind must declare is checked by that kind's own ``register``
-(:mod:`distfl.algorithms.registry`, :mod:`distfl.datasets.registry`), which then adds it
-here.
+(:mod:`distfl.algorithms.registry`, :mod:`distfl.datasets.registry`,
+:mod:`distfl.model_specs`), which then adds it here.
 """
 
 from __future__ import annotations
@@ -39,9 +41,10 @@ def qualname(cls: type) -> str:
 
 
 class Registry:
-    """The classes of one kind (``kind``: "algorithm", "dataset") by name: the config key
-    ``key`` names one of them; ``package``'s modules are imported on the first lookup,
-    except those ``skip`` names (the interface's modules)."""
+    """The classes of one kind (``kind``: "algorithm", "dataset", "model") by name: the
+    config key ``key`` names one of them; ``package``'s modules are imported on the first
+    lookup, except those ``skip`` names (the interface's modules); a ``package`` that is a
+    plain module is imported alone."""
 
     def __init__(self, kind: str, key: str, package: str, skip: Callable[[str], bool]):
         self.kind, self.key, self.package, self.skip = kind, key, package, skip
@@ -76,7 +79,7 @@ class Registry:
             return
         self._discovered = True
         package = importlib.import_module(self.package)
-        for info in pkgutil.iter_modules(package.__path__):
+        for info in pkgutil.iter_modules(getattr(package, "__path__", ())):
             if not (self.skip(info.name) or info.name.startswith("_")):
                 importlib.import_module(f"{self.package}.{info.name}")
 
@@ -130,6 +133,10 @@ ALGORITHMS = Registry(
 DATASETS = Registry(
     "dataset", "data.dataset", "distfl.datasets", skip=lambda module: module in ("base", "registry")
 )
+
+#: the models (``model.name``): the built-in ones are declared in distfl/model_specs.py,
+#: which imports no torch (a config naming one is read without it)
+MODELS = Registry("model", "model.name", "distfl.model_specs", skip=lambda module: False)
 
 _LOADED: dict[str, str] = {}  # a module name, or a file's resolved path -> module name
 
@@ -205,4 +212,4 @@ def _import_file(resolved: Path, shown: Path) -> str:
     return name
 
 
-__all__ = ["ALGORITHMS", "DATASETS", "Registry", "load_plugins", "origin", "qualname"]
+__all__ = ["ALGORITHMS", "DATASETS", "MODELS", "Registry", "load_plugins", "origin", "qualname"]

@@ -30,7 +30,12 @@ from distfl.config.checks import (
     validate,
 )
 from distfl.config.parse import MAX_CONFIG_BYTES, build, from_json, load, parse_set, read_toml
-from distfl.config.reference import describe_algorithm_keys, describe_dataset_keys, describe_keys
+from distfl.config.reference import (
+    describe_algorithm_keys,
+    describe_dataset_keys,
+    describe_keys,
+    describe_model_keys,
+)
 from distfl.config.schema import (
     CHOICES,
     EXPORTS,
@@ -46,9 +51,8 @@ from distfl.config.schema import (
     ServerSection,
     StoredParams,
     TrainSection,
-    toml_string,
-    toml_value,
 )
+from distfl.config.toml import toml_string, toml_value
 from distfl.errors import ConfigError
 from distfl.presets import PRESETS
 
@@ -83,6 +87,7 @@ __all__ = [
     "describe_algorithm_keys",
     "describe_dataset_keys",
     "describe_keys",
+    "describe_model_keys",
     "from_json",
     "load",
     "parse_set",

@@ -11,7 +11,7 @@ import os
 
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
-from distfl.plugins import ALGORITHMS, DATASETS
+from distfl.plugins import ALGORITHMS, DATASETS, MODELS
 from distfl.settings import Params
 
 NAME_MAX = 255
@@ -84,15 +84,16 @@ def _range(key: str, value: float, lo: float | None, hi: float | None, what: str
 
 def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     """Check values and the relations between them; raise ConfigError on the first problem.
-    ``unknown_dataset``: a ``data.dataset`` that is not registered (a stored config's
-    plug-in, not imported) is kept, and the checks that need its spec are skipped."""
+    ``unknown_dataset``: a ``data.dataset`` or a ``model.name`` that is not registered (a
+    stored config's plug-in, not imported) is kept, and the checks that need its spec are
+    skipped."""
     _validate_choices(c)
     _validate_run(c)
     _validate_data(c)
     spec = _dataset_spec(c, unknown_dataset=unknown_dataset)
     _validate_dataset(c, spec)
     _validate_groups(c, spec)
-    _validate_model(c)
+    _validate_model(c, spec, unknown=unknown_dataset)
     _validate_train(c, spec)
     _validate_server(c)
     _validate_algorithm(c)
@@ -233,10 +234,35 @@ def _validate_group(c: Config, i: int, g, spec) -> None:
     _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
 
 
-def _validate_model(c: Config) -> None:
-    """The ``model`` section."""
-    for i, h in enumerate(c.model.hidden):
-        _range(f"model.hidden[{i}]", h, 1, None, "at least 1")
+def _validate_model(c: Config, dataset, *, unknown: bool) -> None:
+    """The ``model`` section: the model's own keys, and whether it takes the dataset's
+    samples (``dataset``: its spec, None when it is not registered)."""
+    if unknown and c.model.name not in MODELS:
+        return  # a stored config's model of a plug-in not imported: kept unchecked
+    spec = MODELS.get(c.model.name)
+    params = c.model.params
+    if type(params) is not spec.Params:
+        raise ConfigError(
+            f"model.name = {c.model.name!r} takes {spec.Params.__name__}, "
+            f"not {type(params).__name__}"
+        )
+    for key, allowed in spec.Params.choices.items():
+        value = getattr(params, key)
+        if value not in allowed:
+            raise ConfigError(
+                f"model.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
+                f"are {', '.join(allowed)}"
+            )
+    params.check(c)
+    if dataset is None:
+        return
+    shape = tuple(dataset.input_shape(c))
+    needs = spec.accepts(shape, dataset.classes(c), c.model.params)
+    if needs:
+        raise ConfigError(
+            f"model.name = {c.model.name!r} does not take data.dataset = {c.data.dataset!r} "
+            f"(samples of shape [{', '.join(map(str, shape))}]): it needs {needs}"
+        )
 
 
 def _validate_train(c: Config, spec) -> None:

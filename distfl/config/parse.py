@@ -13,10 +13,17 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from distfl.config.checks import validate
-from distfl.config.schema import AlgorithmSection, Config, DataSection, GroupSpec, StoredParams
+from distfl.config.schema import (
+    AlgorithmSection,
+    Config,
+    DataSection,
+    GroupSpec,
+    ModelSection,
+    StoredParams,
+)
 from distfl.errors import ConfigError, did_you_mean
 from distfl.paths import regular_file
-from distfl.plugins import ALGORITHMS, DATASETS, load_plugins
+from distfl.plugins import ALGORITHMS, DATASETS, MODELS, load_plugins
 from distfl.presets import PRESETS
 
 try:
@@ -123,9 +130,10 @@ def _merge(base: dict[str, Any], update: dict[str, Any], origin: str) -> None:
         if section == "algorithm":
             _merge_algorithm(base.setdefault("algorithm", {}), values)
             continue
-        if section == "data":
+        if section in ("data", "model"):
             plugins = update.get("run", {}).get("plugins") or base.get("run", {}).get("plugins")
-            _merge_data(base.setdefault("data", {}), values, origin, plugins=bool(plugins))
+            merge = _merge_data if section == "data" else _merge_model
+            merge(base.setdefault(section, {}), values, origin, plugins=bool(plugins))
             continue
         known = get_type_hints(sections[section])
         for key, value in values.items():
@@ -157,6 +165,31 @@ def _merge_data(
             )
     if "dataset" in values and values["dataset"] != base.get("dataset", DataSection.dataset):
         for key in [k for k in base if k not in shared]:
+            del base[key]
+    for key, value in values.items():
+        base[key] = copy.deepcopy(value)
+
+
+def _merge_model(
+    base: dict[str, Any], values: dict[str, Any], origin: str, *, plugins: bool
+) -> None:
+    """Merge one layer's [model] table. Its keys besides ``name`` are the named model's own,
+    checked against it when the config is built; naming another model than the layers
+    before drops the keys of theirs that it does not take (all of them where it is not
+    registered yet: a plug-in's keys start from its defaults). A key that is no registered
+    model's is refused here, naming ``origin`` (unless ``plugins``: a plug-in not imported
+    yet may declare it)."""
+    own = {k for spec in MODELS.classes() for k in spec.Params.keys()}
+    for key in values:
+        if key != "name" and key not in own and not plugins:
+            raise ConfigError(
+                f"unknown key model.{key} in {origin}{did_you_mean(key, own | {'name'})}; "
+                f"allowed in [model]: name, and a model's own keys ({', '.join(sorted(own))})"
+            )
+    if "name" in values and values["name"] != base.get("name", ModelSection.name):
+        name = values["name"]
+        takes = set(MODELS.get(name).Params.keys()) if name in MODELS else set()
+        for key in [k for k in base if k != "name" and k not in takes]:
             del base[key]
     for key, value in values.items():
         base[key] = copy.deepcopy(value)
@@ -275,7 +308,7 @@ def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) ->
     built = {}
     for section, cls in sections.items():
         values = raw.get(section, {})
-        if section in ("algorithm", "data"):  # each names what owns its other keys
+        if section in ("algorithm", "data", "model"):  # each names what owns its other keys
             continue
         if stored and section == "comm" and "sums" not in values:
             values = {**values, "sums": "limbs"}  # written before the one-int64 sums
@@ -288,6 +321,7 @@ def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) ->
     if plugins:
         load_plugins(built["run"].plugins)  # algorithms and datasets of one's own register here
     built["data"] = _data(raw.get("data", {}), stored=stored, unknown=not plugins)
+    built["model"] = _model(raw.get("model", {}), stored=stored, unknown=not plugins)
     built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored, unknown=not plugins)
     config = Config(**built)
     validate(config, unknown_dataset=not plugins)
@@ -333,6 +367,36 @@ def _data(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> Dat
     return DataSection(**kwargs, params=params)
 
 
+def _model(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> ModelSection:
+    """The [model] table: ``name`` and the named model's own keys (its spec's ``Params``).
+    ``stored``: a run file's config, whose keys the model does not take are dropped.
+    ``unknown``: a model that is not registered keeps its own keys as stored
+    (:class:`StoredParams`), not an error."""
+    values = dict(values)
+    name = _coerce("model.name", values.pop("name", ModelSection.name), str)
+    try:
+        spec = MODELS.get(name)
+    except ConfigError:
+        if not unknown:
+            raise
+        return ModelSection(name=name, params=_stored_params(values, "model"))
+    fields = spec.Params.keys()
+    if stored:
+        values = {k: v for k, v in values.items() if k in fields}
+    for key in values:
+        if key not in fields:
+            owners = [s.name for s in MODELS.classes() if key in s.Params.keys()]
+            where = (f"; it is a key of model.name = {', '.join(map(repr, owners))}"
+                     if owners else "")  # fmt: skip
+            mine = f"its own keys: {', '.join(fields)}" if fields else "it has no keys of its own"
+            raise ConfigError(
+                f"model.{key}: not a key of [model] for model.name = {name!r} ({mine}){where}"
+            )
+    hints = get_type_hints(spec.Params)
+    params = spec.Params(**{k: _coerce(f"model.{k}", v, hints[k]) for k, v in values.items()})
+    return ModelSection(name=name, params=params)
+
+
 def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> AlgorithmSection:
     """The [algorithm] table as the named algorithm's section. ``unknown``: a name that is
     not registered keeps ``values`` as they are (:class:`StoredParams`), not an error."""
@@ -371,16 +435,24 @@ def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -
 
 
 def _stored_params(values: dict[str, Any], section: str = "algorithm") -> StoredParams:
-    """The keys of an algorithm (or a dataset) that is not registered, as stored; each must
-    still be a key one can have (a name, and true or false, a finite number or a string)."""
+    """The keys of an algorithm (or a dataset, or a model) that is not registered, as
+    stored; each must still be a key one can have (a name, and true or false, a finite
+    number or a string; for a model, a list of them too, as ``model.hidden`` is)."""
+
+    def plain(value: Any) -> bool:
+        return isinstance(value, (bool, int, float, str)) and not (
+            isinstance(value, float) and not math.isfinite(value)
+        )
+
     for key, value in values.items():
         if not (isinstance(key, str) and key.isidentifier()):
             raise ConfigError(f"{section}.{key}: not a key name (letters, digits, _)")
-        if not isinstance(value, (bool, int, float, str)) or (
-            isinstance(value, float) and not math.isfinite(value)
-        ):
+        listed = section == "model" and isinstance(value, list) and all(map(plain, value))
+        if not (plain(value) or listed):
+            what = "true or false, a finite number or a string"
             raise ConfigError(
-                f"{section}.{key} = {value!r}: expected true or false, a finite number or a string"
+                f"{section}.{key} = {value!r}: expected {what}"
+                + (" (or a list of them)" if section == "model" else "")
             )
     return StoredParams(values)
 

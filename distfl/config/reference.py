@@ -9,7 +9,7 @@ from typing import get_type_hints
 
 from distfl.config.parse import describe_type
 from distfl.config.schema import AlgorithmSection, Config
-from distfl.plugins import ALGORITHMS, DATASETS
+from distfl.plugins import ALGORITHMS, DATASETS, MODELS
 
 
 def describe_keys() -> list[tuple[str, str, str]]:
@@ -23,7 +23,7 @@ def describe_keys() -> list[tuple[str, str, str]]:
             continue
         hints = get_type_hints(cls)
         for f in dataclasses.fields(cls):
-            if f.name == "params":  # a dataset's own keys: describe_dataset_keys
+            if f.name == "params":  # a dataset's or a model's own keys: describe_*_keys
                 continue
             default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
             rows.append((f"{section}.{f.name}", describe_type(hints[f.name]), json.dumps(default)))
@@ -37,6 +37,18 @@ def describe_dataset_keys() -> dict[str, list[tuple[str, str, str]]]:
         hints = get_type_hints(spec.Params)
         out[spec.name] = [
             (f"data.{f.name}", describe_type(hints[f.name]), json.dumps(f.default))
+            for f in dataclasses.fields(spec.Params)
+        ]
+    return out
+
+
+def describe_model_keys() -> dict[str, list[tuple[str, str, str]]]:
+    """Per model name: (key, type, default) of each of its own keys (under [model])."""
+    out = {}
+    for spec in MODELS.classes():
+        hints = get_type_hints(spec.Params)
+        out[spec.name] = [
+            (f"model.{f.name}", describe_type(hints[f.name]), json.dumps(f.default))
             for f in dataclasses.fields(spec.Params)
         ]
     return out

@@ -10,7 +10,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from distfl.plugins import ALGORITHMS, DATASETS
+from distfl.config.toml import toml_value
+from distfl.plugins import ALGORITHMS, DATASETS, MODELS
 from distfl.presets import DEFAULT_DATASET
 from distfl.settings import Params, setting
 
@@ -239,15 +240,33 @@ class DataSection:
 
 @dataclass(frozen=True)
 class ModelSection:
+    """``model.name`` and that model's own keys (``params``, its spec's ``Params``):
+    ``config.model.hidden`` reads the key ``hidden`` of the params."""
+
     name: str = setting(
         "mlp",
-        "`mlp`, `cnn`, `lenet5`, `mnist_cnn`",
-        "`mlp`: an MLP of `model.hidden`; `cnn`: two 5x5 conv blocks of 64 channels, dense "
-        "384-192-C; `lenet5`: LeNet-5; `mnist_cnn`: 3x3 convolutions of 64 and 128 channels, dense "
-        "128-C (a 128-wide embedding). All take the dataset's input shape and class count; which "
-        "paper each follows: [Models](datasets.md#models)",
+        "a registered model",
+        "the network every client trains: see [Models](datasets.md#models) for the built-in "
+        "ones and the paper each follows; a model of your own registers through `run.plugins` "
+        "([Adding a model](adding-a-model.md)). The other keys of `[model]` are that model's "
+        "own (below)",
     )
-    hidden: tuple[int, ...] = setting((64,), "list of int ≥ 1", "hidden widths of the MLP")
+    #: the model's own keys (its spec's ``Params``; ``StoredParams`` for a stored config's
+    #: model that is not registered)
+    params: Any = None
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", MODELS.get(self.name).Params())
+
+    def __getattr__(self, key: str) -> Any:
+        return _own_key(self, key, ("name", "params"), lambda: f"model.name {self.name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The [model] table: its name, then the model's own keys."""
+        own = (self.params.to_dict() if isinstance(self.params, StoredParams)
+               else dataclasses.asdict(self.params))  # fmt: skip
+        return {"name": self.name, **own}
 
 
 @dataclass(frozen=True)
@@ -300,9 +319,10 @@ class TrainSection:
         "out); `vectorised` with `torch.func` (`vmap` of `grad` over stacked parameters); "
         "`sequential` one after another (the reference); `auto` picks, per model and device, the "
         "trainer `distfl bench` measured fastest: `batched` for the three built-in models on CPU "
-        "(on CUDA not measured yet; `batched` too), `vectorised` for another model without "
-        "buffers, else `sequential`. A stored config without `comm.sums` (written before "
-        "`batched` existed) keeps `auto` meaning `vectorised`",
+        "(on CUDA not measured yet; `batched` too), `vectorised` for another model where "
+        "`torch.func` can train it, else `sequential` with a one-line note saying why "
+        "([Adding a model](adding-a-model.md#how-it-trains)). A stored config without "
+        "`comm.sums` (written before `batched` existed) keeps `auto` meaning `vectorised`",
     )
     chunk_mb: int = setting(
         256,
@@ -369,7 +389,8 @@ class AlgorithmSection:
 
 class StoredParams:
     """The [algorithm] keys of a stored config whose algorithm is not registered (an
-    algorithm of one's own, read from a run file without importing its ``run.plugins``):
+    algorithm of one's own, read from a run file without importing its ``run.plugins``), or
+    the [data] or [model] keys of a dataset or a model that is not:
     the stored values as they are, unchecked by the algorithm's own rules. Read-only;
     ``params.<key>`` and :meth:`to_dict` give them, in the stored order."""
 
@@ -514,7 +535,7 @@ class Config:
             section = getattr(self, f.name)
             out[f.name] = (
                 section.to_dict()
-                if f.name in ("algorithm", "data")
+                if f.name in ("algorithm", "data", "model")
                 else dataclasses.asdict(section)
             )
         return out
@@ -527,7 +548,7 @@ class Config:
         out = []
         default_group = dataclasses.asdict(GroupSpec(count=0, alpha=0.0))
         for section, values in self.to_dict().items():
-            groups = values.pop("groups", [])
+            groups = values.pop("groups", []) if section == "data" else []
             out.append(f"[{section}]")
             out.extend(f"{key} = {toml_value(value)}" for key, value in values.items())
             for group in groups:  # each as a table, the keys that differ from the default
@@ -541,34 +562,9 @@ class Config:
         return "\n".join(out)
 
 
-def toml_string(s: str) -> str:
-    """``s`` as a TOML basic string, for building ``--set key=value`` items: every
-    character as given, a newline or another control character escaped (JSON's escapes
-    are TOML's)."""
-    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def toml_value(value: Any) -> str:
-    """``value`` (a config value: bool, string, number, table or list) as TOML."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return toml_string(value)
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):  # always finite: validate() refuses inf and nan
-        return repr(value)
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} = {toml_value(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(toml_value(v) for v in value) + "]"
-    raise TypeError(f"no TOML form for {type(value).__name__}")
-
-
-# Allowed values of the enumerated keys. Modules that add choices (models) are listed here
-# so that the check happens before anything is built; algorithm.name's are the registered
-# algorithms (algorithm_names), their own keys' are in their Params; data.dataset's are the
-# registered datasets (dataset_names).
+# Allowed values of the enumerated keys. algorithm.name's are the registered algorithms
+# (algorithm_names), their own keys' are in their Params; data.dataset's are the registered
+# datasets (dataset_names); model.name's the registered models (model_names).
 #: what run.export may name
 EXPORTS = ("jsonl", "tensorboard")
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -577,7 +573,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.partition": ("dirichlet", "natural"),
     "data.draw": ("per_client", "sequential"),
     "server.placement": ("balanced", "static"),
-    "model.name": ("mlp", "cnn", "lenet5", "mnist_cnn"),
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "train.optimizer": ("sgd", "adam", "adamw"),

@@ -10,9 +10,10 @@ that says how many clients fit.
 Every other size a config sets is estimated the same way (:func:`size_terms`, checked by
 :func:`check_sizes`): the clients' samples (the round's clients held at once, one client
 being materialised, the cache, what the dataset holds on every rank: its spec's
-``memory_terms``), the model's
-parameters (counted from the model's name, the input shape and classes of the dataset and
-``model.hidden``, without building the model) and their copies, the batched trainer's
+``memory_terms``), the model's parameters and activations (a built-in model's counted from
+its name, the input shape and classes of the dataset and ``model.hidden`` without building
+it; another model's declared by its spec or measured on torch's meta device:
+:func:`~distfl.runtime.model_size.model_counts`) and their copies, the batched trainer's
 batches of every local step, and the per-round loss rows. The estimate is of one process
 that is both server and worker (W=1); ranks sharing one machine at W>1 split the round's
 work between them. A config whose estimate exceeds the memory available is refused with
@@ -29,15 +30,16 @@ from collections.abc import Callable
 import numpy as np
 
 from distfl.algorithms import algorithm_class
-from distfl.config import Config, DataSection, ModelSection, ServerSection, TrainSection
+from distfl.config import Config, DataSection, ServerSection, TrainSection
 from distfl.config.schema import AUTO_EVAL_SAMPLE
 from distfl.data.partition import sample_counts
 from distfl.datasets import DatasetSpec, dataset_spec
 from distfl.errors import ConfigError
+from distfl.model_specs import MLPParams
 from distfl.runtime.model_size import (
-    CONV_MODELS,
     activations_per_sample,
     cuda_workspace_bytes,
+    model_counts,
     parameter_count,
     workspace_config,
 )
@@ -227,9 +229,8 @@ def _every_run_terms(
     features = math.prod(shape)
     spec = _spec(config)
     classes = spec.classes(config)
-    model, hidden = config.model.name, config.model.hidden
-    P = parameter_count(model, shape, classes, hidden)
-    act = activations_per_sample(model, shape, classes, hidden)
+    model = config.model.name
+    P, act = model_counts(model, shape, classes, config.model.params)
     runs, total = client_samples(config)
     n = runs[0][0]  # the largest client
     N, S = config.server.clients_per_round, t.local_steps
@@ -343,7 +344,7 @@ class Knob:
 
 def knobs(config: Config) -> list[Knob]:
     """The keys :func:`size_terms` grows with, but data.num_clients."""
-    d, t, hidden = config.data, config.train, config.model.hidden
+    d, t = config.data, config.train
 
     def data(**kw) -> Config:
         return dataclasses.replace(config, data=dataclasses.replace(d, **kw))
@@ -376,14 +377,16 @@ def knobs(config: Config) -> list[Knob]:
     for key, (low, unit) in spec.size_keys().items():
         out.append(Knob(f"data.{key}", getattr(d.params, key), low, own[key], unit,
                         lambda v, key=key: data_own(v, key)))  # fmt: skip
-    if config.model.name not in CONV_MODELS and hidden:
+    hidden = config.model.hidden if config.model.name == "mlp" else ()
+    if hidden:
         i = max(range(len(hidden)), key=lambda j: hidden[j])
 
         def widen(v: int, i: int = i) -> Config:
-            model = dataclasses.replace(config.model, hidden=(*hidden[:i], v, *hidden[i + 1 :]))
-            return dataclasses.replace(config, model=model)
+            widths = (*hidden[:i], v, *hidden[i + 1 :])
+            own = dataclasses.replace(config.model.params, hidden=widths)
+            return dataclasses.replace(config, model=dataclasses.replace(config.model, params=own))
 
-        out.append(Knob("model.hidden", hidden[i], 1, max(ModelSection.hidden),
+        out.append(Knob("model.hidden", hidden[i], 1, max(MLPParams.hidden),
                         f"units in model.hidden[{i}]", widen, str(list(hidden))))  # fmt: skip
     out += [
         Knob("train.local_steps", t.local_steps, 1, TrainSection.local_steps, "local steps",
@@ -561,9 +564,7 @@ def run_file_bytes(config: Config) -> int:
     (about 4 KiB a column)."""
     K = config.data.num_clients
     classes = _spec(config).classes(config)
-    params = parameter_count(
-        config.model.name, input_shape(config), classes, tuple(config.model.hidden)
-    )
+    params = model_counts(config.model.name, input_shape(config), classes, config.model.params)[0]
     cls = algorithm_class(config.algorithm.name)
     resolved = algorithm_params(config)
     clusters = max(

@@ -1,18 +1,28 @@
 """What a run's model costs whatever its clients, for the memory estimate of
-:mod:`distfl.runtime.capacity`: its parameters and a sample's activations, counted from the
-model's name, the input shape, the classes and ``model.hidden`` without building it
-(:func:`parameter_count`, :func:`activations_per_sample`), and cuBLAS's fixed workspace
-where it trains on CUDA (:func:`cuda_workspace_bytes`)."""
+:mod:`distfl.runtime.capacity`: its parameters and a sample's activations
+(:func:`model_counts`), and cuBLAS's fixed workspace where it trains on CUDA
+(:func:`cuda_workspace_bytes`).
+
+A built-in model's are counted from its name, the input shape, the classes and
+``model.hidden`` without building it (:func:`parameter_count`,
+:func:`activations_per_sample`); another model's are what its spec declares
+(``ModelSpec.parameter_count``, ``ModelSpec.activations_per_sample``), or else measured
+(:func:`measured_counts`): the model built on torch's meta device, which holds no values,
+and one forward pass of one sample there."""
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+from typing import Any
 
 from distfl.config import Config
+from distfl.model_specs import model_spec
 
 #: the image models of :mod:`distfl.models`: (channels of the two convolutions, kernel
-#: size, dense widths before the classes); every other model is the MLP of model.hidden
+#: size, dense widths before the classes); the other built-in model is the MLP of
+#: model.hidden
 CONV_MODELS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
     "cnn": ((64, 64), 5, (384, 192)),
     "lenet5": ((6, 16), 5, (120, 84)),
@@ -60,6 +70,67 @@ def activations_per_sample(
     else:
         count, dense = 0, hidden
     return count + 2 * sum(dense) + num_classes
+
+
+def model_counts(
+    name: str, shape: tuple[int, ...], num_classes: int, params: Any
+) -> tuple[int, int]:
+    """(parameters, float32 activations per sample) of ``model.name = name`` with its own keys
+    ``params`` (``config.model.params``) for samples of ``shape``."""
+    if name == "mlp" or name in CONV_MODELS:
+        hidden = tuple(params.hidden)
+        return (
+            parameter_count(name, shape, num_classes, hidden),
+            activations_per_sample(name, shape, num_classes, hidden),
+        )
+    return _declared_or_measured(model_spec(name), tuple(shape), num_classes, params)
+
+
+@functools.lru_cache(maxsize=32)
+def _declared_or_measured(
+    spec: type, shape: tuple[int, ...], num_classes: int, params: Any
+) -> tuple[int, int]:
+    count = spec.parameter_count(shape, num_classes, params)
+    act = spec.activations_per_sample(shape, num_classes, params)
+    if count is None or act is None:
+        measured = measured_counts(spec, shape, num_classes, params)
+        count = measured[0] if count is None else count
+        act = measured[1] if act is None else act
+    return int(count), int(act)
+
+
+def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any) -> tuple[int, int]:
+    """(parameters, float32 values one sample's forward pass produces) of ``spec``'s model,
+    built on torch's meta device (no memory, no values): every tensor an operation of the
+    forward pass returns is counted (views included, as the built-in models' formulas
+    count every layer's output: a generous bound). A model that cannot run on the meta
+    device is built on the CPU for the measure."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class Count(TorchFunctionMode):
+        values = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor):
+                    self.values += t.numel()
+            return out
+
+    def measure(device: str) -> tuple[int, int]:
+        with torch.random.fork_rng(devices=[]), torch.device(device):
+            model = spec.build(shape, num_classes, params)
+            count = sum(p.numel() for p in model.parameters())
+            x = torch.zeros(1, *shape)
+            with torch.no_grad(), Count() as counter:
+                model(x)
+        return count, counter.values
+
+    try:
+        return measure("meta")
+    except Exception:  # an operation without a meta kernel, a value read (.item())
+        return measure("cpu")
 
 
 def workspace_config() -> str:

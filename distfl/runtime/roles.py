@@ -26,11 +26,11 @@ from distfl.runtime.capacity import (
     check_population,
     check_sizes,
     evaluation_note,
-    parameter_count,
     run_file_bytes,
 )
 from distfl.runtime.device import prepare_device
 from distfl.runtime.export import check_exports
+from distfl.runtime.model_size import model_counts
 from distfl.runtime.server import Server
 from distfl.runtime.stopping import StopFlag, stop_signals
 from distfl.runtime.worker import Worker, worker_loop
@@ -101,20 +101,21 @@ def run(
 
 def _check_models(saved: RunFile, path: str) -> None:
     """The models of a resumed file's /state as wide as its stored config's model has
-    parameters (a dataset of a plug-in not imported is left unchecked): a file sealed anew
-    with models of another width is refused in one line, not at a later round."""
+    parameters (a dataset or a model of a plug-in not imported is left unchecked): a file
+    sealed anew with models of another width is refused in one line, not at a later
+    round."""
     from distfl.datasets import dataset_spec
     from distfl.errors import CheckpointError, ConfigError
 
     config = saved.config
     try:
         spec = dataset_spec(config.data.dataset)
+        want = model_counts(
+            config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
+            config.model.params,
+        )[0]  # fmt: skip
     except ConfigError:
         return
-    want = parameter_count(
-        config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
-        tuple(config.model.hidden),
-    )  # fmt: skip
     have = saved.state["models"].shape[1]
     if have != want:
         raise CheckpointError(
@@ -232,6 +233,8 @@ def _run_role(
             stop=stop,
             world=world,
         )
+        if server.trainer_note:
+            print(f"distfl: {server.trainer_note}", file=sys.stderr, flush=True)
         if saved is not None:
             server.restore(saved)
         return server.run()

@@ -23,7 +23,7 @@ class ModelSeeding:
     def __init__(self, config: Config, input_shape: tuple[int, ...], num_classes: int) -> None:
         self.seed = config.run.seed
         self.model_name = config.model.name
-        self.hidden = config.model.hidden
+        self.params = config.model.params
         self.input_shape = input_shape
         self.num_classes = num_classes
 
@@ -35,7 +35,7 @@ class ModelSeeding:
         else:
             seq = np.random.SeedSequence([self.seed, 0x1A17, offset])
             torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
-        return build_model(self.model_name, self.input_shape, self.num_classes, hidden=self.hidden)
+        return build_model(self.model_name, self.input_shape, self.num_classes, params=self.params)
 
     def cluster_models(
         self, first: torch.nn.Module, offsets: dict[str, int], cluster_ids: list[str]

@@ -63,7 +63,7 @@ from distfl.runtime.steps import WorldSteps
 from distfl.runtime.stopping import StopFlag, StopNow
 from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
-from distfl.train import trainer_kind
+from distfl.train import trainer_choice
 
 
 class Server:
@@ -108,8 +108,13 @@ class Server:
         self.stop: StopFlag = stop if stop is not None else StopFlag()
         seeding = ModelSeeding(config, input_shape, num_classes)
         model = seeding.build(0)
-        #: the workers' local trainer (they train on ``device``, as rank 0 would)
-        self.trainer = trainer_kind(config.train.trainer, model, device or torch.device("cpu"))
+        #: the workers' local trainer (they train on ``device``, as rank 0 would), and why
+        #: ``auto`` did not take the vectorised one where it could not ("" otherwise)
+        choice = trainer_choice(
+            config.train.trainer, model, device or torch.device("cpu"),
+            input_shape=tuple(input_shape), name=config.model.name,
+        )  # fmt: skip
+        self.trainer, self.trainer_note = choice.kind, choice.note
         self.num_params = num_params(model)
         self.algorithm = build_algorithm(config, self._federation(model, input_shape))
         #: the cluster tree, owned by the algorithm: read here, never copied

@@ -77,11 +77,14 @@ class Worker:
         self.device = device
         self.comm_device = comm_device
         self.model = build_model(
-            config.model.name, dataset.input_shape, dataset.num_classes, hidden=config.model.hidden
+            config.model.name, dataset.input_shape, dataset.num_classes, params=config.model.params
         ).to(device)
         self.num_params = num_params(self.model)
         self.layout = sum_layout(config.comm.sums, self.model)
-        self.trainer_name = trainer_kind(config.train.trainer, self.model, device)
+        self.trainer_name = trainer_kind(
+            config.train.trainer, self.model, device, input_shape=tuple(dataset.input_shape),
+            name=config.model.name,
+        )  # fmt: skip
         #: the trainer takes each model's clients together (not one after another)
         self.together = self.trainer_name != "sequential"
         widest = int(np.max(partition.num_train(), initial=1))

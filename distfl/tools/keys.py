@@ -79,12 +79,14 @@ def _kinds() -> dict[str, str]:
     from distfl.algorithms import algorithm_names
     from distfl.config import CHOICES, describe_keys
     from distfl.datasets import dataset_names
+    from distfl.model_specs import model_names
 
     kinds = {row[0]: row[1] for row in describe_keys()}
     for dotted, allowed in CHOICES.items():
         kinds[dotted] = "one of " + ", ".join(allowed)
     kinds["algorithm.name"] = "one of " + ", ".join(algorithm_names())
     kinds["data.dataset"] = "one of " + ", ".join(dataset_names())
+    kinds["model.name"] = "one of " + ", ".join(model_names())
     return kinds
 
 
@@ -96,6 +98,17 @@ def _dataset_kinds(name: str) -> dict[str, str]:
     kinds = {row[0]: row[1] for row in describe_dataset_keys().get(name, [])}
     for key, allowed in dataset_spec(name).Params.choices.items():
         kinds[f"data.{key}"] = "one of " + ", ".join(allowed)
+    return kinds
+
+
+def _model_kinds(name: str) -> dict[str, str]:
+    """``model.key`` -> type or allowed values of the model ``name``'s own keys."""
+    from distfl.config import describe_model_keys
+    from distfl.model_specs import model_spec
+
+    kinds = {row[0]: row[1] for row in describe_model_keys().get(name, [])}
+    for key, allowed in model_spec(name).Params.choices.items():
+        kinds[f"model.{key}"] = "one of " + ", ".join(allowed)
     return kinds
 
 
@@ -123,7 +136,8 @@ def key_rows(preset: str | None = None) -> list[KeyRow]:
     config = load(preset=name)  # the checked config that `distfl run --preset NAME` builds
     given = _preset_keys(name)
     source = f"preset {name}"
-    kinds = _kinds() | _algorithm_kinds(config.algorithm.name) | _dataset_kinds(config.data.dataset)
+    kinds = (_kinds() | _algorithm_kinds(config.algorithm.name)
+             | _dataset_kinds(config.data.dataset) | _model_kinds(config.model.name))  # fmt: skip
     rows = [
         KeyRow(key, kinds.get(key, ""), value, source if key in given else BUILT_IN)
         for section, values in config.to_dict().items()

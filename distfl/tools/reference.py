@@ -1,16 +1,15 @@
 """The configuration reference, generated from the schema: every key of :class:`Config`'s
-sections, of a group in ``data.groups`` and of each registered algorithm's ``Params``, with
-the values it allows, its default and what it means, all read from the keys' declarations
-(:func:`distfl.algorithms.base.setting`), for distfl's own algorithms and datasets (not the
-plug-ins a process has registered).
+sections, of a group in ``data.groups`` and of each registered algorithm's, dataset's and
+model's ``Params``, with the values it allows, its default and what it means, all read from
+the keys' declarations (:func:`distfl.settings.setting`), for distfl's own algorithms,
+datasets and models (not the plug-ins a process has registered).
 
 The docs' pages hold these tables, and the run file's layout, between a marker and its end
 (``<!-- distfl:config-keys -->`` ... ``<!-- /distfl:config-keys -->``, :data:`MARKERS`), so
 that a page reads whole in the repository; ``python -m distfl.tools.reference --write-docs``
 writes them from the code, ``--check`` says which page differs (a test runs it), and the
 docs site fills them again when it is built (``scripts/docs_hooks.py``: :func:`fill`), so
-the site cannot drift from the code. Without arguments it prints the tables.
-"""
+the site cannot drift from the code. Without arguments it prints the tables."""
 
 from __future__ import annotations
 
@@ -24,6 +23,7 @@ from typing import Any, get_type_hints
 from distfl.algorithms.registry import algorithm_class, algorithm_names
 from distfl.config import CHOICES, Config, GroupSpec
 from distfl.datasets import dataset_specs
+from distfl.model_specs import BUILT_IN, model_names, model_spec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,6 +89,8 @@ def config_keys() -> list[KeyDoc]:
             if key == "data.dataset":
                 names = tuple(spec.name for spec in own_dataset_specs())
                 doc = dataclasses.replace(doc, allowed=_choices(names))
+            if key == "model.name":
+                doc = dataclasses.replace(doc, allowed=_choices(_models_in_order()))
             rows.append(doc)
     return rows
 
@@ -142,6 +144,40 @@ def dataset_keys() -> dict[str, list[KeyDoc]]:
         if docs:
             out[spec.name] = docs
     return out
+
+
+def _models_in_order() -> tuple[str, ...]:
+    """distfl's own registered models: the built-in ones in the docs' order, then the others
+    (a plug-in's, registered in this process, is not the reference's)."""
+    others = (n for n in model_names() if n not in BUILT_IN)
+    return (*BUILT_IN, *(n for n in others if model_spec(n).__module__.startswith("distfl.")))
+
+
+def model_keys() -> dict[str, list[KeyDoc]]:
+    """Per registered model that has keys of its own, those keys (``model.<key>``)."""
+    out = {}
+    for name in _models_in_order():
+        params = model_spec(name).Params
+        docs = [_doc(f, f"model.{f.name}", params.choices.get(f.name))
+                for f in dataclasses.fields(params)]  # fmt: skip
+        if docs:
+            out[name] = docs
+    return out
+
+
+def model_keys_table() -> str:
+    rows = [
+        (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
+        for name, docs in model_keys().items()
+        for d in docs
+    ]
+    return _table(("model", "key", "allowed", "default", "meaning"), rows)
+
+
+def model_table() -> str:
+    """The registered models, each as its spec declares it."""
+    rows = [(f"`{n}`", model_spec(n).network, model_spec(n).source) for n in _models_in_order()]
+    return _table(("`model.name`", "network", "from"), rows)
 
 
 def dataset_keys_table() -> str:
@@ -202,6 +238,8 @@ MARKERS = {
     "<!-- distfl:algorithm-keys -->": algorithm_table,
     "<!-- distfl:datasets -->": dataset_table,
     "<!-- distfl:dataset-keys -->": dataset_keys_table,
+    "<!-- distfl:models -->": model_table,
+    "<!-- distfl:model-keys -->": model_keys_table,
     "<!-- distfl:algorithm-records -->": records_table,
     "<!-- distfl:run-file-layout -->": layout_listing,
 }
@@ -271,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
         for page in stale:
             print(f"{page}: its generated parts differ from the code; run {WRITE_DOCS}")
         return 1 if stale else 0
-    for make in (config_table, group_table, algorithm_table, dataset_table):
+    for make in (config_table, group_table, algorithm_table, dataset_table, model_table,
+                 model_keys_table):  # fmt: skip
         print(make())
     return 0
 
@@ -281,6 +320,7 @@ def missing_docs() -> list[str]:
     a defect (a plug-in's keys, registered from elsewhere, are the plug-in's business)."""
     every = [*config_keys(), *group_keys()]
     every += [d for docs in dataset_keys().values() for d in docs]
+    every += [d for docs in model_keys().values() for d in docs]
     every += [d for docs in algorithm_keys().values() for d in docs]
     return [d.key for d in every if not d.doc.strip() or not d.allowed.strip()]
 

@@ -1,7 +1,13 @@
 """Local training of simulated clients."""
 
 from distfl.train.batched import BatchedTrainer, supports_batched
-from distfl.train.choose import build_trainer, trainer_kind
+from distfl.train.choose import (
+    TrainerChoice,
+    build_trainer,
+    trainer_choice,
+    trainer_kind,
+    vectorised_refusal,
+)
 from distfl.train.sequential import (
     SequentialTrainer,
     client_seed,
@@ -14,6 +20,7 @@ from distfl.train.vectorised import VectorisedTrainer, supports
 __all__ = [
     "BatchedTrainer",
     "SequentialTrainer",
+    "TrainerChoice",
     "VectorisedTrainer",
     "build_trainer",
     "client_seed",
@@ -21,6 +28,8 @@ __all__ = [
     "finetune_seed",
     "supports",
     "supports_batched",
+    "trainer_choice",
     "trainer_kind",
     "train_losses",
+    "vectorised_refusal",
 ]

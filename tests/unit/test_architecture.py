@@ -30,7 +30,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("distfl.config",),
     ("distfl.runfile",),
     ("distfl.plot",),
-    ("distfl.data", "distfl.models", "distfl.aggregators"),
+    ("distfl.data", "distfl.models", "distfl.model_specs", "distfl.aggregators"),
     ("distfl.datasets",),
     ("distfl.train",),
     ("distfl.algorithms",),

@@ -418,7 +418,8 @@ def test_describe_keys_lists_every_key():
     assert "run.rounds" in keys and "data.groups" in keys and "checkpoint.every" in keys
     rows = {k: (t, d) for k, t, d in C.describe_keys()}
     assert rows["run.rounds"] == ("an integer", str(C.RunSection().rounds))
-    assert rows["model.hidden"][0] == "a list of integers"
+    assert "model.hidden" not in rows  # the built-in models' own key: describe_model_keys
+    assert C.describe_model_keys()["mlp"] == [("model.hidden", "a list of integers", "[64]")]
     assert rows["data.groups"] == ("a list of tables like {count = 8, alpha = 0.5}", "[]")
     assert rows["eval.weighted"] == ("true or false", "false")
 

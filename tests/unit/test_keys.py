@@ -13,9 +13,18 @@ import pytest
 
 from distfl import cli
 from distfl.algorithms import algorithm_class, algorithm_names
-from distfl.config import CHOICES, AlgorithmSection, Config, DataSection, GroupSpec, RunSection
+from distfl.config import (
+    CHOICES,
+    AlgorithmSection,
+    Config,
+    DataSection,
+    GroupSpec,
+    ModelSection,
+    RunSection,
+)
 from distfl.datasets import dataset_names, dataset_spec
 from distfl.errors import ConfigError
+from distfl.model_specs import model_names, model_spec
 from distfl.presets import PRESETS
 from distfl.tools.keys import BUILT_IN, PLAIN_RUN_PRESET, format_keys, key_rows
 
@@ -46,6 +55,11 @@ def expected_rows(preset: str) -> dict[str, tuple[object, str]]:
             name = given.get("name", AlgorithmSection.name)
             fields = [("name", AlgorithmSection.name)] + [
                 (f.name, field_default(f)) for f in dataclasses.fields(algorithm_class(name).Params)
+            ]
+        elif section == "model":  # its name, then the named model's own keys
+            name = given.get("name", ModelSection.name)
+            fields = [("name", ModelSection.name)] + [
+                (f.name, field_default(f)) for f in dataclasses.fields(model_spec(name).Params)
             ]
         elif section == "data":  # the shared keys, then the named dataset's own
             name = given.get("dataset", DataSection.dataset)
@@ -160,6 +174,7 @@ def test_every_allowed_value_is_listed():
     assert kinds[("", "data.dataset")] == "one of " + ", ".join(dataset_names())
     assert "mnist5k" in kinds[("", "data.dataset")]
     assert kinds[("", "algorithm.name")] == "one of " + ", ".join(algorithm_names())
+    assert kinds[("", "model.name")] == "one of " + ", ".join(model_names())
     for r in rows:
         name = r.algorithm or run_rows(rows)["algorithm.name"].value
         if r.key.startswith("algorithm.") and r.key != "algorithm.name":
@@ -188,7 +203,7 @@ def test_every_listed_value_is_accepted(tmp_path):
         with pytest.raises(DataError) as err:
             load_files(spec.name, str(tmp_path))  # an empty directory: the files are missing
         assert str(tmp_path) in str(err.value), spec.name
-    for name in CHOICES["model.name"]:
+    for name in model_names():
         assert build_model(name, (1, 28, 28), 10) is not None
     assert set(CHOICES["server.aggregator"]) == set(AGGREGATORS)
     assert set(CHOICES["train.loss"]) == set(LOSSES)

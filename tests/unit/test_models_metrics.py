@@ -69,7 +69,9 @@ def test_mnist_cnn_parameter_count_hand_computed():
 
 
 def test_unknown_model():
-    with pytest.raises(ValueError, match="resnet"):
+    from distfl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^model.name = 'resnet'"):
         build_model("resnet", (1, 8, 8), 10)
 
 

@@ -66,6 +66,7 @@ def test_every_allowed_value_of_a_choice_is_listed():
 
 #: the pages whose markers fill fills: the configuration page's tables, the datasets'
 DATASETS_MARKER = "<!-- distfl:datasets -->"
+MODELS_MARKER = "<!-- distfl:models -->"
 RECORDS_MARKER = "<!-- distfl:algorithm-records -->"
 LAYOUT_MARKER = "<!-- distfl:run-file-layout -->"
 
@@ -73,7 +74,8 @@ LAYOUT_MARKER = "<!-- distfl:run-file-layout -->"
 def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     page = PAGE.read_text(encoding="utf-8")
     for marker in reference.MARKERS:
-        if marker not in (DATASETS_MARKER, RECORDS_MARKER, LAYOUT_MARKER):  # other pages'
+        other_pages = (DATASETS_MARKER, MODELS_MARKER, RECORDS_MARKER, LAYOUT_MARKER)
+        if marker not in other_pages:
             assert page.count(marker) == 1, marker
     filled = reference.fill(page)
     assert not any(marker in filled for marker in reference.MARKERS)
@@ -119,6 +121,13 @@ def test_the_datasets_page_is_the_registered_specs():
     assert [row.split(" | ")[0] for row in rows] == [f"| `{s.name}`" for s in dataset_specs()]
     for spec, row in zip(dataset_specs(), rows, strict=True):
         assert f" | {spec.shape_text()}, {spec.classes_text or spec.num_classes} | " in row
+    # and its model table the registered models' specs, the built-in ones first
+    from distfl.model_specs import BUILT_IN, model_spec
+
+    assert page.count(MODELS_MARKER) == 1 and MODELS_MARKER not in filled
+    assert reference.model_table().rstrip("\n") in filled
+    for name in BUILT_IN:
+        assert f"| `{name}` | {model_spec(name).network} | {model_spec(name).source} |" in filled
 
 
 PAGES = sorted({p for p in PAGE.parent.glob("*.md") for m in reference.MARKERS

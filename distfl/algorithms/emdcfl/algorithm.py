@@ -198,7 +198,8 @@ MLP_MAC_SECONDS = 0.25e-9
 def sample_seconds(model: str, shape: tuple[int, ...], num_classes: int, *, hidden=(64,)) -> float:
     """Estimated seconds to embed one sample of ``shape`` (the forward pass to the last
     linear layer): a convolutional model's by its pixels (H × W), an MLP's by its
-    multiply-adds over the flattened sample."""
+    multiply-adds over the flattened sample (a model of one's own as an MLP of ``hidden``,
+    the default MLP where it has no such key)."""
     if model in CONV_SAMPLE_SECONDS:
         pixels = math.prod(shape[-2:]) if len(shape) >= 2 else math.prod(shape)
         return CONV_SAMPLE_SECONDS[model] * pixels / 1024
@@ -277,7 +278,8 @@ def config_cost(params: EMDCFLParams, config) -> OneShotCost:
         counts.append(g.count)
         train.append(n_train)
     sample_s = sample_seconds(config.model.name, tuple(spec.input_shape(config)),
-                              spec.classes(config), hidden=config.model.hidden)  # fmt: skip
+                              spec.classes(config),
+                              hidden=getattr(config.model, "hidden", (64,)))  # fmt: skip
     return one_shot_cost(
         counts, train, samples=params.samples, anchors=params.anchors, solver=params.solver,
         sample_s=sample_s,

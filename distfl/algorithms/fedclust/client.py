@@ -36,7 +36,7 @@ class FedClustClient(ClientHalf):
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(cfg.run.seed)
                 model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes,
-                                    hidden=cfg.model.hidden)  # fmt: skip
+                                    params=cfg.model.params)  # fmt: skip
             self._initial = flat_params(model)
         return self._initial
 

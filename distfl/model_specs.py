@@ -1,0 +1,227 @@
+"""Models by name: what a model declares (:class:`ModelSpec`), :func:`register`, which checks
+a spec and adds it to :data:`distfl.plugins.MODELS`, and the specs of the four built-in
+models (their networks are in :mod:`distfl.models`).
+
+A spec says in one place what the config check, the memory check, the trainers and the docs
+need of a model: its name (``model.name``), its own keys under ``[model]`` (its ``Params``),
+which samples it takes (:meth:`ModelSpec.accepts`) and how it is built
+(:meth:`ModelSpec.build`, an ``nn.Module``). Nothing here imports torch: a config that names
+a model is checked, and a run file that names one is read, without it; ``build`` imports what
+it needs when it runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from distfl.errors import ConfigError
+from distfl.plugins import MODELS
+from distfl.settings import Params, setting
+
+if TYPE_CHECKING:
+    from torch import nn
+
+_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class NoParams(Params):
+    """A model without keys of its own."""
+
+
+class ModelSpec:
+    """One model. Subclass it, set the class attributes, write :meth:`build` (and
+    :meth:`accepts` where it takes only some samples), and decorate the class with
+    :func:`register`."""
+
+    #: ``model.name = name`` (lower case: letters, digits, _)
+    name: ClassVar[str] = ""
+    #: the docs' model table: the network, in a few words
+    network: ClassVar[str] = ""
+    #: the docs' model table: where it comes from
+    source: ClassVar[str] = ""
+    #: its own keys under ``[model]``: a frozen dataclass of :class:`~distfl.settings.Params`
+    #: whose fields are declared with ``setting(default, allowed, doc)`` and whose ``check``
+    #: refuses impossible values (``config.model.<key>`` reads them)
+    Params: ClassVar[type[Params]] = NoParams
+
+    @classmethod
+    def accepts(cls, input_shape: tuple[int, ...], num_classes: int, params: Any) -> str:
+        """ "" where the model takes samples of ``input_shape`` (one sample's shape, [C, H, W]
+        for images) and ``num_classes`` classes; else what it needs, as the end of the
+        sentence "it needs ..." (the config check's one line names the model and the
+        dataset). Called before anything is built, without torch."""
+        return ""
+
+    @classmethod
+    def build(cls, input_shape: tuple[int, ...], num_classes: int, params: Any) -> nn.Module:
+        """A freshly initialised network (its parameters drawn from torch's global generator,
+        which the run seeds) taking a batch [B, *input_shape] to logits [B, num_classes];
+        ``params`` holds the model's own keys (an instance of its ``Params``)."""
+        raise NotImplementedError(f"{cls.__name__} has no build")
+
+    @classmethod
+    def parameter_count(cls, input_shape: tuple[int, ...], num_classes: int, params: Any):
+        """The parameters of :meth:`build`'s network, counted without building it, for the
+        memory check; None (the default): the check builds it on torch's meta device (which
+        holds no values) and counts them."""
+        return None
+
+    @classmethod
+    def activations_per_sample(cls, input_shape: tuple[int, ...], num_classes: int, params: Any):
+        """float32 values one sample's forward pass produces (every layer's output), for the
+        memory check; None (the default): measured with one forward pass of one sample on
+        torch's meta device, every leaf module's output counted."""
+        return None
+
+
+def register(cls: type[ModelSpec]) -> type[ModelSpec]:
+    """Class decorator: make ``cls`` available as ``model.name = cls.name``."""
+    if not (isinstance(cls, type) and issubclass(cls, ModelSpec)):
+        raise TypeError(f"{cls!r} is not a ModelSpec subclass")
+    name = getattr(cls, "name", "")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(
+            f"{cls.__name__}.name = {name!r}: a model needs a lower-case name (letters, digits, _)"
+        )
+    if not (isinstance(cls.Params, type) and issubclass(cls.Params, Params)):
+        raise TypeError(f"{cls.__name__}.Params must subclass distfl.settings.Params")
+    if "name" in cls.Params.keys():
+        raise ValueError(f"{cls.__name__}.Params.name: model.name names the model; rename it")
+    if cls.build.__func__ is ModelSpec.build.__func__:
+        raise TypeError(f"{cls.__name__} has no build")
+    return MODELS.add(cls)
+
+
+def model_names() -> list[str]:
+    """Every registered name, sorted."""
+    return MODELS.names()
+
+
+def model_spec(name: str) -> type[ModelSpec]:
+    """The spec registered as ``name``; ConfigError naming the registered ones otherwise."""
+    return MODELS.get(name)
+
+
+def model_specs() -> list[type[ModelSpec]]:
+    """Every registered spec, by name."""
+    return MODELS.classes()
+
+
+# -- the built-in models ----------------------------------------------------------------
+
+
+def _widths(key: str, widths: tuple[int, ...]) -> None:
+    for i, h in enumerate(widths):
+        if h < 1:
+            raise ConfigError(f"model.{key}[{i}] = {h!r}: must be at least 1")
+
+
+@dataclass(frozen=True)
+class MLPParams(Params):
+    hidden: tuple[int, ...] = setting((64,), "list of int ≥ 1", "hidden widths of the MLP")
+
+    def check(self, config: Any) -> None:
+        _widths("hidden", self.hidden)
+
+
+@dataclass(frozen=True)
+class ImageParams(Params):
+    """The image models use no key of their own. ``model.hidden`` was a key of every model
+    before each model declared its own: they take it still, unused, so that the configs and
+    run files that give it read as they did (a run file's stored config is checked against
+    the digest its state was written with)."""
+
+    hidden: tuple[int, ...] = setting(
+        (64,), "list of int ≥ 1", "not used (the MLP's widths; taken so that configs and run "
+        "files that give it read as before)",
+    )  # fmt: skip
+
+    def check(self, config: Any) -> None:
+        _widths("hidden", self.hidden)
+
+
+@register
+class MLPSpec(ModelSpec):
+    name = "mlp"
+    network = "dense layers of `model.hidden` widths (default `[64]`), ReLU"
+    source = "the project's small default"
+    Params = MLPParams
+
+    @classmethod
+    def build(cls, input_shape, num_classes, params):
+        from distfl.models import MLP
+
+        return MLP(input_shape, num_classes, tuple(params.hidden))
+
+
+class _ImageSpec(ModelSpec):
+    """Two "same" convolutions, each followed by ReLU and a 2x2 max-pooling: images of at
+    least 4x4 pixels."""
+
+    Params = ImageParams
+    #: the class of :mod:`distfl.models` it builds
+    network_class: ClassVar[str] = ""
+
+    @classmethod
+    def accepts(cls, input_shape, num_classes, params):
+        if len(input_shape) == 3 and min(input_shape[1:]) >= 4:
+            return ""
+        return "images [C, H, W] of at least 4x4 pixels (two 2x2 poolings)"
+
+    @classmethod
+    def build(cls, input_shape, num_classes, params):
+        from distfl import models
+
+        return getattr(models, cls.network_class)(input_shape, num_classes)
+
+
+@register
+class SmallCNNSpec(_ImageSpec):
+    name = "cnn"
+    network = "two 5x5 conv blocks of 64 channels, dense 384-192-C"
+    source = "the FedGWC paper's CNN (CIFAR)"
+    network_class = "SmallCNN"
+
+
+@register
+class LeNet5Spec(_ImageSpec):
+    name = "lenet5"
+    network = "LeNet-5"
+    source = "the FedGWC paper's FEMNIST model"
+    network_class = "LeNet5"
+
+
+@register
+class MnistCNNSpec(_ImageSpec):
+    name = "mnist_cnn"
+    network = (
+        "3x3 convolutions of 64 and 128 channels with 2x2 max-pooling, dense 128-C (a "
+        "128-wide embedding)"
+    )
+    source = (
+        "the EMD-CFL paper's MNIST CNN; the paper gives neither kernel nor pooling, 3x3 with "
+        "2x2 max-pooling is this project's choice"
+    )
+    network_class = "MnistCNN"
+
+
+#: the built-in models, in the order the docs list them
+BUILT_IN = ("mlp", "cnn", "lenet5", "mnist_cnn")
+
+
+__all__ = [
+    "BUILT_IN",
+    "ImageParams",
+    "MLPParams",
+    "ModelSpec",
+    "NoParams",
+    "Params",
+    "model_names",
+    "model_spec",
+    "model_specs",
+    "register",
+    "setting",
+]
