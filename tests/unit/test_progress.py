@@ -16,6 +16,13 @@ from distfl.progress import Progress, duration
 from distfl.runtime.export import export_paths
 
 
+@pytest.fixture(autouse=True)
+def no_columns(monkeypatch):
+    """No COLUMNS from the process (a library imported by another test module of the same
+    worker may set it): a test about the terminal's width sets its own."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 def test_the_accuracy_is_carried_forward_with_its_round():
     p = Progress(40, "lines", io.StringIO())
     first = p.line(4, clusters=1, accuracy=math.nan, rounds_per_s=10.0, loss=2.5)
