@@ -20,6 +20,7 @@ import types
 from collections.abc import Callable, Iterable
 
 import pytest
+from timing import limit
 
 # Variables by which distfl.comm.env.detect() recognises a launcher. The tests set the ones
 # they want; inherited ones (pytest itself run under srun or mpiexec) would change the world.
@@ -115,9 +116,10 @@ class LineReader:
             if predicate(line):
                 return line
 
-    def text(self, join_timeout: float = 5.0) -> str:
-        """Everything read so far; waits briefly for EOF first."""
-        self._thread.join(join_timeout)
+    def text(self, join_timeout: float | None = None) -> str:
+        """Everything read so far; waits briefly for EOF first (``join_timeout`` seconds, by
+        default ``limit(5)``)."""
+        self._thread.join(limit(5) if join_timeout is None else join_timeout)
         return "".join(self.lines)
 
 
@@ -202,7 +204,7 @@ def kill_tree(procs: Iterable[subprocess.Popen], marker: str | None = None) -> N
         _kill(pid)
     for p in procs:
         try:
-            p.wait(timeout=10)
+            p.wait(timeout=limit(10))
         except subprocess.TimeoutExpired:
             pass
         for stream in (p.stdout, p.stderr):
@@ -263,10 +265,13 @@ def bench_json(cwd, *args: str, timeout: float) -> dict:
     return json.loads(proc.stdout)  # stdout is one JSON object and nothing else
 
 
-def launch_together(commands: dict[str, list[str]], cwd, timeout: float = 300) -> dict[str, str]:
+def launch_together(
+    commands: dict[str, list[str]], cwd, timeout: float | None = None
+) -> dict[str, str]:
     """Each command of ``commands`` (a name: its argv) started at once in ``cwd``, stdout and
     stderr together; each must exit 0 (the assertion names it and shows its output).
-    Returns each one's output by name."""
+    Returns each one's output by name. ``timeout``: each one's limit, by default
+    ``limit(300)``."""
     procs = {
         name: subprocess.Popen(
             argv,
@@ -281,7 +286,7 @@ def launch_together(commands: dict[str, list[str]], cwd, timeout: float = 300) -
     }
     outputs = {}
     for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=timeout)
+        out, _ = proc.communicate(timeout=limit(300) if timeout is None else timeout)
         assert proc.returncode == 0, f"{name}:\n{out}"
         outputs[name] = out
     return outputs
@@ -328,7 +333,7 @@ def launch_script(script: str, out, config, *args: str, nproc: int = 3):
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
         ["bash", str(root / "launch" / script), *args],
-        env=env, capture_output=True, text=True, timeout=300, cwd=Path(out).parent,
+        env=env, capture_output=True, text=True, timeout=limit(300), cwd=Path(out).parent,
     )  # fmt: skip
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out
@@ -348,14 +353,14 @@ def alone_torchrun_resumed(tmp, args: Callable[..., tuple[str, ...]], rounds: in
     ]  # fmt: skip
     with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
         ranks = pool.submit(subprocess.run, torchrun, env=clean_env(),
-                            capture_output=True, text=True, timeout=400)  # fmt: skip
+                            capture_output=True, text=True, timeout=limit(400))  # fmt: skip
         run_alone(tmp, *args(rounds=rounds), "--out", str(single))
         run_alone(tmp, *args(rounds=2), "--out", str(resumed))
         p3 = ranks.result()
     assert p3.returncode == 0, p3.stdout + p3.stderr
     proc = subprocess.run(
         distfl_cmd(*args(rounds=rounds), "--resume", str(resumed)), cwd=tmp,
-        env=clean_env(), capture_output=True, text=True, timeout=300,
+        env=clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{rounds - 2} rounds in" in proc.stdout  # only the remaining rounds ran
@@ -391,7 +396,7 @@ def default_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("default-run")
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run"],
-        env=clean_env(), cwd=cwd, capture_output=True, text=True, timeout=600,
+        env=clean_env(), cwd=cwd, capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return types.SimpleNamespace(

@@ -18,6 +18,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same, assert_same_run, read_run
+from timing import limit
 
 from distfl.algorithms import fedgwc
 from distfl.algorithms.fedgwc import spectral
@@ -51,7 +52,7 @@ def _run(helpers, cwd, *args, world: int = 1) -> None:
         cmd = [torchrun, "--standalone", "--nproc-per-node", str(world), "-m", "distfl", "run"]
         cmd += [*args, "--comm", "torch"]
     proc = subprocess.run(
-        cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True, text=True, timeout=600
+        cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(600)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -15,6 +15,7 @@ import sys
 import h5py
 import pytest
 from cliproc import assert_one_line_error
+from timing import limit
 
 from distfl.presets import PRESETS
 from distfl.tools.gather import COLUMNS
@@ -29,7 +30,11 @@ pytestmark = pytest.mark.integration
 SMALL = ["--preset", "digits", "--set", "run.rounds=2", "--set", 'run.progress="none"']
 
 
-def distfl(helpers, cwd, *args, timeout=120):
+#: the default limit of one distfl command (catches a hang)
+TIMEOUT = limit(600)
+
+
+def distfl(helpers, cwd, *args, timeout=TIMEOUT):
     return subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
         stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
@@ -74,7 +79,7 @@ def test_keys_shows_what_a_plain_run_uses(helpers, tmp_path):
         helpers.distfl_cmd("--set", "run.rounds=1", "--set", 'run.progress="none"', "--out",
                            str(out)),
         cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=300,
+        text=True, timeout=limit(300),
     )  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     with h5py.File(out, "r") as f:

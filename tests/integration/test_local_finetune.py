@@ -22,6 +22,7 @@ import pytest
 import torch
 from cliproc import assert_one_line_error
 from runfile import assert_same_run
+from timing import limit
 
 from distfl import config as cfg
 from distfl.data import load_clients, load_dataset, make_partition
@@ -146,7 +147,7 @@ def test_torchrun_world_of_three_gives_the_same_bits(helpers, tmp_path, algorith
     cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
            "-m", "distfl", "run", "--preset", "digits", *sets, "--out", str(out)]  # fmt: skip
     proc = subprocess.run(cmd, cwd=tmp_path, env=helpers.clean_env(), capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=limit(300))  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     with h5py.File(out, "r") as f:
         assert int(f.attrs["world_size"]) == 3
@@ -168,7 +169,7 @@ def cli(helpers, tmp_path, algorithm: str, *sets: str, rounds: int = 3):
              "eval.clients=200", 'run.progress="none"', *sets]  # fmt: skip
     args = ["--preset", "digits", *[a for s in items for a in ("--set", s)], "--out", str(out)]
     proc = subprocess.run(helpers.distfl_cmd(*args), cwd=tmp_path, env=helpers.clean_env(),
-                          capture_output=True, text=True, timeout=300)  # fmt: skip
+                          capture_output=True, text=True, timeout=limit(300))  # fmt: skip
     return proc, out
 
 
@@ -195,7 +196,7 @@ def test_local_where_the_population_is_far_larger_than_the_cohort(helpers, tmp_p
     # the clustering metrics of 2,714 singletons: ARI 0, the Wasserstein scores missing
     shown = subprocess.run([sys.executable, "-m", "distfl", "inspect", str(out)], cwd=tmp_path,
                            env=helpers.clean_env(), capture_output=True, text=True,
-                           timeout=120)  # fmt: skip
+                           timeout=limit(120))  # fmt: skip
     assert shown.returncode == 0, shown.stderr
     assert "ARI 0.000" in shown.stdout and "WAS        n/a" in shown.stdout, shown.stdout[-2000:]
 
@@ -205,7 +206,7 @@ def test_a_model_per_client_that_cannot_fit_is_refused_before_any_work(helpers, 
     args = ["--preset", "digits", "--set", 'algorithm.name="local"', "--set",
             "data.num_clients=1000000", "--set", 'model.name="cnn"', "--out", str(out)]  # fmt: skip
     proc = subprocess.run(helpers.distfl_cmd(*args), cwd=tmp_path, env=helpers.clean_env(),
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+                          capture_output=True, text=True, timeout=limit(120))  # fmt: skip
     assert_one_line_error(proc, "data.num_clients = 1000000: the server's 1,000,000 cluster "
                           "models", "clients fit")  # fmt: skip
     assert not out.exists()

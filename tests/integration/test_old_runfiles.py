@@ -30,6 +30,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same, kernel_fingerprint, read_run
+from timing import limit
 
 from distfl.runfile.checkpoint import UNVERIFIED, read_run_file
 from distfl.tools.gather import gather_rows
@@ -46,7 +47,11 @@ MORE = 4  # rounds added on resume
 WRITER_BLAS = "Haswell"
 
 
-def distfl(helpers, cwd, *args, timeout=180):
+#: the default limit of one distfl command (catches a hang)
+TIMEOUT = limit(600)
+
+
+def distfl(helpers, cwd, *args, timeout=TIMEOUT):
     return subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd,
         env=helpers.clean_env(OPENBLAS_CORETYPE=WRITER_BLAS),

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from timing import limit
 
 from distfl.tools.paper_tables import TABLES
 
@@ -26,7 +27,7 @@ def suite(cwd, *extra: str) -> subprocess.CompletedProcess:
     cmd = [sys.executable, "-m", "distfl", "suite", "--table", "emdcfl-table1-quick",
            "--algorithms", ",".join(METHODS), "--seeds", "0", "--out", "out",
            *SHORT, *extra]  # fmt: skip
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=limit(900))
 
 
 def test_table_one_at_one_process_and_under_torchrun(tmp_path):
@@ -46,7 +47,7 @@ def test_table_one_at_one_process_and_under_torchrun(tmp_path):
         same = subprocess.run(
             [sys.executable, "-m", "distfl", "compare", str(one / "out" / name),
              str(three / "out" / name), "--ignore", "timing"],
-            capture_output=True, text=True, timeout=300,
+            capture_output=True, text=True, timeout=limit(300),
         )  # fmt: skip
         assert same.returncode == 0, f"{name}\n{same.stdout}{same.stderr}"
     # the comparison: ours (one seed, so sd 0) beside the paper's, from the suite's rows
