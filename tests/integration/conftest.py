@@ -7,6 +7,7 @@ another conftest.py higher up would make the module name ``conftest`` ambiguous.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -322,6 +323,85 @@ def run_alone(cwd, *args: str) -> str:
     return stream.getvalue()
 
 
+class Hung(BaseException):
+    """An in-process command ran past its limit (a BaseException: no ``except Exception``
+    of the code under test takes it for its own error)."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float):
+    """:class:`Hung` in this (the main) thread once ``seconds`` have passed."""
+
+    def expire(signum, frame):
+        raise Hung(f"still running after {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def cli(
+    cwd, *args, env: dict[str, str] | None = None, timeout: float | None = None
+) -> types.SimpleNamespace:
+    """``distfl ARGS`` in this process from ``cwd``, through :func:`distfl.cli.main` (what
+    the command runs): ``returncode``, ``stdout`` and ``stderr``, as a finished process has
+    them. For a command whose process is not what the test is about, it saves starting a
+    Python that imports torch and the readers' libraries (3 to 5 s of CPU each).
+
+    What the command writes to file descriptor 2 below Python (HDF5's diagnostics, say)
+    is in ``stderr`` too; an exception that escapes ``main`` gives code 1 and its traceback
+    on ``stderr``, as ``python -m distfl`` would; ``env``: variables set during the call;
+    launcher variables are unset during it. A call still running after ``timeout`` seconds
+    (by default ``limit(600)``) raises :class:`Hung`."""
+    import io
+    import tempfile
+    import traceback
+
+    from distfl.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env = dict(os.environ)
+    here = os.getcwd()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as below:
+        saved_fd = os.dup(2)
+        os.dup2(below.fileno(), 2)
+        try:
+            for name in LAUNCHER_VARS:
+                os.environ.pop(name, None)
+            os.environ.update(env or {})
+            os.chdir(cwd)
+            with (
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+                _alarm(limit(600) if timeout is None else timeout),
+            ):
+                try:
+                    code = main([str(a) for a in args])
+                except SystemExit as exc:  # argparse's --help and --version
+                    code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                except Exception:  # what the process would print before exiting 1
+                    traceback.print_exc()
+                    code = 1
+        finally:
+            os.chdir(here)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+        below.seek(0)
+        low = below.read().decode(errors="replace")
+    return types.SimpleNamespace(
+        args=["distfl", *map(str, args)], returncode=code, stdout=out.getvalue(),
+        stderr=err.getvalue() + low,
+    )  # fmt: skip
+
+
 def launch_script(script: str, out, config, *args: str, nproc: int = 3):
     """Run ``launch/<script>`` (``local.sh``, ``torchrun.sh``, ...) on ``config`` with
     ``NPROC=nproc``, writing ``out`` from its folder; asserts it ended with code 0 and
@@ -382,6 +462,7 @@ def helpers() -> types.SimpleNamespace:
         start_ranks=start_ranks,
         bench_json=bench_json,
         run_alone=run_alone,
+        cli=cli,
         launch_together=launch_together,
         alone_torchrun_resumed=alone_torchrun_resumed,
         launch_script=launch_script,

@@ -40,15 +40,10 @@ SMALL = ["--preset", "digits", "--set", "run.rounds=3", "--set", "data.num_clien
 FEDGWC = fedgwc_toml(25, progress="none")
 
 
-#: the default limit of one distfl command (catches a hang)
-TIMEOUT = limit(600)
-
-
-def distfl(helpers, cwd, *args, timeout=TIMEOUT):
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+def distfl(helpers, cwd, *args):
+    """``distfl ARGS`` from ``cwd``, in this process (the command's code; what is tested is
+    what it prints and exits with, not its process: the closed pipe's test starts one)."""
+    return helpers.cli(cwd, *args)
 
 
 def one_line_error(proc, *needles):

@@ -61,15 +61,10 @@ every = 4
 """
 
 
-#: the default limit of one distfl command (catches a hang)
-TIMEOUT = limit(600)
-
-
-def distfl(helpers, cwd, *args, timeout=TIMEOUT):
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+def distfl(helpers, cwd, *args):
+    """``distfl ARGS`` from ``cwd``, in this process (the command's code; what is tested is
+    what it writes, not its process)."""
+    return helpers.cli(cwd, *args)
 
 
 class Links(HTMLParser):
