@@ -1,6 +1,8 @@
-"""Faults a user meets with real runs, each against the real ``distfl`` command: nothing a
-run has written is lost, replaced or altered without a word, and a damaged run file is
-refused with one line naming the part, never a traceback.
+"""Faults a user meets with real runs, each against the ``distfl`` command (a process of
+its own where a signal, a kill, a pipe or a second writer is the point; elsewhere its code,
+``distfl.cli.main``, in the test's process): nothing a run has written is lost, replaced
+or altered without a word, and a damaged run file is refused with one line naming the
+part, never a traceback.
 
 - an existing ``--out`` is refused (a finished run file, a text file, a directory); an
   unwritable location, or a disk without room, before the first round;
@@ -52,10 +54,16 @@ TINY = ["--preset", "digits", "--set", "run.rounds=3", "--set", 'run.progress="n
 TIMEOUT = limit(600)
 
 
-def distfl(helpers, cwd, *args, timeout=TIMEOUT, stdin=subprocess.DEVNULL):
+def distfl(helpers, cwd, *args):
+    """``distfl ARGS`` from ``cwd`` in this process: its exit code, stdout and stderr."""
+    return helpers.cli(cwd, *args)
+
+
+def process(helpers, cwd, *args, timeout=TIMEOUT):
+    """``distfl ARGS`` from ``cwd`` as a process of its own (beside others, in a thread)."""
     return subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=stdin, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
@@ -467,8 +475,9 @@ def test_a_flipped_byte_on_disk_is_refused(helpers, tmp_path, finished):
 
 #: kills of the loop, over two chains that run side by side (DISTFL_KILL_LOOP overrides
 #: it, e.g. DISTFL_KILL_LOOP=200 for a longer soak; the seed differs from run to run, so
-#: that the suite's runs together try many more moments than one run does)
-KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "20"))
+#: that the suite's runs together try many more moments than one run does): each kill is
+#: a launch of its own (a process that imports torch), the most of this module's time
+KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "10"))
 #: a launch gets through at most 3 rounds and a quarter second before its kill (here a
 #: round takes 0.18 s): 10 rounds per kill of the longer chain leave it rounds to spare
 KILL_ROUNDS = 10 * (KILLS - KILLS // 2)
@@ -506,10 +515,10 @@ def _kill_chain(helpers, tmp_path, common, out: Path, kills_wanted: int, rng) ->
             except CheckpointError as exc:
                 raise AssertionError(f"{out.name}, kill {kills}: {exc}") from None
     if not out.exists():  # every launch died before its first checkpoint
-        finish = distfl(helpers, tmp_path, "run", *common, "--out", str(out), timeout=limit(300))
+        finish = process(helpers, tmp_path, "run", *common, "--out", str(out), timeout=limit(300))
         assert finish.returncode == 0, finish.stderr
     elif round_of(out) < KILL_ROUNDS:
-        finish = distfl(helpers, tmp_path, "run", "--resume", str(out), timeout=limit(300))
+        finish = process(helpers, tmp_path, "run", "--resume", str(out), timeout=limit(300))
         assert finish.returncode == 0, finish.stderr
     return kills
 
@@ -527,7 +536,7 @@ def test_random_kills_during_checkpoints_always_leave_a_resumable_file(helpers, 
     seed = int(os.environ.get("DISTFL_KILL_SEED", str(random.SystemRandom().randrange(1 << 30))))
     chains = {"a.h5": KILLS - KILLS // 2, "b.h5": KILLS // 2}
     with ThreadPoolExecutor(len(chains) + 1) as pool:
-        reference = pool.submit(distfl, helpers, tmp_path, "run", *common, "--out",
+        reference = pool.submit(process, helpers, tmp_path, "run", *common, "--out",
                                 "reference.h5", timeout=limit(600))  # fmt: skip
         done = {
             name: pool.submit(
