@@ -1,5 +1,7 @@
-"""Bad input: the real CLI exits with code 2 and prints exactly one line on stderr that
-names the key (or the file) and what is allowed, without a Python traceback."""
+"""Bad input: the CLI exits with code 2 and prints exactly one line on stderr that names
+the key (or the file) and what is allowed, without a Python traceback. The cases run the
+command's code (``distfl.cli.main``) in the test's process; a few, and every one that
+sets a launcher's variables, run ``python -m distfl`` as a process of its own."""
 
 from __future__ import annotations
 
@@ -21,13 +23,16 @@ CLI_TIMEOUT = limit(60)  # a bad-input run ends in seconds; this only stops a ha
 DISTFL_DIR = os.path.dirname(os.path.abspath(distfl.__file__))
 
 
-def run_cli(helpers, args, tmp_path: Path, env=None, timeout: float = CLI_TIMEOUT):
-    """Run ``python -m distfl run ARGS``; return the CompletedProcess.
+def run_cli(helpers, args, tmp_path: Path, env=None, *, process: bool = False):
+    """``distfl run ARGS``: its exit code, stdout and stderr; in this process unless
+    ``process`` or ``env`` (a process's environment) is given.
 
     Without --config or --preset the FedGWC default preset would apply (its groups fix
     num_clients at 40); these cases start from the plain key defaults instead."""
     if "--config" not in args and "--preset" not in args:
         args = ["--preset", "digits", *args]
+    if not process and env is None:
+        return helpers.cli(tmp_path, "run", *args, timeout=CLI_TIMEOUT)
     return subprocess.run(
         [sys.executable, "-m", "distfl", "run", *args],
         cwd=tmp_path,
@@ -37,7 +42,7 @@ def run_cli(helpers, args, tmp_path: Path, env=None, timeout: float = CLI_TIMEOU
         text=True,
         encoding="utf-8",
         errors="replace",
-        timeout=timeout,
+        timeout=CLI_TIMEOUT,
     )
 
 
@@ -119,7 +124,8 @@ def test_config_file_missing(helpers, tmp_path):
 def test_config_file_invalid_toml(helpers, tmp_path):
     cfg = tmp_path / "broken.toml"
     cfg.write_text("[run\nrounds = = 3\n", encoding="utf-8")
-    proc = run_cli(helpers, ["--config", str(cfg), "--out", str(tmp_path / "run.h5")], tmp_path)
+    args = ["--config", str(cfg), "--out", str(tmp_path / "run.h5")]
+    proc = run_cli(helpers, args, tmp_path, process=True)
     assert_one_line_error(proc, str(cfg), "not valid TOML")
 
 
@@ -138,7 +144,8 @@ def test_unknown_preset(helpers, tmp_path):
 
 
 def test_unknown_cli_flag(helpers, tmp_path):
-    proc = run_cli(helpers, ["--no-such-flag", "--out", str(tmp_path / "run.h5")], tmp_path)
+    args = ["--no-such-flag", "--out", str(tmp_path / "run.h5")]
+    proc = run_cli(helpers, args, tmp_path, process=True)
     assert_one_line_error(proc, "--no-such-flag", "--help")
 
 
