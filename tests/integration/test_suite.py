@@ -1,4 +1,5 @@
-"""``distfl suite`` end to end, with real ``distfl run`` processes: the table, suite.csv and
+"""``distfl suite`` end to end, with real ``distfl run`` processes (the suite command itself
+runs in the test's process, but where its process is the point): the table, suite.csv and
 suite.json agree with each other and with ``distfl gather``; every suite run equals a plain
 ``distfl run`` bit for bit; running the suite again keeps finished runs (``--force`` reruns
 them) and resumes the runs of a suite stopped by SIGTERM; a run file of another config, and
@@ -81,10 +82,9 @@ TIMEOUT = limit(600)
 
 
 def distfl(helpers, cwd, *args, timeout=TIMEOUT):
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+    """``distfl ARGS`` from ``cwd``, the command's code in this process: a suite's runs are
+    processes of their own all the same (``distfl run``, as the suite starts them)."""
+    return helpers.cli(cwd, *args, timeout=timeout)
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
