@@ -28,13 +28,6 @@ ARGS = [
 PROMPT_S = limit(30)
 
 
-def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        helpers.distfl_cmd(*args), cwd=cwd, env=helpers.clean_env(), capture_output=True,
-        text=True, timeout=limit(300),
-    )  # fmt: skip
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, helpers) -> Path:
     tmp = tmp_path_factory.mktemp("emdcfl-signal")
@@ -85,12 +78,10 @@ def test_sigterm_in_the_one_shot_round_stops_promptly_and_resumes_exactly(
     assert any(line.startswith("distfl: stopped by SIGTERM after round 0/2") for line in lines)
     assert not any(line.startswith("round ") for line in lines)  # no round was completed
     assert_round_zero(tmp_path / "cut.h5")
-    status = subprocess.run(
-        [*helpers.distfl_cmd()[:-1], "status", "cut.h5"], cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(60),
-    )  # fmt: skip
+    # the status and the resume: the commands' code, in this process
+    status = helpers.cli(tmp_path, "status", "cut.h5")
     assert status.returncode == 1 and "stopped at round 0 of 2" in status.stdout
-    resumed = run(helpers, tmp_path, "--resume", "cut.h5")
+    resumed = helpers.cli(tmp_path, "run", "--resume", "cut.h5")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_run(tmp_path / "cut.h5", reference)
 
