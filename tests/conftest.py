@@ -13,6 +13,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import timing  # noqa: E402
 
 #: the modules that take longest (measured: minutes of a fresh clone's ./test.sh), longest
 #: first; every other module keeps its place after them
@@ -39,6 +40,18 @@ FIRST = (
     "tests/integration/test_docs_python_api.py",
     "tests/integration/test_compare.py",
 )
+
+
+def pytest_configure(config):
+    """The time factor, measured here once: the xdist workers, started later, inherit it."""
+    try:
+        timing.factor()
+    except ValueError as e:
+        raise pytest.UsageError(str(e)) from None
+
+
+def pytest_report_header(config):
+    return f"time limits x {timing.factor()} ({timing.how})"
 
 
 def _rank(nodeid: str) -> int:

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from timing import limit
+
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```\n", re.S | re.M)
 
 #: what differs between two runs of the same blocks: seconds and rates
@@ -78,12 +80,12 @@ def differences(page: Path, printed: list[str]) -> list[str]:
     return out
 
 
-def run_page(page: Path, cwd: Path, env: dict[str, str], timeout: float = 900) -> list[str]:
+def run_page(page: Path, cwd: Path, env: dict[str, str]) -> list[str]:
     """What each Python block of ``page`` printed, run in order in a fresh Python in
     ``cwd`` with ``env``."""
     proc = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), str(page)], cwd=cwd, env=env,
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True, text=True, timeout=limit(900),
     )  # fmt: skip
     if proc.returncode != 0:
         raise AssertionError(f"the blocks of {page} failed:\n{proc.stdout}\n{proc.stderr}")

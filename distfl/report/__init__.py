@@ -39,8 +39,10 @@ SUITE_METRICS = (
 )
 
 
-def report_main(args, stream: TextIO = sys.stdout) -> int:
-    """``distfl report``; 0 when the report was written."""
+def report_main(args, stream: TextIO | None = None) -> int:
+    """``distfl report``; 0 when the report was written (said on ``stream``, by default the
+    ``sys.stdout`` of the call)."""
+    stream = sys.stdout if stream is None else stream
     target = Path(args.target)
     try:
         target.stat()

@@ -218,7 +218,7 @@ def suite(
     true_clusters: bool = False,
     table: str | None = None,
     nproc: int = 1,
-    stream: TextIO = sys.stdout,
+    stream: TextIO | None = None,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
     """What ``distfl suite`` does once its arguments are read (shared with
     :func:`distfl.suite`): plan and check every job (refusing before anything runs), run,
@@ -227,8 +227,11 @@ def suite(
     paper's table (:data:`distfl.tools.paper_tables.TABLES`) whose arguments
     :func:`table_arguments` gave: its comparison with the paper's values is printed after
     the suite's table and written to ``comparison.md``. Returns the rows (in job order; a
-    failed run's scores are None) and each job's outcome."""
+    failed run's scores are None) and each job's outcome. ``stream``: by default the
+    ``sys.stdout`` of the call."""
     from distfl.tools.gather import format_table
+
+    stream = sys.stdout if stream is None else stream
 
     scenarios = list(scenarios or default_scenarios())
     if workers < 1:
@@ -364,7 +367,7 @@ def suite_arguments(args) -> dict[str, Any]:
     return table_arguments(kw, table) if table else kw
 
 
-def suite_main(args, stream: TextIO = sys.stdout) -> int:
+def suite_main(args, stream: TextIO | None = None) -> int:
     """``distfl suite``; 0 when every run finished, 1 when one failed (its row is empty)."""
     _, outcomes = suite(**suite_arguments(args), stream=stream)
     return 1 if any(o.returncode != 0 for o in outcomes) else 0

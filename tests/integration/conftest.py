@@ -7,6 +7,7 @@ another conftest.py higher up would make the module name ``conftest`` ambiguous.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -20,6 +21,7 @@ import types
 from collections.abc import Callable, Iterable
 
 import pytest
+from timing import limit
 
 # Variables by which distfl.comm.env.detect() recognises a launcher. The tests set the ones
 # they want; inherited ones (pytest itself run under srun or mpiexec) would change the world.
@@ -115,9 +117,10 @@ class LineReader:
             if predicate(line):
                 return line
 
-    def text(self, join_timeout: float = 5.0) -> str:
-        """Everything read so far; waits briefly for EOF first."""
-        self._thread.join(join_timeout)
+    def text(self, join_timeout: float | None = None) -> str:
+        """Everything read so far; waits briefly for EOF first (``join_timeout`` seconds, by
+        default ``limit(5)``)."""
+        self._thread.join(limit(5) if join_timeout is None else join_timeout)
         return "".join(self.lines)
 
 
@@ -202,7 +205,7 @@ def kill_tree(procs: Iterable[subprocess.Popen], marker: str | None = None) -> N
         _kill(pid)
     for p in procs:
         try:
-            p.wait(timeout=10)
+            p.wait(timeout=limit(10))
         except subprocess.TimeoutExpired:
             pass
         for stream in (p.stdout, p.stderr):
@@ -263,10 +266,13 @@ def bench_json(cwd, *args: str, timeout: float) -> dict:
     return json.loads(proc.stdout)  # stdout is one JSON object and nothing else
 
 
-def launch_together(commands: dict[str, list[str]], cwd, timeout: float = 300) -> dict[str, str]:
+def launch_together(
+    commands: dict[str, list[str]], cwd, timeout: float | None = None
+) -> dict[str, str]:
     """Each command of ``commands`` (a name: its argv) started at once in ``cwd``, stdout and
     stderr together; each must exit 0 (the assertion names it and shows its output).
-    Returns each one's output by name."""
+    Returns each one's output by name. ``timeout``: each one's limit, by default
+    ``limit(300)``."""
     procs = {
         name: subprocess.Popen(
             argv,
@@ -281,7 +287,7 @@ def launch_together(commands: dict[str, list[str]], cwd, timeout: float = 300) -
     }
     outputs = {}
     for name, proc in procs.items():
-        out, _ = proc.communicate(timeout=timeout)
+        out, _ = proc.communicate(timeout=limit(300) if timeout is None else timeout)
         assert proc.returncode == 0, f"{name}:\n{out}"
         outputs[name] = out
     return outputs
@@ -317,6 +323,85 @@ def run_alone(cwd, *args: str) -> str:
     return stream.getvalue()
 
 
+class Hung(BaseException):
+    """An in-process command ran past its limit (a BaseException: no ``except Exception``
+    of the code under test takes it for its own error)."""
+
+
+@contextlib.contextmanager
+def _alarm(seconds: float):
+    """:class:`Hung` in this (the main) thread once ``seconds`` have passed."""
+
+    def expire(signum, frame):
+        raise Hung(f"still running after {seconds:.0f} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def cli(
+    cwd, *args, env: dict[str, str] | None = None, timeout: float | None = None
+) -> types.SimpleNamespace:
+    """``distfl ARGS`` in this process from ``cwd``, through :func:`distfl.cli.main` (what
+    the command runs): ``returncode``, ``stdout`` and ``stderr``, as a finished process has
+    them. For a command whose process is not what the test is about, it saves starting a
+    Python that imports torch and the readers' libraries (3 to 5 s of CPU each).
+
+    What the command writes to file descriptor 2 below Python (HDF5's diagnostics, say)
+    is in ``stderr`` too; an exception that escapes ``main`` gives code 1 and its traceback
+    on ``stderr``, as ``python -m distfl`` would; ``env``: variables set during the call;
+    launcher variables are unset during it. A call still running after ``timeout`` seconds
+    (by default ``limit(600)``) raises :class:`Hung`."""
+    import io
+    import tempfile
+    import traceback
+
+    from distfl.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env = dict(os.environ)
+    here = os.getcwd()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    with tempfile.TemporaryFile() as below:
+        saved_fd = os.dup(2)
+        os.dup2(below.fileno(), 2)
+        try:
+            for name in LAUNCHER_VARS:
+                os.environ.pop(name, None)
+            os.environ.update(env or {})
+            os.chdir(cwd)
+            with (
+                contextlib.redirect_stdout(out),
+                contextlib.redirect_stderr(err),
+                _alarm(limit(600) if timeout is None else timeout),
+            ):
+                try:
+                    code = main([str(a) for a in args])
+                except SystemExit as exc:  # argparse's --help and --version
+                    code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+                except Exception:  # what the process would print before exiting 1
+                    traceback.print_exc()
+                    code = 1
+        finally:
+            os.chdir(here)
+            os.environ.clear()
+            os.environ.update(saved_env)
+            os.dup2(saved_fd, 2)
+            os.close(saved_fd)
+        below.seek(0)
+        low = below.read().decode(errors="replace")
+    return types.SimpleNamespace(
+        args=["distfl", *map(str, args)], returncode=code, stdout=out.getvalue(),
+        stderr=err.getvalue() + low,
+    )  # fmt: skip
+
+
 def launch_script(script: str, out, config, *args: str, nproc: int = 3):
     """Run ``launch/<script>`` (``local.sh``, ``torchrun.sh``, ...) on ``config`` with
     ``NPROC=nproc``, writing ``out`` from its folder; asserts it ended with code 0 and
@@ -328,7 +413,7 @@ def launch_script(script: str, out, config, *args: str, nproc: int = 3):
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run(
         ["bash", str(root / "launch" / script), *args],
-        env=env, capture_output=True, text=True, timeout=300, cwd=Path(out).parent,
+        env=env, capture_output=True, text=True, timeout=limit(300), cwd=Path(out).parent,
     )  # fmt: skip
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
     return out
@@ -348,14 +433,14 @@ def alone_torchrun_resumed(tmp, args: Callable[..., tuple[str, ...]], rounds: in
     ]  # fmt: skip
     with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
         ranks = pool.submit(subprocess.run, torchrun, env=clean_env(),
-                            capture_output=True, text=True, timeout=400)  # fmt: skip
+                            capture_output=True, text=True, timeout=limit(400))  # fmt: skip
         run_alone(tmp, *args(rounds=rounds), "--out", str(single))
         run_alone(tmp, *args(rounds=2), "--out", str(resumed))
         p3 = ranks.result()
     assert p3.returncode == 0, p3.stdout + p3.stderr
     proc = subprocess.run(
         distfl_cmd(*args(rounds=rounds), "--resume", str(resumed)), cwd=tmp,
-        env=clean_env(), capture_output=True, text=True, timeout=300,
+        env=clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{rounds - 2} rounds in" in proc.stdout  # only the remaining rounds ran
@@ -377,6 +462,7 @@ def helpers() -> types.SimpleNamespace:
         start_ranks=start_ranks,
         bench_json=bench_json,
         run_alone=run_alone,
+        cli=cli,
         launch_together=launch_together,
         alone_torchrun_resumed=alone_torchrun_resumed,
         launch_script=launch_script,
@@ -391,7 +477,7 @@ def default_run(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("default-run")
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run"],
-        env=clean_env(), cwd=cwd, capture_output=True, text=True, timeout=600,
+        env=clean_env(), cwd=cwd, capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return types.SimpleNamespace(

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from runfile import assert_same_run, read_run
+from timing import limit
 
 import distfl
 from distfl.errors import UserError
@@ -69,7 +70,7 @@ TREE_LINE = re.compile(
 def inspect_text(path: Path) -> str:
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "inspect", str(path)],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True, text=True, timeout=limit(120),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
@@ -385,7 +386,7 @@ def test_open_never_imports_the_plugins_a_file_names(tmp_path, helpers):
         [sys.executable, "-m", "distfl", "run", "--preset", "digits",
          "--set", f"run.plugins=[{str(plugin)!r}]", "--set", 'algorithm.name="api_halves"',
          "--set", "run.rounds=2", "--set", 'run.progress="none"', "--out", "halves.h5"],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     marker = tmp_path / "plugin-imported"
@@ -478,7 +479,7 @@ def test_tables_are_dataframes_with_pandas(default_run, suite_run, helpers):
     proc = subprocess.run(
         [sys.executable, "-c", DATAFRAMES, str(default_run.path), json.dumps(args)],
         env=helpers.clean_env(PYTHONPATH=str(PANDAS)), capture_output=True, text=True,
-        timeout=300,
+        timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     got = json.loads(proc.stdout)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +22,7 @@ def report(tmp_path_factory, helpers):
     cwd = tmp_path_factory.mktemp("bench")
     args = ["--clients", str(K), "--per-round", str(N), "--rounds", str(R), "--steps", str(S),
             "--repeat", "2"]  # fmt: skip
-    return helpers.bench_json(cwd, *args, "--skip-flower", timeout=600)
+    return helpers.bench_json(cwd, *args, "--skip-flower", timeout=limit(600))
 
 
 def test_workload_is_the_one_asked_for(report):
@@ -117,14 +118,14 @@ def test_bad_flags_exit_2_with_one_line(tmp_path):
         [sys.executable, "-m", "distfl", "bench", "--clients", "4", "--per-round", "5"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=limit(60),
         cwd=tmp_path,
     )
     assert bad.returncode == 2
     assert bad.stderr.strip() == "distfl: error: bench --per-round 5: must be at most --clients (4)"
     zero = subprocess.run(
         [sys.executable, "-m", "distfl", "bench", "--repeat", "0"],
-        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+        capture_output=True, text=True, timeout=limit(60), cwd=tmp_path,
     )  # fmt: skip
     assert zero.returncode == 2
     assert zero.stderr.strip() == "distfl: error: bench --repeat 0: must be at least 1"

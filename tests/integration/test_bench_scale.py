@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -38,7 +39,7 @@ FIELDS = (
 @pytest.fixture(scope="module")
 def report(tmp_path_factory, helpers):
     cwd = tmp_path_factory.mktemp("bench-scale")
-    return helpers.bench_json(cwd, "--scale", "--scale-quick", timeout=600)
+    return helpers.bench_json(cwd, "--scale", "--scale-quick", timeout=limit(600))
 
 
 def test_header_and_configs(report):
@@ -141,7 +142,7 @@ def test_unknown_row_exits_2_with_one_line(tmp_path):
         [sys.executable, "-m", "distfl", "bench", "--scale", "--scale-only", "nope-*"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=limit(60),
         cwd=tmp_path,
     )
     assert bad.returncode == 2

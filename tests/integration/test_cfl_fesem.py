@@ -26,6 +26,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same, assert_same_run, read_run
+from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -62,7 +63,7 @@ def _run(helpers, cwd, *args, world: int = 1) -> subprocess.CompletedProcess:
         cmd = [torchrun, "--standalone", "--nproc-per-node", str(world), "-m", "distfl", "run"]
         cmd += list(args)
     proc = subprocess.run(
-        cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True, text=True, timeout=300
+        cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc

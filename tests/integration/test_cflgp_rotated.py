@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -134,7 +135,7 @@ def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp
     out = tmp_path / "refused.h5"
     proc = subprocess.run(
         helpers.distfl_cmd("--preset", preset, *sets, "--out", str(out)), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
     )  # fmt: skip
     assert_one_line_error(proc, needle)
     assert not out.exists()

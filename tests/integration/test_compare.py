@@ -21,6 +21,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from timing import limit
 
 from distfl.runfile import integrity
 
@@ -67,7 +68,7 @@ def page(tmp_path_factory, helpers):
     for command in compares:
         proc = subprocess.run(
             argv(command, helpers), cwd=tmp, env=helpers.clean_env(), capture_output=True,
-            text=True, timeout=120,
+            text=True, timeout=limit(120),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
         outputs[command] = proc.stdout

@@ -15,6 +15,7 @@ from pathlib import Path
 import h5py
 import pytest
 from runfile import assert_same, read_run
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -47,7 +48,7 @@ def runs(tmp_path_factory, helpers):
         env = helpers.clean_env()
         env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
         proc = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True,
-                              timeout=600)  # fmt: skip
+                              timeout=limit(600))  # fmt: skip
         assert proc.returncode == 0, f"{line}:\n{proc.stdout}\n{proc.stderr}"
         done.append(proc)
     return tmp, done
@@ -76,7 +77,7 @@ def test_a_reader_reads_the_file_without_the_plugin(runs, helpers):
     try:
         proc = subprocess.run([sys.executable, "-m", "distfl", "inspect", "blobs.h5"], cwd=tmp,
                               env=helpers.clean_env(), capture_output=True, text=True,
-                              timeout=120)  # fmt: skip
+                              timeout=limit(120))  # fmt: skip
     finally:
         (gone / "blobs.py").rename(tmp / "blobs.py")
     assert proc.returncode == 0, proc.stderr
@@ -150,7 +151,7 @@ def test_a_loader_that_raises_is_one_line_under_torchrun(tmp_path, helpers):
            "127.0.0.1", "--master-port", str(helpers.free_port()), "-m", "distfl", "run",
            "--set", "comm.timeout_s=20", *BROKEN_ARGS]  # fmt: skip
     proc = subprocess.run(cmd, cwd=tmp_path, env=helpers.clean_env(), capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=limit(120))  # fmt: skip
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
     assert output.count("distfl: error:") == 1, output

@@ -27,6 +27,7 @@ from datafiles import (
     write_mnist,
 )
 from runfile import assert_same_run
+from timing import limit
 
 from distfl import config as C
 from distfl.data import make_partition
@@ -134,7 +135,7 @@ def runs(tmp_path_factory, helpers) -> dict[str, tuple[Path, subprocess.Complete
     done: dict[str, tuple[Path, subprocess.CompletedProcess]] = {}
     with ThreadPoolExecutor(max_workers=1) as pool:
         ranks = pool.submit(subprocess.run, cmd, cwd=tmp, env=helpers.clean_env(),
-                            capture_output=True, text=True, timeout=300)  # fmt: skip
+                            capture_output=True, text=True, timeout=limit(300))  # fmt: skip
         for name, args in SINGLE.items():
             out = tmp / f"{name}.h5"
             argv = [*args(tmp), *sets('run.progress="none"'), "--out", str(out)]

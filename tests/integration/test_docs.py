@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from docpage import FENCE, masked
+from timing import limit
 
 from distfl.runfile.layout import describe
 from distfl.tools.reference import config_keys
@@ -31,7 +32,7 @@ def site(tmp_path_factory):
     env = dict(os.environ, NO_MKDOCS_2_WARNING="1")
     proc = subprocess.run(
         [str(mkdocs) if mkdocs.exists() else "mkdocs", "build", "--strict", "-d", str(out)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "WARNING" not in proc.stderr, proc.stderr

@@ -10,6 +10,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -38,7 +39,7 @@ def runs(tmp_path_factory, helpers):
     ]  # fmt: skip
     with ThreadPoolExecutor(max_workers=1) as pool:  # the ranks, while this process runs W=1
         ranks = pool.submit(subprocess.run, torchrun, env=helpers.clean_env(),
-                            capture_output=True, text=True, timeout=400)  # fmt: skip
+                            capture_output=True, text=True, timeout=limit(400))  # fmt: skip
         helpers.run_alone(tmp, *ARGS, "--out", str(single))
         p3 = ranks.result()
     assert p3.returncode == 0, p3.stdout + p3.stderr

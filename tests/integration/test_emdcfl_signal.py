@@ -15,6 +15,7 @@ from pathlib import Path
 import h5py
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -24,14 +25,7 @@ ARGS = [
     "--set", "run.rounds=2", "--set", 'run.progress="lines"',
 ]  # fmt: skip
 #: how soon after the signal every process must have exited
-PROMPT_S = 30.0
-
-
-def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        helpers.distfl_cmd(*args), cwd=cwd, env=helpers.clean_env(), capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
+PROMPT_S = limit(30)
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +47,7 @@ def signal_in_round_one(
     server's output."""
     try:
         readers = [(helpers.LineReader(p.stdout), helpers.LineReader(p.stderr)) for p in procs]
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + limit(60)
         while not (tmp_path / f"{out}.lock").exists():
             assert time.monotonic() < deadline and procs[0].poll() is None, readers[0][1].text(0)
             time.sleep(0.05)
@@ -62,7 +56,7 @@ def signal_in_round_one(
             procs[i].send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         for p, (_, err) in zip(procs, readers, strict=True):
-            assert p.wait(timeout=60) == 0, err.text()
+            assert p.wait(timeout=limit(60)) == 0, err.text()
         assert not prompt or time.monotonic() - signalled < PROMPT_S
         return readers[0][0].text().splitlines()
     finally:
@@ -84,12 +78,10 @@ def test_sigterm_in_the_one_shot_round_stops_promptly_and_resumes_exactly(
     assert any(line.startswith("distfl: stopped by SIGTERM after round 0/2") for line in lines)
     assert not any(line.startswith("round ") for line in lines)  # no round was completed
     assert_round_zero(tmp_path / "cut.h5")
-    status = subprocess.run(
-        [*helpers.distfl_cmd()[:-1], "status", "cut.h5"], cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+    # the status and the resume: the commands' code, in this process
+    status = helpers.cli(tmp_path, "status", "cut.h5")
     assert status.returncode == 1 and "stopped at round 0 of 2" in status.stdout
-    resumed = run(helpers, tmp_path, "--resume", "cut.h5")
+    resumed = helpers.cli(tmp_path, "run", "--resume", "cut.h5")
     assert resumed.returncode == 0, resumed.stderr
     assert_same_run(tmp_path / "cut.h5", reference)
 

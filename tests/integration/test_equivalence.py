@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same, docs_example, read_run
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +49,7 @@ def launch(script: str, out: Path, config: Path, nproc: int | None = None, *args
         env=env,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=limit(240),
         cwd=out.parent,
     )
     assert proc.returncode == 0, f"{script} failed:\n{proc.stdout}\n{proc.stderr}"
@@ -155,7 +156,7 @@ def test_fedavg_near_iid_accuracy(tmp_path):
         env=_env(),
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=limit(240),
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr

@@ -1,6 +1,8 @@
-"""Faults a user meets with real runs, each against the real ``distfl`` command: nothing a
-run has written is lost, replaced or altered without a word, and a damaged run file is
-refused with one line naming the part, never a traceback.
+"""Faults a user meets with real runs, each against the ``distfl`` command (a process of
+its own where a signal, a kill, a pipe or a second writer is the point; elsewhere its code,
+``distfl.cli.main``, in the test's process): nothing a run has written is lost, replaced
+or altered without a word, and a damaged run file is refused with one line naming the
+part, never a traceback.
 
 - an existing ``--out`` is refused (a finished run file, a text file, a directory); an
   unwritable location, or a disk without room, before the first round;
@@ -38,6 +40,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run, fedgwc_toml
+from timing import limit
 
 from distfl.errors import CheckpointError
 from distfl.runfile.checkpoint import read_run_file
@@ -47,10 +50,20 @@ pytestmark = pytest.mark.integration
 TINY = ["--preset", "digits", "--set", "run.rounds=3", "--set", 'run.progress="none"']
 
 
-def distfl(helpers, cwd, *args, timeout=120, stdin=subprocess.DEVNULL):
+#: the default limit of one distfl command (catches a hang)
+TIMEOUT = limit(600)
+
+
+def distfl(helpers, cwd, *args):
+    """``distfl ARGS`` from ``cwd`` in this process: its exit code, stdout and stderr."""
+    return helpers.cli(cwd, *args)
+
+
+def process(helpers, cwd, *args, timeout=TIMEOUT):
+    """``distfl ARGS`` from ``cwd`` as a process of its own (beside others, in a thread)."""
     return subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=stdin, capture_output=True, text=True, timeout=timeout,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
     )  # fmt: skip
 
 
@@ -172,14 +185,14 @@ def test_a_disk_that_fills_during_the_run_keeps_the_last_checkpoint(helpers, tmp
                  "--set", "checkpoint.every=1", "--set", 'run.progress="none"',
                  "--out", "run.h5")  # fmt: skip
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + limit(60)
         while not (tmpfs / "run.h5").exists() and time.monotonic() < deadline:
             if proc.poll() is not None:
                 break
             time.sleep(0.05)
         assert (tmpfs / "run.h5").exists(), proc.stderr.read() if proc.poll() is not None else ""
         fill(tmpfs)  # the disk fills up
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=limit(60))
     finally:
         proc.kill()
     assert proc.returncode == 2, err
@@ -224,13 +237,13 @@ def test_a_disk_full_before_the_first_checkpoint_keeps_every_round(helpers, tmpf
     try:
         out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
         for _ in range(3):
-            assert out.wait_for(lambda line: line.startswith("round "), 60), err.text(0)
+            assert out.wait_for(lambda line: line.startswith("round "), limit(60)), err.text(0)
         fill(tmpfs)
         if ending == "SIGTERM":
-            assert out.wait_for(lambda line: line.startswith("round "), 60)
+            assert out.wait_for(lambda line: line.startswith("round "), limit(60))
             proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
-        assert out.wait_for(lambda line: line.lstrip().startswith("run file"), 30)
+        proc.wait(timeout=limit(120))
+        assert out.wait_for(lambda line: line.lstrip().startswith("run file"), limit(30))
     finally:
         helpers.kill_tree([proc], marker=str(tmpfs))
     assert proc.returncode == 0, err.text()
@@ -253,8 +266,8 @@ def test_a_second_writer_is_refused_and_the_first_is_untouched(helpers, tmp_path
                   "--set", "eval.every=1", "--out", "run.h5")  # fmt: skip
     try:
         out = helpers.LineReader(first.stdout)
-        assert out.wait_for(lambda line: line.startswith("round "), 60)
-        deadline = time.monotonic() + 60
+        assert out.wait_for(lambda line: line.startswith("round "), limit(60))
+        deadline = time.monotonic() + limit(60)
         while not (tmp_path / "run.h5").exists() and time.monotonic() < deadline:
             time.sleep(0.05)
         again = distfl(helpers, tmp_path, "run", *TINY, "--out", "run.h5", "--force")
@@ -264,7 +277,7 @@ def test_a_second_writer_is_refused_and_the_first_is_untouched(helpers, tmp_path
         assert_one_line_error(resume, "run.h5 is being written by another distfl run")
         assert first.poll() is None  # the first run goes on
         first.send_signal(signal.SIGTERM)
-        assert first.wait(timeout=30) == 0, first.stderr.read()
+        assert first.wait(timeout=limit(30)) == 0, first.stderr.read()
     finally:
         helpers.kill_tree([first], marker=str(tmp_path))
     assert "stopped by SIGTERM" in out.text()
@@ -281,9 +294,9 @@ def test_ctrl_c_checkpoints(helpers, tmp_path):
     proc = start(helpers, tmp_path, *args, "--out", "once.h5")
     try:
         out = helpers.LineReader(proc.stdout)
-        assert out.wait_for(lambda line: line.startswith("round "), 60)
+        assert out.wait_for(lambda line: line.startswith("round "), limit(60))
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=30) == 130
+        assert proc.wait(timeout=limit(30)) == 130
         assert "stopped by SIGINT" in out.text()
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
@@ -304,13 +317,13 @@ def test_a_double_ctrl_c_keeps_every_completed_round(helpers, tmp_path, gap):
     try:
         out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
         for _ in range(3):
-            assert out.wait_for(lambda line: line.startswith("round "), 60)
+            assert out.wait_for(lambda line: line.startswith("round "), limit(60))
         proc.send_signal(signal.SIGINT)
         time.sleep(gap)  # two signals at once would be one: a pending signal is not queued
         proc.send_signal(signal.SIGINT)
         second = time.monotonic()
-        assert proc.wait(timeout=30) == 130, err.text()
-        assert time.monotonic() - second < 15
+        assert proc.wait(timeout=limit(30)) == 130, err.text()
+        assert time.monotonic() - second < limit(15)
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     printed = [int(s.split()[1].split("/")[0]) for s in out.text().splitlines()
@@ -330,9 +343,9 @@ def test_a_signal_after_the_summary_changes_nothing(helpers, tmp_path, sig):
     proc = start(helpers, tmp_path, *TINY, "--out", "done.h5")
     try:
         out = helpers.LineReader(proc.stdout)
-        assert out.wait_for(lambda line: line.lstrip().startswith("run file"), 60)
+        assert out.wait_for(lambda line: line.lstrip().startswith("run file"), limit(60))
         proc.send_signal(sig)
-        assert proc.wait(timeout=30) == 0, proc.stderr.read()
+        assert proc.wait(timeout=limit(30)) == 0, proc.stderr.read()
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     assert round_of(tmp_path / "done.h5") == 3
@@ -345,7 +358,7 @@ def test_a_closed_stdout_costs_no_result(helpers, tmp_path):
            "eval.every=1 --set 'run.progress=\"lines\"' --out piped.h5 | head -1")  # fmt: skip
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], cwd=tmp_path,
                           env=helpers.clean_env(), capture_output=True, text=True,
-                          timeout=120)  # fmt: skip
+                          timeout=limit(120))  # fmt: skip
     assert proc.stdout.startswith("round "), proc.stdout + proc.stderr
     assert proc.returncode == 0, proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
@@ -462,8 +475,9 @@ def test_a_flipped_byte_on_disk_is_refused(helpers, tmp_path, finished):
 
 #: kills of the loop, over two chains that run side by side (DISTFL_KILL_LOOP overrides
 #: it, e.g. DISTFL_KILL_LOOP=200 for a longer soak; the seed differs from run to run, so
-#: that the suite's runs together try many more moments than one run does)
-KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "20"))
+#: that the suite's runs together try many more moments than one run does): each kill is
+#: a launch of its own (a process that imports torch), the most of this module's time
+KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "10"))
 #: a launch gets through at most 3 rounds and a quarter second before its kill (here a
 #: round takes 0.18 s): 10 rounds per kill of the longer chain leave it rounds to spare
 KILL_ROUNDS = 10 * (KILLS - KILLS // 2)
@@ -481,15 +495,15 @@ def _kill_chain(helpers, tmp_path, common, out: Path, kills_wanted: int, rng) ->
             # after the first, second or third round's progress line: a kill after the
             # second or third lands past a checkpoint even where the first write is slow
             for _ in range(rng.randint(1, 3)):
-                began = lines.wait_for(lambda line: line.startswith("round "), 120)
+                began = lines.wait_for(lambda line: line.startswith("round "), limit(120))
                 if began is None:
                     break
             if began is None:  # the chain reached the last round before a progress line
-                assert proc.wait(timeout=60) == 0, proc.stderr.read()
+                assert proc.wait(timeout=limit(60)) == 0, proc.stderr.read()
                 break
             time.sleep(rng.uniform(0.0, 0.25))
             proc.send_signal(signal.SIGKILL)
-            proc.wait(timeout=30)
+            proc.wait(timeout=limit(30))
         finally:
             helpers.kill_tree([proc], marker=str(out))
         if proc.returncode == 0:  # it finished before the kill
@@ -501,10 +515,10 @@ def _kill_chain(helpers, tmp_path, common, out: Path, kills_wanted: int, rng) ->
             except CheckpointError as exc:
                 raise AssertionError(f"{out.name}, kill {kills}: {exc}") from None
     if not out.exists():  # every launch died before its first checkpoint
-        finish = distfl(helpers, tmp_path, "run", *common, "--out", str(out), timeout=300)
+        finish = process(helpers, tmp_path, "run", *common, "--out", str(out), timeout=limit(300))
         assert finish.returncode == 0, finish.stderr
     elif round_of(out) < KILL_ROUNDS:
-        finish = distfl(helpers, tmp_path, "run", "--resume", str(out), timeout=300)
+        finish = process(helpers, tmp_path, "run", "--resume", str(out), timeout=limit(300))
         assert finish.returncode == 0, finish.stderr
     return kills
 
@@ -522,8 +536,8 @@ def test_random_kills_during_checkpoints_always_leave_a_resumable_file(helpers, 
     seed = int(os.environ.get("DISTFL_KILL_SEED", str(random.SystemRandom().randrange(1 << 30))))
     chains = {"a.h5": KILLS - KILLS // 2, "b.h5": KILLS // 2}
     with ThreadPoolExecutor(len(chains) + 1) as pool:
-        reference = pool.submit(distfl, helpers, tmp_path, "run", *common, "--out",
-                                "reference.h5", timeout=600)  # fmt: skip
+        reference = pool.submit(process, helpers, tmp_path, "run", *common, "--out",
+                                "reference.h5", timeout=limit(600))  # fmt: skip
         done = {
             name: pool.submit(
                 _kill_chain,

@@ -12,12 +12,12 @@ references."""
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
 from runfile import assert_same, assert_same_run, read_run
+from timing import limit
 
 from distfl.algorithms import fedgwc
 from distfl.algorithms.fedgwc import spectral
@@ -44,15 +44,16 @@ ARGS = [
 
 
 def _run(helpers, cwd, *args, world: int = 1) -> None:
+    """``distfl run ARGS``: in this process (the command's code) at ``world`` 1, torchrun's
+    ranks otherwise."""
     if world == 1:
-        cmd = [sys.executable, "-m", "distfl", "run", *args]
+        proc = helpers.cli(cwd, "run", *args)
     else:
         torchrun = helpers.venv_tool("torchrun")
         cmd = [torchrun, "--standalone", "--nproc-per-node", str(world), "-m", "distfl", "run"]
         cmd += [*args, "--comm", "torch"]
-    proc = subprocess.run(
-        cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True, text=True, timeout=600
-    )
+        proc = subprocess.run(cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True,
+                              text=True, timeout=limit(600))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

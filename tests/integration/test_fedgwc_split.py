@@ -13,6 +13,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.metrics import rand_index
 
@@ -33,14 +34,14 @@ def runs(tmp_path_factory, helpers):
     proc = subprocess.run(
         [torchrun, "--standalone", "--nproc-per-node", "3", "-m", "distfl", "run",
          "--out", str(three), *ARGS],
-        env=env, cwd=tmp, capture_output=True, text=True, timeout=400,
+        env=env, cwd=tmp, capture_output=True, text=True, timeout=limit(400),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     mpi = tmp / "mpi3.h5"
     proc = subprocess.run(
         [helpers.venv_tool("mpiexec"), "-n", "3", sys.executable, "-m", "distfl", "run",
          "--comm", "mpi", "--out", str(mpi), *ARGS],
-        env=env, cwd=tmp, capture_output=True, text=True, timeout=400,
+        env=env, cwd=tmp, capture_output=True, text=True, timeout=limit(400),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return single, three, mpi
@@ -107,7 +108,7 @@ def test_inspect_shows_the_tree(runs):
         [sys.executable, "-m", "distfl", "inspect", str(runs[0])],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=limit(60),
     )
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

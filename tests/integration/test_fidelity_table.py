@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pytest
 from runfile import kernel_fingerprint
+from timing import limit
 
 from distfl.cli import _parser
 
@@ -77,7 +78,7 @@ def test_the_docs_table_is_what_its_command_computes(tmp_path):
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", *sliced],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     rows = json.loads((tmp_path / "slice" / "suite.json").read_text())["rows"]

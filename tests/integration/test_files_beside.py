@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timing import limit
 
 from distfl.cli import main
 
@@ -173,7 +174,7 @@ def test_an_export_path_that_is_a_fifo_is_refused_without_blocking(tmp_path, hel
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run", *TINY, *JSONL, "--out", "x.h5", "--force"],
         cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=120,
+        text=True, timeout=limit(120),
     )  # fmt: skip
     assert proc.returncode == 2, proc.stderr
     line = proc.stderr.strip()

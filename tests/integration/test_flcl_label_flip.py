@@ -13,6 +13,7 @@ import sys
 import h5py
 import numpy as np
 import pytest
+from timing import limit
 
 from distfl import config as C
 from distfl.data import load_clients, load_dataset, make_partition
@@ -65,7 +66,7 @@ def runs(tmp_path_factory, helpers):
     )
     cmd = [sys.executable, "-m", "distfl", "run", "--resume", str(out), "--set", "run.rounds=100"]
     proc = subprocess.run(
-        cmd, env=helpers.clean_env(), cwd=tmp, capture_output=True, text=True, timeout=300
+        cmd, env=helpers.clean_env(), cwd=tmp, capture_output=True, text=True, timeout=limit(300)
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return outs

@@ -27,6 +27,7 @@ from sklearn.metrics import (
     rand_score,
     silhouette_score,
 )
+from timing import limit
 
 from distfl.tools.gather import COLUMNS, gather_rows
 
@@ -39,11 +40,10 @@ SMALL = ["--preset", "digits", "--set", "run.rounds=3", "--set", "data.num_clien
 FEDGWC = fedgwc_toml(25, progress="none")
 
 
-def distfl(helpers, cwd, *args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+def distfl(helpers, cwd, *args):
+    """``distfl ARGS`` from ``cwd``, in this process (the command's code; what is tested is
+    what it prints and exits with, not its process: the closed pipe's test starts one)."""
+    return helpers.cli(cwd, *args)
 
 
 def one_line_error(proc, *needles):
@@ -146,9 +146,9 @@ def test_status_of_a_run_stopped_by_sigterm(helpers, tmp_path):
     try:
         stdout = helpers.LineReader(proc.stdout)
         stderr = helpers.LineReader(proc.stderr)
-        assert stdout.wait_for(lambda line: line.startswith("round "), 60), stderr.text(0)
+        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0, stderr.text()
+        assert proc.wait(timeout=limit(30)) == 0, stderr.text()
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     with h5py.File(out, "r") as f:
@@ -319,7 +319,7 @@ def test_printing_to_a_closed_pipe_is_quiet(helpers, runs, tmp_path, command, re
         first = {"inspect": "run file ", "status": str(fedgwc), "gather": "file "}[command]
         with os.fdopen(r, "rb") as pipe:
             assert pipe.readline().decode().startswith(first)
-    _, err = proc.communicate(timeout=60)
+    _, err = proc.communicate(timeout=limit(60))
     err = err.decode()
     assert "Traceback" not in err and "BrokenPipeError" not in err, err
     assert err == ""

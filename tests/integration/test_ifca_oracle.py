@@ -24,6 +24,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -73,7 +74,7 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     def run(name: str) -> subprocess.CompletedProcess:
         return subprocess.run(
             [*ranks[name], "--out", str(tmp / f"{name}.h5")],
-            env=env, cwd=tmp, capture_output=True, text=True, timeout=300,
+            env=env, cwd=tmp, capture_output=True, text=True, timeout=limit(300),
         )  # fmt: skip
 
     with ThreadPoolExecutor(max_workers=2) as pool:

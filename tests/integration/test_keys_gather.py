@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import csv
 import json
-import subprocess
-import sys
 
 import h5py
 import pytest
@@ -29,11 +27,10 @@ pytestmark = pytest.mark.integration
 SMALL = ["--preset", "digits", "--set", "run.rounds=2", "--set", 'run.progress="none"']
 
 
-def distfl(helpers, cwd, *args, timeout=120):
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+def distfl(helpers, cwd, *args):
+    """``distfl ARGS`` from ``cwd``, in this process (the command's code; what is tested is
+    what it prints and exits with, not its process)."""
+    return helpers.cli(cwd, *args)
 
 
 def key_lines(stdout: str) -> dict[str, list[str]]:
@@ -70,12 +67,8 @@ def test_keys_shows_what_a_plain_run_uses(helpers, tmp_path):
     assert proc.stdout.splitlines()[-1] == "presets: " + ", ".join(PRESETS)
     # the values are those of a plain run: one round of it, then its stored config
     out = tmp_path / "plain.h5"
-    run = subprocess.run(
-        helpers.distfl_cmd("--set", "run.rounds=1", "--set", 'run.progress="none"', "--out",
-                           str(out)),
-        cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=300,
-    )  # fmt: skip
+    run = distfl(helpers, tmp_path, "run", "--set", "run.rounds=1", "--set",
+                 'run.progress="none"', "--out", str(out))  # fmt: skip
     assert run.returncode == 0, run.stdout + run.stderr
     with h5py.File(out, "r") as f:
         stored = json.loads(f.attrs["config"])

@@ -12,6 +12,7 @@ import sys
 
 import pytest
 from cliproc import assert_one_line_error
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -19,7 +20,7 @@ pytestmark = pytest.mark.integration
 def _distfl(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=120,
+        timeout=limit(120),
     )  # fmt: skip
 
 

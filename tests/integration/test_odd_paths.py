@@ -23,16 +23,17 @@ import time
 import h5py
 import pytest
 from cliproc import assert_one_line_error
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
 QUICK = ["--set", "run.rounds=2", "--set", 'run.progress="none"']
 
 
-def _distfl(*args: str, cwd, timeout: float = 300) -> subprocess.CompletedProcess:
+def _distfl(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd, capture_output=True, text=True,
-        errors="replace", timeout=timeout,
+        errors="replace", timeout=limit(300),
     )  # fmt: skip
 
 
@@ -114,7 +115,7 @@ def test_a_link_does_not_bypass_the_lock(tmp_path, helpers):
     )  # fmt: skip
     try:
         errors = helpers.LineReader(writer.stderr)
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + limit(120)
         while not (tmp_path / "target.h5.lock").exists():  # the writer holds the lock
             assert writer.poll() is None and time.monotonic() < deadline, errors.text()
             time.sleep(0.1)
@@ -122,7 +123,7 @@ def test_a_link_does_not_bypass_the_lock(tmp_path, helpers):
         assert_one_line_error(proc, "is being written by another distfl run")
         assert writer.poll() is None  # untouched: still running
         writer.send_signal(signal.SIGTERM)
-        assert writer.wait(timeout=120) == 0
+        assert writer.wait(timeout=limit(120)) == 0
     finally:
         helpers.kill_tree([writer], marker=str(tmp_path))
     assert (tmp_path / "link.h5").is_symlink()

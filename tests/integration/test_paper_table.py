@@ -9,33 +9,34 @@ files of the two hold the same ``run.out`` and compare config and all."""
 from __future__ import annotations
 
 import csv
-import subprocess
-import sys
 
 import pytest
+from timing import limit
 
 from distfl.tools.paper_tables import TABLES
 
 pytestmark = pytest.mark.integration
 
 METHODS = ("pacfl", "ifca")
-SHORT = ["--set", "run.rounds=4", "--set", "eval.every=2"]
+#: two rounds, the second evaluated: PACFL's one-shot clustering is round 1's
+SHORT = ["--set", "run.rounds=2", "--set", "eval.every=2"]
 
 
-def suite(cwd, *extra: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "distfl", "suite", "--table", "emdcfl-table1-quick",
-           "--algorithms", ",".join(METHODS), "--seeds", "0", "--out", "out",
-           *SHORT, *extra]  # fmt: skip
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+def suite(helpers, cwd, *extra: str):
+    """``distfl suite`` of the table in ``cwd``, in this process (its jobs are processes of
+    their own, torchrun's with ``--nproc 3``)."""
+    return helpers.cli(cwd, "suite", "--table", "emdcfl-table1-quick", "--algorithms",
+                       ",".join(METHODS), "--seeds", "0", "--out", "out", *SHORT, *extra,
+                       timeout=limit(900))  # fmt: skip
 
 
-def test_table_one_at_one_process_and_under_torchrun(tmp_path):
+def test_table_one_at_one_process_and_under_torchrun(helpers, tmp_path):
     one, three = tmp_path / "one", tmp_path / "three"
     one.mkdir()
     three.mkdir()
-    first = suite(one)
+    first = suite(helpers, one)
     assert first.returncode == 0, first.stdout + first.stderr
-    second = suite(three, "--nproc", "3")
+    second = suite(helpers, three, "--nproc", "3")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "each on 3 ranks (torchrun)" in second.stdout
     # the papers' protocol: the methods that take a number of clusters were given 4
@@ -43,11 +44,8 @@ def test_table_one_at_one_process_and_under_torchrun(tmp_path):
     files = sorted(p.name for p in (one / "out").glob("*.h5"))
     assert len(files) == len(METHODS), files
     for name in files:
-        same = subprocess.run(
-            [sys.executable, "-m", "distfl", "compare", str(one / "out" / name),
-             str(three / "out" / name), "--ignore", "timing"],
-            capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+        same = helpers.cli(tmp_path, "compare", str(one / "out" / name),
+                           str(three / "out" / name), "--ignore", "timing")  # fmt: skip
         assert same.returncode == 0, f"{name}\n{same.stdout}{same.stderr}"
     # the comparison: ours (one seed, so sd 0) beside the paper's, from the suite's rows
     with open(one / "out" / "suite.csv", newline="") as f:

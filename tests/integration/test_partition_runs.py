@@ -14,6 +14,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.config import from_json
 from distfl.data import load_dataset, make_partition
@@ -78,7 +79,7 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--resume", str(out["half"]), "--comm", "local",
          "--set", f"run.rounds={ROUNDS}"],
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=300, cwd=tmp,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300), cwd=tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out

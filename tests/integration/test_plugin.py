@@ -35,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from timing import limit
 
 from distfl.algorithms import (
     ClientHalf,
@@ -370,7 +371,7 @@ def test_the_docs_example_runs_as_its_first_line_says(tmp_path, helpers):
         [sys.executable, "-m", "distfl", "run", *args, "--preset", "digits",
          "--set", "run.rounds=3", "--set", "algorithm.at_round=2",
          "--set", 'run.progress="none"', "--out", "median.h5"],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with h5py.File(tmp_path / "median.h5", "r") as f:
@@ -390,7 +391,7 @@ def test_a_suite_of_an_algorithm_of_ones_own(tmp_path, helpers):
         [sys.executable, "-m", "distfl", "suite", "rotated", "--algorithms", "median_split,none",
          "--set", "run.plugins=['median_split.py']", "--set", "algorithm.at_round=2",
          "--set", "run.rounds=3", "--set", "data.samples_per_client=40", "--out", "suite"],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads((tmp_path / "suite" / "suite.json").read_text())["rows"]
@@ -399,7 +400,7 @@ def test_a_suite_of_an_algorithm_of_ones_own(tmp_path, helpers):
     assert by_algorithm["fedavg"]["clusters"] == 1
     report = subprocess.run(
         [sys.executable, "-m", "distfl", "report", "suite"], cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "suite" / "report" / "index.html").read_text()
@@ -411,7 +412,7 @@ def report(helpers, run_file: Path, out: Path, *more: str) -> set[str]:
     page)."""
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "report", str(run_file), "--out", str(out), *more],
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     written = {p.name for p in out.glob("*.png")}
@@ -474,7 +475,7 @@ def test_a_resumed_toy_run_carries_its_statistic_on(runs, helpers, tmp_path):
     for args in (first, more):
         proc = subprocess.run(
             [sys.executable, "-m", "distfl", "run", *args], cwd=tmp_path,
-            env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+            env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
         )  # fmt: skip
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_same_run(tmp_path / "part.h5", runs["w1"])

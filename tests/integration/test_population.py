@@ -17,6 +17,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run, read_run
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -87,7 +88,7 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
          "--resume", str(half), "--comm", "torch", "--set", f"run.rounds={ROUNDS}",
          # where tasks run and what a worker keeps may change on resume: never a bit
          "--set", 'server.placement="static"', "--set", "data.cache_mb=2"],
-        env=env, capture_output=True, text=True, timeout=300, cwd=tmp,
+        env=env, capture_output=True, text=True, timeout=limit(300), cwd=tmp,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     out["resumed"] = half

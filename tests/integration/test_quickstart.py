@@ -9,6 +9,7 @@ from pathlib import Path
 
 import h5py
 import pytest
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +30,7 @@ def test_run_sh_prints_summary_and_writes_file(tmp_path):
         env=env,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=limit(300),
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
@@ -42,9 +43,9 @@ def test_run_sh_prints_summary_and_writes_file(tmp_path):
 
 def test_console_script_and_module_agree(tmp_path):
     script = Path(sys.executable).parent / "distfl"
-    a = subprocess.run([str(script), "keys"], capture_output=True, text=True, timeout=60)
+    a = subprocess.run([str(script), "keys"], capture_output=True, text=True, timeout=limit(60))
     b = subprocess.run(
-        [sys.executable, "-m", "distfl", "keys"], capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "distfl", "keys"], capture_output=True, text=True, timeout=limit(60)
     )
     assert a.returncode == 0 and b.returncode == 0
     assert a.stdout == b.stdout
@@ -64,7 +65,7 @@ def test_a_short_run_imports_nothing_it_does_not_use(tmp_path):
         "print(code, *sorted({m.split('.')[0] for m in sys.modules}))\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+                          text=True, timeout=limit(300))  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     status, *modules = proc.stdout.splitlines()[-1].split()
     assert status == "0" and {"torch", "numpy", "h5py"} <= set(modules)

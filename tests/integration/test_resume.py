@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same, fedgwc_toml, read_run
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -30,7 +31,7 @@ read_all = read_run
 def cli(helpers, tmp_path, *args, env=None, check=True):
     proc = subprocess.run(
         helpers.distfl_cmd(*args), cwd=tmp_path, env=env or helpers.clean_env(),
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -41,7 +42,7 @@ def torchrun(helpers, tmp_path, *args):
     cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3"]
     proc = subprocess.run(
         [*cmd, "-m", "distfl", "run", *args], cwd=tmp_path, env=helpers.clean_env(),
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -58,7 +59,7 @@ def reference(tmp_path_factory):
         [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=limit(300),
         cwd=tmp,
     )
     assert proc.returncode == 0, proc.stderr
@@ -103,13 +104,14 @@ def test_sigusr1_checkpoints_and_resume_equals_uninterrupted(helpers, tmp_path, 
     try:
         stdout0 = helpers.LineReader(procs[0].stdout)
         stderrs = [helpers.LineReader(p.stderr) for p in procs]
-        assert stdout0.wait_for(lambda line: line.startswith("round "), 60), stderrs[0].text(0)
+        began = stdout0.wait_for(lambda line: line.startswith("round "), limit(60))
+        assert began, stderrs[0].text(0)
         for p in procs:
             p.send_signal(signal.SIGUSR1)
         signalled = time.monotonic()
         for r, p in enumerate(procs):
-            assert p.wait(timeout=30) == 0, stderrs[r].text()
-        assert time.monotonic() - signalled < 15
+            assert p.wait(timeout=limit(30)) == 0, stderrs[r].text()
+        assert time.monotonic() - signalled < limit(15)
         text = stdout0.text()
         assert "stopped by SIGUSR1 after round" in text, text
         # the line docs/checkpoints.md shows (its round and file aside)
@@ -155,9 +157,9 @@ def test_sigterm_single_process(helpers, tmp_path, reference, sig):
     try:
         stdout = helpers.LineReader(proc.stdout)
         stderr = helpers.LineReader(proc.stderr)
-        assert stdout.wait_for(lambda line: line.startswith("round "), 60), stderr.text(0)
+        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
         proc.send_signal(sig)
-        assert proc.wait(timeout=60) == 0, stderr.text()
+        assert proc.wait(timeout=limit(60)) == 0, stderr.text()
         assert f"stopped by {sig.name}" in stdout.text()
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
@@ -240,7 +242,7 @@ def test_a_bad_run_file_is_refused_before_the_runtime_is_imported(tmp_path, refe
         "    print(code, 'torch' in sys.modules, 'distfl.runtime' in sys.modules)\n"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+                          text=True, timeout=limit(120))  # fmt: skip
     assert proc.stdout.splitlines() == ["2 False False", "2 False False"], proc.stdout
     errors = proc.stderr.splitlines()
     assert "garbage.h5 cannot be read" in errors[0] and "run.seed is" in errors[1], errors
@@ -260,9 +262,9 @@ def test_crash_after_a_periodic_checkpoint_resumes_exactly(helpers, tmp_path, re
     try:
         stdout = helpers.LineReader(proc.stdout)
         helpers.LineReader(proc.stderr)
-        assert stdout.wait_for(lambda line: _round_of(line) >= 6, 120), stdout.text(0)
+        assert stdout.wait_for(lambda line: _round_of(line) >= 6, limit(120)), stdout.text(0)
         proc.kill()
-        proc.wait(timeout=10)
+        proc.wait(timeout=limit(10))
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     assert not (tmp_path / "crashed.h5.tmp").exists() or out.exists()

@@ -18,6 +18,7 @@ from pathlib import Path
 import h5py
 import pytest
 from runfile import assert_same_run, fedgwc_toml
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -56,7 +57,7 @@ def _run(
         env["FLAKY_RAISE"] = raise_
     return subprocess.run(
         [sys.executable, "-m", "distfl", "run", *args], cwd=tmp, env=env, capture_output=True,
-        text=True, timeout=600,
+        text=True, timeout=limit(600),
     )  # fmt: skip
 
 
@@ -137,12 +138,12 @@ def test_the_periodic_checkpoint_is_what_a_kill_leaves(setup):
         start_new_session=True,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + limit(300)
         while not out.exists():
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
             time.sleep(0.01)
         os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=60)
+        proc.wait(timeout=limit(60))
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

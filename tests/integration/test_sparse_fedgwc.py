@@ -13,6 +13,7 @@ import subprocess
 import h5py
 import numpy as np
 import pytest
+from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -24,7 +25,7 @@ ROUNDS = 240  # the split comes at round 226 for seed 0 (measured)
 def _distfl(helpers, *args):
     proc = subprocess.run(
         helpers.distfl_cmd(*args), env=helpers.clean_env(), capture_output=True, text=True,
-        timeout=600,
+        timeout=limit(600),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc

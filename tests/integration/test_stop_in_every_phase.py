@@ -11,8 +11,8 @@ write of the run file. The training's phase is ``test_stop_in_training.py``'s.
 
 The slow update, pooled work and write come from a plug-in written by this module: the
 ``none`` algorithm (FedAvg) whose update, when ``SLOW_PHASE`` names it, touches the file
-``SLOW_MARK`` and then works for a minute. Its results do not depend on ``SLOW_PHASE``, so
-a run without it is the reference of every stopped run.
+``SLOW_MARK`` and then works for LONG_S (six times STOP_S). Its results do not depend on
+``SLOW_PHASE``, so a run without it is the reference of every stopped run.
 """
 
 from __future__ import annotations
@@ -28,11 +28,14 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run, stored_round
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
 #: how soon after the signal every process must have exited
-STOP_S = 10.0
+STOP_S = limit(10)
+#: how long the plug-in's slow phases last: far longer than STOP_S
+LONG_S = 6 * STOP_S
 
 PLUGIN = '''\
 import os
@@ -46,7 +49,7 @@ from distfl.algorithms.none import NoClustering
 
 SLOW = os.environ.get("SLOW_PHASE", "")
 MARK = os.environ.get("SLOW_MARK", "")
-LONG_S = 60.0
+LONG_S = @LONG_S@
 
 
 def begin():
@@ -85,6 +88,7 @@ class SlowPhases(NoClustering):
             time.sleep(3.0)
         return super().state_dict()
 '''
+PLUGIN = PLUGIN.replace("@LONG_S@", repr(float(LONG_S)))
 
 
 def population(clients: int) -> list[str]:
@@ -118,7 +122,7 @@ def references(tmp_path_factory, helpers) -> dict:
     runs = {"small": (SMALL, "small.h5"), "large": (LARGE, "large.h5")}
     procs = helpers.launch_together(
         {name: helpers.distfl_cmd(*args, "--out", out) for name, (args, out) in runs.items()},
-        cwd=tmp, timeout=600,
+        cwd=tmp, timeout=limit(600),
     )  # fmt: skip
     assert all(out for out in procs.values()), procs
     paths = {name: tmp / out for name, (_, out) in runs.items()}
@@ -141,9 +145,9 @@ def ready_when(phase: str, cwd: Path, procs, out) -> bool:
     """Wait until the run is inside ``phase``: the evaluation's progress line, or the mark
     the plug-in's slow work touches."""
     if phase == "evaluation":
-        return out.wait_for(lambda line: "evaluating" in line, 300) is not None
+        return out.wait_for(lambda line: "evaluating" in line, limit(300)) is not None
     mark = cwd / "mark"
-    deadline = time.monotonic() + 300
+    deadline = time.monotonic() + limit(300)
     while not mark.exists():
         if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
             return False
@@ -167,7 +171,7 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
             p.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         for p, (_, err) in zip(procs, readers, strict=True):
-            assert p.wait(timeout=120) == 0, err.text()
+            assert p.wait(timeout=limit(120)) == 0, err.text()
         took = time.monotonic() - signalled
         lines = readers[0][0].text().splitlines()
     finally:
@@ -179,7 +183,7 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
     assert stored_round(tmp_path / "cut.h5") == kept
     resumed = subprocess.run(
         helpers.distfl_cmd("--resume", "cut.h5", "--trust-plugins"), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=600,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     reference = references["large" if phase == "evaluation" else "small"]
@@ -205,7 +209,7 @@ def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
         assert ready_when("references", tmp_path, [proc], out), err.text(0)
         proc.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
-        assert proc.wait(timeout=120) == 0, err.text()
+        assert proc.wait(timeout=limit(120)) == 0, err.text()
         took = time.monotonic() - signalled
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
@@ -213,7 +217,7 @@ def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
     assert "distfl: stopped by SIGTERM after round 1/3" in out.text()
     resumed = subprocess.run(
         helpers.distfl_cmd("--resume", "cut.h5", "--trust-plugins"), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=600,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert_same_run(tmp_path / "cut.h5", references["small"])
@@ -229,15 +233,15 @@ def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_p
     (proc,) = helpers.start_ranks([*args, "--out", "killed.h5"], tmp_path)
     try:
         out = helpers.LineReader(proc.stdout)
-        assert out.wait_for(lambda line: "evaluating" in line, 300), proc.stderr.read()
+        assert out.wait_for(lambda line: "evaluating" in line, limit(300)), proc.stderr.read()
         proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
+        proc.wait(timeout=limit(30))
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
     assert stored_round(tmp_path / "killed.h5") == 3
     resumed = subprocess.run(
         helpers.distfl_cmd("--resume", "killed.h5", "--trust-plugins"), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=600,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
     assert "round 4/4 | clusters 1" in resumed.stdout

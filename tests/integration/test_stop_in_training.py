@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from runfile import assert_same_run, stored_round
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +33,13 @@ name = "fedgwc"
 """
 #: how soon after the signal every process must have exited (a signal at one worker alone
 #: reaches the server with that worker's next message: no bound but the round's)
-PROMPT_S = 10.0
+PROMPT_S = limit(10)
 
 
 def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         helpers.distfl_cmd(*args), cwd=cwd, env=helpers.clean_env(), capture_output=True,
-        text=True, timeout=600,
+        text=True, timeout=limit(600),
     )  # fmt: skip
 
 
@@ -59,7 +60,7 @@ def stop_when(helpers, cwd: Path, procs, targets, ready, prompt: bool = True) ->
             procs[i].send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         for p, (_, err) in zip(procs, readers, strict=True):
-            assert p.wait(timeout=120) == 0, err.text()
+            assert p.wait(timeout=limit(120)) == 0, err.text()
         took = time.monotonic() - signalled
         assert not prompt or took < PROMPT_S, f"the run took {took:.1f} s to stop"
         return readers[0][0].text().splitlines()
@@ -87,7 +88,7 @@ def test_a_signal_in_round_twos_training_keeps_round_one_and_resumes_exactly(
     procs = start(helpers, tmp_path, world, 4000)
     lines = stop_when(
         helpers, tmp_path, procs, targets,
-        lambda out: out.wait_for(lambda line: line.startswith("round 1/2"), 300),
+        lambda out: out.wait_for(lambda line: line.startswith("round 1/2"), limit(300)),
         prompt=0 in targets,
     )  # fmt: skip
     # a run that finished round 2 first would hold round 2
@@ -104,7 +105,7 @@ def test_a_round_of_a_million_local_steps_stops_within_seconds(helpers, tmp_path
     procs = start(helpers, tmp_path, 1, 1_000_000, trainer="sequential")
 
     def under_way(_out) -> bool:  # the writer's lock is taken before round 1
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + limit(120)
         while not (tmp_path / "cut.h5.lock").exists():
             if time.monotonic() > deadline or procs[0].poll() is not None:
                 return False

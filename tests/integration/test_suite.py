@@ -1,4 +1,5 @@
-"""``distfl suite`` end to end, with real ``distfl run`` processes: the table, suite.csv and
+"""``distfl suite`` end to end, with real ``distfl run`` processes (the suite command itself
+runs in the test's process, but where its process is the point): the table, suite.csv and
 suite.json agree with each other and with ``distfl gather``; every suite run equals a plain
 ``distfl run`` bit for bit; running the suite again keeps finished runs (``--force`` reruns
 them) and resumes the runs of a suite stopped by SIGTERM; a run file of another config, and
@@ -28,6 +29,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.tools.suite import COLUMNS
 
@@ -75,11 +77,14 @@ def label(scenario: str, algorithm: str, seed: int) -> str:
     return f"{scenario} {ALGORITHMS[algorithm]} seed {seed}"
 
 
-def distfl(helpers, cwd, *args, timeout=180):
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=timeout,
-    )  # fmt: skip
+#: the default limit of one distfl command (catches a hang)
+TIMEOUT = limit(600)
+
+
+def distfl(helpers, cwd, *args, timeout=TIMEOUT):
+    """``distfl ARGS`` from ``cwd``, the command's code in this process: a suite's runs are
+    processes of their own all the same (``distfl run``, as the suite starts them)."""
+    return helpers.cli(cwd, *args, timeout=timeout)
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -241,7 +246,7 @@ def plain(base, helpers):
             )  # fmt: skip
         )
     for p in procs:
-        out, err = p.communicate(timeout=180)
+        out, err = p.communicate(timeout=limit(180))
         assert p.returncode == 0, out + err
     return directory, picked
 
@@ -353,7 +358,7 @@ def test_suite_stopped_by_sigterm_resumes_its_runs(helpers, base, tmp_path):
     try:
         stdout = helpers.LineReader(proc.stdout)
         stderr = helpers.LineReader(proc.stderr)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + limit(60)
         while len(signalled) < len(jobs) and time.monotonic() < deadline:
             for pid in helpers.descendants(proc.pid):
                 if pid not in signalled and _catches_sigterm(pid):
@@ -362,8 +367,8 @@ def test_suite_stopped_by_sigterm_resumes_its_runs(helpers, base, tmp_path):
             time.sleep(0.01)
         assert len(signalled) == len(jobs), stdout.text(0) + stderr.text(0)
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == -signal.SIGTERM
-        deadline = time.monotonic() + 60
+        assert proc.wait(timeout=limit(30)) == -signal.SIGTERM
+        deadline = time.monotonic() + limit(60)
         while not all(_gone(pid) for pid in signalled) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert all(_gone(pid) for pid in signalled)
@@ -442,7 +447,7 @@ def test_unreadable_run_file_is_refused(helpers, base, tmp_path):
 def test_bad_input_exits_2_before_anything_runs(helpers, tmp_path, args, needle):
     (tmp_path / "broken.toml").write_text("[data\nnum_clients = 4\n")
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
-    proc = distfl(helpers, tmp_path, "suite", *args, "--out", "out", timeout=60)
+    proc = distfl(helpers, tmp_path, "suite", *args, "--out", "out", timeout=limit(60))
     assert_one_line_error(proc, needle)
     assert proc.stdout == ""
     assert not (tmp_path / "out").exists()
@@ -452,7 +457,7 @@ def test_algorithm_key_of_no_listed_algorithm_exits_2(helpers, tmp_path):
     """``--set algorithm.KEY=V`` goes only to the listed algorithms that take KEY; when none
     does, the suite refuses it before anything runs, naming the key and who takes it."""
     proc = distfl(helpers, tmp_path, "suite", "digits-mixed", "--algorithms", "none", "--set",
-                  "algorithm.eps1=0.3", "--out", "out", timeout=60)  # fmt: skip
+                  "algorithm.eps1=0.3", "--out", "out", timeout=limit(60))  # fmt: skip
     assert_one_line_error(proc, "algorithm.eps1", "cfl")
     assert proc.stdout == ""
     assert not (tmp_path / "out").exists()
@@ -504,7 +509,7 @@ def test_a_folder_named_distfl_in_the_working_directory_does_not_shadow_it(helpe
         [str(script), "suite", "tiny.toml", "--algorithms", "none", "--seeds", "0",
          "--out", "out", *COMMON],
         cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL, capture_output=True,
-        text=True, timeout=300,
+        text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "shadowing" not in proc.stdout + proc.stderr

@@ -16,6 +16,7 @@ import sys
 
 import h5py
 import pytest
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -33,8 +34,10 @@ def _loop_module():
 
 def test_consecutive_torchrun_launches_end_cleanly(helpers):
     proc = subprocess.run(
-        [sys.executable, SCRIPT, "--runs", str(RUNS), "--timeout", "90", "--json"],
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=RUNS * 90 + 30,
+        [sys.executable, SCRIPT, "--runs", str(RUNS), "--timeout", str(round(limit(90))),
+         "--json"],
+        env=helpers.clean_env(), capture_output=True, text=True,
+        timeout=RUNS * round(limit(90)) + limit(30),
         cwd=ROOT,
     )  # fmt: skip
     assert proc.stdout.strip(), f"no summary:\n{proc.stderr}"
@@ -54,7 +57,7 @@ def test_the_loop_counts_a_rank_that_aborts(helpers):
     proc = subprocess.run(
         [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "2",
          "--no-python", sys.executable, "-c", code],
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
     )  # fmt: skip
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
@@ -76,10 +79,10 @@ def test_a_stop_under_launch_torchrun_ends_torchrun_cleanly(helpers, tmp_path, s
     )  # fmt: skip
     try:
         out, err = helpers.LineReader(proc.stdout), helpers.LineReader(proc.stderr)
-        assert out.wait_for(lambda line: line.startswith("round "), 120), err.text(0)
+        assert out.wait_for(lambda line: line.startswith("round "), limit(120)), err.text(0)
         os.killpg(proc.pid, sig)  # the script's group: not torchrun, in a session of its own
         try:
-            status = proc.wait(timeout=60)
+            status = proc.wait(timeout=limit(60))
         except subprocess.TimeoutExpired:  # say what was still running, and what it said
             ps = subprocess.run(["ps", "-eo", "pid,ppid,pgid,stat,etime,args"],
                                 capture_output=True, text=True).stdout  # fmt: skip

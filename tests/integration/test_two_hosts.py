@@ -22,6 +22,7 @@ import h5py
 import netns
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -88,7 +89,7 @@ def test_torchrun_multinode_script_across_two_hosts_equals_w1(helpers, tmp_path,
             )  # fmt: skip
         )
     try:
-        outs = [p.communicate(timeout=180)[0] for p in procs]
+        outs = [p.communicate(timeout=limit(180))[0] for p in procs]
     finally:
         helpers.kill_tree(procs, marker=str(tmp_path))
     assert [p.returncode for p in procs] == [0, 0], "\n".join(o[-3000:] for o in outs)
@@ -112,7 +113,7 @@ def test_torchrun_multinode_script_across_two_hosts_equals_w1(helpers, tmp_path,
     one = tmp_path / "one.h5"
     w1 = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(one)],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=120,
+        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
     )  # fmt: skip
     assert w1.returncode == 0, w1.stderr
     assert_same_run(one, tmp_path / "node0.h5")

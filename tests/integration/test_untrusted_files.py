@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from cliproc import assert_one_line_error
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +80,7 @@ def distfl(helpers, cwd, *args: str) -> subprocess.CompletedProcess:
         env=helpers.clean_env(),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=limit(300),
     )
 
 

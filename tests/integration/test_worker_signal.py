@@ -10,6 +10,7 @@ import time
 import h5py
 import pytest
 from runfile import fedgwc_toml
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -22,12 +23,12 @@ def test_sigterm_at_one_worker_stops_the_run_everywhere(helpers, tmp_path):
     try:
         out = helpers.LineReader(procs[0].stdout)
         errs = [helpers.LineReader(p.stderr) for p in procs]
-        assert out.wait_for(lambda line: line.startswith("round "), 120), errs[0].text()
+        assert out.wait_for(lambda line: line.startswith("round "), limit(120)), errs[0].text()
         procs[1].send_signal(signal.SIGTERM)
         signalled = time.monotonic()
         for p, err in zip(procs, errs, strict=True):
-            assert p.wait(timeout=120) == 0, err.text()
-        assert time.monotonic() - signalled < 60  # a round or two, not the 100,000
+            assert p.wait(timeout=limit(120)) == 0, err.text()
+        assert time.monotonic() - signalled < limit(60)  # a round or two, not the 100,000
         assert any(line.startswith("distfl: stopped by a stop signal at a worker after round")
                    for line in out.text().splitlines()), out.text()  # fmt: skip
     finally:

@@ -27,6 +27,7 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same, read_run
+from timing import limit
 
 import distfl
 from distfl.runtime.export import export_paths
@@ -41,7 +42,7 @@ STEM = "digits-mixed--oracle--s0"
 def distfl_cli(helpers, cwd, *args):
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
@@ -253,7 +254,8 @@ def test_a_file_written_before_the_columns_reads_and_resumes_to_the_same_bits(jo
                "--set", "run.rounds=6")  # fmt: skip
     same = subprocess.run(
         [sys.executable, "-m", "distfl", "compare", str(before), str(fresh), "--ignore",
-         "metrics,timing"], env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+         "metrics,timing"], env=helpers.clean_env(), capture_output=True, text=True,
+        timeout=limit(300),
     )  # fmt: skip
     assert same.returncode == 0, same.stdout + same.stderr
     a, b = read_run(before), read_run(fresh)

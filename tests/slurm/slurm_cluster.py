@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: netns.py
 
 from netns import Hosts, free_subnet, tag  # noqa: E402
 from runfile import fedgwc_toml  # noqa: E402
+from timing import limit  # noqa: E402
 
 #: the templates under test
 TEMPLATES = Path(__file__).resolve().parents[2] / "slurm"
@@ -91,7 +92,7 @@ def install() -> str | None:
         return "no Slurm daemons, and not root with apt-get to install them"
     env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
     for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", *PACKAGES]):
-        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=limit(600))
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stdout}\n{proc.stderr}")
     return None
@@ -205,7 +206,7 @@ class PrivateSlurm:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
-        self.slurmds[i].wait(timeout=30)
+        self.slurmds[i].wait(timeout=limit(30))
 
     def revive_node(self, i: int) -> None:
         """Node ``i`` boots again: back on the network, its slurmd started."""
@@ -217,11 +218,15 @@ class PrivateSlurm:
         out = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout.split("\n")
         return dict(line.split(None, 1) for line in out if line.strip())
 
-    def wait_nodes(self, state: str, timeout: float = 60, nodes: list[str] | None = None):
+    def wait_nodes(
+        self, state: str, timeout: float | None = None, nodes: list[str] | None = None
+    ):
         """Until every node of ``nodes`` (default: all) is in ``state`` (``idle`` also
-        accepts ``mixed`` and ``allocated``: up and in service)."""
+        accepts ``mixed`` and ``allocated``: up and in service), for at most ``timeout``
+        seconds (default ``limit(60)``)."""
         accept = {"idle", "mixed", "allocated"} if state == "idle" else {state}
         nodes = nodes or self.node_names
+        timeout = limit(60) if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             states = self.node_states()
@@ -230,8 +235,9 @@ class PrivateSlurm:
             if self.ctld.poll() is not None:
                 break
             time.sleep(0.3)
+        states = self.node_states()
         raise RuntimeError(
-            f"nodes {nodes} not {state} after {timeout} s ({self.node_states()}):\n{self.logs()}"
+            f"nodes {nodes} not {state} after {timeout:.0f} s ({states}):\n{self.logs()}"
         )
 
     def _start_munge(self) -> None:
@@ -243,7 +249,7 @@ class PrivateSlurm:
         if not Path("/etc/munge/munge.key").exists():
             subprocess.run(["mungekey", "--create"], check=True)
             shutil.chown("/etc/munge/munge.key", "munge", "munge")
-        subprocess.run(["runuser", "-u", "munge", "--", "munged"], check=True, timeout=30)
+        subprocess.run(["runuser", "-u", "munge", "--", "munged"], check=True, timeout=limit(30))
         self.started_munged = True
 
     def stop(self) -> None:
@@ -253,7 +259,7 @@ class PrivateSlurm:
                 p.terminate()
         for p in procs:
             try:
-                p.wait(timeout=15)
+                p.wait(timeout=limit(15))
             except subprocess.TimeoutExpired:
                 p.kill()
         if self.hosts is not None:
@@ -288,8 +294,11 @@ class PrivateSlurm:
     # -- clients ----------------------------------------------------------------------------
 
     def run(
-        self, *cmd: str, check: bool = True, timeout: float = 60
+        self, *cmd: str, check: bool = True, timeout: float | None = None
     ) -> subprocess.CompletedProcess:
+        """``cmd`` with the cluster's environment, for at most ``timeout`` seconds (default
+        ``limit(60)``)."""
+        timeout = limit(60) if timeout is None else timeout
         proc = subprocess.run(cmd, env=self.env, capture_output=True, text=True, timeout=timeout)
         if check and proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: {proc.stdout}{proc.stderr}")
@@ -299,7 +308,7 @@ class PrivateSlurm:
         """Submit; return the job id."""
         proc = subprocess.run(
             ["sbatch", "--parsable", *args, str(script)], cwd=cwd, env={**self.env, **(env or {})},
-            capture_output=True, text=True, timeout=60,
+            capture_output=True, text=True, timeout=limit(60),
         )  # fmt: skip
         if proc.returncode != 0:
             raise RuntimeError(f"sbatch {script}: {proc.stdout}{proc.stderr}")
@@ -323,8 +332,10 @@ class PrivateSlurm:
                 return part.split("=", 1)[1]
         return ""
 
-    def wait(self, job: str, timeout: float = 300) -> str:
-        """Poll until the job (every array task) has left the queue; its final state."""
+    def wait(self, job: str, timeout: float | None = None) -> str:
+        """Poll until the job (every array task) has left the queue, for at most ``timeout``
+        seconds (default ``limit(300)``); its final state."""
+        timeout = limit(300) if timeout is None else timeout
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pending = self.run("squeue", "-h", "-j", job, "-o", "%T", check=False).stdout.split()
@@ -333,7 +344,7 @@ class PrivateSlurm:
             time.sleep(0.5)
         logs = self.logs()
         self.run("scancel", job, check=False)  # a stuck job must not hold the next test's nodes
-        raise TimeoutError(f"job {job} still queued after {timeout} s (cancelled):\n{logs}")
+        raise TimeoutError(f"job {job} still queued after {timeout:.0f} s (cancelled):\n{logs}")
 
     def slurmd_log(self) -> str:
         """Every node's slurmd log, concatenated."""
@@ -356,7 +367,7 @@ def local_run(tmp: Path, config: Path, out: Path, *args: str) -> Path:
     """``distfl run`` of ``config`` in one process, outside any job: the reference."""
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out), *args],
-        cwd=tmp, capture_output=True, text=True, timeout=600,
+        cwd=tmp, capture_output=True, text=True, timeout=limit(600),
         env={k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "PMI_"))},
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr

@@ -13,6 +13,7 @@ import h5py
 import pytest
 from runfile import assert_same_run, fedgwc_toml
 from slurm_cluster import TEMPLATES, job_output, local_run, submit_sweep
+from timing import limit
 
 
 @pytest.mark.parametrize(
@@ -28,7 +29,7 @@ def test_template_equals_local_run(slurm, work, template, args, world):
     out = tmp / f"{template}.h5"
     job = slurm.sbatch(TEMPLATES / template, *args, cwd=tmp,
                        env={**env, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
-    state = slurm.wait(job, timeout=300)
+    state = slurm.wait(job, timeout=limit(300))
     log = job_output(tmp, job)
     assert state == "COMPLETED", f"{template}: {state}\n{log}\n{slurm.logs()}"
     assert f"world size {world}" in log, log
@@ -46,12 +47,12 @@ def test_sweep_array_gathers_one_row_per_task(slurm, work):
     proc = subprocess.run(
         ["sbatch", "--parsable", f"--dependency=afterany:{job}", "--output=gather-%j.out",
          f"--wrap={sys.executable} -m distfl gather {outdir} --key algorithm.beta --csv {table}"],
-        cwd=tmp, env={**slurm.env, **env}, capture_output=True, text=True, timeout=60,
+        cwd=tmp, env={**slurm.env, **env}, capture_output=True, text=True, timeout=limit(60),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     gather_job = proc.stdout.strip().split(";")[0]
-    assert slurm.wait(job, timeout=400) in ("COMPLETED", ""), job_output(tmp, job)
-    state = slurm.wait(gather_job, timeout=120)
+    assert slurm.wait(job, timeout=limit(400)) in ("COMPLETED", ""), job_output(tmp, job)
+    state = slurm.wait(gather_job, timeout=limit(120))
     printed = (tmp / f"gather-{gather_job}.out").read_text()
     assert state == "COMPLETED", printed
     files = sorted(p.name for p in outdir.glob("*.h5"))
@@ -77,7 +78,7 @@ def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
     job = slurm.sbatch(TEMPLATES / "preempt.sbatch", cwd=tmp,
                        env={**env, "CONFIG": str(config), "OUT": str(out)})  # fmt: skip
     log = tmp / f"distfl-preempt-{job}.out"
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + limit(120)
     while not (log.exists() and "round " in log.read_text()):
         assert time.monotonic() < deadline, f"no progress from the job\n{job_output(tmp, job)}"
         assert slurm.state(job) in ("PENDING", "RUNNING"), job_output(tmp, job)
@@ -87,7 +88,7 @@ def test_preempt_signal_requeue_resume_equals_uninterrupted(slurm, work):
     # the uninterrupted run, while Slurm holds the requeued job for cred_expire + 1 s before
     # it starts again (releasing it sooner fails it: "Job credential revoked")
     reference = local_run(tmp, config, tmp / "preempt-local.h5")
-    state = slurm.wait(job, timeout=300)  # a requeued job stays in the queue
+    state = slurm.wait(job, timeout=limit(300))  # a requeued job stays in the queue
     text = log.read_text()
     assert state in ("COMPLETED", ""), f"{state}\n{text}"
     assert "stopped by SIGUSR1 after round" in text, text

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from dataclasses import dataclass
 
+from timing import limit
+
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10
@@ -336,7 +338,7 @@ def test_cli_one_line_errors_for_algorithm_keys(tmp_path):
         args = [a for item in items for a in ("--set", item)]
         return subprocess.run(
             [sys.executable, "-m", "distfl", "run", "--preset", "digits", *args],
-            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+            cwd=tmp_path, capture_output=True, text=True, timeout=limit(60),
         )  # fmt: skip
 
     assert_one_line_error(run('algorithm.name="cfl"', "algorithm.beta=2"),

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from timing import limit
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,6 +23,6 @@ def test_ruff_clean():
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=limit(120),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -25,6 +25,7 @@ from datafiles import (
     write_leaf,
     write_mnist,
 )
+from timing import limit
 
 from distfl.datasets.cifar10 import load_cifar
 from distfl.datasets.femnist import load_femnist
@@ -449,7 +450,7 @@ def test_cli_malformed_file_exits_2_with_one_line(tmp_path: Path, dataset, corru
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=limit(300),
     )
     assert_one_line_error(proc, str(bad))
     assert not (tmp_path / "r.h5").exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
+from timing import limit
 
 from distfl import config as C
 from distfl.data import check_transforms, load_client, load_dataset, make_partition
@@ -121,7 +122,7 @@ def test_without_the_extra_the_cli_names_it(tmp_path: Path) -> None:
         f"'--set', 'run.out=\"{tmp_path}/r.h5\"']; raise SystemExit(entry())"
     )
     proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=limit(120)
     )
     assert_one_line_error(proc, "mnist5k", "pip install 'distfl[mnist5k]'")
     assert not (tmp_path / "r.h5").exists()

@@ -18,6 +18,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from timing import limit
 
 import distfl
 from distfl import api, config
@@ -62,8 +63,9 @@ else:
 print(sorted(m for m in sys.modules if m == "torch" or m.startswith("torch.")))
 """
     proc = subprocess.run(
-        [sys.executable, "-c", code, str(FEDGWC)], capture_output=True, text=True, timeout=120
-    )
+        [sys.executable, "-c", code, str(FEDGWC)],
+        capture_output=True, text=True, timeout=limit(120),
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]", "import distfl, open and read a file without torch"
 
