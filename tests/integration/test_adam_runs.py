@@ -10,6 +10,7 @@ import subprocess
 
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.cli import main
 from distfl.runfile.checkpoint import read_run_file
@@ -72,6 +73,6 @@ def test_an_adamw_run_under_torchrun_has_the_bits_of_one_process(helpers, tmp_pa
     cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
            "-m", "distfl", "run", "--config", str(toml), "--out", "three.h5"]  # fmt: skip
     proc = subprocess.run(cmd, cwd=tmp_path, env=helpers.clean_env(), capture_output=True,
-                          text=True, timeout=600)  # fmt: skip
+                          text=True, timeout=limit(600))  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_same_run(tmp_path / "one.h5", tmp_path / "three.h5")

@@ -325,9 +325,9 @@ def test_ctrl_c_stops_the_ranks_with_a_checkpoint(tmp_path, helpers):
     )  # fmt: skip
     out = helpers.LineReader(proc.stdout)
     try:
-        assert out.wait_for(lambda line: line.startswith("round "), timeout=300), out.text()
+        assert out.wait_for(lambda line: line.startswith("round "), timeout=limit(300)), out.text()
         proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=300) == 7, out.text()
+        assert proc.wait(timeout=limit(300)) == 7, out.text()
     finally:
         helpers.kill_tree([proc])
     said = out.text().splitlines()[-1]

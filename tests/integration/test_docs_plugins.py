@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from docpage import FENCE
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -62,7 +63,7 @@ def test_every_python_block_runs_alone(tmp_path, helpers):
         files[-1].write_text(code)
     proc = subprocess.run(
         [sys.executable, "-c", RUN_EACH, *map(str, files)], cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=300,
+        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     registered = json.loads(proc.stdout.splitlines()[-1])

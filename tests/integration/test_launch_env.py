@@ -11,6 +11,7 @@ from pathlib import Path
 
 import h5py
 import pytest
+from timing import limit
 
 pytestmark = pytest.mark.integration
 
@@ -24,7 +25,7 @@ def launch(helpers, script: str, cwd: Path, *args: str, **env: str):
     return subprocess.run(
         ["bash", str(ROOT / "launch" / script), *args], cwd=cwd,
         env=helpers.clean_env(PATH=BARE, **env), stdin=subprocess.DEVNULL,
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=limit(300),
     )  # fmt: skip
 
 

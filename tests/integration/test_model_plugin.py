@@ -19,6 +19,7 @@ from pathlib import Path
 import h5py
 import pytest
 from runfile import assert_same_run
+from timing import limit
 
 from distfl.cli import main
 
@@ -119,7 +120,7 @@ def test_a_reader_reads_the_files_without_importing_the_plugins(runs, helpers):
         for name in FILES:
             (tmp / name).write_text(f"raise RuntimeError('{name} was imported')\n")
         proc = subprocess.run([sys.executable, "-c", READ], cwd=tmp, env=helpers.clean_env(),
-                              capture_output=True, text=True, timeout=300)  # fmt: skip
+                              capture_output=True, text=True, timeout=limit(300))  # fmt: skip
     finally:
         for name, text in kept.items():
             (tmp / name).write_text(text)

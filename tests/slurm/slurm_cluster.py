@@ -218,9 +218,7 @@ class PrivateSlurm:
         out = self.run("sinfo", "-h", "-N", "-o", "%N %T", check=False).stdout.split("\n")
         return dict(line.split(None, 1) for line in out if line.strip())
 
-    def wait_nodes(
-        self, state: str, timeout: float | None = None, nodes: list[str] | None = None
-    ):
+    def wait_nodes(self, state: str, timeout: float | None = None, nodes: list[str] | None = None):
         """Until every node of ``nodes`` (default: all) is in ``state`` (``idle`` also
         accepts ``mixed`` and ``allocated``: up and in service), for at most ``timeout``
         seconds (default ``limit(60)``)."""
