@@ -9,14 +9,11 @@ profiles back from ``/state``."""
 
 from __future__ import annotations
 
-import subprocess
-
 import h5py
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run
-from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -133,9 +130,6 @@ def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp
                                                                     items, needle):  # fmt: skip
     sets = [a for item in ('algorithm.name="cflgp"', *items) for a in ("--set", item)]
     out = tmp_path / "refused.h5"
-    proc = subprocess.run(
-        helpers.distfl_cmd("--preset", preset, *sets, "--out", str(out)), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
-    )  # fmt: skip
+    proc = helpers.cli(tmp_path, "run", "--preset", preset, *sets, "--out", str(out))
     assert_one_line_error(proc, needle)
     assert not out.exists()

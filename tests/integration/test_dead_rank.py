@@ -235,10 +235,7 @@ def test_diverged_training_stops_every_rank_with_one_line(helpers, tmp_path):
     exact sums' bounds: all ranks stop at once with exit code 4 and one line from rank 0,
     long before the collective timeout (an hour: a rank that waited it out would end the
     test on its limit, and with exit code 3), at W=1 and under torchrun W=3."""
-    alone = subprocess.run(
-        helpers.distfl_cmd(*diverging_args(str(tmp_path / "w1.h5"))), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
-    )  # fmt: skip
+    alone = helpers.cli(tmp_path, "run", *diverging_args(str(tmp_path / "w1.h5")))
     assert alone.returncode == 4, alone.stderr
     assert alone.stderr.strip().splitlines() == [
         "distfl: error: a client update holds NaN or Inf: training diverged (a smaller train.lr?)"

@@ -7,13 +7,10 @@ client a cluster model with a far lower test loss, for seeds 0, 1 and 2 (real
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import h5py
 import numpy as np
 import pytest
-from timing import limit
 
 from distfl import config as C
 from distfl.data import load_clients, load_dataset, make_partition
@@ -64,10 +61,7 @@ def runs(tmp_path_factory, helpers):
     helpers.run_alone(
         tmp, "--out", str(out), *_sets([*FEDERATION, "run.seed=0", "run.rounds=52", *FLCL])
     )
-    cmd = [sys.executable, "-m", "distfl", "run", "--resume", str(out), "--set", "run.rounds=100"]
-    proc = subprocess.run(
-        cmd, env=helpers.clean_env(), cwd=tmp, capture_output=True, text=True, timeout=limit(300)
-    )
+    proc = helpers.cli(tmp, "run", "--resume", str(out), "--set", "run.rounds=100")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return outs
 

@@ -10,14 +10,11 @@ run reads back from ``/state``; η = 0.1 exercises the inter-group aggregation a
 
 from __future__ import annotations
 
-import subprocess
-
 import h5py
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 from runfile import assert_same_run
-from timing import limit
 
 from distfl.metrics import adjusted_rand_index
 
@@ -97,10 +94,7 @@ def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp
                                                                     needle):  # fmt: skip
     sets = [a for item in items for a in ("--set", item)]
     out = tmp_path / "refused.h5"
-    proc = subprocess.run(
-        helpers.distfl_cmd("--preset", "rotated", "--set", 'algorithm.name="flexcfl"', *sets,
-                           "--out", str(out)),
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
-    )  # fmt: skip
+    proc = helpers.cli(tmp_path, "run", "--preset", "rotated", "--set",
+                       'algorithm.name="flexcfl"', *sets, "--out", str(out))  # fmt: skip
     assert_one_line_error(proc, needle)
     assert not out.exists()

@@ -112,10 +112,7 @@ def test_an_impossible_value_is_refused_in_one_line_before_any_work(helpers, tmp
                                                                     items, needle):  # fmt: skip
     sets = [a for item in items for a in ("--set", item)]
     out = tmp_path / "refused.h5"
-    proc = subprocess.run(
-        helpers.distfl_cmd("--preset", preset, *sets, "--out", str(out)), cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
-    )  # fmt: skip
+    proc = helpers.cli(tmp_path, "run", "--preset", preset, *sets, "--out", str(out))
     assert_one_line_error(proc, needle)
     assert not out.exists()
 

@@ -5,8 +5,6 @@ torchrun W=3, and when resumed."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -14,7 +12,6 @@ import h5py
 import numpy as np
 import pytest
 from runfile import assert_same_run
-from timing import limit
 
 from distfl.config import from_json
 from distfl.data import load_dataset, make_partition
@@ -76,11 +73,8 @@ def runs(tmp_path_factory, helpers) -> dict[str, Path]:
             lambda j: helpers.launch_script(j[1], tmp / f"{j[0]}.h5", config, *j[2]), jobs
         )
         out = dict(zip([name for name, _, _ in jobs], paths, strict=True))
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--resume", str(out["half"]), "--comm", "local",
-         "--set", f"run.rounds={ROUNDS}"],
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300), cwd=tmp,
-    )  # fmt: skip
+    proc = helpers.cli(tmp, "run", "--resume", str(out["half"]), "--comm", "local",
+                       "--set", f"run.rounds={ROUNDS}")  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
 

@@ -28,11 +28,9 @@ CONFIG = fedgwc_toml(ROUNDS)
 read_all = read_run
 
 
-def cli(helpers, tmp_path, *args, env=None, check=True):
-    proc = subprocess.run(
-        helpers.distfl_cmd(*args), cwd=tmp_path, env=env or helpers.clean_env(),
-        capture_output=True, text=True, timeout=limit(300),
-    )  # fmt: skip
+def cli(helpers, tmp_path, *args, check=True):
+    """``distfl run ARGS`` from ``tmp_path``, in this process (the command's code)."""
+    proc = helpers.cli(tmp_path, "run", *args)
     if check:
         assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc
@@ -49,20 +47,13 @@ def torchrun(helpers, tmp_path, *args):
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory):
+def reference(tmp_path_factory, helpers):
     """The uninterrupted run at W=1, and its config file."""
     tmp = tmp_path_factory.mktemp("resume")
     config = tmp / "fedgwc.toml"
     config.write_text(CONFIG)
     out = tmp / "full.h5"
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=limit(300),
-        cwd=tmp,
-    )
-    assert proc.returncode == 0, proc.stderr
+    cli(helpers, tmp, "--config", str(config), "--out", str(out))
     return config, out
 
 

@@ -36,11 +36,9 @@ name = "fedgwc"
 PROMPT_S = limit(10)
 
 
-def run(helpers, cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        helpers.distfl_cmd(*args), cwd=cwd, env=helpers.clean_env(), capture_output=True,
-        text=True, timeout=limit(600),
-    )  # fmt: skip
+def run(helpers, cwd: Path, *args: str):
+    """``distfl run ARGS`` from ``cwd``, in this process (the command's code)."""
+    return helpers.cli(cwd, "run", *args)
 
 
 def start(

@@ -111,9 +111,6 @@ def test_torchrun_multinode_script_across_two_hosts_equals_w1(helpers, tmp_path,
     else:
         assert rendezvous == "10.231.0.1:29555" and rendezvous_ip == "10.231.0.1"
     one = tmp_path / "one.h5"
-    w1 = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", "--config", str(config), "--out", str(one)],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
-    )  # fmt: skip
+    w1 = helpers.cli(tmp_path, "run", "--config", str(config), "--out", str(one))
     assert w1.returncode == 0, w1.stderr
     assert_same_run(one, tmp_path / "node0.h5")

@@ -19,15 +19,12 @@ import io
 import json
 import math
 import statistics
-import subprocess
-import sys
 import types
 
 import h5py
 import numpy as np
 import pytest
 from runfile import assert_same, read_run
-from timing import limit
 
 import distfl
 from distfl.runtime.export import export_paths
@@ -40,10 +37,9 @@ STEM = "digits-mixed--oracle--s0"
 
 
 def distfl_cli(helpers, cwd, *args):
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, env=helpers.clean_env(),
-        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=limit(300),
-    )  # fmt: skip
+    """``distfl ARGS`` from ``cwd``, in this process (a suite's runs are processes of their
+    own); it must exit 0; its stdout."""
+    proc = helpers.cli(cwd, *args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
 
@@ -252,11 +248,7 @@ def test_a_file_written_before_the_columns_reads_and_resumes_to_the_same_bits(jo
     fresh = job.dir / "fresh.h5"
     distfl_cli(helpers, job.dir, "run", "--config", str(toml), "--out", str(fresh),
                "--set", "run.rounds=6")  # fmt: skip
-    same = subprocess.run(
-        [sys.executable, "-m", "distfl", "compare", str(before), str(fresh), "--ignore",
-         "metrics,timing"], env=helpers.clean_env(), capture_output=True, text=True,
-        timeout=limit(300),
-    )  # fmt: skip
+    same = helpers.cli(job.dir, "compare", str(before), str(fresh), "--ignore", "metrics,timing")
     assert same.returncode == 0, same.stdout + same.stderr
     a, b = read_run(before), read_run(fresh)
     assert sorted(a) == sorted(b)
