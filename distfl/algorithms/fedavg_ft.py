@@ -15,8 +15,11 @@ Where this differs from FL-bench: FL-bench counts fine-tuning in epochs over the
 train loader (``finetune_epoch``, 0 by default: no fine-tuning), here it is counted in
 local steps; the default, 0, means as many steps as a round's local training
 (``train.local_steps``), FL-bench with ``finetune_epoch`` equal to ``local_epoch``.
-FL-bench fine-tunes with a fresh optimiser of the training's settings, as here (its
-momentum starts at zero).
+FL-bench keeps each client's optimiser state (SGD's momentum buffers) from the client's
+last training and loads it before the client trains or fine-tunes again (``opt_state_dict``
+in its ``src/client/fedavg.py``); here every training and every fine-tuning starts with a
+fresh optimiser, as every algorithm of distfl does. With SGD without momentum (the
+default) the two agree; with momentum or Adam they differ.
 """
 
 from __future__ import annotations
