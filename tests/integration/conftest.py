@@ -472,8 +472,9 @@ def helpers() -> types.SimpleNamespace:
 @pytest.fixture(scope="session")
 def default_run(tmp_path_factory):
     """The run file of ``distfl run`` with no arguments (the ``default`` preset: FedGWC on
-    digits, 300 rounds, one split), run once per session in a directory of its own; its
-    stdout and stderr are the fixture's ``stdout``/``stderr``. Tests only read it."""
+    digits, 300 rounds, one split), run once per session in a directory of its own, as a
+    process of its own (the in-process runs of the tests are compared with it); its stdout
+    and stderr are the fixture's ``stdout``/``stderr``. Tests only read it."""
     cwd = tmp_path_factory.mktemp("default-run")
     proc = subprocess.run(
         [sys.executable, "-m", "distfl", "run"],

@@ -67,11 +67,9 @@ TREE_LINE = re.compile(
 )
 
 
-def inspect_text(path: Path) -> str:
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "inspect", str(path)],
-        capture_output=True, text=True, timeout=limit(120),
-    )  # fmt: skip
+def inspect_text(helpers, path: Path) -> str:
+    """What ``distfl inspect PATH`` prints (its code, in this process)."""
+    proc = helpers.cli(path.parent, "inspect", str(path))
     assert proc.returncode == 0, proc.stderr
     return proc.stdout
 
@@ -114,9 +112,9 @@ def column(table, name: str) -> np.ndarray:
 # -- distfl.open on the default run ------------------------------------------------------
 
 
-def test_open_default_run_agrees_with_inspect(default_run):
+def test_open_default_run_agrees_with_inspect(default_run, helpers):
     run = distfl.open(default_run.path)
-    shown = parse_inspect(inspect_text(default_run.path))
+    shown = parse_inspect(inspect_text(helpers, default_run.path))
     assert (run.round, run.rounds, run.finished) == (shown["round"], shown["rounds"], True)
     assert run.round == run.config.run.rounds == 300  # the default preset, whole
 

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import io
 import math
-import subprocess
-import sys
 
 import pytest
 from timing import limit
@@ -113,19 +111,10 @@ def test_table_prints_every_row_and_target(report):
     assert "sum B/param" in header
 
 
-def test_bad_flags_exit_2_with_one_line(tmp_path):
-    bad = subprocess.run(
-        [sys.executable, "-m", "distfl", "bench", "--clients", "4", "--per-round", "5"],
-        capture_output=True,
-        text=True,
-        timeout=limit(60),
-        cwd=tmp_path,
-    )
+def test_bad_flags_exit_2_with_one_line(helpers, tmp_path):
+    bad = helpers.cli(tmp_path, "bench", "--clients", "4", "--per-round", "5")
     assert bad.returncode == 2
     assert bad.stderr.strip() == "distfl: error: bench --per-round 5: must be at most --clients (4)"
-    zero = subprocess.run(
-        [sys.executable, "-m", "distfl", "bench", "--repeat", "0"],
-        capture_output=True, text=True, timeout=limit(60), cwd=tmp_path,
-    )  # fmt: skip
+    zero = helpers.cli(tmp_path, "bench", "--repeat", "0")
     assert zero.returncode == 2
     assert zero.stderr.strip() == "distfl: error: bench --repeat 0: must be at least 1"

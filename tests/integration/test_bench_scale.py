@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import io
 import math
-import subprocess
-import sys
 
 import pytest
 from timing import limit
@@ -137,14 +135,8 @@ def test_table_prints_every_row(report):
     assert len(rows) == len(report["rows"])
 
 
-def test_unknown_row_exits_2_with_one_line(tmp_path):
-    bad = subprocess.run(
-        [sys.executable, "-m", "distfl", "bench", "--scale", "--scale-only", "nope-*"],
-        capture_output=True,
-        text=True,
-        timeout=limit(60),
-        cwd=tmp_path,
-    )
+def test_unknown_row_exits_2_with_one_line(helpers, tmp_path):
+    bad = helpers.cli(tmp_path, "bench", "--scale", "--scale-only", "nope-*")
     assert bad.returncode == 2
     line = bad.stderr.strip()
     assert "\n" not in line and line.startswith("distfl: error: bench --scale-only nope-*")

@@ -103,13 +103,8 @@ def test_the_references_are_drawn_by_the_worker_ranks(runs):
         assert many == {1: 8 * tested, 2: 7 * tested}
 
 
-def test_inspect_shows_the_tree(runs):
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "inspect", str(runs[0])],
-        capture_output=True,
-        text=True,
-        timeout=limit(60),
-    )
+def test_inspect_shows_the_tree(runs, helpers, tmp_path):
+    proc = helpers.cli(tmp_path, "inspect", str(runs[0]))
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "0 " in out and "split at round" in out

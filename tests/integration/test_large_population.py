@@ -34,9 +34,10 @@ GROUPS = (
 
 
 def run(helpers, tmp_path, algorithm: str, *sets: str, dataset: str = "digits",
-        rounds: int = 3, clients: int = K):  # fmt: skip
+        rounds: int = 3, clients: int = K, alone: bool = False):  # fmt: skip
     """``distfl run`` of ``algorithm`` at ``clients`` clients, 10 a round: (process, run
-    file)."""
+    file); a process of its own (whose peak memory the run file records), or with ``alone``
+    the command's code in this process."""
     out = tmp_path / f"{algorithm}.h5"
     args = [
         "--set", f'algorithm.name="{algorithm}"',
@@ -52,6 +53,8 @@ def run(helpers, tmp_path, algorithm: str, *sets: str, dataset: str = "digits",
     ]  # fmt: skip
     if clients == K and not any(s.startswith("data.groups") for s in sets):
         args += ["--set", GROUPS]
+    if alone:
+        return helpers.cli(tmp_path, "run", *args), out
     proc = subprocess.run(
         helpers.distfl_cmd(*args), env=helpers.clean_env(), capture_output=True, text=True,
         timeout=limit(900),
@@ -162,10 +165,10 @@ def test_emdcfl_anchor_distances_are_the_all_pairs_ones(helpers, tmp_path):
     exact_dir, anchored_dir = tmp_path / "exact", tmp_path / "anchored"
     exact_dir.mkdir()
     anchored_dir.mkdir()
-    proc, exact = run(helpers, exact_dir, "emdcfl", *sets, rounds=1, clients=12)
+    proc, exact = run(helpers, exact_dir, "emdcfl", *sets, rounds=1, clients=12, alone=True)
     assert proc.returncode == 0, proc.stderr
     proc, anchored = run(helpers, anchored_dir, "emdcfl", *sets, "algorithm.anchors=4",
-                            rounds=1, clients=12)  # fmt: skip
+                         rounds=1, clients=12, alone=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     with h5py.File(exact, "r") as e, h5py.File(anchored, "r") as a:
         d = e["hierarchy/0/distances"][()]

@@ -7,8 +7,6 @@ writer comes, which here is never)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 from cliproc import assert_one_line_error
@@ -17,11 +15,15 @@ from timing import limit
 pytestmark = pytest.mark.integration
 
 
-def _distfl(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "distfl", *args], cwd=cwd, capture_output=True, text=True,
-        timeout=limit(120),
-    )  # fmt: skip
+@pytest.fixture
+def distfl(helpers):
+    """``distfl ARGS`` from ``cwd``, the command's code in this process (a FIFO it opened
+    would block it: the call's limit ends that as a hang)."""
+
+    def command(*args: str, cwd):
+        return helpers.cli(cwd, *args, timeout=limit(120))
+
+    return command
 
 
 @pytest.fixture
@@ -36,27 +38,27 @@ def fifo(tmp_path):
     [("run", "--config"), ("run", "--resume"), ("inspect",), ("status",), ("report",),
      ("gather",)],
 )  # fmt: skip
-def test_a_fifo_is_refused_not_waited_on(tmp_path, fifo, command):
-    proc = _distfl(*command, fifo, cwd=tmp_path)
+def test_a_fifo_is_refused_not_waited_on(distfl, tmp_path, fifo, command):
+    proc = distfl(*command, fifo, cwd=tmp_path)
     assert_one_line_error(proc, fifo, "a FIFO (named pipe)")
 
 
 @pytest.mark.parametrize(
     ("path", "what"), [("/dev/zero", "a character device"), (".", "a directory")]
 )
-def test_a_device_or_a_directory_is_no_config(tmp_path, path, what):
-    proc = _distfl("run", "--config", path, cwd=tmp_path)
+def test_a_device_or_a_directory_is_no_config(distfl, tmp_path, path, what):
+    proc = distfl("run", "--config", path, cwd=tmp_path)
     assert_one_line_error(proc, f"config file {path} is {what}")
     assert not list(tmp_path.iterdir())  # no run file, nothing else
 
 
-def test_a_config_over_a_mebibyte_is_refused(tmp_path):
+def test_a_config_over_a_mebibyte_is_refused(distfl, tmp_path):
     big = tmp_path / "big.toml"
     big.write_text("# padding\n" * 200_000)  # 2 MB of comments: valid TOML, not a config
-    proc = _distfl("run", "--config", str(big), cwd=tmp_path)
+    proc = distfl("run", "--config", str(big), cwd=tmp_path)
     assert_one_line_error(proc, "over 1 MiB")
 
 
-def test_a_device_is_no_run_file(tmp_path):
-    proc = _distfl("inspect", "/dev/null", cwd=tmp_path)
+def test_a_device_is_no_run_file(distfl, tmp_path):
+    proc = distfl("inspect", "/dev/null", cwd=tmp_path)
     assert_one_line_error(proc, "/dev/null is a character device")
