@@ -71,8 +71,10 @@ SchedulerParameters=sched_interval=1
 MinJobAge=600
 InactiveLimit=0
 KillWait=5
-# a node that stops answering is DOWN after 10 s (default 300 s), and its jobs requeued
-SlurmdTimeout=10
+# a node that stops answering is DOWN after 10 s (default 300 s), and its jobs requeued;
+# scaled by the tests' time factor as the collective timeout of the jobs is, so that on a
+# loaded machine too a dead node's partners meet their timeout before Slurm cancels them
+SlurmdTimeout={slurmd_timeout}
 {nodes}
 # LLN: each job (each array task) goes to the least loaded node, so a sweep spreads
 PartitionName=test Nodes={node_list} Default=YES MaxTime=INFINITE State=UP LLN=YES
@@ -173,7 +175,8 @@ class PrivateSlurm:
         self.conf.write_text(
             CONF.format(root=self.root, ctld_addr=ctld_addr, ctld_port=_free_port(),
                         d_port=_free_port(), nodes=nodes, node_list=node_list,
-                        first_job_id=random.randrange(1000, 60_000_000))
+                        first_job_id=random.randrange(1000, 60_000_000),
+                        slurmd_timeout=round(limit(10)))
         )  # fmt: skip
         self._start_munge()
         self.ctld = subprocess.Popen(
