@@ -37,19 +37,18 @@ class RoundFailures:
         round 6")."""
         server.stop.settle()  # nothing is abandoned any more: this write completes
         out = server.config.run.out
-        if server.live_round is None and saved is not None:
-            try:
-                RoundSnapshots.restore(server, saved)
-                server.live_round = saved["round"]
-            except Exception:
-                pass
-        if server.live_round is not None and server.live_round != server.rounds_written:
-            try:
-                write_server(server)
-            except RunFileWriteError as exc:
-                return f"{out} was not written ({exc})"
-            except KeyboardInterrupt:
-                return f"{out} was not written (interrupted again while writing it)"
+        with server.stop.keeping():  # a further Ctrl-C is ignored until it is on disk
+            if server.live_round is None and saved is not None:
+                try:
+                    RoundSnapshots.restore(server, saved)
+                    server.live_round = saved["round"]
+                except Exception:
+                    pass
+            if server.live_round is not None and server.live_round != server.rounds_written:
+                try:
+                    write_server(server)
+                except RunFileWriteError as exc:
+                    return f"{out} was not written ({exc})"
         if server.rounds_written is None:
             return "no run file was written"
         return f"{out} holds round {server.rounds_written}"

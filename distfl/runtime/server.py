@@ -35,7 +35,7 @@ from distfl.algorithms import (
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
-from distfl.errors import CommError, DivergedError, UserError
+from distfl.errors import CommError, DivergedError, Interrupted, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
 from distfl.models import last_layer_span, last_linear, num_params
@@ -403,20 +403,25 @@ class Server:
         first = self.rounds_done + 1
         self.live_round = self.rounds_done
         accuracy = last_finite(self.record.metrics["accuracy"])
-        for t in range(first, self.config.run.rounds + 1):
-            result = self._kept_round(t, first)
-            if result is None:  # the run stops after round t - 1
-                break
-            if result.evaluated:
-                accuracy = result.accuracy
-            if self.stopping(t):
-                break
         try:
-            self.phase = "stopping the workers"
-            self.stop_workers()
-        except CommError as exc:  # a rank died after the last round: the file is complete
-            self.failures.fail(self, self.rounds_done, exc, None)
-        summary = self._summary(first, accuracy)
+            for t in range(first, self.config.run.rounds + 1):
+                result = self._kept_round(t, first)
+                if result is None:  # the run stops after round t - 1
+                    break
+                if result.evaluated:
+                    accuracy = result.accuracy
+                if self.stopping(t):
+                    break
+            try:
+                self.phase = "stopping the workers"
+                self.stop_workers()
+            except CommError as exc:  # a rank died after the last round: the file is complete
+                self.failures.fail(self, self.rounds_done, exc, None)
+            summary = self._summary(first, accuracy)
+        except Interrupted:
+            raise  # the last completed round is written already
+        except KeyboardInterrupt:  # a second Ctrl-C between rounds or after the last
+            self.failures.interrupted(self, self.rounds_done + 1, None)
         try:
             for component in self.components:
                 component.at_end(self, summary)
@@ -449,7 +454,10 @@ class Server:
                 component.after_round(self, result)
             self.live_round = t
         except StopNow:
-            self._given_up(saved)
+            try:
+                self._given_up(saved)
+            except KeyboardInterrupt:  # a second Ctrl-C while the round was given up
+                self.failures.interrupted(self, t, saved)
             return None
         except KeyboardInterrupt:
             self.failures.interrupted(self, t, saved)

@@ -15,7 +15,7 @@ work in progress (``docs/checkpoints.md`` has the table):
 - a write of the run file always completes;
 - a second Ctrl-C raises KeyboardInterrupt wherever the run is (at the end of a write in
   progress): the server writes what it holds of the last completed round and exits with
-  code 130.
+  code 130; further Ctrl-Cs while it does so are ignored (:meth:`StopFlag.keeping`).
 """
 
 from __future__ import annotations
@@ -98,6 +98,19 @@ class StopFlag:
         if self._interrupt_pending and not self._writing:
             self._interrupt_pending = False
             raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def keeping(self) -> Iterator[None]:
+        """The last completed round put back and written as the run ends on an interrupt or
+        a failure: a further Ctrl-C neither interrupts it nor is raised after it (the run
+        is ending already)."""
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            if not self._writing:
+                self._interrupt_pending = False
 
     @property
     def abandoning(self) -> bool:

@@ -25,10 +25,37 @@ pytestmark = pytest.mark.integration
 ROUNDS = 40  # FedGWC splits at rounds 19 and 29 in this scenario
 
 PLUGIN = '''
+import inspect
 import os
+import signal
 
 from distfl.algorithms import register
 from distfl.algorithms.fedgwc import FedGWC
+from distfl.runtime.server import Server
+from distfl.runtime.snapshots import RoundSnapshots
+
+
+def _second_ctrl_c(cls, name, after):
+    """A SIGINT to this process as ``cls.name`` ends (``after``) or begins: the second
+    Ctrl-C of a user, arriving at that moment of the stop the first one began."""
+    original = getattr(cls, name)
+
+    def wrapped(*args, **kwargs):
+        if not after:
+            os.kill(os.getpid(), signal.SIGINT)
+        out = original(*args, **kwargs)
+        if after:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    static = isinstance(inspect.getattr_static(cls, name), staticmethod)
+    setattr(cls, name, staticmethod(wrapped) if static else wrapped)
+
+
+if os.environ.get("SECOND_CTRL_C") == "restore":  # the abandoned round's state put back
+    _second_ctrl_c(RoundSnapshots, "restore", after=True)
+elif os.environ.get("SECOND_CTRL_C") == "stop_workers":  # the rounds' loop has ended
+    _second_ctrl_c(Server, "stop_workers", after=False)
 
 
 @register
@@ -43,18 +70,23 @@ class FlakyFedGWC(FedGWC):
         if os.environ.get("FLAKY_ROUND") == str(round_index):
             if os.environ.get("FLAKY_RAISE") == "KeyboardInterrupt":
                 raise KeyboardInterrupt
+            if os.environ.get("FLAKY_RAISE") == "SIGINT":  # a first Ctrl-C
+                os.kill(os.getpid(), signal.SIGINT)
             raise RuntimeError(f"injected failure in round {round_index}")
         return out
 '''
 
 
 def _run(
-    tmp, *args, fail_round: int | None = None, raise_: str = "RuntimeError"
+    tmp, *args, fail_round: int | None = None, raise_: str = "RuntimeError", second: str = ""
 ) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if k not in ("FLAKY_ROUND", "FLAKY_RAISE")}
+    names = ("FLAKY_ROUND", "FLAKY_RAISE", "SECOND_CTRL_C")
+    env = {k: v for k, v in os.environ.items() if k not in names}
     if fail_round is not None:
         env["FLAKY_ROUND"] = str(fail_round)
         env["FLAKY_RAISE"] = raise_
+    if second:
+        env["SECOND_CTRL_C"] = second
     return subprocess.run(
         [sys.executable, "-m", "distfl", "run", *args], cwd=tmp, env=env, capture_output=True,
         text=True, timeout=limit(600),
@@ -118,6 +150,27 @@ def test_a_keyboard_interrupt_in_a_plug_in_keeps_every_completed_round(setup):
         f"distfl: interrupted in round 6 (flaky_fedgwc's update); {out} holds round 5: "
         f"continue with distfl run --resume {out}"
     )
+    with h5py.File(out, "r") as f:
+        assert f["state"].attrs["round"] == "5"
+    proc = _run(tmp, "--resume", str(out), "--trust-plugins")
+    assert proc.returncode == 0, proc.stderr
+    assert_same_run(full, out)
+
+
+@pytest.mark.parametrize("second", ["restore", "stop_workers"])
+def test_a_second_ctrl_c_while_the_first_stops_the_run_keeps_every_completed_round(setup, second):
+    """A Ctrl-C in round 6 (long before any periodic checkpoint) gives the round up; a
+    second one arrives before the file is written: while the round's state is put back, or
+    as the rounds' loop has ended. The run exits 130 in one line, the file holds round 5
+    and resumes to the bits of the run that was never interrupted."""
+    tmp, full = setup
+    out = tmp / f"twice-{second}.h5"
+    proc = _run(tmp, "--config", "flaky.toml", "--out", str(out), fail_round=6,
+                raise_="SIGINT", second=second)  # fmt: skip
+    assert proc.returncode == 130, proc.stdout + proc.stderr
+    line = proc.stderr.strip()
+    assert "\n" not in line and line.startswith("distfl: interrupted in round 6 ("), line
+    assert line.endswith(f"{out} holds round 5: continue with distfl run --resume {out}"), line
     with h5py.File(out, "r") as f:
         assert f["state"].attrs["round"] == "5"
     proc = _run(tmp, "--resume", str(out), "--trust-plugins")
