@@ -213,7 +213,7 @@ def test_suite_runs_every_job_and_tabulates_it(helpers, base):
     _, grows = read_csv(gathered)
     assert [r["file"] for r in grows] == [str(p) for p in files]
     for row, grow, (_, algorithm, seed) in zip(rows, grows, JOBS, strict=True):
-        assert (grow["algorithm"], int(grow["seed"])) == (algorithm, seed)
+        assert (grow["algorithm"], int(grow["seed"])) == (ALGORITHMS[algorithm], seed)
         assert (grow["rounds_done"], grow["rounds"]) == (str(ROUNDS), str(ROUNDS))
         for column in METRICS:
             assert row[column] == grow[column], column

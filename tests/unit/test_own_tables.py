@@ -173,16 +173,20 @@ def test_the_docs_example_declares_a_table_the_registry_accepts():
     declaration passes the registry's checks and its rows are what the runtime takes."""
     from pathlib import Path
 
-    from distfl.algorithms import ClientReports, RoundUpdate
+    from distfl.algorithms import ClientReports
     from distfl.algorithms.registry import _check_tables
+    from distfl.plugins import ALGORITHMS
 
     page = Path(__file__).resolve().parents[2] / "docs" / "adding-an-algorithm.md"
     text = page.read_text(encoding="utf-8")
-    start = text.index("```python\nfrom distfl.algorithms import Column, RecordTable")
+    start = text.index("```python\n# last_loss.py")
     code = text[start + len("```python\n") : text.index("```", start + 3)]
-    space = {"ClusteringAlgorithm": ClusteringAlgorithm, "RoundUpdate": RoundUpdate}
-    exec(compile(code, str(page), "exec"), space)
-    cls = space["Mine"]
+    space: dict = {}
+    try:
+        exec(compile(code, str(page), "exec"), space)  # registers it
+    finally:
+        ALGORITHMS.remove("last_loss")
+    cls = space["LastLoss"]
     _check_tables(cls)
     reports = ClientReports(np.array([1, 3]), np.array([[2.0, 1.5], [2.5, 0.5]]), np.ones(2))
     rows = cls.update(None, 4, None, reports).rows
