@@ -5,7 +5,8 @@ developed on, with room to spare, and :func:`limit` multiplies it by the session
 (at least 1): how much slower this machine is now. The first pytest process measures the
 factor once (:func:`factor`) and leaves it in ``DISTFL_TEST_TIME_FACTOR``, which its xdist
 workers and every process they start inherit; set that variable to choose the factor
-yourself."""
+yourself. A limit taken when the load average per CPU is above the factor is scaled by
+that load instead: a machine that became busier after the measurement."""
 
 from __future__ import annotations
 
@@ -46,10 +47,15 @@ def measure() -> tuple[float, str]:
     """The factor of this machine now and how it was found: the larger of the probe's time
     over :data:`REFERENCE_S` and the last minute's load average per CPU, at least 1."""
     speed = probe_seconds() / REFERENCE_S
-    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    load = os.getloadavg()[0] / max(1, cpus or 1)
+    load = load_per_cpu()
     value = round(max(1.0, speed, load), 2)
     return value, f"measured: probe {speed:.2f}x the reference, load {load:.2f} per CPU"
+
+
+def load_per_cpu() -> float:
+    """The last minute's load average per CPU this process may run on."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return os.getloadavg()[0] / max(1, cpus or 1)
 
 
 def factor() -> float:
@@ -72,6 +78,8 @@ def factor() -> float:
 
 
 def limit(seconds: float) -> float:
-    """``seconds`` (what an idle core needs, with room) scaled by the session's factor: the
-    limit after which a test takes a process or a wait to have hung."""
-    return seconds * factor()
+    """``seconds`` (what an idle core needs, with room) scaled by the session's factor, or
+    by the load average per CPU now when that is higher (other work that began after the
+    factor was measured, the suite's own processes among it): the limit after which a test
+    takes a process or a wait to have hung."""
+    return seconds * max(factor(), load_per_cpu())

@@ -24,8 +24,9 @@ ARGS = [
     "--preset", "rotated", "--set", 'algorithm.name="emdcfl"', "--set", "algorithm.steps=600",
     "--set", "run.rounds=2", "--set", 'run.progress="lines"',
 ]  # fmt: skip
-#: how soon after the signal every process must have exited
-PROMPT_S = limit(30)
+#: how soon after the signal every process must have exited, on an idle core (scaled by
+#: limit() as it is checked)
+PROMPT_S = 30
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +58,7 @@ def signal_in_round_one(
         signalled = time.monotonic()
         for p, (_, err) in zip(procs, readers, strict=True):
             assert p.wait(timeout=limit(60)) == 0, err.text()
-        assert not prompt or time.monotonic() - signalled < PROMPT_S
+        assert not prompt or time.monotonic() - signalled < limit(PROMPT_S)
         return readers[0][0].text().splitlines()
     finally:
         helpers.kill_tree(procs, marker=str(tmp_path))

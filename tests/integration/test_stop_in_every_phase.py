@@ -32,10 +32,11 @@ from timing import limit
 
 pytestmark = pytest.mark.integration
 
-#: how soon after the signal every process must have exited
-STOP_S = limit(10)
+#: how soon after the signal every process must have exited, on an idle core (scaled by
+#: limit() as it is checked)
+STOP_S = 10
 #: how long the plug-in's slow phases last: far longer than STOP_S
-LONG_S = 6 * STOP_S
+LONG_S = 6 * limit(STOP_S)
 
 PLUGIN = '''\
 import os
@@ -176,7 +177,7 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
         lines = readers[0][0].text().splitlines()
     finally:
         helpers.kill_tree(procs, marker=str(tmp_path))
-    assert took < STOP_S, f"the run took {took:.1f} s to stop"
+    assert took < limit(STOP_S), f"the run took {took:.1f} s to stop"
     assert any(s.startswith(f"distfl: stopped by SIGTERM after round {kept}/") for s in lines), (
         lines
     )
@@ -213,7 +214,7 @@ def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
         took = time.monotonic() - signalled
     finally:
         helpers.kill_tree([proc], marker=str(tmp_path))
-    assert took < STOP_S, f"the run took {took:.1f} s to stop"
+    assert took < limit(STOP_S), f"the run took {took:.1f} s to stop"
     assert "distfl: stopped by SIGTERM after round 1/3" in out.text()
     resumed = subprocess.run(
         helpers.distfl_cmd("--resume", "cut.h5", "--trust-plugins"), cwd=tmp_path,

@@ -118,8 +118,18 @@ def test_the_check_leaves_scaled_limits(code):
 
 def test_limit_scales_by_the_sessions_factor(monkeypatch):
     monkeypatch.setenv(timing.VARIABLE, "2.5")
+    monkeypatch.setattr(timing.os, "getloadavg", lambda: (0.5, 0.5, 0.5))
     assert timing.factor() == 2.5
     assert timing.limit(60) == 150.0
+
+
+def test_a_load_that_rose_after_the_measurement_scales_the_limit(monkeypatch):
+    """The load average per CPU at the time a limit is taken, when above the factor."""
+    monkeypatch.setenv(timing.VARIABLE, "1.5")
+    monkeypatch.setattr(timing.os, "sched_getaffinity", lambda _pid: {0, 1}, raising=False)
+    monkeypatch.setattr(timing.os, "getloadavg", lambda: (8.0, 3.0, 1.0))
+    assert timing.load_per_cpu() == 4.0
+    assert timing.limit(60) == 240.0
 
 
 @pytest.mark.parametrize("text", ["0.5", "fast", "nan", "inf", "", "-3"])
