@@ -240,20 +240,7 @@ def _validate_model(c: Config, dataset, *, unknown: bool) -> None:
     if unknown and c.model.name not in MODELS:
         return  # a stored config's model of a plug-in not imported: kept unchecked
     spec = MODELS.get(c.model.name)
-    params = c.model.params
-    if type(params) is not spec.Params:
-        raise ConfigError(
-            f"model.name = {c.model.name!r} takes {spec.Params.__name__}, "
-            f"not {type(params).__name__}"
-        )
-    for key, allowed in spec.Params.choices.items():
-        value = getattr(params, key)
-        if value not in allowed:
-            raise ConfigError(
-                f"model.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
-                f"are {', '.join(allowed)}"
-            )
-    params.check(c)
+    _check_params(c, "model", c.model.name, spec.Params, c.model.params)
     if dataset is None:
         return
     shape = tuple(dataset.input_shape(c))
@@ -370,17 +357,22 @@ def _validate_algorithm(c: Config) -> None:
     if isinstance(c.algorithm.params, StoredParams):
         return
     cls = ALGORITHMS.get(c.algorithm.name)
-    params = c.algorithm.params
-    if type(params) is not cls.Params or not isinstance(params, Params):
+    _check_params(c, "algorithm", c.algorithm.name, cls.Params, c.algorithm.params)
+
+
+def _check_params(c: Config, section: str, name: str, expected: type, params) -> None:
+    """A plug-in's own keys in ``section`` (``name``'s, which declares ``expected``): of
+    that class, each key with choices holding one of them, then the class's own rules
+    (:meth:`Params.check`)."""
+    if type(params) is not expected or not isinstance(params, Params):
         raise ConfigError(
-            f"algorithm.name = {c.algorithm.name!r} takes {cls.Params.__name__}, "
-            f"not {type(params).__name__}"
+            f"{section}.name = {name!r} takes {expected.__name__}, not {type(params).__name__}"
         )
-    for key, allowed in cls.Params.choices.items():
+    for key, allowed in expected.choices.items():
         value = getattr(params, key)
         if value not in allowed:
             raise ConfigError(
-                f"algorithm.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
+                f"{section}.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
                 f"are {', '.join(allowed)}"
             )
     params.check(c)

@@ -349,21 +349,7 @@ def _data(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> Dat
         if not unknown:
             raise
         return DataSection(**kwargs, params=_stored_params(own, "data"))
-    params_cls = spec.Params
-    fields = params_cls.keys()
-    if stored:
-        own = {k: v for k, v in own.items() if k in fields}
-    params_hints = get_type_hints(params_cls)
-    for key in own:
-        if key not in fields:
-            owners = [s.name for s in DATASETS.classes() if key in s.Params.keys()]
-            where = (f"; it is a key of data.dataset = {', '.join(map(repr, owners))}"
-                     if owners else "")  # fmt: skip
-            mine = f"its own keys: {', '.join(fields)}" if fields else "it has no keys of its own"
-            raise ConfigError(
-                f"data.{key}: not a key of [data] for data.dataset = {name!r} ({mine}){where}"
-            )
-    params = params_cls(**{k: _coerce(f"data.{k}", v, params_hints[k]) for k, v in own.items()})
+    params = _own_params(DATASETS, spec, "data.dataset", name, own, stored=stored)
     return DataSection(**kwargs, params=params)
 
 
@@ -380,21 +366,31 @@ def _model(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> Mo
         if not unknown:
             raise
         return ModelSection(name=name, params=_stored_params(values, "model"))
+    params = _own_params(MODELS, spec, "model.name", name, values, stored=stored)
+    return ModelSection(name=name, params=params)
+
+
+def _own_params(registry, spec, selector: str, name: str, own: dict[str, Any], *, stored: bool):
+    """The keys ``own`` of the dataset or model ``spec``, chosen as ``selector = name``
+    (``"model.name"``, ``"mlp"``), as its ``Params``. ``stored``: a run file's config,
+    whose keys the spec does not take are dropped; otherwise such a key is an error naming
+    the specs of ``registry`` that take it."""
+    section = selector.split(".")[0]
     fields = spec.Params.keys()
     if stored:
-        values = {k: v for k, v in values.items() if k in fields}
-    for key in values:
+        own = {k: v for k, v in own.items() if k in fields}
+    for key in own:
         if key not in fields:
-            owners = [s.name for s in MODELS.classes() if key in s.Params.keys()]
-            where = (f"; it is a key of model.name = {', '.join(map(repr, owners))}"
+            owners = [s.name for s in registry.classes() if key in s.Params.keys()]
+            where = (f"; it is a key of {selector} = {', '.join(map(repr, owners))}"
                      if owners else "")  # fmt: skip
             mine = f"its own keys: {', '.join(fields)}" if fields else "it has no keys of its own"
             raise ConfigError(
-                f"model.{key}: not a key of [model] for model.name = {name!r} ({mine}){where}"
+                f"{section}.{key}: not a key of [{section}] for {selector} = {name!r} "
+                f"({mine}){where}"
             )
     hints = get_type_hints(spec.Params)
-    params = spec.Params(**{k: _coerce(f"model.{k}", v, hints[k]) for k, v in values.items()})
-    return ModelSection(name=name, params=params)
+    return spec.Params(**{k: _coerce(f"{section}.{k}", v, hints[k]) for k, v in own.items()})
 
 
 def _algorithm(values: dict[str, Any], *, stored: bool, unknown: bool = False) -> AlgorithmSection:

@@ -238,8 +238,29 @@ class DataSection:
         return out | own
 
 
+class _Named:
+    """A section that names a registered plug-in (``name``, looked up in ``_registry``)
+    and holds its own keys (``params``): ``section.<key>`` reads one of them."""
+
+    _registry: Any
+    _owner: str  # how an error names the choice ("model.name 'mlp' has no key ...")
+
+    def __post_init__(self) -> None:
+        if self.params is None:
+            object.__setattr__(self, "params", self._registry.get(self.name).Params())
+
+    def __getattr__(self, key: str) -> Any:
+        return _own_key(self, key, ("name", "params"), lambda: f"{self._owner} {self.name!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"name": ..., <key>: <value>, ...}``: the table, its name then its own keys."""
+        own = (self.params.to_dict() if isinstance(self.params, StoredParams)
+               else dataclasses.asdict(self.params))  # fmt: skip
+        return {"name": self.name, **own}
+
+
 @dataclass(frozen=True)
-class ModelSection:
+class ModelSection(_Named):
     """``model.name`` and that model's own keys (``params``, its spec's ``Params``):
     ``config.model.hidden`` reads the key ``hidden`` of the params."""
 
@@ -255,18 +276,8 @@ class ModelSection:
     #: model that is not registered)
     params: Any = None
 
-    def __post_init__(self) -> None:
-        if self.params is None:
-            object.__setattr__(self, "params", MODELS.get(self.name).Params())
-
-    def __getattr__(self, key: str) -> Any:
-        return _own_key(self, key, ("name", "params"), lambda: f"model.name {self.name!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """The [model] table: its name, then the model's own keys."""
-        own = (self.params.to_dict() if isinstance(self.params, StoredParams)
-               else dataclasses.asdict(self.params))  # fmt: skip
-        return {"name": self.name, **own}
+    _registry = MODELS
+    _owner = "model.name"
 
 
 @dataclass(frozen=True)
@@ -360,7 +371,7 @@ class ServerSection:
 
 
 @dataclass(frozen=True)
-class AlgorithmSection:
+class AlgorithmSection(_Named):
     """``algorithm.name`` and that algorithm's own keys (``params``, its ``Params``
     dataclass). ``config.algorithm.epsilon`` reads the key ``epsilon`` of the params."""
 
@@ -373,18 +384,8 @@ class AlgorithmSection:
     )
     params: Any = None
 
-    def __post_init__(self) -> None:
-        if self.params is None:
-            object.__setattr__(self, "params", ALGORITHMS.get(self.name).Params())
-
-    def __getattr__(self, key: str) -> Any:
-        return _own_key(self, key, ("name", "params"), lambda: f"algorithm {self.name!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"name": ..., <key>: <value>, ...}``, the [algorithm] table."""
-        if isinstance(self.params, StoredParams):
-            return {"name": self.name, **self.params.to_dict()}
-        return {"name": self.name, **dataclasses.asdict(self.params)}
+    _registry = ALGORITHMS
+    _owner = "algorithm"
 
 
 class StoredParams:
