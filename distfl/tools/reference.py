@@ -165,13 +165,18 @@ def model_keys() -> dict[str, list[KeyDoc]]:
     return out
 
 
-def model_keys_table() -> str:
+def _own_keys_table(kind: str, keys: dict[str, list[KeyDoc]]) -> str:
+    """One row per own key of each plug-in of ``kind`` (``keys``: its keys per name)."""
     rows = [
         (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
-        for name, docs in model_keys().items()
+        for name, docs in keys.items()
         for d in docs
     ]
-    return _table(("model", "key", "allowed", "default", "meaning"), rows)
+    return _table((kind, "key", "allowed", "default", "meaning"), rows)
+
+
+def model_keys_table() -> str:
+    return _own_keys_table("model", model_keys())
 
 
 def model_table() -> str:
@@ -181,21 +186,11 @@ def model_table() -> str:
 
 
 def dataset_keys_table() -> str:
-    rows = [
-        (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
-        for name, docs in dataset_keys().items()
-        for d in docs
-    ]
-    return _table(("dataset", "key", "allowed", "default", "meaning"), rows)
+    return _own_keys_table("dataset", dataset_keys())
 
 
 def algorithm_table() -> str:
-    rows = [
-        (f"`{name}`", f"`{d.key}`", d.allowed, d.default, d.doc)
-        for name, docs in algorithm_keys().items()
-        for d in docs
-    ]
-    return _table(("algorithm", "key", "allowed", "default", "meaning"), rows)
+    return _own_keys_table("algorithm", algorithm_keys())
 
 
 def dataset_table() -> str:
