@@ -6,6 +6,7 @@ worker, one after the other. The longest modules are handed out first (FIRST), s
 the suite does not end with one worker running a long module while the others wait. A
 test marked ``cuda`` skips with the reason "no CUDA device" where torch sees none."""
 
+import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +15,13 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 
 import timing  # noqa: E402
+
+# A suite started in the background of a shell script (``./test.sh &``) inherits SIGINT
+# ignored, and every process it starts would too: the tests of Ctrl-C would signal
+# processes that cannot hear it. A handler of Python's own is reset to the default in each
+# program the tests start (the workers, the runs, the launchers).
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 #: the modules that take longest (measured: minutes of a module alone on the 2-core machine,
 #: and the CI's slowest tests), longest first; every other module keeps its place after them
