@@ -21,15 +21,10 @@ read, but every reader says it is unverified, and ``--resume`` of it needs
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
-import os
 import re
 import shutil
-import signal
 import tracemalloc
-import types
 import warnings
 from pathlib import Path
 from unittest import mock
@@ -41,7 +36,6 @@ from cliproc import assert_one_line_error
 from timing import limit
 
 import distfl
-from distfl.cli import main
 from distfl.config import from_json
 from distfl.errors import CheckpointError, UnverifiedRunFile
 from distfl.runfile import integrity
@@ -58,35 +52,6 @@ def written(tmp_path_factory, helpers) -> Path:
     helpers.run_alone(tmp, "--preset", "digits", "--set", f"run.rounds={ROUNDS}",
                       "--set", 'run.progress="none"', "--out", "run.h5")  # fmt: skip
     return tmp / "run.h5"
-
-
-@contextlib.contextmanager
-def deadline(seconds: float):
-    """Raise TimeoutError in this thread once ``seconds`` have passed."""
-
-    def expire(signum, frame):
-        raise TimeoutError(f"still running after {seconds:.0f} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-
-def distfl_cli(cwd: Path, *args: str) -> types.SimpleNamespace:
-    """``distfl ARGS`` in this process from ``cwd``: returncode, stdout, stderr."""
-    out, err = io.StringIO(), io.StringIO()
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main([str(a) for a in args])
-    finally:
-        os.chdir(here)
-    return types.SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
 
 
 # -- changes to a file ---------------------------------------------------------------------
@@ -337,13 +302,12 @@ def tampered(written: Path, tmp_path: Path, tamper) -> Path:
 
 
 @pytest.mark.parametrize("name", list(TAMPERS))
-def test_every_reader_refuses_a_tampered_file(written, tmp_path, name):
+def test_every_reader_refuses_a_tampered_file(helpers, written, tmp_path, name):
     tamper, needle = TAMPERS[name]
     path = tampered(written, tmp_path, tamper)
     before = path.read_bytes()
     for reader, args in READERS.items():
-        with deadline(limit(30)):
-            proc = distfl_cli(tmp_path, *args(path, tmp_path))
+        proc = helpers.cli(tmp_path, *args(path, tmp_path), timeout=limit(30))
         assert "\x1b" not in proc.stderr + proc.stdout, (reader, proc.stderr)
         if reader == "gather":  # gather skips what it cannot read, says why, exits 1 or 2
             assert proc.returncode in (1, 2) and needle in proc.stderr, (reader, proc.stderr)
@@ -356,7 +320,7 @@ def test_every_reader_refuses_a_tampered_file(written, tmp_path, name):
         distfl.open(path)
 
 
-def test_a_huge_claim_is_refused_with_a_few_mib(written, tmp_path):
+def test_a_huge_claim_is_refused_with_a_few_mib(helpers, written, tmp_path):
     """16 GB claimed by an added dataset, 1.8 GiB by /state/models (the file is a few
     hundred KB): each reader answers (within a hang's limit) with little memory."""
     for tamper in (_huge_unsealed, _resealed(_models_claimed)):
@@ -364,8 +328,7 @@ def test_a_huge_claim_is_refused_with_a_few_mib(written, tmp_path):
         assert path.stat().st_size < 1 << 20
         for args in (["status", path], ["run", "--resume", path, "--set", "run.rounds=3"]):
             tracemalloc.start()
-            with deadline(limit(30)):
-                proc = distfl_cli(tmp_path, *args)
+            proc = helpers.cli(tmp_path, *args, timeout=limit(30))
             peak = tracemalloc.get_traced_memory()[1]
             tracemalloc.stop()
             assert proc.returncode == 2, proc.stderr
@@ -391,18 +354,20 @@ def _two_million_clients(f: h5py.File) -> None:
         f.create_dataset(name, data=values, chunks=True, compression="lzf")
 
 
-def test_a_file_claiming_two_million_clients_is_refused_with_little_memory(written, tmp_path):
+def test_a_file_claiming_two_million_clients_is_refused_with_little_memory(
+    helpers, written, tmp_path
+):
     path = tampered(written, tmp_path, _resealed(_two_million_clients, digest=True))
     assert path.stat().st_size < 16 << 20
     tracemalloc.start()
-    proc = distfl_cli(tmp_path, "inspect", path)
+    proc = helpers.cli(tmp_path, "inspect", path)
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     assert_one_line_error(proc, "client holds fewer than two samples")
     assert peak < 256 << 20, peak
 
 
-def test_the_models_of_another_model_are_not_resumed(written, tmp_path):
+def test_the_models_of_another_model_are_not_resumed(helpers, written, tmp_path):
     """/state/models and /final/models both one parameter wider than the stored config's
     model, sealed anew: the readers that do not use the models read the file, a resume
     refuses it in one line before its first round."""
@@ -414,8 +379,8 @@ def test_the_models_of_another_model_are_not_resumed(written, tmp_path):
             f[name] = np.zeros((models.shape[0], models.shape[1] + 1), np.float32)
 
     path = tampered(written, tmp_path, _resealed(widen))
-    assert distfl_cli(tmp_path, "status", path).returncode == 0
-    proc = distfl_cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
+    assert helpers.cli(tmp_path, "status", path).returncode == 0
+    proc = helpers.cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
     assert_one_line_error(
         proc, "/state/models holds models of 4811 parameters; the stored config's model "
         "(mlp on digits) has 4810",
@@ -436,21 +401,21 @@ def _made_old(f: h5py.File) -> None:
     f["metrics/accuracy"][-1] = 0.99
 
 
-def test_a_file_without_a_record_is_read_as_unverified_everywhere(written, tmp_path):
+def test_a_file_without_a_record_is_read_as_unverified_everywhere(helpers, written, tmp_path):
     path = tampered(written, tmp_path, _made_old)
     said = "has no integrity record (distfl 0.1.0 wrote none)"
-    proc = distfl_cli(tmp_path, "status", path)
+    proc = helpers.cli(tmp_path, "status", path)
     assert proc.returncode == 0 and proc.stdout.startswith(f"{path}: finished (round 2 of 2)")
     assert f"distfl: warning: run file {path} {said}" in proc.stderr
-    proc = distfl_cli(tmp_path, "inspect", path)
+    proc = helpers.cli(tmp_path, "inspect", path)
     assert proc.returncode == 0 and "UNVERIFIED" in proc.stdout.splitlines()[0]
     assert said in proc.stderr
-    proc = distfl_cli(tmp_path, "gather", path)
+    proc = helpers.cli(tmp_path, "gather", path)
     assert proc.returncode == 0 and said in proc.stderr
-    proc = distfl_cli(tmp_path, "compare", path, tmp_path / "good.h5")
+    proc = helpers.cli(tmp_path, "compare", path, tmp_path / "good.h5")
     assert proc.returncode == 1 and "A  " in proc.stdout and "(unverified:" in proc.stdout
     assert said in proc.stderr
-    proc = distfl_cli(tmp_path, "report", path, "--out", tmp_path / "rep")
+    proc = helpers.cli(tmp_path, "report", path, "--out", tmp_path / "rep")
     assert proc.returncode == 0 and said in proc.stderr
     assert "unverified" in (tmp_path / "rep" / "index.html").read_text()
     with pytest.warns(UnverifiedRunFile, match="has no integrity record"):
@@ -460,10 +425,10 @@ def test_a_file_without_a_record_is_read_as_unverified_everywhere(written, tmp_p
         warnings.simplefilter("error")
         assert distfl.open(tmp_path / "good.h5").verified is True
     before = path.read_bytes()
-    proc = distfl_cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
+    proc = helpers.cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
     assert_one_line_error(proc, f"{path} {said}", "--trust-unverified")
     assert path.read_bytes() == before
-    proc = distfl_cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3",
+    proc = helpers.cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3",
                       "--trust-unverified")  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert distfl.open(path).verified and distfl.open(path).round == 3  # sealed when written
@@ -472,13 +437,15 @@ def test_a_file_without_a_record_is_read_as_unverified_everywhere(written, tmp_p
 # -- text from a file --------------------------------------------------------------------------
 
 
-def test_text_from_a_file_is_printed_with_its_control_characters_escaped(written, tmp_path):
+def test_text_from_a_file_is_printed_with_its_control_characters_escaped(
+    helpers, written, tmp_path
+):
     def colour(f):
         f["world/host"][0] = "\x1b[31mred\x1b[0m"
         f.attrs["distfl_version"] = "0.1\x1b]0;title\x07"
 
     path = tampered(written, tmp_path, _resealed(colour))
-    proc = distfl_cli(tmp_path, "inspect", path)
+    proc = helpers.cli(tmp_path, "inspect", path)
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert "distfl 0.1\\x1b]0;title\\x07" in proc.stdout
