@@ -172,11 +172,15 @@ class PrivateSlurm:
             NODE.format(name=n, addr=a) for n, a in zip(self.node_names, addrs, strict=True)
         )
         node_list = ",".join(self.node_names)
+        #: how long a silent node stays up for Slurm, scaled as the tests' limits are when
+        #: the cluster starts (a job's collective timeout is set from it, not from a limit
+        #: taken later under another load)
+        self.slurmd_timeout = round(limit(10))
         self.conf.write_text(
             CONF.format(root=self.root, ctld_addr=ctld_addr, ctld_port=_free_port(),
                         d_port=_free_port(), nodes=nodes, node_list=node_list,
                         first_job_id=random.randrange(1000, 60_000_000),
-                        slurmd_timeout=round(limit(10)))
+                        slurmd_timeout=self.slurmd_timeout)
         )  # fmt: skip
         self._start_munge()
         self.ctld = subprocess.Popen(

@@ -142,7 +142,10 @@ def distfl_pids(pids: list[int]) -> list[int]:
 
 def test_node_failure_stops_the_others_and_the_requeued_job_resumes(slurm2, work):
     tmp, _, env, _ = work
-    timeout_s = round(limit(12))  # the collective timeout, longer on a slower machine
+    # the collective timeout: a little longer than Slurm's SlurmdTimeout, as 12 s is to 10 s
+    # on an idle machine (Slurm notices a silent node a ping or two after SlurmdTimeout), so
+    # that the survivors' own timeout ends them before Slurm cancels them for the node
+    timeout_s = round(1.2 * slurm2.slurmd_timeout)
     config = tmp / "failure.toml"
     # a periodic checkpoint every 10 rounds: what a job requeued by Slurm resumes from
     config.write_text(
