@@ -19,9 +19,10 @@ from timing import limit
 
 pytestmark = pytest.mark.integration
 
-#: round 1 takes about 10 s here (40 clients × 600 local steps and a row of 40 W1 each)
+#: round 1 takes about 12 s alone on the 2-core machine (40 clients × 300 local steps and a
+#: row of 40 W1 each): the signal, 2 s after the lock, comes in the middle of it
 ARGS = [
-    "--preset", "rotated", "--set", 'algorithm.name="emdcfl"', "--set", "algorithm.steps=600",
+    "--preset", "rotated", "--set", 'algorithm.name="emdcfl"', "--set", "algorithm.steps=300",
     "--set", "run.rounds=2", "--set", 'run.progress="lines"',
 ]  # fmt: skip
 #: how soon after the signal every process must have exited, on an idle core (scaled by
@@ -103,7 +104,7 @@ def test_a_signal_at_a_worker_only_stops_the_run(helpers, tmp_path):
 def test_a_signal_inside_one_clients_long_training_stops_promptly(helpers, tmp_path):
     """A million local steps for each client's ω_c (minutes for one row): the signal is
     acted on between two local steps, not after the row."""
-    long = [a if a != "algorithm.steps=600" else "algorithm.steps=1000000" for a in ARGS]
+    long = [a if a != "algorithm.steps=300" else "algorithm.steps=1000000" for a in ARGS]
     procs = start(helpers, tmp_path, "cut.h5", 1, args=long)
     lines = signal_in_round_one(helpers, tmp_path, procs, [0], "cut.h5")
     assert any(line.startswith("distfl: stopped by SIGTERM after round 0/2") for line in lines)
