@@ -72,8 +72,9 @@ MinJobAge=600
 InactiveLimit=0
 KillWait=5
 # a node that stops answering is DOWN after 10 s (default 300 s), and its jobs requeued;
-# scaled by the tests' time factor as the collective timeout of the jobs is, so that on a
-# loaded machine too a dead node's partners meet their timeout before Slurm cancels them
+# scaled by the tests' time factor (PrivateSlurm.slurmd_timeout), from which a job's
+# collective timeout is set, so that on a loaded machine too a dead node's partners meet
+# their own timeout before Slurm cancels them
 SlurmdTimeout={slurmd_timeout}
 {nodes}
 # LLN: each job (each array task) goes to the least loaded node, so a sweep spreads
