@@ -477,7 +477,7 @@ def test_a_flipped_byte_on_disk_is_refused(helpers, tmp_path, finished):
 #: it, e.g. DISTFL_KILL_LOOP=200 for a longer soak; the seed differs from run to run, so
 #: that the suite's runs together try many more moments than one run does): each kill is
 #: a launch of its own (a process that imports torch), the most of this module's time
-KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "10"))
+KILLS = int(os.environ.get("DISTFL_KILL_LOOP", "6"))
 #: a launch gets through at most 3 rounds and a quarter second before its kill (here a
 #: round takes 0.18 s): 10 rounds per kill of the longer chain leave it rounds to spare
 KILL_ROUNDS = 10 * (KILLS - KILLS // 2)

@@ -4,10 +4,10 @@ and, for the pooled work, under mpiexec:
 the run exits 0 within STOP_S of the signal, its file holds the last completed round, and
 the resumed run has the bits of a run that was never stopped.
 
-The phases: a long evaluation (10,000 of 20,000 clients, the default sample), a long
-update of the algorithm (a pure-Python loop that never looks at a flag), long pooled work
-of the server (the references' kind, computed by the worker ranks under torchrun) and the
-write of the run file. The training's phase is ``test_stop_in_training.py``'s.
+The phases: an evaluation (of 2,000 clients, seconds long), a long update of the algorithm
+(a pure-Python loop that never looks at a flag), long pooled work of the server (the
+references' kind, computed by the worker ranks under torchrun) and the write of the run
+file. The training's phase is ``test_stop_in_training.py``'s.
 
 The slow update, pooled work and write come from a plug-in written by this module: the
 ``none`` algorithm (FedAvg) whose update, when ``SLOW_PHASE`` names it, touches the file
@@ -92,23 +92,25 @@ class SlowPhases(NoClustering):
 PLUGIN = PLUGIN.replace("@LONG_S@", repr(float(LONG_S)))
 
 
-def population(clients: int) -> list[str]:
+def population(clients: int, plugin: bool = True) -> list[str]:
+    """Two halves, the second with permuted labels; the plug-in's algorithm, or FedAvg."""
     half = clients // 2
+    algorithm = ["--set", "run.plugins=['slow_phases.py']", "--set", 'algorithm.name="slow_phases"']
     return [
         "--set", 'data.dataset="gaussian"', "--set", f"data.num_clients={clients}",
         "--set", f"data.groups=[{{count = {half}, alpha = 1000.0}}, "
                  f"{{count = {clients - half}, alpha = 1000.0, permute_labels = true}}]",
-        "--set", "server.clients_per_round=100", "--set", "run.plugins=['slow_phases.py']",
-        "--set", 'algorithm.name="slow_phases"', "--set", 'run.progress="lines"',
+        "--set", "server.clients_per_round=100", *(algorithm if plugin else []),
+        "--set", 'run.progress="lines"',
     ]  # fmt: skip
 
 
 #: the phases: (their population's arguments, the rounds, the round the signal lands in)
 SMALL = [*population(2000), "--set", "run.rounds=3", "--set", "eval.every=3"]
 #: above 10,000 clients an evaluation takes a sample of 10,000 (eval.clients = "auto")
-LARGE = [*population(20000), "--set", "run.rounds=2", "--set", "eval.every=2"]
+LARGE = [*population(20000, plugin=False), "--set", "run.rounds=2", "--set", "eval.every=2"]
 PHASES = {
-    "evaluation": (LARGE, 1),
+    "evaluation": (SMALL, 2),  # the evaluation of all 2,000 clients in round 3
     "update": (SMALL, 1),
     "references": (SMALL, 1),
     "write": ([*SMALL, "--set", "checkpoint.every=1"], 1),
@@ -117,27 +119,21 @@ PHASES = {
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory, helpers) -> dict:
-    """The runs never stopped, one per population (and the large one's output)."""
+    """The run never stopped (SMALL), the reference of every stopped one."""
     tmp = tmp_path_factory.mktemp("stop-in-every-phase")
     (tmp / "slow_phases.py").write_text(PLUGIN)
-    runs = {"small": (SMALL, "small.h5"), "large": (LARGE, "large.h5")}
-    procs = helpers.launch_together(
-        {name: helpers.distfl_cmd(*args, "--out", out) for name, (args, out) in runs.items()},
-        cwd=tmp, timeout=limit(600),
-    )  # fmt: skip
-    assert all(out for out in procs.values()), procs
-    paths = {name: tmp / out for name, (_, out) in runs.items()}
-    return {**paths, "large_output": procs["large"]}
+    helpers.run_alone(tmp, *SMALL, "--out", "small.h5")
+    return {"small": tmp / "small.h5"}
 
 
-def test_above_10000_clients_the_default_evaluation_samples_10000(references):
-    """``eval.clients = "auto"`` (the default) at K = 20,000, in the run the evaluation's
-    phase is stopped in: the evaluation takes a sample of 10,000 clients, shows its
-    progress while it runs, and the summary says what the accuracy is the mean of."""
-    output = references["large_output"]
+def test_above_10000_clients_the_default_evaluation_samples_10000(helpers, tmp_path):
+    """``eval.clients = "auto"`` (the default) at K = 20,000: the evaluation takes a sample
+    of 10,000 clients, shows its progress while it runs, and the summary says what the
+    accuracy is the mean of."""
+    output = helpers.run_alone(tmp_path, *LARGE, "--out", "large.h5")
     assert "(mean over a sample of 10,000 of 20,000 clients)" in output
     assert "round 2/2 | evaluating " in output  # it took more than a second here
-    with h5py.File(references["large"], "r") as f:
+    with h5py.File(tmp_path / "large.h5", "r") as f:
         assert f["metrics/evaluation/clients"][()].sum() == 10_000
         assert np.isfinite(f["clients/accuracy"][()]).sum() == 10_000
 
@@ -187,8 +183,7 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
         env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
-    reference = references["large" if phase == "evaluation" else "small"]
-    assert_same_run(tmp_path / "cut.h5", reference)
+    assert_same_run(tmp_path / "cut.h5", references["small"])
 
 
 def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
@@ -225,16 +220,20 @@ def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
 
 
 def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_path):
-    """Rounds of a fraction of a second, then an evaluation of 10,000 clients that takes
+    """Rounds of a fraction of a second, then an evaluation of 2,000 clients that takes
     longer than ``checkpoint.seconds``: the rounds before it are written before it begins,
     so a SIGKILL during it (no handler runs) leaves them, and the run resumes from there."""
     (tmp_path / "slow_phases.py").write_text(PLUGIN)
-    args = [*population(20000), "--set", "run.rounds=4", "--set", "eval.every=4",
-            "--set", "checkpoint.seconds=3"]  # fmt: skip
+    # (64 local steps: the training of a client, which predicts the evaluation's seconds
+    # before the first one, takes longer than evaluating it)
+    args = [*population(2000), "--set", "run.rounds=4", "--set", "eval.every=4",
+            "--set", "train.local_steps=64", "--set", "checkpoint.seconds=3"]  # fmt: skip
     (proc,) = helpers.start_ranks([*args, "--out", "killed.h5"], tmp_path)
     try:
         out = helpers.LineReader(proc.stdout)
-        assert out.wait_for(lambda line: "evaluating" in line, limit(300)), proc.stderr.read()
+        err = helpers.LineReader(proc.stderr)
+        began = out.wait_for(lambda line: "evaluating" in line, limit(300))
+        assert began, out.text(0) + err.text(0)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=limit(30))
     finally:
