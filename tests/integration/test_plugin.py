@@ -1,8 +1,8 @@
 """An algorithm added in one file: this test file defines a toy clustering algorithm, its
 client half and a report figure of its own, registers it, and runs it through
-``run.plugins`` alone (W=1), under torchrun (W=3, gloo) and under mpiexec (W=3): the same
-bits every time, and the probe's rows, which the runtime carries without reading them, are
-what the client half computed.
+``run.plugins`` alone (W=1, the code of ``distfl run`` in the test's process), under
+torchrun (W=3, gloo) and under mpiexec (W=3): the same bits every time, and the probe's
+rows, which the runtime carries without reading them, are what the client half computed.
 
 The toy: in round 1 every client answers the probe "describe" with [its id, its train
 samples, the squared norm of the broadcast model + the probe's argument]; every client
@@ -217,22 +217,55 @@ ARGS = (
 )  # fmt: skip
 
 
+def toy_in_process(helpers, cwd, *args: str):
+    """``distfl ARGS`` in this process (``helpers.cli``), which imports this file as the
+    plug-in that ``run.plugins`` names, its toy registering under another module's name; the
+    toy of this module is registered again after it (the test of the registry's figures
+    compares with it), and ``sys.path`` is restored."""
+    from distfl.plugins import ALGORITHMS
+
+    path = list(sys.path)
+    try:
+        return helpers.cli(cwd, *args)
+    finally:
+        sys.path[:] = path
+        ALGORITHMS.add(ToyParity)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers):
+    """The toy's run at W=1 (the code of ``distfl run``, in this process) while the same run
+    goes on under torchrun and under mpiexec, each started as processes beside it."""
     tmp = tmp_path_factory.mktemp("plugin")
     bin_dir = Path(sys.executable).parent
     cmds = {
-        "w1": [sys.executable, "-m", "distfl", "run"],
         "torchrun3": [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
                       "-m", "distfl", "run", "--comm", "torch"],
         "mpiexec3": [str(bin_dir / "mpiexec"), "-n", "3", sys.executable, "-m", "distfl", "run",
                      "--comm", "mpi"],
     }  # fmt: skip
-    helpers.launch_together(
-        {name: [*cmd, *ARGS, "--out", str(tmp / f"{name}.h5")] for name, cmd in cmds.items()},
-        tmp,
-    )
-    return {name: tmp / f"{name}.h5" for name in cmds}
+    procs = {
+        name: subprocess.Popen(
+            [*cmd, *ARGS, "--out", str(tmp / f"{name}.h5")],
+            cwd=tmp,
+            env=helpers.clean_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        for name, cmd in cmds.items()
+    }
+    try:
+        alone = toy_in_process(helpers, tmp, "run", *ARGS, "--out", str(tmp / "w1.h5"))
+        assert alone.returncode == 0, alone.stdout + alone.stderr
+        for name, proc in procs.items():
+            out, _ = proc.communicate(timeout=limit(300))
+            assert proc.returncode == 0, f"{name}:\n{out}"
+    finally:
+        helpers.kill_tree(procs.values())
+    return {name: tmp / f"{name}.h5" for name in ("w1", *cmds)}
 
 
 @pytest.mark.parametrize("world", ["torchrun3", "mpiexec3"])
@@ -366,7 +399,23 @@ def docs_plugin() -> str:
     return section[start : section.index("```", start)]
 
 
+def median_split_in_process(helpers, cwd, *args: str):
+    """``distfl ARGS`` in this process (``helpers.cli``), for a command that imports the docs'
+    median_split.py from ``cwd`` (run.plugins): the plug-in is forgotten after it (another
+    test's file of the same name may register next) and ``sys.path`` is restored."""
+    from distfl.plugins import ALGORITHMS
+
+    path = list(sys.path)
+    try:
+        return helpers.cli(cwd, *args)
+    finally:
+        sys.path[:] = path
+        ALGORITHMS.remove("median_split")
+
+
 def test_the_docs_example_runs_as_its_first_line_says(tmp_path, helpers):
+    """The command of the example's first line (the code of ``distfl run``, in this
+    process) with a short run of its algorithm."""
     import h5py
 
     code = docs_plugin()
@@ -375,11 +424,9 @@ def test_the_docs_example_runs_as_its_first_line_says(tmp_path, helpers):
     (tmp_path / "median_split.py").write_text(code)
     command = first.split(": ", 1)[1].split()[2:]  # the arguments after "distfl run"
     args = [a.strip("'") for a in command]
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "run", *args, "--preset", "digits",
-         "--set", "run.rounds=3", "--set", "algorithm.at_round=2",
-         "--set", 'run.progress="none"', "--out", "median.h5"],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(120),
+    proc = median_split_in_process(
+        helpers, tmp_path, "run", *args, "--preset", "digits", "--set", "run.rounds=3",
+        "--set", "algorithm.at_round=2", "--set", 'run.progress="none"', "--out", "median.h5",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with h5py.File(tmp_path / "median.h5", "r") as f:
@@ -392,24 +439,22 @@ def test_the_docs_example_runs_as_its_first_line_says(tmp_path, helpers):
 
 
 def test_a_suite_of_an_algorithm_of_ones_own(tmp_path, helpers):
+    """``distfl suite`` and ``distfl report`` (their code, in this process: the suite's runs
+    are processes of their own, each importing the plug-in)."""
     import json
 
     (tmp_path / "median_split.py").write_text(docs_plugin())
-    proc = subprocess.run(
-        [sys.executable, "-m", "distfl", "suite", "rotated", "--algorithms", "median_split,none",
-         "--set", "run.plugins=['median_split.py']", "--set", "algorithm.at_round=2",
-         "--set", "run.rounds=3", "--set", "data.samples_per_client=40", "--out", "suite"],
-        cwd=tmp_path, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
+    proc = median_split_in_process(
+        helpers, tmp_path, "suite", "rotated", "--algorithms", "median_split,none",
+        "--set", "run.plugins=['median_split.py']", "--set", "algorithm.at_round=2",
+        "--set", "run.rounds=3", "--set", "data.samples_per_client=40", "--out", "suite",
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     rows = json.loads((tmp_path / "suite" / "suite.json").read_text())["rows"]
     by_algorithm = {r["algorithm"]: r for r in rows}
     assert by_algorithm["median_split"]["clusters"] == 2  # at_round went to it alone
     assert by_algorithm["fedavg"]["clusters"] == 1
-    report = subprocess.run(
-        [sys.executable, "-m", "distfl", "report", "suite"], cwd=tmp_path,
-        env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
-    )  # fmt: skip
+    report = helpers.cli(tmp_path, "report", "suite")  # imports no plug-in
     assert report.returncode == 0, report.stderr
     page = (tmp_path / "suite" / "report" / "index.html").read_text()
     assert "median_split" in page
@@ -473,17 +518,15 @@ def test_a_registered_algorithms_figure_is_drawn_in_process(runs, tmp_path):
 
 
 def test_a_resumed_toy_run_carries_its_statistic_on(runs, helpers, tmp_path):
-    """Two rounds, then resumed to four: the same bits as the four rounds in one go, its
-    own statistic's column and its own tables included."""
+    """Two rounds, then resumed to four (each the code of ``distfl run``, in this process):
+    the same bits as the four rounds in one go, its own statistic's column and its own
+    tables included."""
     from runfile import assert_same_run
 
     plugin = ["--set", f"run.plugins=[{str(Path(__file__).resolve())!r}]"]
     first = [*ARGS, "--set", "run.rounds=2", "--out", "part.h5"]
     more = ["--resume", "part.h5", *plugin, "--set", f"run.rounds={ROUNDS}"]
     for args in (first, more):
-        proc = subprocess.run(
-            [sys.executable, "-m", "distfl", "run", *args], cwd=tmp_path,
-            env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300),
-        )  # fmt: skip
+        proc = toy_in_process(helpers, tmp_path, "run", *args)
         assert proc.returncode == 0, proc.stdout + proc.stderr
     assert_same_run(tmp_path / "part.h5", runs["w1"])

@@ -1,11 +1,11 @@
 """``distfl suite`` end to end, with real ``distfl run`` processes (the suite command itself
 runs in the test's process, but where its process is the point): the table, suite.csv and
 suite.json agree with each other and with ``distfl gather``; every suite run equals a plain
-``distfl run`` bit for bit; running the suite again keeps finished runs (``--force`` reruns
-them) and resumes the runs of a suite stopped by SIGTERM; a run file of another config, and
-bad input (an ``algorithm.KEY`` that none of the listed algorithms takes among it), exit 2
-with one line before anything runs; a run that fails leaves its row empty and the exit code
-1 while the other runs complete.
+``distfl run`` (its code, in the test's process) bit for bit; running the suite again keeps
+finished runs (``--force`` reruns them) and resumes the runs of a suite stopped by SIGTERM;
+a run file of another config, and bad input (an ``algorithm.KEY`` that none of the listed
+algorithms takes among it), exit 2 with one line before anything runs; a run that fails
+leaves its row empty and the exit code 1 while the other runs complete.
 
 Every suite here runs with a relative ``--out out`` from its own directory, so that the run
 files of two directories hold the same ``run.out`` and can be compared config and all.
@@ -222,32 +222,19 @@ def test_suite_runs_every_job_and_tabulates_it(helpers, base):
 
 @pytest.fixture(scope="module")
 def plain(base, helpers):
-    """Plain ``distfl run`` of some of the suite's jobs (both scenarios, both algorithms),
-    side by side, with the run's own default progress and another run file."""
+    """Plain runs of some of the suite's jobs (both scenarios, both algorithms), with the
+    run's own default progress and another run file: the code of ``distfl run``, in this
+    process (``helpers.run_alone``, which writes the file ``distfl run`` writes, bit for
+    bit; the suite's runs are the processes here)."""
     directory = base.root / "plain"
     directory.mkdir()
     picked = [("digits-mixed", "fedgwc", 1), ("tiny", "none", 0)]
-    procs = []
     for scenario, algorithm, seed in picked:
         source = ["--config", str(base.toml)] if scenario == "tiny" else ["--preset", scenario]
-        cmd = helpers.distfl_cmd(
-            *source, *COMMON, "--set", f'algorithm.name="{algorithm}"',
+        helpers.run_alone(
+            directory, *source, *COMMON, "--set", f'algorithm.name="{algorithm}"',
             "--set", f"run.seed={seed}", "--out", run_name(scenario, algorithm, seed),
         )  # fmt: skip
-        procs.append(
-            subprocess.Popen(
-                cmd,
-                cwd=directory,
-                env=helpers.clean_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )  # fmt: skip
-        )
-    for p in procs:
-        out, err = p.communicate(timeout=limit(180))
-        assert p.returncode == 0, out + err
     return directory, picked
 
 
@@ -299,14 +286,15 @@ def test_rerun_by_another_path_keeps_finished_runs(helpers, base):
 
 
 def test_force_reruns_finished_runs(helpers, base, tmp_path):
+    """A suite of one finished job (tiny, FedGWC, seed 0) with --force: that run is written
+    again, to the same result; every other run of the directory is left alone."""
     out = copy_suite(base.work, tmp_path / "forced")
     before = snapshot(out)
     proc = distfl(helpers, tmp_path / "forced", "suite", str(base.toml), "--algorithms",
-                  "fedgwc,none", "--seeds", "0", "--workers", "2", "--out", "out", "--force",
-                  *COMMON)  # fmt: skip
+                  "fedgwc", "--seeds", "0", "--out", "out", "--force", *COMMON)  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    rerun = [("tiny", "fedgwc", 0), ("tiny", "none", 0)]
-    statuses = progress_lines(proc.stdout, 2)
+    rerun = [("tiny", "fedgwc", 0)]
+    statuses = progress_lines(proc.stdout, 1)
     assert sorted(statuses) == sorted(label(*job) for job in rerun)
     assert all(s.startswith("done in ") for s in statuses.values()), statuses
     after = snapshot(out)
