@@ -421,9 +421,10 @@ def launch_script(script: str, out, config, *args: str, nproc: int = 3):
 
 def alone_torchrun_resumed(tmp, args: Callable[..., tuple[str, ...]], rounds: int):
     """Three runs of ``args(rounds=...)`` in ``tmp``: one process (``w1.h5``), torchrun with
-    3 ranks (``w3.h5``, started first and run beside it), and one process stopped after
-    round 2 and resumed to ``rounds`` (``resumed.h5``, its resume running only the rounds
-    left). Returns their paths, in that order."""
+    3 ranks (``w3.h5``, started first and run beside the others), and one process stopped
+    after round 2 and resumed to ``rounds`` with ``distfl run --resume`` (``resumed.h5``, its
+    resume running only the rounds left). The one-process runs and the resume are the code
+    of ``distfl run`` in this process. Returns their paths, in that order."""
     from concurrent.futures import ThreadPoolExecutor
 
     single, multi, resumed = tmp / "w1.h5", tmp / "w3.h5", tmp / "resumed.h5"
@@ -436,12 +437,9 @@ def alone_torchrun_resumed(tmp, args: Callable[..., tuple[str, ...]], rounds: in
                             capture_output=True, text=True, timeout=limit(400))  # fmt: skip
         run_alone(tmp, *args(rounds=rounds), "--out", str(single))
         run_alone(tmp, *args(rounds=2), "--out", str(resumed))
+        proc = cli(tmp, "run", *args(rounds=rounds), "--resume", str(resumed))
         p3 = ranks.result()
     assert p3.returncode == 0, p3.stdout + p3.stderr
-    proc = subprocess.run(
-        distfl_cmd(*args(rounds=rounds), "--resume", str(resumed)), cwd=tmp,
-        env=clean_env(), capture_output=True, text=True, timeout=limit(300),
-    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{rounds - 2} rounds in" in proc.stdout  # only the remaining rounds ran
     return single, multi, resumed

@@ -19,7 +19,6 @@ its random initial assignment."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 
 import h5py
@@ -55,13 +54,11 @@ FESEM_ROUNDS = 10
 FESEM_RANDOM = [*FESEM, "--set", 'algorithm.init="random"']
 
 
-def _run(helpers, cwd, *args, world: int = 1) -> subprocess.CompletedProcess:
-    if world == 1:
-        cmd = [sys.executable, "-m", "distfl", "run", *args]
-    else:
-        torchrun = helpers.venv_tool("torchrun")
-        cmd = [torchrun, "--standalone", "--nproc-per-node", str(world), "-m", "distfl", "run"]
-        cmd += list(args)
+def _torchrun(helpers, cwd, *args, world: int) -> subprocess.CompletedProcess:
+    """``distfl run ARGS`` under torchrun with ``world`` ranks, in real processes."""
+    torchrun = helpers.venv_tool("torchrun")
+    cmd = [torchrun, "--standalone", "--nproc-per-node", str(world), "-m", "distfl", "run"]
+    cmd += list(args)
     proc = subprocess.run(
         cmd, cwd=cwd, env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(300)
     )
@@ -69,12 +66,20 @@ def _run(helpers, cwd, *args, world: int = 1) -> subprocess.CompletedProcess:
     return proc
 
 
+def _resume(helpers, cwd, *args) -> None:
+    """``distfl run --resume ARGS`` in this process (helpers.cli: the command's code,
+    without starting a Python that imports torch); it must exit 0."""
+    proc = helpers.cli(cwd, "run", "--resume", *args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def _parallel(helpers, cwd, jobs: list[tuple[list[str], int]]) -> None:
     """Independent runs: those of several ranks as real processes, two at a time, and
     meanwhile those of one process in this one (helpers.run_alone: the code of
     ``distfl run``, without starting a Python that imports torch)."""
     with ThreadPoolExecutor(max_workers=2) as pool:
-        launched = [pool.submit(_run, helpers, cwd, *args, world=w) for args, w in jobs if w > 1]
+        launched = [pool.submit(_torchrun, helpers, cwd, *args, world=w)
+                    for args, w in jobs if w > 1]  # fmt: skip
         for args, world in jobs:
             if world == 1:
                 helpers.run_alone(cwd, *args)
@@ -91,7 +96,7 @@ def cfl_runs(tmp_path_factory, helpers):
         (["--out", str(full), "--set", f"run.rounds={ROUNDS}", *CFL], 1),
         (["--out", str(part), "--set", "run.rounds=15", *CFL], 1),
     ])  # fmt: skip
-    _run(helpers, tmp, "--resume", str(part), "--set", f"run.rounds={ROUNDS}", *CFL)
+    _resume(helpers, tmp, str(part), "--set", f"run.rounds={ROUNDS}", *CFL)
     return full, three, part
 
 
@@ -152,7 +157,7 @@ def fesem_runs(tmp_path_factory, helpers):
     part = tmp / "resumed.h5"
     jobs.append((["--out", str(part), "--set", "run.rounds=5", *FESEM], 1))
     _parallel(helpers, tmp, jobs)
-    _run(helpers, tmp, "--resume", str(part), "--set", f"run.rounds={FESEM_ROUNDS}", *FESEM)
+    _resume(helpers, tmp, str(part), "--set", f"run.rounds={FESEM_ROUNDS}", *FESEM)
     return out, part
 
 

@@ -126,7 +126,8 @@ def test_flcl_preferences_over_2714_members(helpers, tmp_path):
 
 
 def test_emdcfl_all_pairs_refused_in_one_line_before_round_one(helpers, tmp_path):
-    proc, out = run(helpers, tmp_path, "emdcfl")
+    """The command's code in this process: the refusal, not a process's memory, is checked."""
+    proc, out = run(helpers, tmp_path, "emdcfl", alone=True)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     (line,) = proc.stderr.strip().splitlines()
     assert line.startswith("distfl: error: data.num_clients = 2714: EMD-CFL's one-shot round")

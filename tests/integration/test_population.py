@@ -5,6 +5,8 @@ One config (300 clients, 15 per round, IFCA's probes and training, 60 clients ev
 per evaluation, a 1 MiB cache that holds about 40 clients) gives the same bits at W=1,
 under torchrun W=3 and mpiexec W=3 with balanced placement, under torchrun W=3 with static
 shards, with a cache large enough for everyone, and when resumed under another launcher.
+The W=1 runs (the reference, the large cache, and the first half of the resumed run) are
+the code of ``distfl run`` in the test's process; the W=3 runs are real launches.
 """
 
 from __future__ import annotations
@@ -62,25 +64,34 @@ clients = 60
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers) -> dict[str, Path]:
+    """The launches through the launch scripts, one at a time, while the one-process runs
+    (the code of ``distfl run``, W=1) run in this process beside them; then the second half
+    of "resumed" under torchrun."""
     tmp = tmp_path_factory.mktemp("population")
     config = tmp / "population.toml"
     config.write_text(CONFIG)
-    # the first four rounds (ending on an evaluation round) of "resumed" at W=1, the rest
-    # resumed under torchrun W=3 with static shards and another cache
     launches = [
         ("torchrun3", "torchrun.sh", ()),
-        ("local", "local.sh", ()),
         ("torchrun3_static", "torchrun.sh", ("--set", 'server.placement="static"')),
-        ("local_big_cache", "local.sh", ("--set", "data.cache_mb=256")),
         ("mpiexec3", "mpiexec.sh", ()),
-        ("resumed", "local.sh", ("--set", "run.rounds=4")),
     ]
-    with ThreadPoolExecutor(max_workers=2) as pool:  # two launches at a time
+    # the first four rounds (ending on an evaluation round) of "resumed" at W=1, the rest
+    # resumed under torchrun W=3 with static shards and another cache
+    alone = [
+        ("local", ()),
+        ("local_big_cache", ("--set", "data.cache_mb=256")),
+        ("resumed", ("--set", "run.rounds=4")),
+    ]
+    with ThreadPoolExecutor(max_workers=1) as pool:  # one launch at a time
         paths = pool.map(
             lambda job: helpers.launch_script(job[1], tmp / f"{job[0]}.h5", config, *job[2]),
             launches,
         )
-        out = dict(zip([name for name, _, _ in launches], paths, strict=True))
+        out = {}
+        for name, sets in alone:
+            out[name] = tmp / f"{name}.h5"
+            helpers.run_alone(tmp, "--config", str(config), "--out", str(out[name]), *sets)
+        out.update(zip([name for name, _, _ in launches], paths, strict=True))
     half = out.pop("resumed")
     env = helpers.clean_env(NPROC="3")
     proc = subprocess.run(

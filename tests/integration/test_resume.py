@@ -1,6 +1,7 @@
 """Resumption: a run stopped half-way (by its round count or by a signal) and resumed from
-its run file ends bit for bit where the uninterrupted run ends, at W=1 and W=3. A bad
-checkpoint is refused with exit code 2 and one line."""
+its run file ends bit for bit where the uninterrupted run ends, at W=1 (in the test's
+process) and W=3 (three rank processes with torchrun's variables). A bad checkpoint is
+refused with exit code 2 and one line."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from pathlib import Path
 
 import h5py
@@ -36,14 +38,18 @@ def cli(helpers, tmp_path, *args, check=True):
     return proc
 
 
-def torchrun(helpers, tmp_path, *args):
-    cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3"]
-    proc = subprocess.run(
-        [*cmd, "-m", "distfl", "run", *args], cwd=tmp_path, env=helpers.clean_env(),
-        capture_output=True, text=True, timeout=limit(300),
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return proc
+def three_ranks(helpers, tmp_path, *args):
+    """``distfl run ARGS`` from ``tmp_path`` as the 3 ranks of a one-node world with the
+    variables torchrun gives them (real processes, gloo; no torchrun agent above them):
+    each must exit 0. Rank 0's output, as ``stdout`` and ``stderr``."""
+    procs = helpers.start_ranks(args, tmp_path, 3)
+    try:
+        readers = [(helpers.LineReader(p.stdout), helpers.LineReader(p.stderr)) for p in procs]
+        for p, (out, err) in zip(procs, readers, strict=True):
+            assert p.wait(timeout=limit(300)) == 0, out.text() + err.text()
+        return types.SimpleNamespace(stdout=readers[0][0].text(), stderr=readers[0][1].text())
+    finally:
+        helpers.kill_tree(procs, marker=str(tmp_path))
 
 
 @pytest.fixture(scope="module")
@@ -73,14 +79,12 @@ def test_stop_halfway_and_resume_equals_uninterrupted(helpers, tmp_path, referen
     out = tmp_path / "half.h5"
     first = ["--config", str(config), "--out", str(out), "--set", f"run.rounds={ROUNDS // 2}"]
     second = ["--config", str(config), "--resume", str(out)]
-    if world == 1:
-        cli(helpers, tmp_path, *first)
-    else:
-        torchrun(helpers, tmp_path, *first)
+    run = cli if world == 1 else three_ranks
+    run(helpers, tmp_path, *first)
     with h5py.File(out, "r") as f:
         assert f["state"].attrs["round"] == str(ROUNDS // 2)  # JSON-encoded attribute
         assert list(f["metrics/round"][()]) == list(range(1, ROUNDS // 2 + 1))
-    proc = cli(helpers, tmp_path, *second) if world == 1 else torchrun(helpers, tmp_path, *second)
+    proc = run(helpers, tmp_path, *second)
     assert f"{ROUNDS // 2} rounds in" in proc.stdout  # only the remaining rounds ran
     assert_same(read_all(full), read_all(out))
 

@@ -4,7 +4,13 @@ the run that never failed ends.
 
 The algorithm is FedGWC wrapped by a plug-in that raises after its update has changed its
 state (P, the Gaussian weights, the sampling generator) in the round named by
-``FLAKY_ROUND``, so the file must hold the state from before that round, not a mix."""
+``FLAKY_ROUND``, so the file must hold the state from before that round, not a mix.
+
+The runs that fail, are interrupted or are killed are processes of their own (their exit
+code, their one line on stderr and their signals are what the tests are about); the run that
+never fails and the resumes, whose files are only compared bit for bit, run in the test's
+process (``helpers.run_alone`` and ``helpers.cli``), the plug-in imported there once for
+the module and forgotten after it."""
 
 from __future__ import annotations
 
@@ -93,8 +99,18 @@ def _run(
     )  # fmt: skip
 
 
+def _resume(helpers, tmp, out) -> None:
+    """``distfl run --resume OUT --trust-plugins`` in this process; it must exit 0."""
+    proc = helpers.cli(tmp, "run", "--resume", str(out), "--trust-plugins")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
+def setup(tmp_path_factory, helpers):
+    """The folder with the plug-in and its config, and the run that never fails (in this
+    process, whose environment has no ``FLAKY_ROUND``: the plug-in is plain FedGWC here)."""
+    from distfl.plugins import ALGORITHMS
+
     tmp = tmp_path_factory.mktemp("failure")
     (tmp / "flaky.py").write_text(PLUGIN)
     config = fedgwc_toml(ROUNDS, progress="none").replace(
@@ -103,13 +119,21 @@ def setup(tmp_path_factory):
     config = config.replace("[run]\n", '[run]\nplugins = ["flaky.py"]\n', 1)
     (tmp / "flaky.toml").write_text(config)
     full = tmp / "full.h5"
-    proc = _run(tmp, "--config", "flaky.toml", "--out", str(full))
-    assert proc.returncode == 0, proc.stderr
-    return tmp, full
+    path = list(sys.path)  # the plug-in's folder goes on it
+    try:
+        helpers.run_alone(tmp, "--config", "flaky.toml", "--out", str(full))
+        yield tmp, full
+    finally:
+        ALGORITHMS.remove("flaky_fedgwc")
+        sys.path[:] = path
+        plugin = str((tmp / "flaky.py").resolve())
+        for name, module in list(sys.modules.items()):
+            if getattr(module, "__file__", None) == plugin:
+                del sys.modules[name]
 
 
 @pytest.mark.parametrize("fail_round", [25, 1])
-def test_a_round_that_raises_keeps_the_last_round_and_resumes_exactly(setup, fail_round):
+def test_a_round_that_raises_keeps_the_last_round_and_resumes_exactly(setup, helpers, fail_round):
     tmp, full = setup
     out = tmp / f"failed-{fail_round}.h5"
     proc = _run(tmp, "--config", "flaky.toml", "--out", str(out), fail_round=fail_round)
@@ -132,12 +156,11 @@ def test_a_round_that_raises_keeps_the_last_round_and_resumes_exactly(setup, fai
     with h5py.File(out, "r") as f:
         assert f["state"].attrs["round"] == str(fail_round - 1)
         assert len(f["metrics/round"]) == fail_round - 1
-    proc = _run(tmp, "--resume", str(out), "--trust-plugins")
-    assert proc.returncode == 0, proc.stderr
+    _resume(helpers, tmp, out)
     assert_same_run(full, out)
 
 
-def test_a_keyboard_interrupt_in_a_plug_in_keeps_every_completed_round(setup):
+def test_a_keyboard_interrupt_in_a_plug_in_keeps_every_completed_round(setup, helpers):
     """A KeyboardInterrupt raised by the algorithm's own code (as a second Ctrl-C raises
     it) in round 6, long before any periodic checkpoint: the file holds round 5 and
     resumes to the bits of the run that was never interrupted."""
@@ -152,13 +175,14 @@ def test_a_keyboard_interrupt_in_a_plug_in_keeps_every_completed_round(setup):
     )
     with h5py.File(out, "r") as f:
         assert f["state"].attrs["round"] == "5"
-    proc = _run(tmp, "--resume", str(out), "--trust-plugins")
-    assert proc.returncode == 0, proc.stderr
+    _resume(helpers, tmp, out)
     assert_same_run(full, out)
 
 
 @pytest.mark.parametrize("second", ["restore", "stop_workers"])
-def test_a_second_ctrl_c_while_the_first_stops_the_run_keeps_every_completed_round(setup, second):
+def test_a_second_ctrl_c_while_the_first_stops_the_run_keeps_every_completed_round(
+    setup, helpers, second
+):
     """A Ctrl-C in round 6 (long before any periodic checkpoint) gives the round up; a
     second one arrives before the file is written: while the round's state is put back, or
     as the rounds' loop has ended. The run exits 130 in one line, the file holds round 5
@@ -173,12 +197,11 @@ def test_a_second_ctrl_c_while_the_first_stops_the_run_keeps_every_completed_rou
     assert line.endswith(f"{out} holds round 5: continue with distfl run --resume {out}"), line
     with h5py.File(out, "r") as f:
         assert f["state"].attrs["round"] == "5"
-    proc = _run(tmp, "--resume", str(out), "--trust-plugins")
-    assert proc.returncode == 0, proc.stderr
+    _resume(helpers, tmp, out)
     assert_same_run(full, out)
 
 
-def test_the_periodic_checkpoint_is_what_a_kill_leaves(setup):
+def test_the_periodic_checkpoint_is_what_a_kill_leaves(setup, helpers):
     """``checkpoint.seconds``: a file appears during the run; SIGKILL (no signal handler
     runs) leaves it, and it resumes to the uninterrupted run's bits."""
     tmp, full = setup
@@ -203,6 +226,5 @@ def test_the_periodic_checkpoint_is_what_a_kill_leaves(setup):
     with h5py.File(out, "r") as f:
         written = int(f["state"].attrs["round"])
     assert 1 <= written < ROUNDS
-    resumed = _run(tmp, "--resume", str(out), "--trust-plugins")
-    assert resumed.returncode == 0, resumed.stderr
+    _resume(helpers, tmp, out)
     assert_same_run(full, out)

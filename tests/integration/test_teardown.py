@@ -2,8 +2,8 @@
 and shows no abort ("terminate called ...", SIGABRT, torchrun's "exitcode: -6") and no
 traceback in any process's output; a launch stopped by a signal ends as cleanly.
 
-A short run of scripts/teardown_loop.py (real torchrun, 3 ranks, gloo); the same script
-runs the 100-launch loop by hand."""
+A short run of scripts/teardown_loop.py (two consecutive launches of real torchrun, 3 ranks,
+gloo); the same script runs the 100-launch loop by hand."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.integration
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(ROOT, "scripts", "teardown_loop.py")
-RUNS = 4
+RUNS = 2  # consecutive launches: the second starts after the first has torn down
 
 
 def _loop_module():
