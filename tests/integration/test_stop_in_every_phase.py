@@ -4,10 +4,10 @@ and, for the pooled work, under mpiexec:
 the run exits 0 within STOP_S of the signal, its file holds the last completed round, and
 the resumed run has the bits of a run that was never stopped.
 
-The phases: an evaluation (of 2,000 clients, seconds long), a long update of the algorithm
-(a pure-Python loop that never looks at a flag), long pooled work of the server (the
-references' kind, computed by the worker ranks under torchrun) and the write of the run
-file. The training's phase is ``test_stop_in_training.py``'s.
+The phases: a long evaluation (10,000 of 20,000 clients, the default sample), a long
+update of the algorithm (a pure-Python loop that never looks at a flag), long pooled work
+of the server (the references' kind, computed by the worker ranks under torchrun) and the
+write of the run file. The training's phase is ``test_stop_in_training.py``'s.
 
 The slow update, pooled work and write come from a plug-in written by this module: the
 ``none`` algorithm (FedAvg) whose update, when ``SLOW_PHASE`` names it, touches the file
@@ -92,25 +92,23 @@ class SlowPhases(NoClustering):
 PLUGIN = PLUGIN.replace("@LONG_S@", repr(float(LONG_S)))
 
 
-def population(clients: int, plugin: bool = True) -> list[str]:
-    """Two halves, the second with permuted labels; the plug-in's algorithm, or FedAvg."""
+def population(clients: int) -> list[str]:
     half = clients // 2
-    algorithm = ["--set", "run.plugins=['slow_phases.py']", "--set", 'algorithm.name="slow_phases"']
     return [
         "--set", 'data.dataset="gaussian"', "--set", f"data.num_clients={clients}",
         "--set", f"data.groups=[{{count = {half}, alpha = 1000.0}}, "
                  f"{{count = {clients - half}, alpha = 1000.0, permute_labels = true}}]",
-        "--set", "server.clients_per_round=100", *(algorithm if plugin else []),
-        "--set", 'run.progress="lines"',
+        "--set", "server.clients_per_round=100", "--set", "run.plugins=['slow_phases.py']",
+        "--set", 'algorithm.name="slow_phases"', "--set", 'run.progress="lines"',
     ]  # fmt: skip
 
 
 #: the phases: (their population's arguments, the rounds, the round the signal lands in)
 SMALL = [*population(2000), "--set", "run.rounds=3", "--set", "eval.every=3"]
 #: above 10,000 clients an evaluation takes a sample of 10,000 (eval.clients = "auto")
-LARGE = [*population(20000, plugin=False), "--set", "run.rounds=2", "--set", "eval.every=2"]
+LARGE = [*population(20000), "--set", "run.rounds=2", "--set", "eval.every=2"]
 PHASES = {
-    "evaluation": (SMALL, 2),  # the evaluation of all 2,000 clients in round 3
+    "evaluation": (LARGE, 1),
     "update": (SMALL, 1),
     "references": (SMALL, 1),
     "write": ([*SMALL, "--set", "checkpoint.every=1"], 1),
@@ -119,21 +117,27 @@ PHASES = {
 
 @pytest.fixture(scope="module")
 def references(tmp_path_factory, helpers) -> dict:
-    """The run never stopped (SMALL), the reference of every stopped one."""
+    """The runs never stopped, one per population (and the large one's output)."""
     tmp = tmp_path_factory.mktemp("stop-in-every-phase")
     (tmp / "slow_phases.py").write_text(PLUGIN)
-    helpers.run_alone(tmp, *SMALL, "--out", "small.h5")
-    return {"small": tmp / "small.h5"}
+    runs = {"small": (SMALL, "small.h5"), "large": (LARGE, "large.h5")}
+    procs = helpers.launch_together(
+        {name: helpers.distfl_cmd(*args, "--out", out) for name, (args, out) in runs.items()},
+        cwd=tmp, timeout=limit(600),
+    )  # fmt: skip
+    assert all(out for out in procs.values()), procs
+    paths = {name: tmp / out for name, (_, out) in runs.items()}
+    return {**paths, "large_output": procs["large"]}
 
 
-def test_above_10000_clients_the_default_evaluation_samples_10000(helpers, tmp_path):
-    """``eval.clients = "auto"`` (the default) at K = 20,000: the evaluation takes a sample
-    of 10,000 clients, shows its progress while it runs, and the summary says what the
-    accuracy is the mean of."""
-    output = helpers.run_alone(tmp_path, *LARGE, "--out", "large.h5")
+def test_above_10000_clients_the_default_evaluation_samples_10000(references):
+    """``eval.clients = "auto"`` (the default) at K = 20,000, in the run the evaluation's
+    phase is stopped in: the evaluation takes a sample of 10,000 clients, shows its
+    progress while it runs, and the summary says what the accuracy is the mean of."""
+    output = references["large_output"]
     assert "(mean over a sample of 10,000 of 20,000 clients)" in output
     assert "round 2/2 | evaluating " in output  # it took more than a second here
-    with h5py.File(tmp_path / "large.h5", "r") as f:
+    with h5py.File(references["large"], "r") as f:
         assert f["metrics/evaluation/clients"][()].sum() == 10_000
         assert np.isfinite(f["clients/accuracy"][()]).sum() == 10_000
 
@@ -183,7 +187,8 @@ def test_a_signal_in_each_phase_is_acted_on_within_seconds(
         env=helpers.clean_env(), capture_output=True, text=True, timeout=limit(600),
     )  # fmt: skip
     assert resumed.returncode == 0, resumed.stderr
-    assert_same_run(tmp_path / "cut.h5", references["small"])
+    reference = references["large" if phase == "evaluation" else "small"]
+    assert_same_run(tmp_path / "cut.h5", reference)
 
 
 def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
