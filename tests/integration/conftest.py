@@ -323,6 +323,30 @@ def run_alone(cwd, *args: str) -> str:
     return stream.getvalue()
 
 
+@contextlib.contextmanager
+def plugins_forgotten():
+    """A block that loads plug-ins in this process (``run_alone``, ``cli`` with
+    ``run.plugins``), undone after it: ``sys.path`` (a plug-in's folder goes on it), the
+    algorithms registered (a class the block registered is forgotten, one it replaced is
+    registered again) and the plug-in modules it imported, so that another test's file of
+    the same name or class registers afresh."""
+    from distfl.plugins import ALGORITHMS
+
+    path, registered, modules = list(sys.path), dict(ALGORITHMS.items()), set(sys.modules)
+    try:
+        yield
+    finally:
+        sys.path[:] = path
+        for name, cls in ALGORITHMS.items():
+            if registered.get(name) is not cls:
+                ALGORITHMS.remove(name)
+                if name in registered:
+                    ALGORITHMS.add(registered[name])
+        for name in set(sys.modules) - modules:
+            if name.startswith("distfl_plugin_"):
+                del sys.modules[name]
+
+
 class Hung(BaseException):
     """An in-process command ran past its limit (a BaseException: no ``except Exception``
     of the code under test takes it for its own error)."""
@@ -460,6 +484,7 @@ def helpers() -> types.SimpleNamespace:
         start_ranks=start_ranks,
         bench_json=bench_json,
         run_alone=run_alone,
+        plugins_forgotten=plugins_forgotten,
         cli=cli,
         launch_together=launch_together,
         alone_torchrun_resumed=alone_torchrun_resumed,

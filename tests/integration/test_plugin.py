@@ -30,6 +30,7 @@ from __future__ import annotations
 import html
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -221,15 +222,9 @@ def toy_in_process(helpers, cwd, *args: str):
     """``distfl ARGS`` in this process (``helpers.cli``), which imports this file as the
     plug-in that ``run.plugins`` names, its toy registering under another module's name; the
     toy of this module is registered again after it (the test of the registry's figures
-    compares with it), and ``sys.path`` is restored."""
-    from distfl.plugins import ALGORITHMS
-
-    path = list(sys.path)
-    try:
+    compares with it)."""
+    with helpers.plugins_forgotten():
         return helpers.cli(cwd, *args)
-    finally:
-        sys.path[:] = path
-        ALGORITHMS.add(ToyParity)
 
 
 @pytest.fixture(scope="module")
@@ -244,27 +239,13 @@ def runs(tmp_path_factory, helpers):
         "mpiexec3": [str(bin_dir / "mpiexec"), "-n", "3", sys.executable, "-m", "distfl", "run",
                      "--comm", "mpi"],
     }  # fmt: skip
-    procs = {
-        name: subprocess.Popen(
-            [*cmd, *ARGS, "--out", str(tmp / f"{name}.h5")],
-            cwd=tmp,
-            env=helpers.clean_env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            start_new_session=True,
-        )
-        for name, cmd in cmds.items()
-    }
-    try:
+    with ThreadPoolExecutor(max_workers=1) as pool:  # the worlds, while this process runs W=1
+        worlds = pool.submit(helpers.launch_together, {
+            name: [*cmd, *ARGS, "--out", str(tmp / f"{name}.h5")] for name, cmd in cmds.items()
+        }, tmp)  # fmt: skip
         alone = toy_in_process(helpers, tmp, "run", *ARGS, "--out", str(tmp / "w1.h5"))
-        assert alone.returncode == 0, alone.stdout + alone.stderr
-        for name, proc in procs.items():
-            out, _ = proc.communicate(timeout=limit(300))
-            assert proc.returncode == 0, f"{name}:\n{out}"
-    finally:
-        helpers.kill_tree(procs.values())
+        worlds.result()
+    assert alone.returncode == 0, alone.stdout + alone.stderr
     return {name: tmp / f"{name}.h5" for name in ("w1", *cmds)}
 
 
@@ -402,15 +383,9 @@ def docs_plugin() -> str:
 def median_split_in_process(helpers, cwd, *args: str):
     """``distfl ARGS`` in this process (``helpers.cli``), for a command that imports the docs'
     median_split.py from ``cwd`` (run.plugins): the plug-in is forgotten after it (another
-    test's file of the same name may register next) and ``sys.path`` is restored."""
-    from distfl.plugins import ALGORITHMS
-
-    path = list(sys.path)
-    try:
+    test's file of the same name may register next)."""
+    with helpers.plugins_forgotten():
         return helpers.cli(cwd, *args)
-    finally:
-        sys.path[:] = path
-        ALGORITHMS.remove("median_split")
 
 
 def test_the_docs_example_runs_as_its_first_line_says(tmp_path, helpers):

@@ -109,8 +109,6 @@ def _resume(helpers, tmp, out) -> None:
 def setup(tmp_path_factory, helpers):
     """The folder with the plug-in and its config, and the run that never fails (in this
     process, whose environment has no ``FLAKY_ROUND``: the plug-in is plain FedGWC here)."""
-    from distfl.plugins import ALGORITHMS
-
     tmp = tmp_path_factory.mktemp("failure")
     (tmp / "flaky.py").write_text(PLUGIN)
     config = fedgwc_toml(ROUNDS, progress="none").replace(
@@ -119,17 +117,9 @@ def setup(tmp_path_factory, helpers):
     config = config.replace("[run]\n", '[run]\nplugins = ["flaky.py"]\n', 1)
     (tmp / "flaky.toml").write_text(config)
     full = tmp / "full.h5"
-    path = list(sys.path)  # the plug-in's folder goes on it
-    try:
+    with helpers.plugins_forgotten():
         helpers.run_alone(tmp, "--config", "flaky.toml", "--out", str(full))
         yield tmp, full
-    finally:
-        ALGORITHMS.remove("flaky_fedgwc")
-        sys.path[:] = path
-        plugin = str((tmp / "flaky.py").resolve())
-        for name, module in list(sys.modules.items()):
-            if getattr(module, "__file__", None) == plugin:
-                del sys.modules[name]
 
 
 @pytest.mark.parametrize("fail_round", [25, 1])
