@@ -132,7 +132,7 @@ def _validate_run(c: Config) -> None:
     _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
     _range("run.rounds", c.run.rounds, 1, None, "at least 1")
     _range("run.threads", c.run.threads, 1, MAX_THREADS,
-           f"between 1 and {MAX_THREADS} (torch threads of each rank)")  # fmt: skip
+           f"between 1 and {MAX_THREADS} (the threads of each rank)")  # fmt: skip
     check_out_path(c.run.out)
 
 

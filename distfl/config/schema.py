@@ -113,8 +113,10 @@ class RunSection:
     rounds: int = setting(40, "int ≥ 1", "communication rounds")
     out: str = setting("distfl-run.h5", "string", "HDF5 run file (also `--out`)")
     threads: int = setting(
-        1, "1..1024", "torch threads per process (fixed, so results do not depend on the machine)"
-    )
+        1, "1..1024",
+        "threads per process, torch's and the BLAS's of numpy and scipy (fixed, so results "
+        "do not depend on the machine)",
+    )  # fmt: skip
     device: str = setting(
         "auto", "`auto`, `cpu`, `cuda`", "where clients train; `auto` takes CUDA when present"
     )

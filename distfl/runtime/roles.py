@@ -33,6 +33,7 @@ from distfl.runtime.export import check_exports
 from distfl.runtime.model_size import model_counts
 from distfl.runtime.server import Server
 from distfl.runtime.stopping import StopFlag, stop_signals
+from distfl.runtime.threads import blas_threads
 from distfl.runtime.worker import Worker, worker_loop
 from distfl.text import exception_line
 
@@ -85,7 +86,7 @@ def run(
     config = _through_links(config)
     lock = OutputLock(Path(config.run.out)) if comm.rank == 0 else None
     try:
-        with stop_signals(stop, after=signals_after):
+        with stop_signals(stop, after=signals_after), blas_threads(config.run.threads):
             world = describe_world(comm, info)
             _agree_to_start(config, comm, lock, resume=resume, force=force)
             result = _run_role(config, comm, saved, stop, stream or sys.stdout, world)
