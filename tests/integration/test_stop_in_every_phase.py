@@ -225,14 +225,15 @@ def test_a_signal_in_pooled_work_under_mpiexec(helpers, tmp_path, references):
 
 
 def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_path):
-    """Rounds of a fraction of a second, then an evaluation of 2,000 clients that takes
-    longer than ``checkpoint.seconds``: the rounds before it are written before it begins,
-    so a SIGKILL during it (no handler runs) leaves them, and the run resumes from there."""
+    """Rounds of a fraction of a second, then an evaluation of 10,000 clients (the sample
+    of 20,000) that takes longer than ``checkpoint.seconds``: the rounds before it are
+    written before it begins, so a SIGKILL during it (no handler runs) leaves them, and the
+    run resumes from there. (An evaluation of 2,000 clients ended within a second on a fast
+    CPU, before its progress line: the evaluation must be long on every machine, and its
+    length is a multiple of a round's, 100 of a round's clients for each 1.)"""
     (tmp_path / "slow_phases.py").write_text(PLUGIN)
-    # (64 local steps: the training of a client, which predicts the evaluation's seconds
-    # before the first one, takes longer than evaluating it)
-    args = [*population(2000), "--set", "run.rounds=4", "--set", "eval.every=4",
-            "--set", "train.local_steps=64", "--set", "checkpoint.seconds=3"]  # fmt: skip
+    args = [*population(20000), "--set", "run.rounds=4", "--set", "eval.every=4",
+            "--set", "checkpoint.seconds=3"]  # fmt: skip
     (proc,) = helpers.start_ranks([*args, "--out", "killed.h5"], tmp_path)
     try:
         out = helpers.LineReader(proc.stdout)
