@@ -26,6 +26,10 @@ from collections.abc import Iterator
 
 #: SIGHUP: the terminal closed or the ssh session dropped
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1, signal.SIGINT, signal.SIGHUP)
+#: stop signals left ignored where the process found them ignored: ``nohup distfl run``
+#: asks for a run that outlives its terminal (torchrun's and mpiexec's ranks get SIGHUP's
+#: default action, so they handle it)
+KEPT_IGNORED = (signal.SIGHUP,)
 
 
 class StopNow(BaseException):
@@ -129,7 +133,8 @@ class StopFlag:
 
 @contextlib.contextmanager
 def stop_signals(flag: StopFlag, *, after: str = "restore") -> Iterator[None]:
-    """``flag`` handles the stop signals inside the block. After it, ``after = "restore"``
+    """``flag`` handles the stop signals inside the block (but SIGHUP where it is ignored,
+    as under ``nohup``: it stays ignored). After it, ``after = "restore"``
     puts back the handlers there were (the Python API: a notebook keeps its Ctrl-C);
     ``"ignore"`` (the command line, whose process is about to exit) ignores them, so that a
     signal during the process's teardown does not turn a finished run's exit code into a
@@ -137,6 +142,8 @@ def stop_signals(flag: StopFlag, *, after: str = "restore") -> Iterator[None]:
     previous = {}
     try:
         for sig in STOP_SIGNALS:
+            if sig in KEPT_IGNORED and signal.getsignal(sig) == signal.SIG_IGN:
+                continue
             previous[sig] = signal.signal(sig, flag)
     except ValueError:  # not the main thread: leave signals alone
         pass
@@ -147,4 +154,4 @@ def stop_signals(flag: StopFlag, *, after: str = "restore") -> Iterator[None]:
             signal.signal(sig, signal.SIG_IGN if after == "ignore" else handler)
 
 
-__all__ = ["STOP_SIGNALS", "StopFlag", "StopNow", "stop_signals"]
+__all__ = ["KEPT_IGNORED", "STOP_SIGNALS", "StopFlag", "StopNow", "stop_signals"]

@@ -163,6 +163,29 @@ def test_sigterm_single_process(helpers, tmp_path, reference, sig):
         assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
 
 
+def test_under_nohup_a_sighup_is_ignored(helpers, tmp_path, reference):
+    """``nohup distfl run``: the process starts with SIGHUP ignored, and a SIGHUP (the
+    terminal closing) neither stops the run nor changes its result."""
+    config, full = reference
+    out = tmp_path / "nohup.h5"
+    proc = subprocess.Popen(
+        ["nohup", *helpers.distfl_cmd("--config", str(config), "--out", str(out))],
+        cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        stdout = helpers.LineReader(proc.stdout)
+        stderr = helpers.LineReader(proc.stderr)
+        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
+        proc.send_signal(signal.SIGHUP)
+        assert proc.wait(timeout=limit(300)) == 0, stderr.text()
+    finally:
+        helpers.kill_tree([proc], marker=str(tmp_path))
+    assert "stopped by" not in stdout.text()
+    assert f"{ROUNDS} rounds in" in stdout.text()
+    assert_same(read_run(full), read_run(out))
+
+
 def _round_of(line: str) -> int:
     """The round of a progress line ("round  8/40 | ..."), 0 for any other line."""
     if not line.startswith("round "):
