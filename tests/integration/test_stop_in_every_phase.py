@@ -228,12 +228,13 @@ def test_a_kill_during_a_long_evaluation_loses_no_completed_round(helpers, tmp_p
     """Rounds of a fraction of a second, then an evaluation of 10,000 clients (the sample
     of 20,000) that takes longer than ``checkpoint.seconds``: the rounds before it are
     written before it begins, so a SIGKILL during it (no handler runs) leaves them, and the
-    run resumes from there. (An evaluation of 2,000 clients ended within a second on a fast
-    CPU, before its progress line: the evaluation must be long on every machine, and its
-    length is a multiple of a round's, 100 of a round's clients for each 1.)"""
+    run resumes from there. The evaluation's length, and the server's estimate of it, is a
+    multiple of a round's (100 of a round's clients for each 1), on every machine; on a fast
+    CPU it is 3 to 4 s, so ``checkpoint.seconds`` is 1, well below it. (An evaluation of
+    2,000 clients ended within a second there, before its progress line.)"""
     (tmp_path / "slow_phases.py").write_text(PLUGIN)
     args = [*population(20000), "--set", "run.rounds=4", "--set", "eval.every=4",
-            "--set", "checkpoint.seconds=3"]  # fmt: skip
+            "--set", "checkpoint.seconds=1"]  # fmt: skip
     (proc,) = helpers.start_ranks([*args, "--out", "killed.h5"], tmp_path)
     try:
         out = helpers.LineReader(proc.stdout)
