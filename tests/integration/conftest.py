@@ -252,6 +252,21 @@ def start_ranks(
     return procs
 
 
+def signal_after_first_round(proc, sig, marker: str, *, exit_within: float) -> str:
+    """Send ``sig`` to ``proc`` (one ``distfl run`` with stdout and stderr pipes) once its
+    first progress line of a round comes; it must then exit 0 within ``exit_within``
+    seconds (the assertions show its stderr). Its tree is killed either way (``marker``:
+    as :func:`kill_tree` takes it). Returns its stdout."""
+    try:
+        stdout, stderr = LineReader(proc.stdout), LineReader(proc.stderr)
+        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
+        proc.send_signal(sig)
+        assert proc.wait(timeout=exit_within) == 0, stderr.text()
+        return stdout.text()
+    finally:
+        kill_tree([proc], marker=marker)
+
+
 def bench_json(cwd, *args: str, timeout: float) -> dict:
     """``distfl bench ARGS --json`` in ``cwd``: it must exit 0 (within ``timeout``: a hang,
     not a slow machine, is what that catches), leave nothing in ``cwd`` and print one JSON
@@ -482,6 +497,7 @@ def helpers() -> types.SimpleNamespace:
         pids_with=pids_with,
         kill_tree=kill_tree,
         start_ranks=start_ranks,
+        signal_after_first_round=signal_after_first_round,
         bench_json=bench_json,
         run_alone=run_alone,
         plugins_forgotten=plugins_forgotten,

@@ -143,14 +143,7 @@ def test_status_of_a_run_stopped_by_sigterm(helpers, tmp_path):
     out = tmp_path / "stopped.h5"
     args = [*SMALL, "--set", "run.rounds=100000", "--set", 'run.progress="lines"']
     (proc,) = helpers.start_ranks([*args, "--out", str(out)], tmp_path)
-    try:
-        stdout = helpers.LineReader(proc.stdout)
-        stderr = helpers.LineReader(proc.stderr)
-        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=limit(30)) == 0, stderr.text()
-    finally:
-        helpers.kill_tree([proc], marker=str(tmp_path))
+    helpers.signal_after_first_round(proc, signal.SIGTERM, str(tmp_path), exit_within=limit(30))
     with h5py.File(out, "r") as f:
         done = int(f["state"].attrs["round"])
     assert 1 <= done < 100000

@@ -149,15 +149,8 @@ def test_sigterm_single_process(helpers, tmp_path, reference, sig):
     (proc,) = helpers.start_ranks(["--config", str(config), "--out", str(out),
                                    "--set", "eval.every=1", "--set", "run.rounds=100000"],
                                   tmp_path)  # fmt: skip
-    try:
-        stdout = helpers.LineReader(proc.stdout)
-        stderr = helpers.LineReader(proc.stderr)
-        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
-        proc.send_signal(sig)
-        assert proc.wait(timeout=limit(60)) == 0, stderr.text()
-        assert f"stopped by {sig.name}" in stdout.text()
-    finally:
-        helpers.kill_tree([proc], marker=str(tmp_path))
+    stdout = helpers.signal_after_first_round(proc, sig, str(tmp_path), exit_within=limit(60))
+    assert f"stopped by {sig.name}" in stdout
     with h5py.File(out, "r") as f:
         assert 1 <= int(f["state"].attrs["round"]) < 100000
         assert len(f["metrics/round"]) == int(f["state"].attrs["round"])
@@ -173,16 +166,11 @@ def test_under_nohup_a_sighup_is_ignored(helpers, tmp_path, reference):
         cwd=tmp_path, env=helpers.clean_env(), stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )  # fmt: skip
-    try:
-        stdout = helpers.LineReader(proc.stdout)
-        stderr = helpers.LineReader(proc.stderr)
-        assert stdout.wait_for(lambda line: line.startswith("round "), limit(60)), stderr.text(0)
-        proc.send_signal(signal.SIGHUP)
-        assert proc.wait(timeout=limit(300)) == 0, stderr.text()
-    finally:
-        helpers.kill_tree([proc], marker=str(tmp_path))
-    assert "stopped by" not in stdout.text()
-    assert f"{ROUNDS} rounds in" in stdout.text()
+    stdout = helpers.signal_after_first_round(
+        proc, signal.SIGHUP, str(tmp_path), exit_within=limit(300)
+    )
+    assert "stopped by" not in stdout
+    assert f"{ROUNDS} rounds in" in stdout
     assert_same(read_run(full), read_run(out))
 
 
