@@ -35,7 +35,7 @@ class Aggregator:
         self.momentum = momentum
 
     def __call__(
-        self, cid: str, model: torch.Tensor, delta_sum: torch.Tensor, weight_sum: int
+        self, cid: str, model: torch.Tensor, delta_sum: torch.Tensor, weight_sum: float
     ) -> torch.Tensor:
         """The new model of cluster ``cid``; with no participant it is unchanged."""
         if weight_sum <= 0:

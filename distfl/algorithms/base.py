@@ -34,12 +34,13 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from distfl.algorithms.client_side import ClientContext, ClientHalf, ProbeAbandoned
+from distfl.algorithms.client_side import ClientContext, ClientHalf, Prepared, ProbeAbandoned
 from distfl.algorithms.declarations import RecordTable, ReportFigure, Statistic
 from distfl.algorithms.pool import LOCAL_POOL, PooledTaskFailed, ServerPool, pooled
 from distfl.hierarchy import ClusterTree, Split
@@ -78,16 +79,41 @@ class Federation:
 
 @dataclass
 class RoundPlan:
-    """One round: ``train[k] = c`` means client k trains from the model of cluster ``c``."""
+    """One round: ``train[k] = c`` means client k trains from the model of cluster ``c``,
+    and its update enters ``c``'s aggregate with the aggregator's weight w_k (its sample
+    count, or 1). Soft membership: ``train[k] = {c: γ, ...}`` means client k trains a copy
+    of each listed cluster's model (in ascending cluster order), each update entering its
+    own cluster's aggregate with weight γ·w_k (γ > 0, held to 2^-20)."""
 
     round: int
-    train: dict[int, str]
-    #: clients whose updated model must travel to the server this round
+    train: dict[int, str | Mapping[str, float]]
+    #: clients whose updated model must travel to the server this round (one per training)
     return_models: frozenset[int] = frozenset()
+    #: an op of its client half (one of ``client_ops``) each trained client runs first, on
+    #: the broadcast models (every cluster of :meth:`clusters`, in that order) and its row
+    #: of ``client_state``: it answers a row of ``prepare_width`` values
+    #: (:attr:`ClientReports.rows`) and may weigh each train sample in each of the client's
+    #: trainings (:class:`~distfl.algorithms.client_side.Prepared`)
+    prepare: str | None = None
+    prepare_width: int = 0
+    #: each trained client's state row for its client half (float64, one width; a client
+    #: left out gets zeros): what persists between a client's rounds and travels with it
+    client_state: dict[int, Any] = field(default_factory=dict)
+
+    def targets(self, client: int) -> list[tuple[str, float]]:
+        """Client ``client``'s trainings as (cluster id, weight γ), ascending cluster."""
+        target = self.train[client]
+        if isinstance(target, str):
+            return [(target, 1.0)]
+        return sorted((str(c), float(g)) for c, g in target.items())
 
     def clusters(self) -> list[str]:
         """The cluster ids the plan needs, in a fixed (sorted) order."""
-        return sorted(set(self.train.values()))
+        return sorted({c for k in self.train for c, _ in self.targets(k)})
+
+    def soft(self) -> bool:
+        """Whether a client trains more than one model or with a weight other than 1."""
+        return any(not isinstance(v, str) for v in self.train.values())
 
 
 @dataclass
@@ -114,7 +140,9 @@ class ProbeRequest:
 
 @dataclass
 class ClientReports:
-    """What the sampled clients sent back, rows in ascending client id."""
+    """What the sampled clients sent back, one row per training in ascending client id (a
+    client that trained several models, soft membership, has one row per model, in
+    ascending cluster order: ``clusters`` and ``weights`` say which)."""
 
     clients: np.ndarray  # [n] int64
     losses: np.ndarray  # [n, S] the loss of every local step
@@ -122,6 +150,13 @@ class ClientReports:
     models: np.ndarray | None = None  # [n, P] float32, only for clients in return_models
     #: each cluster's model after the aggregator ran (float32 [P]); read-only
     cluster_models: dict[str, np.ndarray] = field(default_factory=dict)
+    #: the cluster each row trained (a soft plan's; None for a plan of one model a client)
+    clusters: list[str] | None = None
+    #: [n] the weight γ of each row's update in its cluster's aggregate (a soft plan's)
+    weights: np.ndarray | None = None
+    #: [clients, prepare_width] the rows the plan's ``prepare`` op answered, one per
+    #: trained client, ascending (None without one)
+    rows: np.ndarray | None = None
 
 
 @dataclass
@@ -212,6 +247,10 @@ class ClusteringAlgorithm(ABC):
     #: False for an algorithm with a cluster per client (``local``), so that the tables grow
     #: with the clients trained, not with the population
     record_idle_clusters: ClassVar[bool] = True
+    #: an op of its client half that evaluates a client (:meth:`ClientHalf.evaluate`), on
+    #: every leaf's model and its row of :meth:`client_rows`, in place of the client's own
+    #: leaf's model (FedEM's mixture); None: the leaf's model (the default)
+    evaluation: ClassVar[str | None] = None
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: the runtime sets the ranks' pool in a run over several ranks
     pool: ServerPool = LOCAL_POOL
@@ -327,6 +366,11 @@ class ClusteringAlgorithm(ABC):
 
     # -- the rest ----------------------------------------------------------------------
 
+    def client_rows(self, clients: np.ndarray) -> np.ndarray | None:
+        """[n, D] float64: the state rows of ``clients`` that its client half's
+        :attr:`evaluation` op reads (None: none)."""
+        return None
+
     def initial_models(self) -> dict[str, int]:
         """Which initialisation each starting cluster's model takes: 0 is the run's model
         (the same for every cluster, the default); another integer a model initialised
@@ -354,6 +398,7 @@ __all__ = [
     "ClientContext",
     "ProbeAbandoned",
     "ClientHalf",
+    "Prepared",
     "ClientReports",
     "ClusteringAlgorithm",
     "FIXED_CLUSTER_COLUMNS",

@@ -1,10 +1,12 @@
-"""An algorithm's client half: what it computes on the workers beyond training (a probe),
-a :class:`ClientHalf` subclass named by :attr:`ClusteringAlgorithm.client
+"""An algorithm's client half: what it computes on the workers beyond plain training (a
+probe, a preparation of its client's training, an evaluation of its own), a
+:class:`ClientHalf` subclass named by :attr:`ClusteringAlgorithm.client
 <distfl.algorithms.base.ClusteringAlgorithm.client>`, given a :class:`ClientContext` by
 its worker."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -40,9 +42,22 @@ class ProbeAbandoned(Exception):
     worker leaves the row, and the run stops after the previous round."""
 
 
+@dataclass
+class Prepared:
+    """A client's preparation of its trainings (:meth:`ClientHalf.prepare`): the row that
+    goes back to the server, and, if not None, the weight of each of its train samples in
+    each of its trainings (float [trainings, n_train], in the order of the models it trains,
+    ascending model index): a training then minimises Σ_i w_i ℓ_i / b over each batch of b
+    samples instead of the batch's mean loss."""
+
+    row: Any
+    sample_weights: Any = None
+
+
 class ClientHalf:
-    """The part of an algorithm that runs on the workers: it answers probes. One instance
-    per worker, built the first time the algorithm probes."""
+    """The part of an algorithm that runs on the workers: it answers probes, prepares a
+    client's training and, for an algorithm whose evaluation is its own, evaluates a
+    client. One instance per worker, built the first time it is needed."""
 
     def __init__(self, params: Params, context: ClientContext):
         self.params = params
@@ -53,5 +68,25 @@ class ClientHalf:
         ``models`` [M, P] are the broadcast models of the request's clusters."""
         raise NotImplementedError(f"{type(self).__name__} does not answer probe {op!r}")
 
+    def prepare(
+        self, op: str, client: int, models: torch.Tensor, state: np.ndarray
+    ) -> Prepared | np.ndarray:
+        """Client ``client``'s preparation ``op`` (:attr:`RoundPlan.prepare
+        <distfl.algorithms.base.RoundPlan.prepare>`) before it trains: ``models`` [M, P]
+        are the round's broadcast models (every cluster of the plan, sorted), ``state`` the
+        client's row of :attr:`RoundPlan.client_state` (float64, empty without one). A
+        :class:`Prepared` (its row, and per-sample weights), or the row alone."""
+        raise NotImplementedError(f"{type(self).__name__} does not prepare {op!r}")
 
-__all__ = ["ClientContext", "ClientHalf", "ProbeAbandoned"]
+    def evaluate(
+        self, op: str, client: int, models: torch.Tensor, state: np.ndarray
+    ) -> tuple[float, float, float]:
+        """Client ``client``'s (balanced accuracy, accuracy, mean loss) on its test split
+        under the algorithm's own evaluation ``op`` (:attr:`ClusteringAlgorithm.evaluation
+        <distfl.algorithms.base.ClusteringAlgorithm.evaluation>`): ``models`` [M, P] are
+        every leaf's model (sorted ids), ``state`` its row of the algorithm's
+        :meth:`~distfl.algorithms.base.ClusteringAlgorithm.client_rows`."""
+        raise NotImplementedError(f"{type(self).__name__} does not evaluate {op!r}")
+
+
+__all__ = ["ClientContext", "ClientHalf", "Prepared", "ProbeAbandoned"]

@@ -35,11 +35,16 @@ class ClusterAggregation:
         clusters: list[str],
         sums: torch.Tensor,
         exponents: torch.Tensor | None,
+        weight_bits: int = 0,
     ) -> None:
         """Replace each of ``clusters``' model in ``models`` by the aggregator's new model
-        from its row of ``sums`` (and its grids' ``exponents``, with scaled sums)."""
+        from its row of ``sums`` (and its grids' ``exponents``, with scaled sums); its
+        weight column counts units of 2^-``weight_bits`` (the step's
+        :meth:`~distfl.runtime.protocol.Plan.weight_bits`)."""
         for i, cid in enumerate(clusters):
             weight = int(sums[i, -1])
+            if weight_bits:  # soft weights: Σ q_k 2^-G, the integer scaled exactly
+                weight = weight * 2.0**-weight_bits
             row_exponents = exponents[i] if exponents is not None else None
             delta = self.layout.decode(sums[i, :-1], row_exponents)
             models[cid] = self.aggregator(cid, models[cid], delta, weight)

@@ -85,7 +85,11 @@ class ServerView(Protocol):
 
     def evaluating(self, t: int, done: int, total: int, seconds: float) -> None: ...
 
-    def step(self, model_of: dict, op_of: dict, t: int, *, cost: Any = None) -> tuple: ...
+    def step(self, model_of: dict, op_of: dict, t: int, *, cost: Any = None,
+             models: list[str] | None = None, probe_op: int = 0,
+             state: dict | None = None) -> tuple: ...  # fmt: skip
+
+    def client_op(self, op: str) -> int: ...  # an op's number among the client half's
 
     def count(self, nbytes: int) -> None: ...
 

@@ -80,6 +80,15 @@ class Evaluation:
         return server.config.eval.evaluated(server.num_clients) * per
 
     @staticmethod
+    def _state(server: ServerView, clients: np.ndarray) -> dict[int, np.ndarray] | None:
+        """The state rows of ``clients`` for the algorithm's own evaluation (None: none)."""
+        rows = server.algorithm.client_rows(clients)
+        if rows is None:
+            return None
+        rows = np.asarray(rows, dtype=np.float64).reshape(len(clients), -1)
+        return {int(k): rows[i] for i, k in enumerate(clients)}
+
+    @staticmethod
     def cost(server: ServerView) -> np.ndarray:
         """[K] each client's predicted work in an evaluation, in samples: its test split,
         and where the algorithm fine-tunes first (ClusteringAlgorithm.evaluation_finetune)
@@ -104,11 +113,19 @@ class Evaluation:
         workers = max(server.comm.world_size - 1, 1)
         cost = self.cost(server)
         started = time.perf_counter()
+        own = type(server.algorithm).evaluation  # the algorithm's evaluation op, if any
         parts, done, size = [], 0, self.FIRST_STEP * workers
         while done < total:
             ks, ls = clients[done : done + size], leaf_of[done : done + size]
             model_of = {int(k): leaves[int(i)] for k, i in zip(ks, ls, strict=True)}
-            _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=cost)
+            if own is None:
+                _, out = server.step(model_of, dict.fromkeys(model_of, EVAL), t, cost=cost)
+            else:  # every leaf's model and the client's state row to its client half
+                _, out = server.step(
+                    model_of, dict.fromkeys(model_of, EVAL), t, cost=cost,
+                    models=sorted(leaves), probe_op=server.client_op(own),
+                    state=self._state(server, ks),
+                )  # fmt: skip
             parts.append(out.eval_rows.cpu().numpy())
             done += len(ks)
             seconds = time.perf_counter() - started

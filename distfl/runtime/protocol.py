@@ -3,13 +3,18 @@
 One step:
 
 1. broadcast of the plan's header: an int64 tensor of fixed length ``HEADER`` —
-   ``[kind, round, num_models, probe_op, num_tasks]`` and the probe's shape
+   ``[kind, round, num_models, probe_op, num_tasks, state_width]`` and the probe's shape
    ``[width, num_args, args...]`` (``PROBE_SHAPE`` long; ``probe_op``, 1-based, names the
    probe among the algorithm's ``client_ops``, 0: none) — followed, in the same
    broadcast, by room for ``INLINE_TASKS`` task rows;
-2. the tasks, ``[num_tasks, 4]`` int64 rows ``[client, model index, task bits, worker]``
-   in ascending client order (inside the first broadcast when there are at most
-   ``INLINE_TASKS``, else in a second one). The worker
+2. the tasks, ``[num_tasks, 5]`` int64 rows ``[client, model index, task bits, worker,
+   weight]`` in ascending client order (inside the first broadcast when there are at most
+   ``INLINE_TASKS``, else in a second one); a client that trains several models (soft
+   membership) has one row per model, in ascending model index, on one worker, and only
+   its first row carries PROBE. ``weight`` is the float64 bits of the factor γ its update
+   enters its model's sum with (1.0 for a plain task). With ``state_width`` D > 0, a
+   float64 broadcast ``[num_tasks, D]`` of each task's client state follows (what the
+   algorithm's client half reads). The worker
    (0..W-2, rank = worker + 1; the in-process worker 0 at W=1) is the server's placement
    of the task (:mod:`distfl.runtime.placement`): the plan is as long as the step's
    tasks, not the population;
@@ -18,8 +23,9 @@ One step:
 5. if anyone trains: with ``comm.sums = "scaled"`` a max all-reduce of the bounds
    ``[M, L]`` (float64, one per model and parameter tensor) that fixes each tensor's grid
    (:mod:`distfl.exact`); one reduce of the exact fixed-point sums ``[M, P + 1]``
-   (int64: Σ n_k Δθ_k on the grids, Σ n_k; ``[M, 3P + 1]`` with ``"limbs"``, three limbs
-   per value);
+   (int64: Σ w_k Δθ_k on the grids, Σ q_k; ``[M, 3P + 1]`` with ``"limbs"``, three limbs
+   per value), where q_k = round(γ_k 2^G)·(1 | n_k) and w_k = q_k 2^-G, with G = 0 when
+   every γ of the step is 1 (:meth:`Plan.weight_bits`), so the weight column is exact;
    if the plan asks for models: gather of the clients' updated models ``[n, P]``;
 6. one gather of the step's float64 rows, every rank's blocks back to back (their row
    counts follow from the plan, so no collective is spent on them): the probe rows
@@ -75,10 +81,12 @@ WORKER_FIELDS = 8
 #: the probe's shape: width, number of arguments, up to MAX_PROBE_ARGS arguments
 MAX_PROBE_ARGS = 8
 PROBE_SHAPE = 2 + MAX_PROBE_ARGS
-#: kind, round, num_models, probe_op, num_tasks; then the probe's shape
-STEP_FIELDS = 5
+#: kind, round, num_models, probe_op, num_tasks, state width; then the probe's shape
+STEP_FIELDS = 6
 HEADER = STEP_FIELDS + PROBE_SHAPE
-TASK_WIDTH = 4  # client, model index, task bits, worker
+TASK_WIDTH = 5  # client, model index, task bits, worker, weight (float64 bits)
+#: the fixed-point bits of a step's weights γ when one of them is not 1 (Plan.weight_bits)
+WEIGHT_BITS = 20
 #: tasks that travel inside the header's broadcast (a longer plan takes a second one)
 INLINE_TASKS = 128
 
@@ -117,10 +125,35 @@ class Plan:
     worker: np.ndarray  # [n] int64 the worker that runs the task
     probe_op: int = 0  # 1-based index of the probe in the algorithm's client_ops; 0: none
     probe: ProbeShape = field(default_factory=lambda: ProbeShape(0))
+    #: [n] float64 the factor γ each task's update enters its model's sum with (None: 1)
+    weight: np.ndarray | None = None
+    #: [n, D] float64 each task's client state for the client half (None: D = 0)
+    state: np.ndarray | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.clients)
+        if self.weight is None:
+            self.weight = np.ones(n, dtype=np.float64)
+        if self.state is None:
+            self.state = np.zeros((n, 0), dtype=np.float64)
 
     @property
     def num_tasks(self) -> int:
         return len(self.clients)
+
+    def weight_bits(self) -> int:
+        """G, the fixed-point bits of the step's weights: 0 when every γ is 1 (the weight
+        of a client is then its count, 1 | n_k, as in a plain round), else WEIGHT_BITS."""
+        return 0 if bool(np.all(self.weight == 1.0)) else WEIGHT_BITS
+
+    def slots(self) -> np.ndarray:
+        """[n] each task's position among its client's tasks (0 for a client's first)."""
+        n = self.num_tasks
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        first = np.r_[True, self.clients[1:] != self.clients[:-1]]
+        starts = np.flatnonzero(first)
+        return np.arange(n) - np.repeat(starts, np.diff(np.r_[starts, n]))
 
     def probe_width(self) -> int:
         """Columns of a probe row after the client id."""
@@ -149,17 +182,21 @@ class Plan:
 
     def encode_header(self) -> torch.Tensor:
         head = np.array(
-            [self.kind, self.round, self.num_models, self.probe_op, self.num_tasks],
+            [self.kind, self.round, self.num_models, self.probe_op, self.num_tasks,
+             self.state.shape[1]],
             dtype=np.int64,
-        )
+        )  # fmt: skip
         return torch.cat([torch.from_numpy(head), self.probe.encode()])
 
     def encode_tasks(self) -> torch.Tensor:
-        rows = np.stack([self.clients, self.model, self.tasks, self.worker], axis=1)
+        weight = np.ascontiguousarray(self.weight, dtype=np.float64).view(np.int64)
+        rows = np.stack([self.clients, self.model, self.tasks, self.worker, weight], axis=1)
         return torch.from_numpy(np.ascontiguousarray(rows, dtype=np.int64))
 
     @staticmethod
-    def decode(header: torch.Tensor, tasks: torch.Tensor | None) -> Plan:
+    def decode(
+        header: torch.Tensor, tasks: torch.Tensor | None, state: torch.Tensor | None = None
+    ) -> Plan:
         h = header.cpu().numpy()
         rows = np.zeros((0, TASK_WIDTH), dtype=np.int64) if tasks is None else tasks.cpu().numpy()
         return Plan(
@@ -172,6 +209,12 @@ class Plan:
             worker=rows[:, 3].copy(),
             probe_op=int(h[3]),
             probe=ProbeShape.decode(header[STEP_FIELDS:]),
+            weight=np.ascontiguousarray(rows[:, 4]).view(np.float64).copy(),
+            state=(
+                state.cpu().numpy().astype(np.float64)
+                if state is not None
+                else np.zeros((len(rows), int(h[5])), dtype=np.float64)
+            ),
         )
 
     @staticmethod
@@ -215,6 +258,8 @@ class StepOutput:
     finish_sums: Callable[[torch.Tensor], torch.Tensor] | None = None
     #: ``"scaled"``, on the server: the grids' exponents [M, L] of the reduced sums
     exponents: torch.Tensor | None = None
+    #: on the server: G, the step's weight column counts units of 2^-G (Plan.weight_bits)
+    weight_bits: int = 0
 
 
 def sum_layout(kind: str, model: torch.nn.Module) -> SumLayout:
@@ -309,7 +354,16 @@ def _broadcast_plan(comm: Communicator, plan: Plan | None) -> Plan:
             else torch.zeros((n, TASK_WIDTH), dtype=torch.int64)
         )
         comm.broadcast(tasks, src=0)
-    return Plan.decode(header, tasks if n else None)
+    width = int(header[5])
+    state = None
+    if width and n:  # the tasks' client state, for the client half
+        state = (
+            torch.from_numpy(np.ascontiguousarray(plan.state, dtype=np.float64))
+            if plan is not None
+            else torch.zeros((n, width), dtype=torch.float64)
+        )
+        state = comm.broadcast(state.to(comm.device), src=0).cpu()
+    return Plan.decode(header, tasks if n else None, state)
 
 
 def _reduce_sums(

@@ -217,21 +217,23 @@ class Server:
 
     def step(
         self,
-        model_of: dict[int, str],
+        model_of: dict[int, str | list[tuple[str, float]]],
         tasks: dict[int, int],
         round_index: int,
         models: list[str] | None = None,
         probe_op: int = 0,
         probe: ProbeShape | None = None,
         cost: np.ndarray | None = None,
+        state: dict[int, np.ndarray] | None = None,
     ) -> tuple[list[str], StepOutput]:
         """Run one step of ``tasks`` over the world with the cluster models ``models``
         (default: those ``model_of`` names), placed on the workers by predicted ``cost``
-        ([K], samples each client works through; default its local training's). The
-        gathered rows come back sorted by client (:meth:`WorldSteps.run`)."""
+        ([K], samples each client works through; default its local training's), with the
+        clients' ``state`` rows for the client half. The gathered rows come back sorted by
+        client (:meth:`WorldSteps.run`)."""
         return self.steps.run(
             self.models, model_of, tasks, round_index, clusters=models, probe_op=probe_op,
-            probe=probe, cost=cost,
+            probe=probe, cost=cost, state=state,
         )  # fmt: skip
 
     def evaluating(self, t: int, done: int, total: int, seconds: float) -> None:
@@ -299,34 +301,89 @@ class Server:
         None: with ``may_give_up``, a worker left its training at a stop signal (the round
         is to be discarded)."""
         give_up = MAY_GIVE_UP if may_give_up else 0
-        tasks = {k: TRAIN | give_up | (RETURN_MODEL if k in plan.return_models else 0)
+        prepare = PROBE if plan.prepare is not None else 0
+        tasks = {k: TRAIN | give_up | prepare | (RETURN_MODEL if k in plan.return_models else 0)
                  for k in plan.train}  # fmt: skip
-        # each participant downloads its model, uploads its update and its S losses
-        self.count(len(plan.train) * (8 * self.num_params + 8 * self.local_steps + 8))
-        clusters, out = self.step(plan.train, tasks, plan.round)
+        targets = {k: plan.targets(k) for k in plan.train}
+        trainings = sum(len(v) for v in targets.values())
+        # each training downloads its model, uploads its update and its S losses
+        self.count(trainings * (8 * self.num_params + 8 * self.local_steps + 8))
+        probe_op, shape, state = 0, None, None
+        if plan.prepare is not None:
+            probe_op = self.client_op(plan.prepare)
+            shape = ProbeShape(int(plan.prepare_width))
+            state = self._state_rows(plan)
+            self.count(len(plan.train) * 8 * (int(plan.prepare_width) + self._state_width(plan)))
+        clusters, out = self.step(
+            targets if plan.soft() else plan.train, tasks, plan.round, probe_op=probe_op,
+            probe=shape, state=state,
+        )  # fmt: skip
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
         self.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
-        self.aggregation.apply(self.models, clusters, sums, out.exponents)
+        self.aggregation.apply(self.models, clusters, sums, out.exponents, out.weight_bits)
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
-        expected = np.array(sorted(plan.train), dtype=np.int64)
+        expected = np.array([k for k in sorted(targets) for _ in targets[k]], dtype=np.int64)
         if not np.array_equal(clients, expected):
             raise RuntimeError(f"round {plan.round}: loss rows for {clients}, planned {expected}")
         self.timing.client_steps += len(clients) * self.local_steps
         models = None
         if plan.return_models:
             models = out.model_rows.cpu().numpy()
-            if len(models) != len(plan.return_models):
+            returned = sum(len(targets[k]) for k in plan.return_models)
+            if len(models) != returned:
                 raise RuntimeError(f"round {plan.round}: {len(models)} client models returned")
+        prepared = None
+        if plan.prepare is not None:
+            answered = out.probe_rows.cpu().numpy()
+            if not np.array_equal(answered[:, 0].astype(np.int64), np.array(sorted(targets))):
+                raise RuntimeError(f"round {plan.round}: prepared rows for {answered[:, 0]}")
+            prepared = answered[:, 1:]
+        soft = plan.soft()
         return ClientReports(
             clients=clients,
             losses=rows[:, 1:],
             num_samples=self.num_train[clients],
             models=models,
             cluster_models={c: m.numpy() for c, m in self.models.items()},
+            clusters=[c for k in sorted(targets) for c, _ in targets[k]] if soft else None,
+            weights=(
+                np.array([g for k in sorted(targets) for _, g in targets[k]]) if soft else None
+            ),  # fmt: skip
+            rows=prepared,
         )
+
+    def client_op(self, op: str) -> int:
+        """The 1-based index of ``op`` among the algorithm's client_ops."""
+        ops = type(self.algorithm).client_ops
+        if op not in ops:
+            raise RuntimeError(
+                f"{self.algorithm.name} asked for op {op!r}; its client_ops are {ops}"
+            )
+        return ops.index(op) + 1
+
+    @staticmethod
+    def _state_width(plan: RoundPlan) -> int:
+        rows = list(plan.client_state.values())
+        return len(np.asarray(rows[0]).reshape(-1)) if rows else 0
+
+    def _state_rows(self, plan: RoundPlan) -> dict[int, np.ndarray] | None:
+        """Each trained client's state row (zeros for one the plan leaves out), or None."""
+        width = self._state_width(plan)
+        if not width:
+            return None
+        rows = {}
+        for k in plan.train:
+            row = np.asarray(plan.client_state.get(k, np.zeros(width)), dtype=np.float64)
+            if row.shape != (width,):
+                raise RuntimeError(
+                    f"{self.algorithm.name}: client {k}'s state row has shape {row.shape}, "
+                    f"not ({width},)"
+                )
+            rows[k] = row.reshape(-1)
+        return rows
 
     def round(self, t: int, first: int, may_give_up: bool = False) -> RoundResult | None:
         """Round ``t``: the algorithm's probe, plan, training and update, the splits, and an
@@ -351,15 +408,16 @@ class Server:
         plan = self.algorithm.plan(t)
         trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
         sampled = dict.fromkeys(trained, 0)
-        for cid in plan.train.values():
-            sampled[cid] += 1
+        for k in plan.train:
+            for cid, _ in plan.targets(k):
+                sampled[cid] += 1
         self.phase = "training"
         train_started = time.perf_counter()
         reports = self.train_round(plan, may_give_up)
         if reports is None:
             return None
         self.timing.train_s = time.perf_counter() - train_started
-        self.timing.clients_trained = len(reports.clients)
+        self.timing.clients_trained = len(np.unique(reports.clients))
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         update = self.algorithm.update(t, plan, reports)

@@ -7,6 +7,8 @@ way."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import torch
 
@@ -15,7 +17,15 @@ from distfl.comm.base import Communicator
 from distfl.exact import SumLayout
 from distfl.runtime.placement import Placement
 from distfl.runtime.pool import RankPool, TimedPool
-from distfl.runtime.protocol import RETURN_MODEL, STEP, Plan, ProbeShape, StepOutput, run_step
+from distfl.runtime.protocol import (
+    PROBE,
+    RETURN_MODEL,
+    STEP,
+    Plan,
+    ProbeShape,
+    StepOutput,
+    run_step,
+)
 from distfl.runtime.stopping import StopFlag
 from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
@@ -48,27 +58,47 @@ class WorldSteps:
     def run(
         self,
         models: dict[str, torch.Tensor],
-        model_of: dict[int, str],
+        model_of: dict[int, str | Sequence[tuple[str, float]]],
         tasks: dict[int, int],
         round_index: int,
         clusters: list[str] | None = None,
         probe_op: int = 0,
         probe: ProbeShape | None = None,
         cost: np.ndarray | None = None,
+        state: dict[int, np.ndarray] | None = None,
     ) -> tuple[list[str], StepOutput]:
         """Run one step of ``tasks`` over the world with the models of ``clusters``
         (default: those ``model_of`` names, sorted), placed on the workers by predicted
-        ``cost`` ([K], samples each client works through; default its local training's).
-        The gathered rows come back sorted by client."""
-        clusters = clusters if clusters is not None else sorted(set(model_of.values()))
+        ``cost`` ([K], samples each client works through; default its local training's),
+        the client's whole work on one worker. ``model_of[k]`` is a cluster id, or (soft
+        membership) a sequence of (cluster id, weight γ): one task each, ascending cluster
+        order. ``state[k]`` is client k's row for the client half (one width). The
+        gathered rows come back sorted by client, a client's in its tasks' order."""
+        entries = {k: _entries(v) for k, v in model_of.items()}
+        if clusters is None:
+            clusters = sorted({c for es in entries.values() for c, _ in es})
         index = {cid: i for i, cid in enumerate(clusters)}
-        clients = np.array(sorted(model_of), dtype=np.int64)
-        worker = self.placement.workers(clients, cost)
+        clients = np.array(sorted(entries), dtype=np.int64)
+        per_client = self.placement.workers(clients, cost)
+        rows = []
+        for k, w in zip(clients.tolist(), per_client.tolist(), strict=True):
+            ordered = sorted(entries[k], key=lambda e: index[e[0]])
+            for slot, (cid, gamma) in enumerate(ordered):
+                bits = tasks[k] if slot == 0 else tasks[k] & ~PROBE
+                rows.append((k, index[cid], bits, w, gamma))
+        width = 0 if not state else len(next(iter(state.values())))
+        task_state = np.zeros((len(rows), width), dtype=np.float64)
+        if width:
+            for i, row in enumerate(rows):
+                task_state[i] = state[row[0]]
         plan = Plan(
-            STEP, round_index, len(clusters), clients,
-            np.array([index[model_of[int(k)]] for k in clients], dtype=np.int64),
-            np.array([tasks[int(k)] for k in clients], dtype=np.int64),
-            worker, probe_op, probe if probe is not None else ProbeShape(0),
+            STEP, round_index, len(clusters),
+            np.array([r[0] for r in rows], dtype=np.int64),
+            np.array([r[1] for r in rows], dtype=np.int64),
+            np.array([r[2] for r in rows], dtype=np.int64),
+            np.array([r[3] for r in rows], dtype=np.int64),
+            probe_op, probe if probe is not None else ProbeShape(0),
+            weight=np.array([r[4] for r in rows], dtype=np.float64), state=task_state,
         )  # fmt: skip
         stacked = torch.stack([models[c] for c in clusters]).to(self.comm.device)
         with self.stop.shielded():  # every rank leaves the step together; a stop acts at its end
@@ -82,6 +112,7 @@ class WorldSteps:
                     self.stop.name = "a stop signal at a worker"
                 self.timing.add_step_row(row)
         _in_client_order(plan, out)
+        out.weight_bits = plan.weight_bits()
         return clusters, out
 
     def stop_workers(self) -> None:
@@ -103,6 +134,13 @@ class WorldSteps:
         if self.comm.world_size > 1:
             return RankPool(self.comm, self.announce_pooled, self.timing.add_pooled, stop=self.stop)
         return TimedPool(self.timing.add_pooled)
+
+
+def _entries(target: str | Sequence[tuple[str, float]]) -> list[tuple[str, float]]:
+    """A client's tasks as (cluster id, weight γ): one of weight 1 for a cluster id."""
+    if isinstance(target, str):
+        return [(target, 1.0)]
+    return [(str(c), float(g)) for c, g in target]
 
 
 def _in_client_order(plan: Plan, out: StepOutput) -> None:

@@ -17,7 +17,7 @@ import torch
 
 from distfl.aggregators import AGGREGATORS
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
-from distfl.algorithms.client_side import ProbeAbandoned
+from distfl.algorithms.client_side import Prepared, ProbeAbandoned
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import (
@@ -47,7 +47,7 @@ from distfl.runtime.protocol import (
     run_step,
     sum_layout,
 )
-from distfl.train import build_trainer, client_seed, finetune_seed, trainer_kind
+from distfl.train import build_trainer, finetune_seed, task_seed, trainer_kind
 from distfl.train.sequential import evaluate_loaded
 
 
@@ -110,40 +110,46 @@ class Worker:
         self._widest = widest
 
     def execute(self, plan: Plan, models: torch.Tensor) -> StepOutput:
-        """Run the tasks placed on this worker, in ascending client order."""
-        mine = plan.of_worker(self.index)
-        own = [int(k) for k in plan.clients[mine]]
-        model_of = dict(zip(own, (int(m) for m in plan.model[mine]), strict=True))
-        bits = dict(zip(own, (int(b) for b in plan.tasks[mine]), strict=True))
+        """Run the tasks placed on this worker, in the plan's order (ascending client, a
+        client's several trainings in ascending model index)."""
+        mine = [int(i) for i in plan.of_worker(self.index)]
         train_before = self.train_seconds
         loaded_before = self.cache.loaded
-        trained = [k for k in own if bits[k] & TRAIN]
-        probe_rows = self._probe_rows(plan, [k for k in own if bits[k] & PROBE], models)
-        eval_rows = self._eval_rows(plan, [k for k in own if bits[k] & EVAL], model_of, models)
+        trained = [i for i in mine if plan.tasks[i] & TRAIN]
+        prepared: dict[int, np.ndarray] = {}
+        probed = [i for i in mine if plan.tasks[i] & PROBE]
+        probe_rows = self._probe_rows(plan, probed, models, prepared)
+        evaluated = [i for i in mine if plan.tasks[i] & EVAL]
+        eval_rows = self._eval_rows(plan, evaluated, models)
         between = self._leave_at_stop if plan.any(MAY_GIVE_UP) else None
         try:
-            by_model = self._train(trained, model_of, plan.round, models, between)
+            runs = self._train(plan, trained, models, prepared, between)
         except TrainingLeft:
-            return self._left(plan, trained, bits, eval_rows, probe_rows)
-        out = self._trained_output(plan, models, by_model, bits, eval_rows, probe_rows)
+            return self._left(plan, trained, eval_rows, probe_rows)
+        out = self._trained_output(plan, models, runs, eval_rows, probe_rows)
         out.trained = len(trained)
         out.train_s = self.train_seconds - train_before
         out.loaded = self.cache.loaded - loaded_before
         out.cache_mb = self.cache.nbytes / 2**20
         return out
 
-    def _probe_rows(self, plan: Plan, probed: list[int], models: torch.Tensor) -> list:
-        """The probe rows ``[client, row...]`` of the ``probed`` clients, before training:
-        the models as broadcast. A row left at a stop signal is marked by the id -1 - k."""
+    def _probe_rows(
+        self, plan: Plan, probed: list[int], models: torch.Tensor, prepared: dict[int, np.ndarray]
+    ) -> list:
+        """The probe rows ``[client, row...]`` of the tasks at ``probed``, before training:
+        the models as broadcast. A task that also trains is its client's preparation, whose
+        per-sample weights go to ``prepared`` (client -> [trainings, n_train]). A row left
+        at a stop signal is marked by the id -1 - k."""
         probe_rows = []
-        for k in probed:
+        for i in probed:
+            k = int(plan.clients[i])
             if self.stopping():
                 # a stop signal: the row is left, marked by the id -1 - k
                 gone = np.full(plan.probe_width(), np.nan)
                 probe_rows.append(np.concatenate([[-1 - k], gone]))
                 continue
             try:
-                row = self._probe(plan, k, models)
+                row = self._probe(plan, i, models, prepared)
             except ProbeAbandoned:  # a stop signal in the row's local steps
                 row = None
             if row is None:
@@ -153,14 +159,16 @@ class Worker:
             probe_rows.append(np.concatenate([[k], row]))
         return probe_rows
 
-    def _eval_rows(
-        self, plan: Plan, evaluated: list[int], model_of: dict[int, int], models: torch.Tensor
-    ) -> list:
-        """The evaluation rows ``[client, balanced acc, acc, loss, n_test]`` of the
-        ``evaluated`` clients, in client order; each model loaded once."""
+    def _eval_rows(self, plan: Plan, evaluated: list[int], models: torch.Tensor) -> list:
+        """The evaluation rows ``[client, balanced acc, acc, loss, n_test]`` of the tasks
+        at ``evaluated``, in client order; each model loaded once. With a client-half op
+        (``plan.probe_op``), the client half evaluates each client on all the models."""
+        if plan.probe_op:
+            return [self._half_evaluation(plan, i, models) for i in evaluated]
         eval_rows = []
-        for m in sorted({model_of[k] for k in evaluated}):  # each model loaded once
-            ks = [k for k in evaluated if model_of[k] == m]
+        model_of = {int(plan.clients[i]): int(plan.model[i]) for i in evaluated}
+        for m in sorted(set(model_of.values())):  # each model loaded once
+            ks = [k for k in model_of if model_of[k] == m]
             if self.finetune_steps:
                 eval_rows += self._finetuned_rows(ks, models[m], plan.round)
                 continue
@@ -172,29 +180,38 @@ class Worker:
         eval_rows.sort(key=lambda row: row[0])
         return eval_rows
 
+    def _half_evaluation(self, plan: Plan, i: int, models: torch.Tensor) -> list:
+        """Task ``i``'s evaluation row as the algorithm's client half computes it (a
+        mixture of the models, a personal model...)."""
+        k = int(plan.clients[i])
+        half, op = self._half(plan)
+        bal, acc, loss = half.evaluate(op, k, models, plan.state[i])
+        return [k, float(bal), float(acc), float(loss), float(self.data(k).y_test.shape[0])]
+
     def _trained_output(
-        self, plan: Plan, models: torch.Tensor,
-        by_model: dict[int, tuple[list[int], torch.Tensor, np.ndarray]], bits: dict[int, int],
-        eval_rows: list, probe_rows: list,
+        self, plan: Plan, models: torch.Tensor, runs: list[tuple[int, list[int], torch.Tensor,
+        np.ndarray]], eval_rows: list, probe_rows: list,
     ) -> StepOutput:  # fmt: skip
-        """The step's output once its clients trained (``by_model``: model index ->
-        (clients, new flat models, loss rows)): the loss rows, the models asked for, and
-        the exact sums (or, with ``"scaled"``, the bounds that fix their grids)."""
+        """The step's output once its tasks trained (``runs``: (model index, task positions,
+        new flat models [n, P], loss rows [n, S]) for each group trained together): the loss
+        rows, the models asked for, and the exact sums (or, with ``"scaled"``, the bounds
+        that fix their grids)."""
         S = self.config.train.local_steps
         P = self.num_params
+        G = plan.weight_bits()
         loss_rows, model_rows = [], []
-        terms = {}  # model index -> (its start, new flat models [n, P], weights [n])
-        for m, (ks, new, losses) in by_model.items():
-            counts = torch.tensor(
-                [1 if self.uniform else int(self.num_train[k]) for k in ks], dtype=torch.float64
-            )
-            terms[m] = (models[m].to(self.device), new, counts)
-            for i, k in enumerate(ks):
-                loss_rows.append(np.concatenate([[k], losses[i]]))
-                if bits[k] & RETURN_MODEL:
-                    model_rows.append((k, new[i].cpu()))
-        loss_rows.sort(key=lambda row: row[0])
-        model_rows = [row for _, row in sorted(model_rows, key=lambda kr: kr[0])]
+        terms: dict[int, list] = {}  # model index -> [(start, new [n, P], w [n], q [n])]
+        for m, positions, new, losses in runs:
+            q = torch.tensor([self._weight_units(plan, i, G) for i in positions], dtype=torch.int64)
+            w = q.to(torch.float64) * 2.0**-G  # exact: q < 2^53
+            terms.setdefault(m, []).append((models[m].to(self.device), new, w, q))
+            for j, i in enumerate(positions):
+                k = int(plan.clients[i])
+                loss_rows.append((i, np.concatenate([[k], losses[j]])))
+                if plan.tasks[i] & RETURN_MODEL:
+                    model_rows.append((i, new[j].cpu()))
+        loss_rows = [row for _, row in sorted(loss_rows, key=lambda ir: ir[0])]
+        model_rows = [row for _, row in sorted(model_rows, key=lambda ir: ir[0])]
         out = StepOutput(
             loss_rows=torch.tensor(np.array(loss_rows), dtype=torch.float64).reshape(-1, 1 + S),
             sums=None,
@@ -211,12 +228,20 @@ class Worker:
             if self.layout.kind == "scaled":
                 L = len(self.layout.segments)
                 out.bounds = torch.zeros((plan.num_models, L), dtype=torch.float64)
-                for m, (start, new, counts) in terms.items():
-                    out.bounds[m] = segment_bounds(new, start, counts, self.layout.segments)
+                for m, parts in terms.items():
+                    for start, new, w, _ in parts:
+                        bound = segment_bounds(new, start, w, self.layout.segments)
+                        out.bounds[m] = torch.maximum(out.bounds[m], bound)
                 out.finish_sums = lambda exponents: self._scaled_sums(plan, terms, exponents)
             else:
                 out.sums = self._limb_sums(plan, terms)
         return out
+
+    def _weight_units(self, plan: Plan, i: int, bits: int) -> int:
+        """q of task ``i``: round(γ 2^G) times its client's count (1 with FairAvg, else its
+        train samples), the integer its update's weight is 2^-G of."""
+        base = 1 if self.uniform else int(self.num_train[int(plan.clients[i])])
+        return int(round(float(plan.weight[i]) * 2.0**bits)) * base
 
     def _finetuned_rows(self, clients: list[int], start: torch.Tensor, round_index: int) -> list:
         """Evaluation rows of ``clients`` after each took :attr:`finetune_steps` local steps
@@ -252,9 +277,8 @@ class Worker:
             raise TrainingLeft
 
     def _left(
-        self, plan: Plan, trained: list[int], bits: dict[int, int], eval_rows: list,
-        probe_rows: list,
-    ) -> StepOutput:  # fmt: skip
+        self, plan: Plan, trained: list[int], eval_rows: list, probe_rows: list
+    ) -> StepOutput:
         """The step's output once a stop signal left the training: every collective is still
         joined, with zero sums and models and the loss rows ``[-1 - client, NaN...]`` that
         tell the server to discard the round."""
@@ -262,9 +286,9 @@ class Worker:
                            device=self.comm_device)  # fmt: skip
         S = self.config.train.local_steps
         out.loss_rows = torch.tensor(
-            [[-1 - k] + [np.nan] * S for k in trained], dtype=torch.float64
+            [[-1 - int(plan.clients[i])] + [np.nan] * S for i in trained], dtype=torch.float64
         ).reshape(-1, 1 + S)
-        returned = sum(1 for k in trained if bits[k] & RETURN_MODEL)
+        returned = sum(1 for i in trained if plan.tasks[i] & RETURN_MODEL)
         out.model_rows = torch.zeros((returned, self.num_params), dtype=torch.float32)
         out.eval_rows = torch.tensor(eval_rows, dtype=torch.float64).reshape(-1, EVAL_WIDTH)
         out.probe_rows = torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
@@ -274,34 +298,36 @@ class Worker:
         return out
 
     def _scaled_sums(self, plan: Plan, terms: dict, exponents: torch.Tensor) -> torch.Tensor:
-        """[M, P + 1] int64: each model's Σ_k round(n_k Δθ_k 2^-e) on its grids, Σ n_k."""
+        """[M, P + 1] int64: each model's Σ_k round(w_k Δθ_k 2^-e) on its grids, Σ q_k."""
         P = self.num_params
         sums = torch.zeros((plan.num_models, P + 1), dtype=torch.int64, device=self.device)
         step = max(1, (1 << 16) // max(P, 1))  # clients per call: temporaries stay in cache
-        for m, (start, new, counts) in terms.items():
+        for m, parts in terms.items():
             scales = element_scales(exponents[m], self.layout.segments).to(self.device)
-            for lo in range(0, new.shape[0], step):
-                sums[m, :P] += quantise_sum(
-                    new[lo : lo + step], start, counts[lo : lo + step], scales
-                )
-            sums[m, P] = int(counts.sum())
+            for start, new, w, q in parts:
+                for lo in range(0, new.shape[0], step):
+                    sums[m, :P] += quantise_sum(
+                        new[lo : lo + step], start, w[lo : lo + step], scales
+                    )
+                sums[m, P] += int(q.sum())
         return sums
 
     def _limb_sums(self, plan: Plan, terms: dict) -> torch.Tensor:
-        """[M, 3P + 1] int64: each model's Σ n_k Δθ_k as limbs on the 2^-64 grid, Σ n_k."""
+        """[M, 3P + 1] int64: each model's Σ w_k Δθ_k as limbs on the 2^-64 grid, Σ q_k."""
         P = self.num_params
         sums = torch.zeros((plan.num_models, NUM_LIMBS, P), dtype=torch.int64)
         weights = torch.zeros(plan.num_models, dtype=torch.int64)
         step = max(1, (1 << 22) // max(P, 1))
-        for m, (start, new, counts) in terms.items():
-            start = start.to(torch.float64)
-            for lo in range(0, new.shape[0], step):
-                delta = (new[lo : lo + step].to(torch.float64) - start) * counts[
-                    lo : lo + step, None
-                ].to(start.device)
-                limbs = to_limbs(delta.reshape(-1).cpu()).reshape(NUM_LIMBS, -1, P)
-                sums[m] += limbs.sum(dim=1)
-            weights[m] += int(counts.sum())
+        for m, parts in terms.items():
+            for start, new, w, q in parts:
+                start = start.to(torch.float64)
+                for lo in range(0, new.shape[0], step):
+                    delta = (new[lo : lo + step].to(torch.float64) - start) * w[
+                        lo : lo + step, None
+                    ].to(start.device)
+                    limbs = to_limbs(delta.reshape(-1).cpu()).reshape(NUM_LIMBS, -1, P)
+                    sums[m] += limbs.sum(dim=1)
+                weights[m] += int(q.sum())
         return torch.cat([sums.reshape(plan.num_models, -1), weights[:, None]], dim=1)
 
     # -- the ClientContext a client half sees ---------------------------------------------
@@ -323,54 +349,91 @@ class Worker:
         half's :meth:`~distfl.algorithms.ClientContext.stopping`)."""
         return bool(self.abandonable and self.stop is not None and self.stop.name)
 
-    def _probe(self, plan: Plan, client: int, models: torch.Tensor) -> np.ndarray:
-        """The client half's row for ``client``."""
+    def _half(self, plan: Plan) -> tuple[ClientHalf, str]:
+        """The algorithm's client half (built on first use) and the step's op."""
         cls = algorithm_class(self.config.algorithm.name)
         if not 1 <= plan.probe_op <= len(cls.client_ops):
-            raise RuntimeError(f"{cls.name} has no probe number {plan.probe_op}")
+            raise RuntimeError(f"{cls.name} has no client op number {plan.probe_op}")
         if self._client_half is None:
             self._client_half = client_half(cls)(self.config.algorithm.params, self)
-        op = cls.client_ops[plan.probe_op - 1]
-        row = np.asarray(
-            self._client_half.run(op, client, models, plan.probe.args), dtype=np.float64
-        ).reshape(-1)
+        return self._client_half, cls.client_ops[plan.probe_op - 1]
+
+    def _probe(
+        self, plan: Plan, i: int, models: torch.Tensor, prepared: dict[int, np.ndarray]
+    ) -> np.ndarray:
+        """The client half's row for task ``i``: its probe's, or, for a task that trains,
+        its preparation's (whose per-sample weights go to ``prepared``)."""
+        half, op = self._half(plan)
+        client = int(plan.clients[i])
+        name = algorithm_class(self.config.algorithm.name).name
+        if plan.tasks[i] & TRAIN:
+            answer = half.prepare(op, client, models, plan.state[i])
+            if isinstance(answer, Prepared):
+                if answer.sample_weights is not None:
+                    weights = np.asarray(answer.sample_weights, dtype=np.float32)
+                    count = int(np.count_nonzero(plan.clients == client))
+                    expected = (count, self.data(client).num_train)
+                    if weights.shape != expected:
+                        raise RuntimeError(
+                            f"{name}'s op {op!r} gave client {client} sample weights of "
+                            f"shape {weights.shape}, not {expected} (trainings, samples)"
+                        )
+                    prepared[client] = weights
+                answer = answer.row
+        else:
+            answer = half.run(op, client, models, plan.probe.args)
+        row = np.asarray(answer, dtype=np.float64).reshape(-1)
         if row.shape != (plan.probe.width,):
             raise RuntimeError(
-                f"{cls.name}'s probe {op!r} answered {row.shape[0]} values for client "
-                f"{client}, not {plan.probe.width}"
+                f"{name}'s op {op!r} answered {row.shape[0]} values for client {client}, "
+                f"not {plan.probe.width}"
             )
         return row
 
     def _train(
-        self, clients: list[int], model_of: dict[int, int], round_index: int,
-        models: torch.Tensor, between=None,
-    ) -> dict[int, tuple[list[int], torch.Tensor, np.ndarray]]:  # fmt: skip
-        """Train ``clients`` from their cluster models. Per model index: (clients, new flat
-        models [n, P], losses [n, S]). The vectorised trainer takes each model's clients
-        together. ``between`` is called before every local step (it raises TrainingLeft)."""
+        self, plan: Plan, trained: list[int], models: torch.Tensor,
+        prepared: dict[int, np.ndarray], between=None,
+    ) -> list[tuple[int, list[int], torch.Tensor, np.ndarray]]:  # fmt: skip
+        """Train the tasks at ``trained`` from their models: (model index, task positions,
+        new flat models [n, P], losses [n, S]) for each group trained together (the tasks
+        of one model, those with per-sample weights from ``prepared`` apart). Each task's
+        seed is (seed, round, client, its position among its client's tasks). The
+        vectorised trainer takes a group's clients together. ``between`` is called before
+        every local step (it raises TrainingLeft)."""
         t0 = time.perf_counter()
         seed = self.config.run.seed
-        by_model: dict[int, list[int]] = {}
-        for k in clients:
-            by_model.setdefault(model_of[k], []).append(k)
-        out = {}
-        for m, ks in by_model.items():
+        slots = plan.slots()
+        groups: dict[tuple[int, bool], list[int]] = {}
+        for i in trained:
+            k = int(plan.clients[i])
+            groups.setdefault((int(plan.model[i]), k in prepared), []).append(i)
+        out = []
+        for (m, weighted), positions in sorted(groups.items()):
             start = models[m].to(self.device)
-            seeds = [client_seed(seed, round_index, k) for k in ks]
+            ks = [int(plan.clients[i]) for i in positions]
+            seeds = [task_seed(seed, plan.round, k, int(slots[i])) for k, i in
+                     zip(ks, positions, strict=True)]  # fmt: skip
+            weights = None
+            if weighted:
+                weights = [
+                    torch.from_numpy(prepared[k][int(slots[i])]).to(self.device)
+                    for k, i in zip(ks, positions, strict=True)
+                ]
+            datas = [self.data(k) for k in ks]
             if self.together:
-                new, losses = self.trainer.train_many(
-                    start, [self.data(k) for k in ks], seeds, between
-                )
+                new, losses = self.trainer.train_many(start, datas, seeds, between,
+                                                      weights=weights)  # fmt: skip
             else:
                 runs = [
-                    self.trainer.train(start, self.data(k), seed=s, between=between)
-                    for k, s in zip(ks, seeds, strict=True)
-                ]
+                    self.trainer.train(start, d, seed=s, between=between,
+                                       weights=None if weights is None else weights[j])
+                    for j, (d, s) in enumerate(zip(datas, seeds, strict=True))
+                ]  # fmt: skip
                 new = torch.stack([r[0] for r in runs])
                 losses = np.stack([r[1] for r in runs])
-            out[m] = (ks, new, losses)
+            out.append((m, positions, new, losses))
         self.train_seconds += time.perf_counter() - t0
-        self.client_steps += len(clients) * self.config.train.local_steps
+        self.client_steps += len(trained) * self.config.train.local_steps
         return out
 
 

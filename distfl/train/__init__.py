@@ -13,6 +13,9 @@ from distfl.train.sequential import (
     client_seed,
     evaluate,
     finetune_seed,
+    sample_logits,
+    sample_losses,
+    task_seed,
     train_losses,
 )
 from distfl.train.vectorised import VectorisedTrainer, supports
@@ -26,8 +29,11 @@ __all__ = [
     "client_seed",
     "evaluate",
     "finetune_seed",
+    "sample_logits",
+    "sample_losses",
     "supports",
     "supports_batched",
+    "task_seed",
     "trainer_choice",
     "trainer_kind",
     "train_losses",

@@ -135,10 +135,13 @@ class BatchedTrainer:
     def train_many(
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
         between: Callable[[], None] | None = None,
+        weights: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps for each client from the flat model ``start``: returns the new flat
-        models [n, P] (float32) and the losses [n, S]. ``between`` is called before each
-        step of each chunk (it may raise to give the training up)."""
+        models [n, P] (float32) and the losses [n, S]. ``weights``, if given, holds each
+        client's weight per train sample [n_k] (a batch's loss is then Σ_i w_i ℓ_i / b).
+        ``between`` is called before each step of each chunk (it may raise to give the
+        training up)."""
         n = len(datas)
         out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
         losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
@@ -150,7 +153,11 @@ class BatchedTrainer:
             # itself keeps its bits those of any larger chunk, hence of any world size.
             run = list(range(lo, hi)) if hi - lo > 1 else [lo, lo]
             new, loss = self._train_chunk(
-                start, [datas[i] for i in run], [seeds[i] for i in run], between
+                start,
+                [datas[i] for i in run],
+                [seeds[i] for i in run],
+                between,
+                None if weights is None else [weights[i] for i in run],
             )
             out[lo:hi], losses[lo:hi] = new[: hi - lo], loss[: hi - lo]
         return out, losses
@@ -174,7 +181,7 @@ class BatchedTrainer:
             offset += n
         return torch.from_numpy(index), torch.from_numpy(weight)
 
-    def _train_chunk(self, start, datas, seeds, between=None):
+    def _train_chunk(self, start, datas, seeds, between=None, weights=None):
         cfg = self.cfg
         C = len(datas)
         anchor = self._pad(start.to(self.device, torch.float32))
@@ -186,15 +193,20 @@ class BatchedTrainer:
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         index, weight = self._batches(datas, seeds)
         index, weight = index.to(self.device), weight.to(self.device)
+        step_weight = None
+        if weights is not None:  # each step's [C, B]: the sample's weight / b, padding 0
+            w_all = torch.cat([w.to(self.device, torch.float32) for w in weights])
+            step_weight = w_all[index] * weight
         losses = torch.empty((cfg.local_steps, C), dtype=torch.float32, device=self.device)
         xs, ys = x_all[index], y_all[index]  # every step's batches, [S, C, B, ...]
         for s in range(cfg.local_steps):
             if between is not None:
                 between()
+            w = weight if step_weight is None else step_weight[s]
             if self.dense:
-                per_client, grads = self._dense_step(params, xs[s], ys[s], weight)
+                per_client, grads = self._dense_step(params, xs[s], ys[s], w)
             else:
-                per_client = self._loss(params, xs[s], ys[s], weight)
+                per_client = self._loss(params, xs[s], ys[s], w)
                 grads = torch.autograd.grad(per_client.sum(), params)
             losses[s] = per_client.detach()
             if grads is None:  # the update is made

@@ -19,6 +19,21 @@ from distfl.metrics import balanced_accuracy
 from distfl.models import flat_params, load_flat
 
 
+def hinge_each(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[B] the hinge loss of each sample (:func:`hinge_loss` before its mean)."""
+    if logits.shape[-1] != 2:
+        raise ValueError(
+            f"train.loss = 'hinge' needs a binary problem (2 logits), not {logits.shape[-1]}"
+        )
+    sign = (2 * y - 1).to(logits.dtype)
+    return torch.clamp(1.0 - sign * (logits[..., 1] - logits[..., 0]), min=0.0)
+
+
+def cross_entropy_each(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    """[B] the cross-entropy of each sample."""
+    return nn.functional.cross_entropy(logits, y, reduction="none")
+
+
 def hinge_loss(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """Mean hinge loss of a binary problem: with the logits (z0, z1) and the label y ∈ {0, 1},
     the margin is m = (2y − 1)(z1 − z0) and the loss mean(max(0, 1 − m)) (the FLCL paper's
@@ -40,6 +55,13 @@ LOSSES: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
+#: ``train.loss`` -> the loss of each sample of a batch, [B]
+LOSSES_EACH: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
+    "cross_entropy": cross_entropy_each,
+    "hinge": hinge_each,
+}
+
+
 def loss_function(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
     """The loss of ``train.loss = name``."""
     try:
@@ -48,9 +70,34 @@ def loss_function(name: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Ten
         raise ValueError(f"train.loss = {name!r}: allowed values are {', '.join(LOSSES)}") from None
 
 
+def weighted_loss_function(name: str):
+    """``(logits [B, C], y [B], w [B]) -> Σ_i w_i ℓ_i / B``: the loss of ``train.loss =
+    name`` with a weight per sample (FedEM's, Marfoq et al. 2021: its batch loss is
+    ``loss_vec @ weights / len(loss_vec)``); with every weight 1 it is the batch mean."""
+    loss_function(name)  # the same error for an unknown name
+    each = LOSSES_EACH[name]
+
+    def weighted(logits: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return (each(logits, y) * w).sum() / y.shape[0]
+
+    return weighted
+
+
 def client_seed(seed: int, round_index: int, client: int) -> int:
     """A 63-bit seed for client ``client``'s randomness in round ``round_index``."""
     state = np.random.SeedSequence([seed, round_index, client]).generate_state(2, dtype=np.uint64)
+    return int(state[0]) & (2**63 - 1)
+
+
+def task_seed(seed: int, round_index: int, client: int, slot: int) -> int:
+    """A 63-bit seed for the training at position ``slot`` among client ``client``'s
+    trainings in round ``round_index`` (a client that trains several models, soft
+    membership): slot 0 is :func:`client_seed`, so a client that trains one model draws as
+    it always did."""
+    if slot == 0:
+        return client_seed(seed, round_index, client)
+    entropy = [seed, 0x5107, round_index, client, slot]
+    state = np.random.SeedSequence(entropy).generate_state(2, dtype=np.uint64)
     return int(state[0]) & (2**63 - 1)
 
 
@@ -129,13 +176,15 @@ class SequentialTrainer:
         self.cfg = train
         self.device = device
         self.loss_fn = loss_function(train.loss)
+        self.weighted_fn = weighted_loss_function(train.loss)
 
     def train(
         self, start: torch.Tensor, data: ClientData, *, seed: int,
-        between: Callable[[], None] | None = None,
+        between: Callable[[], None] | None = None, weights: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps from the flat model ``start`` with a fresh optimiser; returns (new
-        flat model, losses [S]).
+        flat model, losses [S]). ``weights`` [n_train], if given, weighs each train sample's
+        loss (:func:`weighted_loss_function`).
         ``between`` is called before each step (it may raise to give the training up)."""
         load_flat(self.model, start.to(self.device))
         self.model.train()
@@ -149,7 +198,11 @@ class SequentialTrainer:
                 between()
             idx = batches.next().to(self.device)
             opt.zero_grad(set_to_none=True)
-            loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])
+            if weights is None:
+                loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])
+            else:
+                logits = self.model(data.x_train[idx])
+                loss = self.weighted_fn(logits, data.y_train[idx], weights[idx])
             loss.backward()
             if self.cfg.prox_mu:  # FedProx: the gradient of mu/2 ||w - w_start||^2
                 with torch.no_grad():
@@ -182,6 +235,40 @@ def evaluate_loaded(
     pred = logits.argmax(dim=1).cpu().numpy()
     y = data.y_test.cpu().numpy()
     return balanced_accuracy(y, pred), float(np.mean(pred == y)), loss_value
+
+
+@torch.no_grad()
+def sample_losses(
+    model: nn.Module,
+    flats: torch.Tensor,
+    data: ClientData,
+    *,
+    loss: str = "cross_entropy",
+    split: str = "train",
+) -> torch.Tensor:
+    """[M, n] float64: the loss (``train.loss``'s) of each of the client's samples of
+    ``split`` ("train" or "test") under each flat model of ``flats`` [M, P] (FedEM's E-step
+    reads them on the train split)."""
+    model.eval()
+    each = LOSSES_EACH[loss] if loss in LOSSES_EACH else loss_function(loss)
+    x, y = (data.x_train, data.y_train) if split == "train" else (data.x_test, data.y_test)
+    out = torch.empty((flats.shape[0], y.shape[0]), dtype=torch.float64)
+    for m in range(flats.shape[0]):
+        load_flat(model, flats[m])
+        out[m] = each(model(x), y).to(torch.float64).cpu()
+    return out
+
+
+@torch.no_grad()
+def sample_logits(model: nn.Module, flats: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """[M, n, C] float64: the logits of the samples ``x`` under each flat model of
+    ``flats`` [M, P]."""
+    model.eval()
+    outs = []
+    for m in range(flats.shape[0]):
+        load_flat(model, flats[m])
+        outs.append(model(x).to(torch.float64).cpu())
+    return torch.stack(outs)
 
 
 @torch.no_grad()

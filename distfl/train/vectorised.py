@@ -23,7 +23,12 @@ from torch.func import functional_call, grad_and_value, vmap
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.train.optim import StackedOptimiser, state_copies
-from distfl.train.sequential import clients_per_chunk, loss_function, stream_rows
+from distfl.train.sequential import (
+    clients_per_chunk,
+    loss_function,
+    stream_rows,
+    weighted_loss_function,
+)
 
 
 class VectorisedTrainer:
@@ -45,6 +50,14 @@ class VectorisedTrainer:
             return loss_fn(out, y)
 
         self._step = vmap(grad_and_value(loss_of))
+        weighted_fn = weighted_loss_function(train.loss)
+
+        def weighted_loss_of(params, x, y, w):
+            out = functional_call(self.model, (params, self.buffers), (x,))
+            return weighted_fn(out, y, w)
+
+        #: the step with a weight per sample (a client half's preparation, FedEM's E-step)
+        self._weighted_step = vmap(grad_and_value(weighted_loss_of))
 
     def chunk_size(self, example: ClientData) -> int:
         """How many clients fit in ``train.chunk_mb`` (:func:`clients_per_chunk`)."""
@@ -57,10 +70,13 @@ class VectorisedTrainer:
     def train_many(
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
         between: Callable[[], None] | None = None,
+        weights: list[torch.Tensor] | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps for each client from the flat model ``start``: returns the new flat
-        models [n, P] (float32) and the losses [n, S]. ``between`` is called before each
-        step of each chunk (it may raise to give the training up)."""
+        models [n, P] (float32) and the losses [n, S]. ``weights``, if given, holds each
+        client's weight per train sample [n_k] (:func:`weighted_loss_function`).
+        ``between`` is called before each step of each chunk (it may raise to give the
+        training up)."""
         n = len(datas)
         out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
         losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
@@ -80,13 +96,17 @@ class VectorisedTrainer:
                 # its chunk, hence of the world size.
                 run = idx if len(idx) > 1 else idx * 2
                 new, loss = self._train_chunk(
-                    start, [datas[i] for i in run], [seeds[i] for i in run], between
+                    start,
+                    [datas[i] for i in run],
+                    [seeds[i] for i in run],
+                    between,
+                    None if weights is None else [weights[i] for i in run],
                 )
                 out[idx] = new[: len(idx)]
                 losses[idx] = loss[: len(idx)]
         return out, losses
 
-    def _train_chunk(self, start, datas, seeds, between=None):
+    def _train_chunk(self, start, datas, seeds, between=None, weights=None):
         cfg = self.cfg
         m = len(datas)
         flat0 = start.to(self.device, torch.float32)
@@ -102,10 +122,18 @@ class VectorisedTrainer:
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         losses = torch.empty((cfg.local_steps, m), dtype=torch.float32, device=self.device)
+        w_all = None
+        if weights is not None:
+            w_all = torch.cat([w.to(self.device, torch.float32) for w in weights])
         for s in range(cfg.local_steps):
             if between is not None:
                 between()
-            grads, loss = self._step(params, x_all[index[s]], y_all[index[s]])
+            if w_all is None:
+                grads, loss = self._step(params, x_all[index[s]], y_all[index[s]])
+            else:
+                grads, loss = self._weighted_step(
+                    params, x_all[index[s]], y_all[index[s]], w_all[index[s]]
+                )
             opt.step(stacked, [grads[name] for name in self.names])
             losses[s] = loss.detach()
         new = torch.cat([params[name].reshape(m, -1) for name in self.names], dim=1)

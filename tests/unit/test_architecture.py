@@ -292,7 +292,9 @@ def test_server_halves_see_arrays_only():
                 )
 
 
-ALGORITHM_WORDS = re.compile(r"emdcfl|fedgwc|ifca|fesem|flcl|cfl", re.IGNORECASE)
+ALGORITHM_WORDS = re.compile(
+    r"emdcfl|fedgwc|ifca|fesem|flcl|cfl|fedem|fedsoft|fedrc|fedce|pfedgraph|fedsac", re.IGNORECASE
+)
 
 
 @pytest.mark.parametrize(

@@ -54,9 +54,35 @@ def test_plan_encode_layout():
     head, tasks = plan.encode_header(), plan.encode_tasks()
     assert head.dtype == tasks.dtype == torch.int64
     assert head.shape == (HEADER,) and tasks.shape == (4, TASK_WIDTH)
-    # kind, round, models, probe op, tasks; the probe's width, argument count, arguments
-    assert head.tolist() == [STEP, 7, 2, 2, 4, 6, 2, 3, 9] + [0] * 6
-    assert tasks.tolist() == [[0, 0, 3, 1], [2, 1, 1, 0], [3, 0, 6, 0], [4, 1, 2, 1]]
+    # kind, round, models, probe op, tasks, state width; the probe's width, argument
+    # count, arguments
+    assert head.tolist() == [STEP, 7, 2, 2, 4, 0, 6, 2, 3, 9] + [0] * 6
+    one = int(np.array(1.0).view(np.int64))  # the weight column: γ = 1.0's float64 bits
+    assert one == 0x3FF0000000000000
+    assert tasks.tolist() == [
+        [0, 0, 3, 1, one], [2, 1, 1, 0, one], [3, 0, 6, 0, one], [4, 1, 2, 1, one]
+    ]  # fmt: skip
+
+
+def test_soft_plan_round_trip_weights_state_and_slots():
+    """A client that trains two models has two rows; the weights travel as their exact
+    float64 bits and the state rows beside them; a plan of weights 1 keeps G = 0."""
+    weight = np.array([0.1, 0.9, 1.0, 1.0 / 3.0])
+    state = np.array([[0.25, 0.75], [0.25, 0.75], [1.0, 0.0], [np.pi, -0.0]])
+    plan = Plan(
+        STEP, 3, 2, np.array([5, 5, 6, 8]), np.array([0, 1, 1, 0]),
+        np.array([TRAIN | PROBE, TRAIN, TRAIN, TRAIN]), np.array([0, 0, 1, 1]),
+        weight=weight, state=state,
+    )  # fmt: skip
+    head = plan.encode_header()
+    assert int(head[5]) == 2  # the state's width
+    back = Plan.decode(head, plan.encode_tasks(), torch.from_numpy(state))
+    assert back.weight.tobytes() == weight.tobytes()
+    assert back.state.tobytes() == state.tobytes()
+    assert back.slots().tolist() == [0, 1, 0, 0]
+    assert plan.weight_bits() == 20 and make_plan().weight_bits() == 0
+    # without a state broadcast the decoded plan has zero rows of the header's width
+    assert Plan.decode(head, plan.encode_tasks()).state.shape == (4, 2)
 
 
 def test_plan_round_trip():

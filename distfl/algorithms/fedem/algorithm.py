@@ -1,0 +1,185 @@
+"""FedEM's server half (Marfoq et al., NeurIPS 2021, Algorithm 1 and its public code).
+
+The server keeps M component models ("0".."M-1", each from its own initialisation, as the
+paper's learners ensemble) and each client's mixture weights π_k (M values, 1/M until the
+client first trains). A round:
+
+1. ``clients_per_round`` clients are drawn uniformly without replacement (the code's
+   ``sample_clients``);
+2. each receives the M models and its π_k, and runs the E-step on its train split
+   (:func:`responsibilities`): q_im ∝ π_km · exp(−ℓ(h_m(x_i), y_i)), then the M-step of its
+   weights, π_k ← mean_i q_i (the row it sends back);
+3. it trains every component from the broadcast model with each sample's loss weighted by
+   q_im (a batch's loss Σ_i q_im ℓ_i / b, the code's ``loss_vec @ weights / len``);
+4. each component becomes the aggregator's weighted mean of its trainings, weight n_k.
+
+A client is evaluated on its mixture: p(y | x) = Σ_m π_km softmax(h_m(x)), its loss −log
+p(y | x) and its prediction the argmax (the code's ``evaluate_iterator``). Its cluster, for
+the tree, the ARI and the per-cluster tables, is its largest weight (ties: the first
+component); before it first trains, the first.
+
+Deviations (docs/algorithms.md): with partial participation the code averages every
+client's component, the unsampled ones' being the last global model, with weights n_k /
+Σ_all n; distfl averages the sampled clients' trainings with weights n_k / Σ_sampled n (the
+FedAvg mean of the paper's Algorithm 1); the two agree when every client trains. The
+number of local steps, the batch size and the optimiser are the run's ``train`` settings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    Params,
+    RoundPlan,
+    RoundUpdate,
+    require,
+    setting,
+)
+from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.registry import register
+
+#: the client half's ops: the E-step before training, the mixture's evaluation
+ESTEP, MIXTURE = "estep", "mixture"
+
+
+def responsibilities(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
+    """FedEM's E-step: q [M, n] with q_im = π_m e^(−ℓ_mi) / Σ_j π_j e^(−ℓ_ji), from the
+    mixture weights π [M] and the losses ℓ [M, n] of each component on each sample (the
+    code's ``softmax(log π − ℓ)``). A NaN loss counts as +∞ (that component explains
+    nothing of the sample); a sample no component explains (every term 0) gets the weights
+    π themselves, and π = 0 everywhere gives 1/M."""
+    pi = np.asarray(weights, dtype=np.float64).reshape(-1)
+    ell = np.asarray(losses, dtype=np.float64)
+    M = len(pi)
+    if ell.ndim != 2 or ell.shape[0] != M:
+        raise ValueError(f"losses must be [{M}, n], got shape {ell.shape}")
+    ell = np.where(np.isnan(ell), np.inf, ell)
+    with np.errstate(divide="ignore"):
+        logits = np.log(np.clip(pi, 0.0, None))[:, None] - ell
+    top = logits.max(axis=0)
+    dead = ~np.isfinite(top)  # no component has a finite term for the sample
+    shifted = np.exp(logits - np.where(dead, 0.0, top))
+    q = shifted / np.where(dead, 1.0, shifted.sum(axis=0))
+    if dead.any():
+        fallback = pi / pi.sum() if pi.sum() > 0 else np.full(M, 1.0 / M)
+        q[:, dead] = fallback[:, None]
+    return q
+
+
+def mixture_weights(q: np.ndarray) -> np.ndarray:
+    """FedEM's M-step of a client's weights: π_m = mean_i q_im ([M]; 1/M without samples)."""
+    q = np.asarray(q, dtype=np.float64)
+    if q.shape[1] == 0:
+        return np.full(q.shape[0], 1.0 / q.shape[0])
+    return q.mean(axis=1)
+
+
+@dataclass(frozen=True)
+class FedEMParams(Params):
+    num_clusters: int = setting(
+        3,
+        "0..K",
+        "M, the mixture's components (the paper's default 3); 0: one per ground-truth data "
+        "group (what EMD-CFL gives it)",
+    )
+
+    def check(self, config) -> None:
+        K = config.data.num_clients
+        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
+                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+
+
+@register
+class FedEM(ClusteringAlgorithm):
+    name = "fedem"
+    clusters_key = "num_clusters"
+    Params = FedEMParams
+    client_ops = (ESTEP, MIXTURE)
+    client = "distfl.algorithms.fedem.client:FedEMClient"
+    evaluation = MIXTURE
+
+    def __init__(
+        self, *, num_clients: int, clients_per_round: int, seed: int,
+        params: FedEMParams | None = None, **settings,
+    ):  # fmt: skip
+        params = FedEMParams.made(params, settings)
+        M = params.num_clusters
+        if M < 1:
+            raise ValueError(f"num_clusters must be at least 1, got {M}")
+        if not 1 <= clients_per_round <= num_clients:
+            raise ValueError(
+                f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
+            )
+        #: the components' ids in ascending (string) order: the order of the broadcast
+        #: models, of every π row and of every client's trainings
+        self.ids = sorted(str(j) for j in range(M))
+        roots = {cid: () for cid in self.ids}
+        roots[self.ids[0]] = np.arange(num_clients, dtype=np.int64)
+        super().__init__(
+            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed,
+            roots=roots, params=params,
+        )  # fmt: skip
+        self.rng = np.random.default_rng([seed, 0xFE0E])
+        #: [K, M] every client's mixture weights π_k
+        self.pi = np.full((num_clients, M), 1.0 / M)
+
+    @classmethod
+    def from_config(cls, federation, params):
+        return super().from_config(federation, with_group_count(params, federation))
+
+    @classmethod
+    def state_bytes(cls, params, *, num_clients: int, **sizes) -> int:
+        """π: M float64 values a client."""
+        return 8 * num_clients * max(int(params.num_clusters), 1)
+
+    def initial_models(self) -> dict[str, int]:
+        """Each component from its own initialisation (the paper's learners)."""
+        return {cid: j + 1 for j, cid in enumerate(self.ids)}
+
+    def plan(self, round_index: int) -> RoundPlan:
+        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        clients = np.sort(chosen).tolist()
+        every = dict.fromkeys(self.ids, 1.0)
+        return RoundPlan(
+            round=round_index,
+            train={int(k): dict(every) for k in clients},
+            prepare=ESTEP,
+            prepare_width=len(self.ids),
+            client_state={int(k): self.pi[k].copy() for k in clients},
+        )
+
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """Keep each trained client's new weights (its E-step's M-step) and put it in the
+        tree under its largest."""
+        clients = np.array(sorted(plan.train), dtype=np.int64)
+        rows = np.asarray(reports.rows, dtype=np.float64)
+        if rows.shape != (len(clients), len(self.ids)):
+            raise ValueError(
+                f"round {round_index}: mixture weights of shape {rows.shape}, expected "
+                f"{(len(clients), len(self.ids))}"
+            )
+        self.pi[clients] = rows
+        self.tree.reassign(clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
+        return RoundUpdate()
+
+    def client_rows(self, clients: np.ndarray) -> np.ndarray:
+        """The clients' mixture weights, for the mixture's evaluation."""
+        return self.pi[np.asarray(clients, dtype=np.int64)]
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state, "pi": self.pi.copy()}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        pi = np.asarray(state["pi"], dtype=np.float64)
+        if pi.shape != self.pi.shape:
+            raise ValueError(f"FedEM's stored weights have shape {pi.shape}, not {self.pi.shape}")
+        self.pi = pi.copy()
+
+
+__all__ = ["FedEM", "FedEMParams", "mixture_weights", "responsibilities"]

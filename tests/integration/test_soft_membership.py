@@ -1,0 +1,158 @@
+"""Soft membership in real runs: a client that trains several cluster models in one round,
+each update entering its cluster's aggregate with a weight of its own.
+
+- ``softcheck`` (defined here, loaded as a plug-in) gives every sampled client two trainings
+  with weights γ on a 2^-6 grid and asks for the trained models back; in its update it
+  recomputes each cluster's aggregate in float64 from them, Σ γ_k n_k (θ_k − θ) / Σ γ_k n_k,
+  and records the largest gap to the runtime's model: within float32 rounding of it, in one
+  process and under torchrun (3 ranks), which give the same bits.
+- FedEM (Marfoq et al. 2021): one process, torchrun (3 ranks), mpiexec (3 ranks) and a run
+  stopped after round 2 and resumed all hold the same bits, the mixture weights π of every
+  client (its state between rounds) included."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import distfl
+from distfl.algorithms import ClusteringAlgorithm, RoundPlan, RoundUpdate, register
+from distfl.algorithms.fedem.client import mixture_scores
+from distfl.data import load_client, load_dataset, make_partition
+from distfl.models import build_model
+from distfl.runfile.checkpoint import read_run_file
+from distfl.train import sample_logits
+
+pytestmark = pytest.mark.integration
+
+HERE = str(Path(__file__).resolve())
+
+
+@register
+class SoftCheck(ClusteringAlgorithm):
+    """Two clusters; each sampled client trains both, with weights drawn from (seed, round)."""
+
+    name = "softcheck"
+
+    def __init__(self, *, num_clients, clients_per_round, seed, **settings):
+        roots = {"0": np.arange(num_clients), "1": ()}
+        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round,
+                         seed=seed, roots=roots, **settings)  # fmt: skip
+        self.rng = np.random.default_rng([seed, 5])
+        self.before: dict[str, np.ndarray] = {}  # the models the round trains from
+
+    def initial_models(self):
+        return {"0": 1, "1": 2}
+
+    def plan(self, round_index):
+        ks = np.sort(self.rng.choice(self.num_clients, self.clients_per_round, replace=False))
+        gammas = self.rng.integers(1, 64, size=(len(ks), 2)) / 64.0  # exact on 2^-20
+        train = {
+            int(k): {"0": float(g[0]), "1": float(g[1])} for k, g in zip(ks, gammas, strict=True)
+        }
+        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+
+    def update(self, round_index, plan, reports):
+        stats = {}
+        if self.before:  # round 1 trains from models this half has not seen
+            for cid in ("0", "1"):
+                rows = [i for i, c in enumerate(reports.clusters) if c == cid]
+                start = self.before[cid].astype(np.float64)
+                w = reports.weights[rows] * reports.num_samples[rows]
+                delta = reports.models[rows].astype(np.float64) - start
+                ref = start + (w[:, None] * delta).sum(axis=0) / w.sum()
+                got = reports.cluster_models[cid].astype(np.float64)
+                rel = np.abs(got - ref) / np.maximum(np.abs(ref), 1e-30)
+                stats[cid] = {"gap": float(rel.max()), "moved": float(np.abs(delta).max())}
+        self.before = {c: np.array(m) for c, m in reports.cluster_models.items()}
+        return RoundUpdate(stats=stats)
+
+    def state_dict(self):
+        return {"rng": self.rng.bit_generator.state,
+                "before": {c: m.copy() for c, m in self.before.items()}}  # fmt: skip
+
+    def load_state_dict(self, state):
+        self.rng.bit_generator.state = state["rng"]
+        self.before = {c: np.asarray(m) for c, m in state["before"].items()}
+
+
+FEDERATION = [
+    "--set", "data.num_clients=8", "--set", "data.samples_per_client=40",
+    "--set", "data.groups=[{count = 4, alpha = 1000.0}, "
+    "{count = 4, alpha = 1000.0, permute_labels = true}]",
+    "--set", "server.clients_per_round=4", "--set", "train.local_steps=3",
+    "--set", "eval.every=2", "--set", 'run.progress="none"', "--set", "run.seed=11",
+]  # fmt: skip
+
+
+def softcheck_args(rounds: int) -> tuple[str, ...]:
+    return (*FEDERATION, "--set", f"run.plugins=[{HERE!r}]",
+            "--set", 'algorithm.name="softcheck"', "--set", f"run.rounds={rounds}")  # fmt: skip
+
+
+def fedem_args(rounds: int) -> tuple[str, ...]:
+    return (*FEDERATION, "--set", 'algorithm.name="fedem"', "--set", "algorithm.num_clusters=2",
+            "--set", f"run.rounds={rounds}")  # fmt: skip
+
+
+def test_weighted_aggregates_equal_their_float64_sums(helpers, tmp_path):
+    from runfile import assert_same_run  # (tests/ is not on a rank's path: this is a plug-in)
+    from timing import limit
+
+    cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
+           "-m", "distfl", "run", *softcheck_args(4), "--out", "three.h5"]  # fmt: skip
+    with helpers.plugins_forgotten():
+        helpers.run_alone(tmp_path, *softcheck_args(4), "--out", "one.h5")
+    proc = subprocess.run(cmd, cwd=tmp_path, env=helpers.clean_env(), capture_output=True,
+                          text=True, timeout=limit(600))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    run = distfl.open(tmp_path / "one.h5")
+    gap, moved = run.statistic("gap"), run.statistic("moved")
+    assert list(gap["round"]) == [2, 3, 4]
+    for cid in ("0", "1"):
+        assert (np.asarray(moved[cid]) > 1e-4).all()  # the clients' updates are not nothing
+        # the runtime's aggregate is the float64 sum rounded once to float32
+        assert (np.asarray(gap[cid]) <= 2.0**-23).all(), gap
+    assert_same_run(tmp_path / "one.h5", tmp_path / "three.h5")
+
+
+def test_fedem_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+    from runfile import assert_same_run
+
+    def args(rounds):
+        return fedem_args(rounds)
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=4)
+    mpi = tmp_path / "mpi.h5"
+    config = tmp_path / "fedem.toml"
+    config.write_text('[run]\nprogress = "none"\n')
+    helpers.launch_script("mpiexec.sh", mpi, config, *fedem_args(4))
+    for other in (multi, resumed, mpi):
+        assert_same_run(single, other)
+    state = read_run_file(single).state["algorithm"]
+    pi = np.asarray(state["pi"])
+    assert pi.shape == (8, 2)
+    assert np.allclose(pi.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    trained = np.abs(pi - 0.5).max(axis=1) > 1e-6  # clients that trained moved off 1/M
+    assert trained.sum() >= 4
+    # every client's accuracy is its mixture's: Σ_m π_km softmax(h_m(x)) on its test split,
+    # recomputed here from the file's final models and π
+    stored = read_run_file(single)
+    assert list(stored.state["model_ids"]) == ["0", "1"]
+    models = torch.from_numpy(np.asarray(stored.state["models"]))
+    cfg = stored.config
+    dataset = load_dataset(cfg)
+    part = make_partition(cfg, dataset)
+    model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes,
+                        params=cfg.model.params)  # fmt: skip
+    accuracy = np.asarray(stored.state["client_accuracy"])
+    for k in range(8):
+        data = load_client(dataset, part, k, torch.device("cpu"), groups=cfg.groups,
+                           seed=cfg.run.seed)  # fmt: skip
+        logits = sample_logits(model, models, data.x_test).numpy()
+        bal, _, _ = mixture_scores(logits, pi[k], data.y_test.numpy())
+        assert bal == pytest.approx(accuracy[k], abs=1e-6), k
