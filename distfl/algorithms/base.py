@@ -247,6 +247,11 @@ class ClusteringAlgorithm(ABC):
     #: False for an algorithm with a cluster per client (``local``), so that the tables grow
     #: with the clients trained, not with the population
     record_idle_clusters: ClassVar[bool] = True
+    #: what its clusters say of a client, for the ARI and the Rand index against the true
+    #: groups: ``"hard"`` (each client is in one cluster: the default), ``"largest weight"``
+    #: (soft membership: the tree holds each client under its largest weight, and the scores
+    #: say so) or ``"none"`` (no clusters to score: personalised aggregation; "–")
+    membership: ClassVar[str] = "hard"
     #: an op of its client half that evaluates a client (:meth:`ClientHalf.evaluate`), on
     #: every leaf's model and its row of :meth:`client_rows`, in place of the client's own
     #: leaf's model (FedEM's mixture); None: the leaf's model (the default)

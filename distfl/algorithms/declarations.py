@@ -33,9 +33,10 @@ class Statistic:
 @dataclass(frozen=True)
 class RecordTable:
     """A table of an algorithm's own in the run file (its :attr:`ClusteringAlgorithm.tables`),
-    at ``/metrics/tables/<name>``: one row ``per`` cluster, client or pair of clients a round
-    (``"cluster"``, ``"client"``, ``"pair"``), whose key columns the runtime declares
-    (round, then cluster; client; client and other), then ``columns``: its own, each a
+    at ``/metrics/tables/<name>``: one row ``per`` cluster, client, pair of clients or
+    (client, cluster) a round (``"cluster"``, ``"client"``, ``"pair"``, ``"client_cluster"``:
+    a soft membership's weights), whose key columns the runtime declares (round, then
+    cluster; client; client and other; client and cluster), then ``columns``: its own, each a
     :class:`Column` of kind ``"int"`` or ``"float"`` (int64, float64). The algorithm gives
     the rows of a round in :attr:`RoundUpdate.rows`; the runtime checks them (every
     column, one length, client ids of the run, clusters of the tree), adds the round and

@@ -116,8 +116,8 @@ def _check_figures(cls: type[ClusteringAlgorithm]) -> None:
 
 def _check_tables(cls: type[ClusteringAlgorithm]) -> None:
     """``cls.tables``: RecordTable entries of plain names of their own (none of the run
-    file's tables), rows per cluster, client or pair, columns of kind int or float whose
-    names are plain, distinct and none of the key columns."""
+    file's tables), rows per cluster, client, pair or (client, cluster), columns of kind
+    int or float whose names are plain, distinct and none of the key columns."""
     tables = cls.tables
     where = f"{cls.__name__}.tables"
     if not isinstance(tables, (tuple, list)):

@@ -189,6 +189,7 @@ PER = {
     "cluster": ("one per (round, cluster) it records", (ROUND, CLUSTER)),
     "client": ("one per (round, client) it records", (ROUND, CLIENT)),
     "pair": ("one per (round, pair of clients) it records", (ROUND, CLIENT, OTHER)),
+    "client_cluster": ("one per (round, client, cluster) it records", (ROUND, CLIENT, CLUSTER)),
 }
 #: the kinds of an algorithm's own columns
 ALGORITHM_KINDS = ("int", "float")
@@ -252,8 +253,9 @@ PARTS = (
          "client"),
     Part("/metrics/tables/<name>", "group", "a table of the run's algorithm's own "
          "(declared by its tables: docs/adding-an-algorithm.md), one resizable dataset per "
-         "column: round, then cluster (str), client (int) or client and other (int), for rows "
-         "per cluster, client or pair, then its own int64 and float64 columns"),
+         "column: round, then cluster (str), client (int), client and other (int) or client "
+         "and cluster, for rows per cluster, client, pair or (client, cluster), then its own "
+         "int64 and float64 columns"),
     Part("/hierarchy/<id>", "group", "one per cluster; \"0\" is the root, its children "
          "\"0.0\", \"0.1\", ...; attrs parent (\"\" for the root), created_round, split_round "
          "(-1: a leaf); members [n] client ids (a leaf: its members now; an algorithm that "

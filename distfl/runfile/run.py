@@ -27,6 +27,7 @@ import numpy as np
 from distfl.errors import UnverifiedRunFile
 from distfl.hierarchy import clusters_found, first_split, node_order
 from distfl.metrics import at_last_evaluation, last_finite
+from distfl.plugins import ALGORITHMS
 from distfl.runfile import layout
 from distfl.runfile.checkpoint import UNVERIFIED, RunFile, read_run_file
 from distfl.runfile.frames import (
@@ -339,23 +340,38 @@ class Run:
         elapsed = self._file.tables.get("timing", {}).get("elapsed_s")
         return float(elapsed[-1]) if elapsed is not None and len(elapsed) else None
 
+    @property
+    def membership_kind(self) -> str:
+        """What the run's clusters say of a client (the algorithm's ``membership``, read
+        from distfl's registry without importing a plug-in: "hard" for one it does not
+        know): "hard", "largest weight" (soft membership, scored on each client's largest
+        weight) or "none" (no clusters: no Rand index nor ARI)."""
+        name = self._file.config.algorithm.name
+        if name not in ALGORITHMS:
+            return "hard"
+        return str(getattr(ALGORITHMS.get(name), "membership", "hard"))
+
     def scores(self) -> dict[str, Any]:
         """The final assignment scored: ``was`` and ``wadb`` (of the clusters' class
         distributions; None where undefined: one cluster, or every cluster a singleton),
         ``groups`` (the distinct ground-truth groups recorded), ``rand`` and ``ari`` (the
-        assignment against them)."""
+        assignment against them; None for an algorithm without clusters, ``membership``
+        "none"), and ``membership``."""
         if self._scores is None:
             from distfl.metrics import adjusted_rand_index, rand_index, wadb, was
 
             groups = self._file.clients["group"]
             counts = self._file.clients["class_counts"]
             assignment = self._file.assignment
+            kind = self.membership_kind
+            scored = kind != "none"
             scores = {
-                "was": was(counts, assignment),
-                "wadb": wadb(counts, assignment),
+                "was": was(counts, assignment) if scored else None,
+                "wadb": wadb(counts, assignment) if scored else None,
                 "groups": int(len(np.unique(groups))),
-                "rand": float(rand_index(groups, assignment)),
-                "ari": float(adjusted_rand_index(groups, assignment)),
+                "rand": float(rand_index(groups, assignment)) if scored else None,
+                "ari": float(adjusted_rand_index(groups, assignment)) if scored else None,
+                "membership": kind,
             }
             object.__setattr__(self, "_scores", scores)
         return dict(self._scores)
@@ -365,7 +381,7 @@ class Run:
         show them: file, algorithm, dataset, clients, groups, round, rounds, finished,
         clusters (:attr:`num_clusters`), leaves (final leaves, empty ones included),
         accuracy (:attr:`accuracy`), accuracy_worst (:attr:`accuracy_worst`), accuracy_p10
-        (:attr:`accuracy_p10`), was, wadb, rand, ari (:meth:`scores`), first_split
+        (:attr:`accuracy_p10`), was, wadb, rand, ari, membership (:meth:`scores`), first_split
         (:attr:`first_split`), wall_s (:attr:`wall_s`). An undefined value is None."""
         scores = self.scores()
         return {
@@ -386,6 +402,7 @@ class Run:
             "wadb": scores["wadb"],
             "rand": scores["rand"],
             "ari": scores["ari"],
+            "membership": scores["membership"],
             "first_split": self.first_split,
             "wall_s": self.wall_s,
         }

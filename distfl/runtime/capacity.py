@@ -310,6 +310,13 @@ def _add_some_runs_terms(
             f"the server's {held:,} cluster models of {P:,} parameters in "
             f"{HELD_MODEL_COPIES} float32 copies, and a leaf of the tree each",
         )
+    state = algorithm_class(config.algorithm.name).state_bytes(
+        algorithm_params(config), num_clients=d.num_clients,
+        clients_per_round=config.server.clients_per_round, rounds=config.run.rounds,
+        num_params=P,
+    )  # fmt: skip
+    if state:  # what it keeps per client (FedEM's π), live, in the snapshot and the checkpoint
+        terms["algorithm_state"] = (3 * state, f"the algorithm's state ({_size(state)}), 3 copies")
     workspace = cuda_workspace_bytes(config)
     if workspace:
         terms["cuda_workspace"] = (
@@ -445,7 +452,7 @@ def check_sizes(config: Config, available: int | None) -> None:
             best = (saved, knob, lower)
     if best is None:  # the number of clients grew it: the terms that scale with it
         K = config.data.num_clients
-        grows = ["population", "indices", "held_models"]
+        grows = ["population", "indices", "held_models", "algorithm_state"]
         # the cache and a sampled evaluation stop growing at their caps: held there, they
         # are as large at fewer clients at most (so the count said to fit does fit)
         if terms["cache"][0] < CACHE_OVERHEAD * config.data.cache_mb * 2**20:

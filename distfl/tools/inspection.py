@@ -78,6 +78,10 @@ def inspect_run(
         )
     w(f"WAS        {score_text(s['was'])}   (silhouette, sorted frequencies)\n")
     w(f"WADB       {score_text(s['wadb'])}   (Davies-Bouldin, the same vectors)\n")
-    if s["groups"] > 1 or s["clusters"] > 1:
+    if s["membership"] == "none":
+        w("truth      no clusters to score (each client's model is its own)\n")
+    elif s["groups"] > 1 or s["clusters"] > 1:
         ri, ari = score_text(s["rand"]), score_text(s["ari"])
-        w(f"truth      Rand index {ri}, ARI {ari} against the {s['groups']} recorded groups\n")
+        on = " (each client in its cluster of largest weight)" if s["membership"] != "hard" else ""
+        w(f"truth      Rand index {ri}, ARI {ari} against the {s['groups']} recorded "
+          f"groups{on}\n")  # fmt: skip

@@ -133,15 +133,28 @@ def test_fedem_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
     helpers.launch_script("mpiexec.sh", mpi, config, *fedem_args(4))
     for other in (multi, resumed, mpi):
         assert_same_run(single, other)
-    state = read_run_file(single).state["algorithm"]
-    pi = np.asarray(state["pi"])
+    stored = read_run_file(single)
+    pi = np.asarray(stored.state["algorithm"]["pi"])
     assert pi.shape == (8, 2)
     assert np.allclose(pi.sum(axis=1), 1.0, rtol=0, atol=1e-12)
     trained = np.abs(pi - 0.5).max(axis=1) > 1e-6  # clients that trained moved off 1/M
     assert trained.sum() >= 4
+    # the table of weights: every round, a row per (trained client, component); each
+    # client's last rows are its π in the state; the ARI is marked as the largest weight's
+    table = stored.tables["tables/weights"]
+    rounds, ks = np.asarray(table["round"]), np.asarray(table["client"])
+    assert sorted(set(rounds.tolist())) == [1, 2, 3, 4]
+    assert all((rounds == t).sum() == 4 * 2 for t in range(1, 5))  # 4 clients × M = 2
+    for k in set(ks.tolist()):
+        last = (ks == k) & (rounds == rounds[ks == k].max())
+        mine = np.asarray(table["weight"])[last]
+        assert mine.tolist() == pi[k].tolist()
+    summary = distfl.open(single).summary()
+    assert summary["membership"] == "largest weight" and summary["ari"] is not None
+    shown = helpers.cli(tmp_path, "inspect", str(single))
+    assert "(each client in its cluster of largest weight)" in shown.stdout
     # every client's accuracy is its mixture's: Σ_m π_km softmax(h_m(x)) on its test split,
     # recomputed here from the file's final models and π
-    stored = read_run_file(single)
     assert list(stored.state["model_ids"]) == ["0", "1"]
     models = torch.from_numpy(np.asarray(stored.state["models"]))
     cfg = stored.config

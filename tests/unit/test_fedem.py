@@ -181,3 +181,35 @@ def test_fedem_keeps_the_weights_and_the_largest_as_cluster():
     again.load_state_dict(state)
     assert np.array_equal(again.pi, alg.pi)
     assert sorted(again.plan(2).train) == sorted(alg.plan(2).train)
+
+
+def test_the_memory_check_counts_fedems_weights():
+    """π grows with the population (8·M bytes a client, three copies): the memory check
+    counts it, and a population whose weights do not fit is refused in one line naming
+    data.num_clients and how many clients fit."""
+    from distfl import config as C
+    from distfl.errors import ConfigError
+    from distfl.runtime.capacity import check_sizes, size_terms
+
+    def fedem(K, M=4):
+        return C.load(preset="digits", overrides=[
+            'algorithm.name="fedem"', f"algorithm.num_clusters={M}", f"data.num_clients={K}",
+            "server.clients_per_round=10", "eval.clients=100",
+        ])  # fmt: skip
+
+    small, large = (
+        size_terms(fedem(1000))["algorithm_state"][0],
+        size_terms(fedem(3000))["algorithm_state"][0],
+    )
+    assert small == 3 * 8 * 4 * 1000 and large == 3 * small
+    assert "algorithm_state" not in size_terms(C.load(preset="digits"))
+    cfg = fedem(2_000_000, M=64)
+    need = sum(b for b, _ in size_terms(cfg).values())
+    with pytest.raises(ConfigError) as err:
+        check_sizes(cfg, need // 2)
+    text = str(err.value)
+    assert "\n" not in text and text.startswith("data.num_clients = 2000000: ")
+    assert "the algorithm's state" in text and "clients fit" in text
+    fits = int(text.rsplit("at most about ", 1)[1].split(" ")[0].replace(",", ""))
+    assert 0 < fits < 2_000_000
+    check_sizes(fedem(fits, M=64), need // 2)  # the count said to fit does fit

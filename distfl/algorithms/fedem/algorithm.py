@@ -18,6 +18,10 @@ p(y | x) and its prediction the argmax (the code's ``evaluate_iterator``). Its c
 the tree, the ARI and the per-cluster tables, is its largest weight (ties: the first
 component); before it first trains, the first.
 
+Its table ``weights`` holds, every round, each trained client's new π (a row per client
+and component); the last row of a client is its weights at any later evaluation (a client
+never trained has 1/M). ``distfl report`` draws them, clients by ground-truth group.
+
 Deviations (docs/algorithms.md): with partial participation the code averages every
 client's component, the unsampled ones' being the last global model, with weights n_k /
 Σ_all n; distfl averages the sampled clients' trainings with weights n_k / Σ_sampled n (the
@@ -35,6 +39,8 @@ from distfl.algorithms.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
+    RecordTable,
+    ReportFigure,
     RoundPlan,
     RoundUpdate,
     require,
@@ -42,6 +48,7 @@ from distfl.algorithms.base import (
 )
 from distfl.algorithms.kmeans import with_group_count
 from distfl.algorithms.registry import register
+from distfl.runfile.layout import Column
 
 #: the client half's ops: the E-step before training, the mixture's evaluation
 ESTEP, MIXTURE = "estep", "mixture"
@@ -69,6 +76,17 @@ def responsibilities(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
         fallback = pi / pi.sum() if pi.sum() > 0 else np.full(M, 1.0 / M)
         q[:, dead] = fallback[:, None]
     return q
+
+
+def weight_rows(clients: np.ndarray, ids: list[str], weights: np.ndarray) -> dict:
+    """The rows of a table of weights (per client and cluster): each client's weight of
+    each cluster, clients in the given order, clusters in ``ids`` order."""
+    M = len(ids)
+    return {
+        "client": np.repeat(np.asarray(clients, dtype=np.int64), M),
+        "cluster": np.tile(np.array(ids, dtype=object), len(clients)),
+        "weight": np.asarray(weights, dtype=np.float64).reshape(-1),
+    }
 
 
 def mixture_weights(q: np.ndarray) -> np.ndarray:
@@ -102,6 +120,17 @@ class FedEM(ClusteringAlgorithm):
     client_ops = (ESTEP, MIXTURE)
     client = "distfl.algorithms.fedem.client:FedEMClient"
     evaluation = MIXTURE
+    membership = "largest weight"
+    tables = (
+        RecordTable("weights", "client_cluster", (
+            Column("weight", "float", "π_km, the client's weight of the component after the "
+                   "round's E-step"),
+        ), "each trained client's mixture weights, a row per component, every round"),
+    )  # fmt: skip
+    figures = (
+        ReportFigure(ReportFigure.CLUSTERS, "soft-weights.png",
+                     "distfl.algorithms.soft_figures:soft_weights"),
+    )  # fmt: skip
 
     def __init__(
         self, *, num_clients: int, clients_per_round: int, seed: int,
@@ -165,7 +194,7 @@ class FedEM(ClusteringAlgorithm):
             )
         self.pi[clients] = rows
         self.tree.reassign(clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
-        return RoundUpdate()
+        return RoundUpdate(rows={"weights": weight_rows(clients, self.ids, rows)})
 
     def client_rows(self, clients: np.ndarray) -> np.ndarray:
         """The clients' mixture weights, for the mixture's evaluation."""
@@ -182,4 +211,4 @@ class FedEM(ClusteringAlgorithm):
         self.pi = pi.copy()
 
 
-__all__ = ["FedEM", "FedEMParams", "mixture_weights", "responsibilities"]
+__all__ = ["FedEM", "FedEMParams", "mixture_weights", "responsibilities", "weight_rows"]
