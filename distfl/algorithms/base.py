@@ -75,6 +75,8 @@ class Federation:
     #: where the last linear layer's weight and bias lie in the flat model, [start, stop)
     #: ((0, 0): unknown)
     last_layer: tuple[int, int] = (0, 0)
+    #: the model's classes (the outputs of its last linear layer; 0: unknown)
+    num_classes: int = 0
 
 
 @dataclass
@@ -321,11 +323,12 @@ class ClusteringAlgorithm(ABC):
 
     @classmethod
     def state_bytes(cls, params: Params, *, num_clients: int, clients_per_round: int,
-                    rounds: int, num_params: int) -> int:  # fmt: skip
+                    rounds: int, num_params: int, num_classes: int = 0) -> int:  # fmt: skip
         """Bytes the algorithm's checkpointed state (:meth:`state_dict`) can reach in a run of
         ``rounds`` rounds, beyond its K×K matrices (:meth:`pair_memory`) and its cluster
-        models: 0 for state of a few numbers a client (the default). The run file's size
-        check counts it before the first round."""
+        models (``num_classes``: the dataset's classes): 0 for none (the default). The run
+        file's size check and the memory check (three copies: live, in the snapshot a
+        round may fall back to, and written) count it before the first round."""
         return 0
 
     @classmethod

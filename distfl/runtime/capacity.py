@@ -313,7 +313,7 @@ def _add_some_runs_terms(
     state = algorithm_class(config.algorithm.name).state_bytes(
         algorithm_params(config), num_clients=d.num_clients,
         clients_per_round=config.server.clients_per_round, rounds=config.run.rounds,
-        num_params=P,
+        num_params=P, num_classes=spec.classes(config),
     )  # fmt: skip
     if state:  # what it keeps per client (FedEM's π), live, in the snapshot and the checkpoint
         terms["algorithm_state"] = (3 * state, f"the algorithm's state ({_size(state)}), 3 copies")
@@ -586,5 +586,6 @@ def run_file_bytes(config: Config) -> int:
     rounds = config.run.rounds * clusters * ROUND_RECORD_BYTES
     state = cls.state_bytes(resolved, num_clients=K,
                             clients_per_round=config.server.clients_per_round,
-                            rounds=config.run.rounds, num_params=params)  # fmt: skip
+                            rounds=config.run.rounds, num_params=params,
+                            num_classes=classes)  # fmt: skip
     return (1 << 20) + models + clients + 2 * stored + rounds + state

@@ -172,6 +172,7 @@ class Server:
             embed_dim=last_linear(model).in_features,
             input_dim=math.prod(input_shape),
             last_layer=last_layer_span(model),
+            num_classes=last_linear(model).out_features,
         )
 
     def _record(self, saved: dict | None = None) -> Record:

@@ -94,8 +94,8 @@ def softcheck_args(rounds: int) -> tuple[str, ...]:
             "--set", 'algorithm.name="softcheck"', "--set", f"run.rounds={rounds}")  # fmt: skip
 
 
-def fedem_args(rounds: int) -> tuple[str, ...]:
-    return (*FEDERATION, "--set", 'algorithm.name="fedem"', "--set", "algorithm.num_clusters=2",
+def fedem_args(rounds: int, name: str = "fedem") -> tuple[str, ...]:
+    return (*FEDERATION, "--set", f'algorithm.name="{name}"', "--set", "algorithm.num_clusters=2",
             "--set", f"run.rounds={rounds}")  # fmt: skip
 
 
@@ -120,17 +120,20 @@ def test_weighted_aggregates_equal_their_float64_sums(helpers, tmp_path):
     assert_same_run(tmp_path / "one.h5", tmp_path / "three.h5")
 
 
-def test_fedem_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+@pytest.mark.parametrize("name", ["fedem", "fedrc"])
+def test_fedem_same_bits_at_every_world_size_and_resumed(helpers, tmp_path, name):
+    """FedEM and FedRC (its robust E-step, with the label counts every client sends back
+    and the server keeps)."""
     from runfile import assert_same_run
 
     def args(rounds):
-        return fedem_args(rounds)
+        return fedem_args(rounds, name)
 
     single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=4)
     mpi = tmp_path / "mpi.h5"
     config = tmp_path / "fedem.toml"
     config.write_text('[run]\nprogress = "none"\n')
-    helpers.launch_script("mpiexec.sh", mpi, config, *fedem_args(4))
+    helpers.launch_script("mpiexec.sh", mpi, config, *fedem_args(4, name))
     for other in (multi, resumed, mpi):
         assert_same_run(single, other)
     stored = read_run_file(single)

@@ -213,3 +213,54 @@ def test_the_memory_check_counts_fedems_weights():
     fits = int(text.rsplit("at most about ", 1)[1].split(" ")[0].replace(",", ""))
     assert 0 < fits < 2_000_000
     check_sizes(fedem(fits, M=64), need // 2)  # the count said to fit does fit
+
+
+# --------------------------------------------------------------------------- FedRC
+
+
+def test_fedrc_estep_by_hand():
+    """q_im ∝ π_m e^{-ℓ_mi} / P_m(y_i): 2 clusters, 2 classes, 3 samples, written out."""
+    from distfl.algorithms.fedrc import label_counts, label_shares, robust_responsibilities
+
+    pi = np.array([0.4, 0.6])
+    ell = np.array([[0.5, 1.0, 0.2], [0.3, 0.1, 2.0]])
+    P = np.array([[0.8, 0.2], [0.3, 0.7]])
+    y = np.array([0, 1, 1])
+    q = robust_responsibilities(pi, ell, P, y)
+    for i in range(3):
+        a = 0.4 * math.exp(-ell[0, i]) / P[0, y[i]]
+        b = 0.6 * math.exp(-ell[1, i]) / P[1, y[i]]
+        assert q[:, i] == pytest.approx([a / (a + b), b / (a + b)], rel=1e-14)
+    # a uniform P changes nothing: FedEM's E-step
+    flat = robust_responsibilities(pi, ell, np.full((2, 2), 0.5), y)
+    assert flat == pytest.approx(responsibilities(pi, ell), rel=1e-14)
+    counts = label_counts(q, y, 3)
+    assert counts.shape == (2, 3) and counts[:, 2].tolist() == [0.0, 0.0]
+    assert counts[0, 0] == q[0, 0] and counts[0, 1] == pytest.approx(q[0, 1] + q[0, 2])
+    shares = label_shares(counts)
+    assert shares.sum(axis=1) == pytest.approx([1.0, 1.0])
+    assert shares[0, 2] == pytest.approx(1e-8 / (counts[0].sum() + 1e-8), rel=1e-9)
+
+
+def test_fedrc_keeps_every_clients_counts_for_the_label_shares():
+    from distfl.algorithms.base import ClientReports, Federation
+    from distfl.algorithms.fedrc import FedRC
+
+    alg = FedRC(num_clients=5, clients_per_round=2, seed=3, num_clusters=2)
+    alg.federation = Federation(5, 2, 3, num_classes=3)
+    plan = alg.plan(1)
+    ks = sorted(plan.train)
+    assert plan.prepare_width == 2 + 2 * 3
+    first = next(iter(plan.client_state.values()))
+    assert first.tolist() == [0.5, 0.5] + [1 / 3] * 6  # π, then a uniform P
+    rows = np.array([[0.25, 0.75, 1, 2, 0, 3, 4, 5], [0.5, 0.5, 0, 0, 6, 1, 0, 0]], float)
+    reports = ClientReports(clients=np.repeat(ks, 2), losses=np.zeros((4, 1)),
+                            num_samples=np.ones(4, dtype=np.int64), rows=rows)  # fmt: skip
+    alg.update(1, plan, reports)
+    assert alg.pi[ks].tolist() == [[0.25, 0.75], [0.5, 0.5]]
+    total = np.array([[1, 2, 6], [4, 4, 5]], dtype=float)
+    assert alg.label_share() == pytest.approx(total / total.sum(axis=1, keepdims=True))
+    again = FedRC(num_clients=5, clients_per_round=2, seed=3, num_clusters=2)
+    again.federation = alg.federation
+    again.load_state_dict(alg.state_dict())
+    assert np.array_equal(again.counts, alg.counts) and np.array_equal(again.pi, alg.pi)

@@ -292,7 +292,8 @@ class CFLGP(ClusteringAlgorithm):
         return 2 * n * n * 8 + profiles
 
     @classmethod
-    def state_bytes(cls, params, *, num_clients, clients_per_round, rounds, num_params) -> int:
+    def state_bytes(cls, params, *, num_clients, clients_per_round, rounds, num_params,
+                    **_sizes) -> int:  # fmt: skip
         """The profiles the state keeps: M blocks of ``profile_dim`` coordinates (the whole
         gradient, ``num_params``, with 0) in float64 for every client that can have one."""
         n = cls._observed(params, num_clients, clients_per_round, rounds)
