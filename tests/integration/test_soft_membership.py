@@ -172,3 +172,19 @@ def test_fedem_same_bits_at_every_world_size_and_resumed(helpers, tmp_path, name
         logits = sample_logits(model, models, data.x_test).numpy()
         bal, _, _ = mixture_scores(logits, pi[k], data.y_test.numpy())
         assert bal == pytest.approx(accuracy[k], abs=1e-6), k
+
+
+def test_fedce_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+    """FedCE: its histories (the server's per-client state) and the soft mix of the
+    returned models survive a resume and give the same bits under torchrun."""
+    from runfile import assert_same_run
+
+    def args(rounds):
+        return (*FEDERATION, "--set", 'algorithm.name="fedce"', "--set",
+                f"run.rounds={rounds}")  # fmt: skip
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=4)
+    assert_same_run(single, multi)
+    assert_same_run(single, resumed)
+    history = np.asarray(read_run_file(single).state["algorithm"]["history"])
+    assert history.shape == (8, 2) and (history.sum(axis=1) > 0).sum() >= 4
