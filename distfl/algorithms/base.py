@@ -159,6 +159,9 @@ class ClientReports:
     #: [clients, prepare_width] the rows the plan's ``prepare`` op answered, one per
     #: trained client, ascending (None without one)
     rows: np.ndarray | None = None
+    #: the models the round's trainings started from (before the aggregator), by cluster,
+    #: for the clusters of the clients in return_models (float32 [P]; read-only)
+    start_models: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass
@@ -339,6 +342,14 @@ class ClusteringAlgorithm(ABC):
         ``train.local_steps``. The workers, the evaluation's placement and the capacity's
         cost estimate read it."""
         return 0
+
+    @classmethod
+    def start_cosine(cls, params: Params) -> float:
+        """c of a term −c·cos(θ, θ_start) in every local training's loss, θ the client's
+        model (all its parameters as one vector) and θ_start the model it started from
+        (pFedGraph's pull toward its personalised model; a negative c pushes away): 0, none,
+        by default. The workers' trainers read it."""
+        return 0.0
 
     @classmethod
     def from_config(cls, federation: Federation, params: Params) -> ClusteringAlgorithm:

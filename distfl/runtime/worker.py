@@ -88,9 +88,11 @@ class Worker:
         #: the trainer takes each model's clients together (not one after another)
         self.together = self.trainer_name != "sequential"
         widest = int(np.max(partition.num_train(), initial=1))
+        cls = algorithm_class(config.algorithm.name)
         self.trainer = build_trainer(
-            self.trainer_name, self.model, config.train, device, pad_to=widest
-        )
+            self.trainer_name, self.model, config.train, device, pad_to=widest,
+            cosine=cls.start_cosine(config.algorithm.params),
+        )  # fmt: skip
         self.dataset, self.partition = dataset, partition
         self.cache = ClientCache(self._load, config.data.cache_mb * 2**20)
         self._client_half: ClientHalf | None = None

@@ -80,13 +80,14 @@ _EMDCFL_T1_MNIST = {
     "fedem": PaperRow("FedEM", _t1(94.86, 1.24, 84.55, 4.17)),
     "fedrc": PaperRow("FedRC", _t1(95.10, 1.65, 85.76, 5.17)),
     "fedce": PaperRow("FedCE", _t1(98.73, 0.15, 96.82, 0.79)),
+    "pfedgraph": PaperRow("pFedGraph", _t1(98.20, 0.09, 96.06, 0.52)),
 }
 
 #: EMD-CFL's hard-clustering methods and FedAvg (Table 1's rows distfl can have), then
 #: distfl's own methods and baselines beside them
 _T1_ALGORITHMS = (
     "oracle", "emdcfl", "cfl", "pacfl", "fedclust", "ifca", "flexcfl", "fesem", "cflgp",
-    "fedem", "fedrc", "fedce", "none", "fedgwc", "flcl", "local", "fedavg_ft",
+    "fedem", "fedrc", "fedce", "none", "pfedgraph", "fedgwc", "flcl", "local", "fedavg_ft",
 )  # fmt: skip
 
 #: EMD-CFL's settings on distfl's MNIST subset (mnist5k, LeNet-5) as docs/fidelity.md
@@ -111,8 +112,8 @@ _T1_NOTES = (
     "to the true one; --true-clusters cuts their hierarchies into the true number of "
     "clusters, which can leave an outlying client alone where a threshold would not. "
     "The paper scores no clustering of the soft methods (-); distfl's ARI of FedEM and "
-    "FedRC is that of each client's largest weight, FedCE's that of its last cluster. "
-    "FedProx, FedSoft, pFedGraph and FedSaC are not methods of distfl yet. Every client "
+    "FedRC is that of each client's largest weight, FedCE's that of its last cluster; "
+    "pFedGraph has none. FedProx, FedSoft and FedSaC are not methods of distfl yet. Every client "
     "trains in "
     "every round, as in the paper's main experiments; the paper's T = 10 rounds of E = 10 "
     "local epochs are distfl's rounds of 8 local steps (the table's rounds)."

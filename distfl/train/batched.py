@@ -81,6 +81,7 @@ class BatchedTrainer:
         device: torch.device,
         *,
         pad_to: int | None = None,
+        cosine: float = 0.0,
     ):
         if not supports_batched(model):
             raise ValueError(f"the batched trainer does not run {type(model).__name__}")
@@ -121,8 +122,9 @@ class BatchedTrainer:
         #: a chain of dense layers (the MLP): its backward is written out, and plain SGD's
         #: update is fused into the weight gradient's product (no autograd graph)
         self.dense = all(isinstance(x, (nn.Linear, nn.ReLU, nn.Flatten)) for x in self.layers)
+        self.cosine = float(cosine)
         self.plain_sgd = train.optimizer == "sgd" and not (
-            train.prox_mu or train.weight_decay or train.momentum
+            train.prox_mu or train.weight_decay or train.momentum or self.cosine
         )
 
     def chunk_size(self, example: ClientData) -> int:
@@ -188,7 +190,7 @@ class BatchedTrainer:
         params = [a.unsqueeze(0).expand(C, *a.shape).clone() for a in anchor]
         if not self.dense:
             params = [p.requires_grad_() for p in params]
-        opt = StackedOptimiser(cfg, anchor)
+        opt = StackedOptimiser(cfg, anchor, self.cosine)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         index, weight = self._batches(datas, seeds)

@@ -136,12 +136,14 @@ def trainer_kind(
 
 
 def build_trainer(
-    kind: str, model: nn.Module, train: TrainSection, device: torch.device, *, pad_to: int
-):
+    kind: str, model: nn.Module, train: TrainSection, device: torch.device, *, pad_to: int,
+    cosine: float = 0.0,
+):  # fmt: skip
     """The trainer of ``kind`` (a :func:`trainer_kind` answer). ``pad_to``: the batch width
-    the batched trainer pads every client's batch to (the population's largest batch)."""
+    the batched trainer pads every client's batch to (the population's largest batch);
+    ``cosine``: c of a local term −c·cos(θ, w_start) (0: none)."""
     if kind == "batched":
-        return BatchedTrainer(model, train, device, pad_to=pad_to)
+        return BatchedTrainer(model, train, device, pad_to=pad_to, cosine=cosine)
     if kind == "vectorised":
-        return VectorisedTrainer(model, train, device)
-    return SequentialTrainer(model, train, device)
+        return VectorisedTrainer(model, train, device, cosine=cosine)
+    return SequentialTrainer(model, train, device, cosine=cosine)

@@ -30,13 +30,42 @@ def state_copies(train: TrainSection) -> int:
     return 5 if train.optimizer in ADAM_LIKE else 4
 
 
+def cosine_gradients(
+    params: list[torch.Tensor], anchors: list[torch.Tensor], coefficient: float, stacked: bool
+) -> list[torch.Tensor]:
+    """The gradient of −c·cos(θ, a) for each parameter tensor, θ the model (all its
+    tensors as one vector; ``stacked``: each tensor's leading axis is the client, and each
+    client has its own θ) and a the start of its training (``anchors``, broadcast over the
+    clients): −c (a / (‖a‖ ‖θ‖) − (a·θ) θ / (‖a‖ ‖θ‖³)). A positive c pulls the model toward
+    the direction of its start (pFedGraph's local term, the paper's sign)."""
+
+    def per_client(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(t.shape[0], -1).sum(dim=1) if stacked else t.sum()
+
+    dot = sum(per_client(p * a) for p, a in zip(params, anchors, strict=True))
+    norm_sq = sum(per_client(p * p) for p in params)
+    anchor_norm = torch.sqrt(sum((a * a).sum() for a in anchors))
+    norm = torch.sqrt(norm_sq)
+    first = 1.0 / (anchor_norm * norm)
+    second = dot / (anchor_norm * norm * norm_sq)
+    out = []
+    for p, a in zip(params, anchors, strict=True):
+        shape = (-1,) + (1,) * (p.dim() - 1) if stacked else ()
+        f, s = (first.reshape(shape), second.reshape(shape)) if stacked else (first, second)
+        out.append((a * f - p * s) * (-coefficient))
+    return out
+
+
 class StackedOptimiser:
     """``train.optimizer``'s update of a list of stacked parameters ``[C, ...]`` in place.
     ``anchors``: the start of each parameter (FedProx's w_start), broadcast over the
-    clients."""
+    clients. ``cosine``: the coefficient c of a local term −c·cos(θ, w_start) (an
+    algorithm's :meth:`~distfl.algorithms.base.ClusteringAlgorithm.start_cosine`; 0: none),
+    whose gradient is added first."""
 
-    def __init__(self, train: TrainSection, anchors: list[torch.Tensor]):
+    def __init__(self, train: TrainSection, anchors: list[torch.Tensor], cosine: float = 0.0):
         self.cfg = train
+        self.cosine = float(cosine)
         self.anchors = anchors
         self.steps = 0
         self.first: list[torch.Tensor | None] = [None] * len(anchors)  # momentum, or Adam's m
@@ -46,6 +75,9 @@ class StackedOptimiser:
     def step(self, params: list[torch.Tensor], grads: list[torch.Tensor]) -> None:
         """One update of every parameter from its gradient (the gradients are not changed)."""
         self.steps += 1
+        if self.cosine:
+            pulls = cosine_gradients(params, self.anchors, self.cosine, stacked=True)
+            grads = [g + d for g, d in zip(grads, pulls, strict=True)]
         if self.cfg.optimizer in ADAM_LIKE:
             self._adam(params, grads)
             return

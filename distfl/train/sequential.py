@@ -17,6 +17,7 @@ from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.metrics import balanced_accuracy
 from distfl.models import flat_params, load_flat
+from distfl.train.optim import cosine_gradients
 
 
 def hinge_each(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -171,12 +172,16 @@ def stream_rows(num_samples: int, batch_size: int, steps: int, seed: int) -> np.
 class SequentialTrainer:
     """Trains one client at a time on a private copy of the model."""
 
-    def __init__(self, model: nn.Module, train: TrainSection, device: torch.device):
+    def __init__(
+        self, model: nn.Module, train: TrainSection, device: torch.device, *, cosine: float = 0.0
+    ):
         self.model = model.to(device)
         self.cfg = train
         self.device = device
         self.loss_fn = loss_function(train.loss)
         self.weighted_fn = weighted_loss_function(train.loss)
+        #: c of a local term −c·cos(θ, w_start) (0: none; StackedOptimiser's ``cosine``)
+        self.cosine = float(cosine)
 
     def train(
         self, start: torch.Tensor, data: ClientData, *, seed: int,
@@ -191,7 +196,8 @@ class SequentialTrainer:
         opt = local_optimiser(self.cfg, self.model.parameters())
         g = torch.Generator().manual_seed(seed)
         batches = BatchStream(data.num_train, self.cfg.batch_size, g)
-        anchor = [p.detach().clone() for p in self.model.parameters()] if self.cfg.prox_mu else []
+        keep = self.cfg.prox_mu or self.cosine
+        anchor = [p.detach().clone() for p in self.model.parameters()] if keep else []
         losses = np.empty(self.cfg.local_steps, dtype=np.float64)
         for s in range(self.cfg.local_steps):
             if between is not None:
@@ -204,6 +210,12 @@ class SequentialTrainer:
                 logits = self.model(data.x_train[idx])
                 loss = self.weighted_fn(logits, data.y_train[idx], weights[idx])
             loss.backward()
+            if self.cosine:  # the gradient of −c·cos(w, w_start)
+                with torch.no_grad():
+                    params = [p.detach() for p in self.model.parameters()]
+                    pulls = cosine_gradients(params, anchor, self.cosine, stacked=False)
+                    for p, d in zip(self.model.parameters(), pulls, strict=True):
+                        p.grad.add_(d)
             if self.cfg.prox_mu:  # FedProx: the gradient of mu/2 ||w - w_start||^2
                 with torch.no_grad():
                     for p, p0 in zip(self.model.parameters(), anchor, strict=True):

@@ -32,9 +32,12 @@ from distfl.train.sequential import (
 
 
 class VectorisedTrainer:
-    def __init__(self, model: nn.Module, train: TrainSection, device: torch.device):
+    def __init__(
+        self, model: nn.Module, train: TrainSection, device: torch.device, *, cosine: float = 0.0
+    ):
         self.model = model.to(device)
         self.cfg = train
+        self.cosine = float(cosine)
         self.device = device
         self.names = [n for n, _ in self.model.named_parameters()]
         self.shapes = [p.shape for _, p in self.model.named_parameters()]
@@ -117,7 +120,7 @@ class VectorisedTrainer:
             offset += size
         params = {k: v.unsqueeze(0).expand(m, *v.shape).clone() for k, v in anchor.items()}
         stacked = [params[name] for name in self.names]
-        opt = StackedOptimiser(cfg, [anchor[name] for name in self.names])
+        opt = StackedOptimiser(cfg, [anchor[name] for name in self.names], self.cosine)
         index = self._batches(datas, seeds).to(self.device)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)

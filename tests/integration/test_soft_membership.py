@@ -188,3 +188,28 @@ def test_fedce_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
     assert_same_run(single, resumed)
     history = np.asarray(read_run_file(single).state["algorithm"]["history"])
     assert history.shape == (8, 2) and (history.sum(axis=1) > 0).sum() >= 4
+
+
+def test_pfedgraph_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+    """pFedGraph: a model per client, the graph's aggregates and the initial model it keeps
+    survive a resume and give the same bits under torchrun; each trained client's model is
+    its row of the graph applied to the round's trained models."""
+    from runfile import assert_same_run
+
+    def args(rounds):
+        return (*FEDERATION, "--set", 'algorithm.name="pfedgraph"', "--set",
+                "algorithm.lam=0.5", "--set", f"run.rounds={rounds}")  # fmt: skip
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=4)
+    assert_same_run(single, multi)
+    assert_same_run(single, resumed)
+    stored = read_run_file(single)
+    graph = stored.tables["tables/graph"]
+    rounds = np.asarray(graph["round"])
+    assert all((rounds == t).sum() == 16 for t in range(1, 5))  # 4 clients, 4 × 4 pairs
+    weight, ks = np.asarray(graph["weight"]), np.asarray(graph["client"])
+    for t in range(1, 5):
+        for k in set(ks[rounds == t].tolist()):
+            assert weight[(rounds == t) & (ks == k)].sum() == pytest.approx(1.0, abs=1e-12)
+    summary = distfl.open(single).summary()
+    assert summary["membership"] == "none" and summary["ari"] is None

@@ -1,0 +1,137 @@
+"""pFedGraph's server half (Ye et al., ICML 2023; its public code MediaBrain-SJTU/pFedGraph,
+``pytorch/pfedgraph_cosine.py`` and ``utils.py``, and EMD-CFL's port of it, ``fit_pfedgraph``).
+
+Every client is a cluster of its own (a leaf "k", as ``local``'s): its model is its
+personalised aggregate θ̄_k, the run's initial model θ⁰ until it first trains. A round:
+
+1. ``clients_per_round`` clients S are drawn uniformly without replacement (the code trains
+   every client by default);
+2. each trains from its θ̄_k with the local loss ℓ − λ·cos(θ, θ̄_k) (``lam`` = 0.01; the
+   paper's sign, a pull toward its aggregate; ``sign = "code"`` adds the term, as the
+   public code does, pushing away) and sends its model θ_k;
+3. the server computes d_ij = −cos(θ_i − θ⁰, θ_j − θ⁰) over S (the change of each model
+   since the initial model; a cosine above 0.9 counts as 1) and, for each i, the weights
+   a_i minimising α‖a − p‖² + Σ_j a_j d_ij over the simplex on S (p the clients' shares of
+   S's samples; ``alpha`` = 0.8): the projection of p − d_i / (2α) onto the simplex, what
+   the code's cvxpy problem solves;
+4. each client's model becomes θ̄_i = Σ_j a_ij θ_j, where its next training starts and with
+   which it is evaluated.
+
+The round's graph is recorded in the table ``graph`` (a row per pair of S, the weight a_ij).
+There are no clusters to score: ``membership = "none"`` (the table's "–").
+
+Deviations (docs/algorithms.md): the local term is the cosine to the start of the training,
+θ̄_k, as EMD-CFL's port and the code's ``pfedgraph_approx`` have it; the code's default
+variant uses Σ_j a_ij cos(θ, θ_j) with the last round's trained models, which would keep P
+more values for every client. The term applies from the first round (the code's from the
+second, where θ̄ is θ⁰ in the first). Local work is the run's ``train`` settings (the
+code: 200–400 steps of SGD, lr 0.01, momentum 0.9).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distfl.algorithms.base import (
+    ClientReports,
+    Params,
+    RecordTable,
+    RoundPlan,
+    RoundUpdate,
+    require,
+    setting,
+)
+from distfl.algorithms.local import Local, client_id
+from distfl.algorithms.pfedgraph.graph import (
+    aggregate_rows,
+    graph_rows,
+    negative_cosines,
+    update_directions,
+)
+from distfl.algorithms.registry import register
+from distfl.runfile.layout import Column
+
+SIGNS = ("paper", "code")
+
+
+@dataclass(frozen=True)
+class PFedGraphParams(Params):
+    alpha: float = setting(0.8, "> 0", "α of the graph step (the code's, against concentration)")
+    lam: float = setting(0.01, ">= 0", "λ of the local cosine term (the code's)")
+    sign: str = setting(
+        "paper", "paper or code", "the local term's sign: the paper's −λ·cos (a pull toward the "
+        "client's aggregate) or the public code's +λ·cos",
+    )  # fmt: skip
+
+    choices = {"sign": SIGNS}
+
+    def check(self, config) -> None:
+        require(self.alpha > 0, "alpha", self.alpha, "a positive number")
+        require(self.lam >= 0, "lam", self.lam, "0 or more")
+
+
+@register
+class PFedGraph(Local):
+    name = "pfedgraph"
+    Params = PFedGraphParams
+    membership = "none"
+    tables = (
+        RecordTable("graph", "pair", (
+            Column("weight", "float", "a_ij, the weight of the other's model in the client's "
+                   "aggregate"),
+        ), "each pair of the round's clients (the client's own weight too)"),
+    )  # fmt: skip
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        #: θ⁰, the models' start, taken from round 1's starts (float64 [P]); None before
+        self.initial: np.ndarray | None = None
+
+    @classmethod
+    def start_cosine(cls, params) -> float:
+        return float(params.lam) * (1.0 if params.sign == "paper" else -1.0)
+
+    @classmethod
+    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
+        """The clients' models and the models they started from."""
+        return 2 * clients_per_round
+
+    @classmethod
+    def state_bytes(cls, params, *, num_params: int, **sizes) -> int:
+        """θ⁰: the initial model in float64."""
+        return 8 * num_params
+
+    def plan(self, round_index: int) -> RoundPlan:
+        plan = super().plan(round_index)
+        return RoundPlan(round=round_index, train=plan.train,
+                         return_models=frozenset(plan.train))  # fmt: skip
+
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        clients = np.asarray(reports.clients, dtype=np.int64)
+        if self.initial is None:  # every model starts as θ⁰: any of round 1's starts
+            first = reports.start_models[client_id(clients[0])]
+            self.initial = np.asarray(first, dtype=np.float64).copy()
+        d = negative_cosines(update_directions(reports.models, self.initial))
+        A = graph_rows(reports.num_samples, d, self.params.alpha)
+        mixed = aggregate_rows(A, reports.models)
+        n = len(clients)
+        table = {"client": np.repeat(clients, n), "other": np.tile(clients, n),
+                 "weight": A.reshape(-1)}  # fmt: skip
+        models = {client_id(k): mixed[i].astype(np.float32) for i, k in enumerate(clients)}
+        return RoundUpdate(models=models, rows={"graph": table})
+
+    def state_dict(self) -> dict:
+        state = super().state_dict()
+        if self.initial is not None:
+            state["initial"] = self.initial.copy()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        super().load_state_dict(state)
+        if "initial" in state:
+            self.initial = np.asarray(state["initial"], dtype=np.float64).copy()
+
+
+__all__ = ["PFedGraph", "PFedGraphParams"]
