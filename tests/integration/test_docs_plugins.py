@@ -49,7 +49,7 @@ def python_blocks() -> list[str]:
 def test_the_pages_blocks_are_python_or_run_elsewhere():
     kinds = {page.name: [lang for lang, _ in fences(page)] for page in PAGES}
     assert kinds == {
-        "adding-an-algorithm.md": ["", "python", "python"],
+        "adding-an-algorithm.md": ["", "python", "python", "python"],
         "adding-a-dataset.md": ["python", "toml", "bash"],
     }
     (sketch,) = [body for lang, body in fences(PAGES[0]) if lang == ""]
@@ -68,7 +68,7 @@ def test_every_python_block_runs_alone(tmp_path, helpers):
     assert proc.returncode == 0, proc.stdout + proc.stderr
     registered = json.loads(proc.stdout.splitlines()[-1])
     names = [re.findall(r'^    name = "(\w+)"$', code, flags=re.M) for code in python_blocks()]
-    assert names == [["median_split"], ["last_loss"], ["blobs"]]
+    assert names == [["median_split"], ["last_loss"], ["soft_ifca"], ["blobs"]]
     before: set[str] = set()
     for (name,), now in zip(names, registered, strict=True):
         assert set(now) - before == {name}  # each block registers what it names
@@ -80,7 +80,7 @@ def test_the_table_example_runs_as_its_first_line_says(tmp_path, monkeypatch, ca
     from distfl.cli import main
     from distfl.plugins import ALGORITHMS
 
-    (table_block,) = [code for code in python_blocks() if "RecordTable(" in code]
+    (table_block,) = [code for code in python_blocks() if '"client_loss"' in code]
     first = table_block.splitlines()[0]
     assert first.startswith("# last_loss.py: distfl run ")
     (tmp_path / "last_loss.py").write_text(table_block)
@@ -102,3 +102,40 @@ def test_the_table_example_runs_as_its_first_line_says(tmp_path, monkeypatch, ca
     last = np.asarray(table["last_loss"]).reshape(2, 6)
     np.testing.assert_allclose(last.mean(axis=1), np.asarray(run.metrics["train_loss_last"]),
                                rtol=1e-12)  # fmt: skip
+
+
+def test_the_soft_membership_example_runs_as_its_first_line_says(tmp_path, monkeypatch, capsys):
+    """Each drawn client trains both clusters; its weights are a softmax (a row per client
+    and cluster, summing to 1), the tree holds it under its larger one, and inspect marks
+    the ARI as the largest weight's."""
+    import distfl
+    from distfl.cli import main
+    from distfl.plugins import ALGORITHMS
+
+    (block,) = [code for code in python_blocks() if '"soft_ifca"' in code]
+    first = block.splitlines()[0]
+    assert first.startswith("# soft_ifca.py: distfl run ")
+    (tmp_path / "soft_ifca.py").write_text(block)
+    args = [a.strip("'") for a in first.split(": ", 1)[1].split()[2:]]
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    try:
+        code = main(["run", *args, "--preset", "digits", "--set", "data.num_clients=8",
+                     "--set", "server.clients_per_round=4", "--set", "run.rounds=3",
+                     "--set", 'run.progress="none"', "--out", "soft.h5"])  # fmt: skip
+        assert code == 0, capsys.readouterr()
+        assert main(["inspect", "soft.h5"]) == 0
+        shown = capsys.readouterr().out
+    finally:
+        ALGORITHMS.remove("soft_ifca")
+    assert "(each client in its cluster of largest weight)" in shown
+    run = distfl.open(tmp_path / "soft.h5")
+    table = run.table("weights")
+    rounds = np.asarray(table["round"])
+    assert rounds.tolist() == [1] * 8 + [2] * 8 + [3] * 8
+    w = np.asarray(table["weight"]).reshape(-1, 2)
+    np.testing.assert_allclose(w.sum(axis=1), 1.0, rtol=1e-12)
+    assert ((w > 0) & (w < 1)).all()  # soft: both clusters trained by every drawn client
+    last = np.asarray(table["client"]).reshape(-1, 2)[-4:, 0]
+    larger = np.argmax(w[-4:], axis=1)
+    assert [str(j) for j in larger] == [str(run.assignment[k]) for k in last]
