@@ -119,3 +119,19 @@ def test_trainers_agree_with_the_cosine_term(digits, name):
         assert torch.allclose(v_models[i], m, rtol=1e-5, atol=1e-6), (name, i)
         assert torch.allclose(b_models[i], m, rtol=1e-5, atol=1e-6), (name, i)
         assert not torch.allclose(plain[i], m, rtol=1e-4, atol=1e-5)
+
+
+def test_the_pooled_pieces_are_the_whole_matrices_rows():
+    from distfl.algorithms.pfedgraph.graph import aggregate_piece, graph_piece
+
+    rng = np.random.default_rng(3)
+    U = rng.normal(size=(7, 30))
+    U[2] = U[1] * 1.01 + 1e-3  # a near-copy: its cosine is counted as 1
+    sizes = rng.integers(5, 50, 7).astype(float)
+    A = graph_rows(sizes, negative_cosines(U), 0.8)
+    payload = {"updates": U, "sizes": sizes, "alpha": np.array([0.8])}
+    rows = np.stack([graph_piece(payload, i) for i in range(7)])
+    np.testing.assert_allclose(rows, A, rtol=0, atol=1e-13)
+    W = rng.normal(size=(7, 11))
+    mixed = np.stack([aggregate_piece({"graph": rows, "models": W}, i) for i in range(7)])
+    np.testing.assert_allclose(mixed, rows @ W, rtol=1e-12, atol=1e-12)

@@ -17,6 +17,9 @@ personalised aggregate θ̄_k, the run's initial model θ⁰ until it first trai
 4. each client's model becomes θ̄_i = Σ_j a_ij θ_j, where its next training starts and with
    which it is evaluated.
 
+Each client's row of the graph and its aggregate are independent pieces, spread over the
+ranks in a run of several (:meth:`ServerPool.map`), with the bits one process computes.
+
 The round's graph is recorded in the table ``graph`` (a row per pair of S, the weight a_ij).
 There are no clusters to score: ``membership = "none"`` (the table's "–").
 
@@ -44,12 +47,7 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.local import Local, client_id
-from distfl.algorithms.pfedgraph.graph import (
-    aggregate_rows,
-    graph_rows,
-    negative_cosines,
-    update_directions,
-)
+from distfl.algorithms.pfedgraph.graph import aggregate_piece, graph_piece, update_directions
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
 
@@ -113,10 +111,17 @@ class PFedGraph(Local):
         if self.initial is None:  # every model starts as θ⁰: any of round 1's starts
             first = reports.start_models[client_id(clients[0])]
             self.initial = np.asarray(first, dtype=np.float64).copy()
-        d = negative_cosines(update_directions(reports.models, self.initial))
-        A = graph_rows(reports.num_samples, d, self.params.alpha)
-        mixed = aggregate_rows(A, reports.models)
         n = len(clients)
+        # each client's row of the graph, then its aggregate: independent pieces, spread
+        # over the ranks (the same bits wherever each is computed)
+        updates = update_directions(reports.models, self.initial)
+        A = self.pool.map(graph_piece, {
+            "updates": updates, "sizes": np.asarray(reports.num_samples, dtype=np.float64),
+            "alpha": np.array([self.params.alpha]),
+        }, n, n)  # fmt: skip
+        models = np.asarray(reports.models, dtype=np.float64)
+        P = models.shape[1]
+        mixed = self.pool.map(aggregate_piece, {"graph": A, "models": models}, n, P)
         table = {"client": np.repeat(clients, n), "other": np.tile(clients, n),
                  "weight": A.reshape(-1)}  # fmt: skip
         models = {client_id(k): mixed[i].astype(np.float32) for i, k in enumerate(clients)}

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from distfl.algorithms.pool import pooled
+
 
 def project_to_simplex(v: np.ndarray) -> np.ndarray:
     """The Euclidean projection of ``v`` [n] onto {x ≥ 0, Σx = 1} (the sort-based algorithm:
@@ -51,6 +53,36 @@ def graph_rows(sizes: np.ndarray, d: np.ndarray, alpha: float) -> np.ndarray:
     return np.stack([project_to_simplex(p - d[i] / (2.0 * alpha)) for i in range(len(p))])
 
 
+def cosine_row(updates: np.ndarray, i: int, clip: float = 0.9) -> np.ndarray:
+    """Row i of :func:`negative_cosines`, computed alone (numpy's own loops, no BLAS: the
+    same bits whichever process computes it)."""
+    U = np.asarray(updates, dtype=np.float64)
+    norms = np.sqrt(np.einsum("ij,ij->i", U, U))
+    dots = np.einsum("ij,j->i", U, U[i])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        cos = np.clip(dots / (norms * norms[i]), -1.0, 1.0)
+    cos[(norms == 0) | (norms[i] == 0)] = 0.0
+    d = -cos
+    d[d < -clip] = -1.0
+    return d
+
+
+@pooled
+def graph_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
+    """Client i's row of the graph from the round's updates [n, P], sample counts [n] and
+    α ([1]): a piece of the server's work that any rank computes."""
+    d = cosine_row(payload["updates"], i)
+    p = np.asarray(payload["sizes"], dtype=np.float64)
+    p = p / p.sum()
+    return project_to_simplex(p - d / (2.0 * float(payload["alpha"][0])))
+
+
+@pooled
+def aggregate_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
+    """Client i's aggregate Σ_j A_ij θ_j from the graph [n, n] and the models [n, P]."""
+    return aggregate_rows(payload["graph"][i : i + 1], payload["models"])[0]
+
+
 def aggregate_rows(weights: np.ndarray, models: np.ndarray) -> np.ndarray:
     """[n, P] float64: Σ_j A_ij θ_j for every row i, the models summed in their order (the
     same bits at any world size)."""
@@ -63,7 +95,10 @@ def aggregate_rows(weights: np.ndarray, models: np.ndarray) -> np.ndarray:
 
 
 __all__ = [
+    "aggregate_piece",
     "aggregate_rows",
+    "cosine_row",
+    "graph_piece",
     "graph_rows",
     "negative_cosines",
     "project_to_simplex",
