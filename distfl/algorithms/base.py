@@ -101,6 +101,16 @@ class RoundPlan:
     #: each trained client's state row for its client half (float64, one width; a client
     #: left out gets zeros): what persists between a client's rounds and travels with it
     client_state: dict[int, Any] = field(default_factory=dict)
+    #: an op of its client half (one of ``client_ops``) each trained client runs after its
+    #: training, on the model it trained (its first training's) and its row of
+    #: ``client_state``: it answers a row of ``after_width`` values (:attr:`ClientReports.rows`;
+    #: FedSaC's feature bases). A plan has ``prepare`` or ``after``, not both
+    after: str | None = None
+    after_width: int = 0
+    #: whether each client's ``prepare`` gives the model it starts from
+    #: (:attr:`Prepared.start <distfl.algorithms.client_side.Prepared.start>`): it then trains
+    #: once, and that model enters the aggregate of each of its clusters (FedSoft)
+    one_training: bool = False
 
     def targets(self, client: int) -> list[tuple[str, float]]:
         """Client ``client``'s trainings as (cluster id, weight γ), ascending cluster."""
@@ -156,8 +166,8 @@ class ClientReports:
     clusters: list[str] | None = None
     #: [n] the weight γ of each row's update in its cluster's aggregate (a soft plan's)
     weights: np.ndarray | None = None
-    #: [clients, prepare_width] the rows the plan's ``prepare`` op answered, one per
-    #: trained client, ascending (None without one)
+    #: [clients, width] the rows the plan's ``prepare`` (or ``after``) op answered, one
+    #: per trained client, ascending (None without one)
     rows: np.ndarray | None = None
     #: the models the round's trainings started from (before the aggregator), by cluster,
     #: for the clusters of the clients in return_models (float32 [P]; read-only)

@@ -48,10 +48,20 @@ class Prepared:
     goes back to the server, and, if not None, the weight of each of its train samples in
     each of its trainings (float [trainings, n_train], in the order of the models it trains,
     ascending model index): a training then minimises Σ_i w_i ℓ_i / b over each batch of b
-    samples instead of the batch's mean loss."""
+    samples instead of the batch's mean loss.
+
+    ``start`` (float32 [P], if not None) is the model the client's training starts from in
+    place of its cluster's: the client then trains once, and that one model enters the
+    aggregate of each cluster it was planned to train, with its weight there, as the change
+    from that cluster's model (FedSoft's personal model). ``pull`` (float32 [P], with
+    ``start``) adds (``pull_mu``/2)‖θ − pull‖² to every step's loss (FedSoft's proximal
+    term toward the client's mixture of the cluster models)."""
 
     row: Any
     sample_weights: Any = None
+    start: Any = None
+    pull: Any = None
+    pull_mu: float = 0.0
 
 
 class ClientHalf:
@@ -87,6 +97,13 @@ class ClientHalf:
         every leaf's model (sorted ids), ``state`` its row of the algorithm's
         :meth:`~distfl.algorithms.base.ClusteringAlgorithm.client_rows`."""
         raise NotImplementedError(f"{type(self).__name__} does not evaluate {op!r}")
+
+    def after(self, op: str, client: int, model: torch.Tensor, state: np.ndarray) -> np.ndarray:
+        """Client ``client``'s row for op ``op`` after its training (:attr:`RoundPlan.after
+        <distfl.algorithms.base.RoundPlan.after>`): ``model`` [P] is the model it trained
+        (its first training's), ``state`` its row of :attr:`RoundPlan.client_state`
+        (float64, empty without one)."""
+        raise NotImplementedError(f"{type(self).__name__} answers nothing after training ({op!r})")
 
 
 __all__ = ["ClientContext", "ClientHalf", "Prepared", "ProbeAbandoned"]

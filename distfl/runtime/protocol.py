@@ -11,7 +11,7 @@ One step:
    weight]`` in ascending client order (inside the first broadcast when there are at most
    ``INLINE_TASKS``, else in a second one); a client that trains several models (soft
    membership) has one row per model, in ascending model index, on one worker, and only
-   its first row carries PROBE. ``weight`` is the float64 bits of the factor γ its update
+   its first row carries PROBE (or AFTER). ``weight`` is the float64 bits of the factor γ its update
    enters its model's sum with (1.0 for a plain task). With ``state_width`` D > 0, a
    float64 broadcast ``[num_tasks, D]`` of each task's client state follows (what the
    algorithm's client half reads). The worker
@@ -30,10 +30,10 @@ One step:
 6. one gather of the step's float64 rows, every rank's blocks back to back (their row
    counts follow from the plan, so no collective is spent on them): the probe rows
    ``[client, row...]`` (``width`` values each; what the algorithm's client half answered,
-   before any training), the loss rows ``[client, l_1..l_S]``, the evaluation rows
-   ``[client, balanced acc, acc, loss, n_test]``, and one timing row per worker ``[rank,
-   clients trained, train s, busy s, clients materialised, cache MiB, peak RSS MiB,
-   stop]`` (stop: 1 when a stop signal reached that rank);
+   before any training, or after it for AFTER tasks), the loss rows ``[client,
+   l_1..l_S]``, the evaluation rows ``[client, balanced acc, acc, loss, n_test]``, and one
+   timing row per worker ``[rank, clients trained, train s, busy s, clients
+   materialised, cache MiB, peak RSS MiB, stop]`` (stop: 1 when a stop signal reached that rank);
    a worker that left its training at a stop signal (tasks marked ``MAY_GIVE_UP``) still
    joins every collective: zero sums, zero models, and loss rows ``[-1 - client, NaN...]``;
    rows arrive in rank order, each worker's in client order: the server sorts them.
@@ -70,6 +70,11 @@ PROBE = 8
 #: with TRAIN: the worker may leave the training at a stop signal, between local steps (the
 #: server then discards the round: it holds a copy of the round before)
 MAY_GIVE_UP = 16
+#: with TRAIN, on a client's first task: its client half answers the step's op (a row, as a
+#: probe's) after the training, on the model the client trained (FedSaC's feature bases)
+AFTER = 32
+#: the bits whose tasks answer a row of the step's op (before or after training)
+ANSWERS = PROBE | AFTER
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 #: rank, clients trained, seconds in local training, seconds in the step, clients
 #: materialised, MiB of clients cached, peak resident MiB of the process, and 1 when a stop
@@ -167,10 +172,11 @@ class Plan:
         trained = (self.tasks & TRAIN) != 0
         return torch.from_numpy(np.bincount(self.model[trained], minlength=self.num_models))
 
-    def rows_per_rank(self, bits: int, world_size: int) -> list[int]:
-        """How many rows each rank answers for the tasks that have all of ``bits``: one per
-        such task, on the rank of its worker (rank 0 itself at W = 1)."""
-        has = (self.tasks & bits) == bits
+    def rows_per_rank(self, bits: int, world_size: int, any_of: bool = False) -> list[int]:
+        """How many rows each rank answers for the tasks that have all of ``bits`` (with
+        ``any_of``: any of them): one per such task, on the rank of its worker (rank 0
+        itself at W = 1)."""
+        has = (self.tasks & bits) != 0 if any_of else (self.tasks & bits) == bits
         if world_size == 1:
             return [int(has.sum())]
         per_worker = np.bincount(self.worker[has], minlength=world_size - 1)
@@ -392,8 +398,8 @@ def _gather_step_rows(
     row per rank that executes (every rank at W = 1, every worker above)."""
     W = comm.world_size
     blocks = {}
-    if plan.any(PROBE):
-        blocks["probe_rows"] = (out.probe_rows, plan.rows_per_rank(PROBE, W))
+    if plan.any(ANSWERS):
+        blocks["probe_rows"] = (out.probe_rows, plan.rows_per_rank(ANSWERS, W, any_of=True))
     if plan.any(TRAIN):
         blocks["loss_rows"] = (out.loss_rows, plan.rows_per_rank(TRAIN, W))
     if plan.any(EVAL):

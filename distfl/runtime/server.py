@@ -49,6 +49,7 @@ from distfl.runtime.evaluation import NO_SCORES, Evaluation
 from distfl.runtime.failures import RoundFailures
 from distfl.runtime.placement import Placement
 from distfl.runtime.protocol import (
+    AFTER,
     MAY_GIVE_UP,
     PROBE,
     RETURN_MODEL,
@@ -302,21 +303,29 @@ class Server:
         None: with ``may_give_up``, a worker left its training at a stop signal (the round
         is to be discarded)."""
         give_up = MAY_GIVE_UP if may_give_up else 0
-        prepare = PROBE if plan.prepare is not None else 0
-        tasks = {k: TRAIN | give_up | prepare | (RETURN_MODEL if k in plan.return_models else 0)
+        if plan.prepare is not None and plan.after is not None:
+            raise RuntimeError(
+                f"{self.algorithm.name}'s plan for round {plan.round} has both a prepare op "
+                f"({plan.prepare!r}) and an after op ({plan.after!r}); a plan takes one"
+            )
+        op = plan.prepare if plan.prepare is not None else plan.after
+        answers = (PROBE if plan.prepare is not None else AFTER) if op is not None else 0
+        tasks = {k: TRAIN | give_up | answers | (RETURN_MODEL if k in plan.return_models else 0)
                  for k in plan.train}  # fmt: skip
         targets = {k: plan.targets(k) for k in plan.train}
-        trainings = sum(len(v) for v in targets.values())
+        soft = plan.soft()
+        trainings = len(targets) if plan.one_training else sum(len(v) for v in targets.values())
         # each training downloads its model, uploads its update and its S losses
         self.count(trainings * (8 * self.num_params + 8 * self.local_steps + 8))
         probe_op, shape, state = 0, None, None
-        if plan.prepare is not None:
-            probe_op = self.client_op(plan.prepare)
-            shape = ProbeShape(int(plan.prepare_width))
+        if op is not None:
+            width = int(plan.prepare_width if plan.prepare is not None else plan.after_width)
+            probe_op = self.client_op(op)
+            shape = ProbeShape(width)
             state = self._state_rows(plan)
-            self.count(len(plan.train) * 8 * (int(plan.prepare_width) + self._state_width(plan)))
+            self.count(len(plan.train) * 8 * (width + self._state_width(plan)))
         clusters, out = self.step(
-            targets if plan.soft() else plan.train, tasks, plan.round, probe_op=probe_op,
+            targets if soft else plan.train, tasks, plan.round, probe_op=probe_op,
             probe=shape, state=state,
         )  # fmt: skip
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
@@ -333,7 +342,7 @@ class Server:
         expected = np.array([k for k in sorted(targets) for _ in targets[k]], dtype=np.int64)
         if not np.array_equal(clients, expected):
             raise RuntimeError(f"round {plan.round}: loss rows for {clients}, planned {expected}")
-        self.timing.client_steps += len(clients) * self.local_steps
+        self.timing.client_steps += trainings * self.local_steps
         models = None
         if plan.return_models:
             models = out.model_rows.cpu().numpy()
@@ -341,12 +350,11 @@ class Server:
             if len(models) != returned:
                 raise RuntimeError(f"round {plan.round}: {len(models)} client models returned")
         prepared = None
-        if plan.prepare is not None:
+        if op is not None:
             answered = out.probe_rows.cpu().numpy()
             if not np.array_equal(answered[:, 0].astype(np.int64), np.array(sorted(targets))):
-                raise RuntimeError(f"round {plan.round}: prepared rows for {answered[:, 0]}")
+                raise RuntimeError(f"round {plan.round}: {op!r} rows for {answered[:, 0]}")
             prepared = answered[:, 1:]
-        soft = plan.soft()
         return ClientReports(
             clients=clients,
             losses=rows[:, 1:],

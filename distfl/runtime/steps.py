@@ -18,7 +18,7 @@ from distfl.exact import SumLayout
 from distfl.runtime.placement import Placement
 from distfl.runtime.pool import RankPool, TimedPool
 from distfl.runtime.protocol import (
-    PROBE,
+    ANSWERS,
     RETURN_MODEL,
     STEP,
     Plan,
@@ -84,7 +84,7 @@ class WorldSteps:
         for k, w in zip(clients.tolist(), per_client.tolist(), strict=True):
             ordered = sorted(entries[k], key=lambda e: index[e[0]])
             for slot, (cid, gamma) in enumerate(ordered):
-                bits = tasks[k] if slot == 0 else tasks[k] & ~PROBE
+                bits = tasks[k] if slot == 0 else tasks[k] & ~ANSWERS
                 rows.append((k, index[cid], bits, w, gamma))
         width = 0 if not state else len(next(iter(state.values())))
         task_state = np.zeros((len(rows), width), dtype=np.float64)

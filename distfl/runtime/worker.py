@@ -33,6 +33,7 @@ from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds
 from distfl.models import build_model, load_flat, num_params
 from distfl.runtime.pool import exchange
 from distfl.runtime.protocol import (
+    AFTER,
     COMPUTE,
     EVAL,
     EVAL_WIDTH,
@@ -118,7 +119,7 @@ class Worker:
         train_before = self.train_seconds
         loaded_before = self.cache.loaded
         trained = [i for i in mine if plan.tasks[i] & TRAIN]
-        prepared: dict[int, np.ndarray] = {}
+        prepared: dict[int, Prepared] = {}
         probed = [i for i in mine if plan.tasks[i] & PROBE]
         probe_rows = self._probe_rows(plan, probed, models, prepared)
         evaluated = [i for i in mine if plan.tasks[i] & EVAL]
@@ -128,6 +129,7 @@ class Worker:
             runs = self._train(plan, trained, models, prepared, between)
         except TrainingLeft:
             return self._left(plan, trained, eval_rows, probe_rows)
+        probe_rows += self._after_rows(plan, runs)
         out = self._trained_output(plan, models, runs, eval_rows, probe_rows)
         out.trained = len(trained)
         out.train_s = self.train_seconds - train_before
@@ -142,7 +144,7 @@ class Worker:
         the models as broadcast. A task that also trains is its client's preparation, whose
         per-sample weights go to ``prepared`` (client -> [trainings, n_train]). A row left
         at a stop signal is marked by the id -1 - k."""
-        probe_rows = []
+        probe_rows: list = []
         for i in probed:
             k = int(plan.clients[i])
             if self.stopping():
@@ -160,6 +162,30 @@ class Worker:
                 continue
             probe_rows.append(np.concatenate([[k], row]))
         return probe_rows
+
+    def _after_rows(self, plan: Plan, runs: list) -> list:
+        """The rows ``[client, row...]`` of the tasks marked AFTER, from the models they
+        trained (the client half's :meth:`~distfl.algorithms.client_side.ClientHalf.after`),
+        in client order."""
+        if not plan.any(AFTER):
+            return []
+        rows = []
+        half, op = self._half(plan)
+        name = algorithm_class(self.config.algorithm.name).name
+        for _, positions, new, _ in runs:
+            for j, i in enumerate(positions):
+                if not plan.tasks[i] & AFTER:
+                    continue
+                k = int(plan.clients[i])
+                row = np.asarray(half.after(op, k, new[j], plan.state[i]), dtype=np.float64)
+                row = row.reshape(-1)
+                if row.shape != (plan.probe.width,):
+                    raise RuntimeError(
+                        f"{name}'s op {op!r} answered {row.shape[0]} values after client {k}'s "
+                        f"training, not {plan.probe.width}"
+                    )
+                rows.append((k, np.concatenate([[k], row])))
+        return [row for _, row in sorted(rows, key=lambda kr: kr[0])]
 
     def _eval_rows(self, plan: Plan, evaluated: list[int], models: torch.Tensor) -> list:
         """The evaluation rows ``[client, balanced acc, acc, loss, n_test]`` of the tasks
@@ -293,6 +319,11 @@ class Worker:
         returned = sum(1 for i in trained if plan.tasks[i] & RETURN_MODEL)
         out.model_rows = torch.zeros((returned, self.num_params), dtype=torch.float32)
         out.eval_rows = torch.tensor(eval_rows, dtype=torch.float64).reshape(-1, EVAL_WIDTH)
+        gone = np.full(plan.probe_width(), np.nan)
+        probe_rows = probe_rows + [
+            np.concatenate([[-1 - int(plan.clients[i])], gone])
+            for i in trained if plan.tasks[i] & AFTER
+        ]  # fmt: skip
         out.probe_rows = torch.tensor(np.array(probe_rows), dtype=torch.float64).reshape(
             -1, 1 + plan.probe_width()
         )
@@ -371,16 +402,7 @@ class Worker:
         if plan.tasks[i] & TRAIN:
             answer = half.prepare(op, client, models, plan.state[i])
             if isinstance(answer, Prepared):
-                if answer.sample_weights is not None:
-                    weights = np.asarray(answer.sample_weights, dtype=np.float32)
-                    count = int(np.count_nonzero(plan.clients == client))
-                    expected = (count, self.data(client).num_train)
-                    if weights.shape != expected:
-                        raise RuntimeError(
-                            f"{name}'s op {op!r} gave client {client} sample weights of "
-                            f"shape {weights.shape}, not {expected} (trainings, samples)"
-                        )
-                    prepared[client] = weights
+                prepared[client] = self._checked(answer, plan, client, f"{name}'s op {op!r}")
                 answer = answer.row
         else:
             answer = half.run(op, client, models, plan.probe.args)
@@ -392,24 +414,65 @@ class Worker:
             )
         return row
 
+    def _checked(self, answer: Prepared, plan: Plan, client: int, who: str) -> Prepared:
+        """A client half's :class:`Prepared`, its per-sample weights (float32 [trainings,
+        n_train]) and its start and pull (float32 [P] tensors on the device) checked."""
+        count = int(np.count_nonzero(plan.clients == client))
+        weights = None
+        if answer.sample_weights is not None:
+            weights = np.asarray(answer.sample_weights, dtype=np.float32)
+            expected = (count, self.data(client).num_train)
+            if weights.shape != expected:
+                raise RuntimeError(
+                    f"{who} gave client {client} sample weights of shape {weights.shape}, "
+                    f"not {expected} (trainings, samples)"
+                )
+        start = pull = None
+        if answer.start is not None:
+            if weights is not None:
+                raise RuntimeError(f"{who} gave client {client} both a start and sample weights")
+            start = self._flat(answer.start, who, client, "start")
+            if answer.pull is not None:
+                pull = self._flat(answer.pull, who, client, "pull")
+        elif answer.pull is not None:
+            raise RuntimeError(f"{who} gave client {client} a pull without a start")
+        return Prepared(answer.row, weights, start, pull, float(answer.pull_mu))
+
+    def _flat(self, value, who: str, client: int, what: str) -> torch.Tensor:
+        flat = torch.as_tensor(np.asarray(value, dtype=np.float32)).reshape(-1)
+        if flat.numel() != self.num_params:
+            raise RuntimeError(
+                f"{who} gave client {client} a {what} of {flat.numel()} values, not the "
+                f"model's {self.num_params}"
+            )
+        return flat.to(self.device)
+
     def _train(
         self, plan: Plan, trained: list[int], models: torch.Tensor,
-        prepared: dict[int, np.ndarray], between=None,
+        prepared: dict[int, Prepared], between=None,
     ) -> list[tuple[int, list[int], torch.Tensor, np.ndarray]]:  # fmt: skip
         """Train the tasks at ``trained`` from their models: (model index, task positions,
         new flat models [n, P], losses [n, S]) for each group trained together (the tasks
         of one model, those with per-sample weights from ``prepared`` apart). Each task's
         seed is (seed, round, client, its position among its client's tasks). The
-        vectorised trainer takes a group's clients together. ``between`` is called before
-        every local step (it raises TrainingLeft)."""
+        vectorised trainer takes a group's clients together. A client whose preparation
+        gave a start trains once, alone, from it (seed slot 0): its model is each of its
+        tasks' (:meth:`_started`). ``between`` is called before every local step (it
+        raises TrainingLeft)."""
         t0 = time.perf_counter()
         seed = self.config.run.seed
         slots = plan.slots()
         groups: dict[tuple[int, bool], list[int]] = {}
+        started: dict[int, list[int]] = {}
         for i in trained:
             k = int(plan.clients[i])
-            groups.setdefault((int(plan.model[i]), k in prepared), []).append(i)
-        out = []
+            ready = prepared.get(k)
+            if ready is not None and ready.start is not None:
+                started.setdefault(k, []).append(i)
+                continue
+            weighted = ready is not None and ready.sample_weights is not None
+            groups.setdefault((int(plan.model[i]), weighted), []).append(i)
+        out = self._started(plan, started, prepared, between)
         for (m, weighted), positions in sorted(groups.items()):
             start = models[m].to(self.device)
             ks = [int(plan.clients[i]) for i in positions]
@@ -418,7 +481,7 @@ class Worker:
             weights = None
             if weighted:
                 weights = [
-                    torch.from_numpy(prepared[k][int(slots[i])]).to(self.device)
+                    torch.from_numpy(prepared[k].sample_weights[int(slots[i])]).to(self.device)
                     for k, i in zip(ks, positions, strict=True)
                 ]
             datas = [self.data(k) for k in ks]
@@ -435,7 +498,34 @@ class Worker:
                 losses = np.stack([r[1] for r in runs])
             out.append((m, positions, new, losses))
         self.train_seconds += time.perf_counter() - t0
-        self.client_steps += len(trained) * self.config.train.local_steps
+        trainings = len(trained) - sum(len(ps) - 1 for ps in started.values())
+        self.client_steps += trainings * self.config.train.local_steps
+        return out
+
+    def _started(
+        self, plan: Plan, started: dict[int, list[int]], prepared: dict[int, Prepared], between,
+    ) -> list[tuple[int, list[int], torch.Tensor, np.ndarray]]:  # fmt: skip
+        """The trainings of the clients whose preparation gave a start: each client trains
+        once, alone (its bits independent of its company), from its start with its pull;
+        the model and losses stand for each of its tasks, one group per task (each task's
+        sum takes the change from its own model)."""
+        out = []
+        seed = self.config.run.seed
+        for k, positions in sorted(started.items()):
+            ready = prepared[k]
+            pull = None if ready.pull is None else (ready.pull, ready.pull_mu)
+            s = task_seed(seed, plan.round, k, 0)
+            if self.together:
+                new, losses = self.trainer.train_many(
+                    ready.start, [self.data(k)], [s], between, pull=pull
+                )
+            else:
+                flat, loss = self.trainer.train(
+                    ready.start, self.data(k), seed=s, between=between, pull=pull
+                )
+                new, losses = flat[None], loss[None]
+            for i in positions:
+                out.append((int(plan.model[i]), [i], new, losses))
         return out
 
 

@@ -138,10 +138,12 @@ class BatchedTrainer:
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
         between: Callable[[], None] | None = None,
         weights: list[torch.Tensor] | None = None,
+        pull: tuple[torch.Tensor, float] | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps for each client from the flat model ``start``: returns the new flat
         models [n, P] (float32) and the losses [n, S]. ``weights``, if given, holds each
-        client's weight per train sample [n_k] (a batch's loss is then Σ_i w_i ℓ_i / b).
+        client's weight per train sample [n_k] (a batch's loss is then Σ_i w_i ℓ_i / b);
+        ``pull`` (a flat model a and μ), if given, adds (μ/2)‖θ − a‖² to every client's loss.
         ``between`` is called before each step of each chunk (it may raise to give the
         training up)."""
         n = len(datas)
@@ -160,6 +162,7 @@ class BatchedTrainer:
                 [seeds[i] for i in run],
                 between,
                 None if weights is None else [weights[i] for i in run],
+                pull,
             )
             out[lo:hi], losses[lo:hi] = new[: hi - lo], loss[: hi - lo]
         return out, losses
@@ -183,14 +186,25 @@ class BatchedTrainer:
             offset += n
         return torch.from_numpy(index), torch.from_numpy(weight)
 
-    def _train_chunk(self, start, datas, seeds, between=None, weights=None):
+    def _train_chunk(self, start, datas, seeds, between=None, weights=None, pull=None):
+        plain = self.plain_sgd
+        self.plain_sgd = plain and pull is None  # a pull's term needs the optimiser's step
+        try:
+            return self._train_chunk_as(start, datas, seeds, between, weights, pull)
+        finally:
+            self.plain_sgd = plain
+
+    def _train_chunk_as(self, start, datas, seeds, between, weights, pull):
         cfg = self.cfg
         C = len(datas)
         anchor = self._pad(start.to(self.device, torch.float32))
         params = [a.unsqueeze(0).expand(C, *a.shape).clone() for a in anchor]
         if not self.dense:
             params = [p.requires_grad_() for p in params]
-        opt = StackedOptimiser(cfg, anchor, self.cosine)
+        pulled = None
+        if pull is not None:
+            pulled = (self._pad(pull[0].to(self.device, torch.float32)), float(pull[1]))
+        opt = StackedOptimiser(cfg, anchor, self.cosine, pulled)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         index, weight = self._batches(datas, seeds)

@@ -61,11 +61,17 @@ class StackedOptimiser:
     ``anchors``: the start of each parameter (FedProx's w_start), broadcast over the
     clients. ``cosine``: the coefficient c of a local term −c·cos(θ, w_start) (an
     algorithm's :meth:`~distfl.algorithms.base.ClusteringAlgorithm.start_cosine`; 0: none),
-    whose gradient is added first."""
+    whose gradient is added first. ``pull``: a model per parameter tensor (broadcast over
+    the clients) and μ_p, a term (μ_p/2)‖θ − pull‖² whose gradient is added next (a client
+    half's :class:`~distfl.algorithms.client_side.Prepared` pull; None: none)."""
 
-    def __init__(self, train: TrainSection, anchors: list[torch.Tensor], cosine: float = 0.0):
+    def __init__(
+        self, train: TrainSection, anchors: list[torch.Tensor], cosine: float = 0.0,
+        pull: tuple[list[torch.Tensor], float] | None = None,
+    ):  # fmt: skip
         self.cfg = train
         self.cosine = float(cosine)
+        self.pull = pull
         self.anchors = anchors
         self.steps = 0
         self.first: list[torch.Tensor | None] = [None] * len(anchors)  # momentum, or Adam's m
@@ -78,6 +84,9 @@ class StackedOptimiser:
         if self.cosine:
             pulls = cosine_gradients(params, self.anchors, self.cosine, stacked=True)
             grads = [g + d for g, d in zip(grads, pulls, strict=True)]
+        if self.pull is not None:
+            targets, mu = self.pull
+            grads = [g.add(p - a, alpha=mu) for g, p, a in zip(grads, params, targets, strict=True)]
         if self.cfg.optimizer in ADAM_LIKE:
             self._adam(params, grads)
             return

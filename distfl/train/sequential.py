@@ -20,6 +20,15 @@ from distfl.models import flat_params, load_flat
 from distfl.train.optim import cosine_gradients
 
 
+def unflatten_like(model: nn.Module, flat: torch.Tensor) -> list[torch.Tensor]:
+    """The flat model ``flat`` [P] cut into views shaped as ``model``'s parameters, in order."""
+    out, offset = [], 0
+    for p in model.parameters():
+        out.append(flat[offset : offset + p.numel()].view(p.shape))
+        offset += p.numel()
+    return out
+
+
 def hinge_each(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     """[B] the hinge loss of each sample (:func:`hinge_loss` before its mean)."""
     if logits.shape[-1] != 2:
@@ -186,10 +195,12 @@ class SequentialTrainer:
     def train(
         self, start: torch.Tensor, data: ClientData, *, seed: int,
         between: Callable[[], None] | None = None, weights: torch.Tensor | None = None,
+        pull: tuple[torch.Tensor, float] | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps from the flat model ``start`` with a fresh optimiser; returns (new
         flat model, losses [S]). ``weights`` [n_train], if given, weighs each train sample's
-        loss (:func:`weighted_loss_function`).
+        loss (:func:`weighted_loss_function`); ``pull`` (a flat model a and μ), if given,
+        adds (μ/2)‖θ − a‖² to the loss.
         ``between`` is called before each step (it may raise to give the training up)."""
         load_flat(self.model, start.to(self.device))
         self.model.train()
@@ -198,6 +209,7 @@ class SequentialTrainer:
         batches = BatchStream(data.num_train, self.cfg.batch_size, g)
         keep = self.cfg.prox_mu or self.cosine
         anchor = [p.detach().clone() for p in self.model.parameters()] if keep else []
+        targets = unflatten_like(self.model, pull[0].to(self.device)) if pull is not None else []
         losses = np.empty(self.cfg.local_steps, dtype=np.float64)
         for s in range(self.cfg.local_steps):
             if between is not None:
@@ -216,6 +228,10 @@ class SequentialTrainer:
                     pulls = cosine_gradients(params, anchor, self.cosine, stacked=False)
                     for p, d in zip(self.model.parameters(), pulls, strict=True):
                         p.grad.add_(d)
+            if pull is not None:  # the gradient of mu/2 ||w - a||^2
+                with torch.no_grad():
+                    for p, a in zip(self.model.parameters(), targets, strict=True):
+                        p.grad.add_(p - a, alpha=pull[1])
             if self.cfg.prox_mu:  # FedProx: the gradient of mu/2 ||w - w_start||^2
                 with torch.no_grad():
                     for p, p0 in zip(self.model.parameters(), anchor, strict=True):

@@ -74,10 +74,12 @@ class VectorisedTrainer:
         self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
         between: Callable[[], None] | None = None,
         weights: list[torch.Tensor] | None = None,
+        pull: tuple[torch.Tensor, float] | None = None,
     ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
         """S local steps for each client from the flat model ``start``: returns the new flat
         models [n, P] (float32) and the losses [n, S]. ``weights``, if given, holds each
-        client's weight per train sample [n_k] (:func:`weighted_loss_function`).
+        client's weight per train sample [n_k] (:func:`weighted_loss_function`); ``pull``
+        (a flat model a and μ), if given, adds (μ/2)‖θ − a‖² to every client's loss.
         ``between`` is called before each step of each chunk (it may raise to give the
         training up)."""
         n = len(datas)
@@ -104,23 +106,32 @@ class VectorisedTrainer:
                     [seeds[i] for i in run],
                     between,
                     None if weights is None else [weights[i] for i in run],
+                    pull,
                 )
                 out[idx] = new[: len(idx)]
                 losses[idx] = loss[: len(idx)]
         return out, losses
 
-    def _train_chunk(self, start, datas, seeds, between=None, weights=None):
+    def _split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The flat model [P] as views per parameter name."""
+        flat = flat.to(self.device, torch.float32)
+        out, offset = {}, 0
+        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
+            out[name] = flat[offset : offset + size].view(shape)
+            offset += size
+        return out
+
+    def _train_chunk(self, start, datas, seeds, between=None, weights=None, pull=None):
         cfg = self.cfg
         m = len(datas)
-        flat0 = start.to(self.device, torch.float32)
-        anchor = {}
-        offset = 0
-        for name, shape, size in zip(self.names, self.shapes, self.sizes, strict=True):
-            anchor[name] = flat0[offset : offset + size].view(shape)
-            offset += size
+        anchor = self._split(start)
         params = {k: v.unsqueeze(0).expand(m, *v.shape).clone() for k, v in anchor.items()}
         stacked = [params[name] for name in self.names]
-        opt = StackedOptimiser(cfg, [anchor[name] for name in self.names], self.cosine)
+        pulled = None
+        if pull is not None:
+            target = self._split(pull[0])
+            pulled = ([target[name] for name in self.names], float(pull[1]))
+        opt = StackedOptimiser(cfg, [anchor[name] for name in self.names], self.cosine, pulled)
         index = self._batches(datas, seeds).to(self.device)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)

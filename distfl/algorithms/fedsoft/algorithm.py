@@ -1,0 +1,274 @@
+"""FedSoft's server half (Ruan and Joe-Wong, AAAI 2022, Algorithm 1; its public code
+ycruan/FedSoft, ``servers.py``, ``clients.py`` and ``solvers.py``).
+
+The server keeps S cluster models c_s ("0".."S-1", each from its own initialisation, as the
+code's ``model_fn()`` calls) and, for every client that has trained, its importance weights
+u_k (S values) and its personal model w_k. A round:
+
+1. ``clients_per_round`` clients are drawn uniformly without replacement;
+2. each estimates its importance weights on its train split (a probe,
+   :func:`importance_weights`): n_ks counts its samples whose loss is least under c_s (ties:
+   the first cluster), u_ks = n_ks / n_k, and a cluster no sample picks gets σ (the code's
+   ``count_smoother``, ``sigma`` = 1e-4);
+3. each trains its personal model w_k (on its first training: its mix Σ_s u_ks c_s / Σ_s
+   u_ks) once, with the proximal term (λ/2) Σ_s u_ks ‖w − c_s‖² (``lam`` = 0.1, the code's
+   MNIST setting), i.e. a pull of strength λ Σ_s u_ks toward that mix;
+4. each cluster model becomes Σ_k v_sk w_k with v_sk = u_ks n_k / Σ_k' u_k's n_k' over the
+   round's clients (the code's aggregation without selection): the runtime's exact weighted
+   sums, each client's one model entering every cluster's sum with weight u_ks·n_k.
+
+A client is evaluated on its personal model (the code's validator; a client that never
+trained: on its mix, with u uniform before it first estimates). Its cluster, for the tree,
+the ARI and the per-cluster tables, is its largest weight (ties: the first cluster); before
+its first estimate, the first. The table ``weights`` holds each round's clients' u_k.
+
+Deviations (docs/algorithms.md): the code estimates every client's weights every τ rounds
+and selects, for each cluster, K clients with probabilities v_sk, each cluster averaging its
+selection; that needs every client's weights each τ rounds (a probe of the whole
+population), so distfl estimates the round's clients only, every round, and aggregates with
+the weights v_sk over them (the code's ``do_selection = False`` rule). A client's first
+personal model starts from its mix of the cluster models (the code's from one shared random
+model, which a client first drawn late in a large population would still hold). The
+optimiser is the run's ``train`` settings, fresh each round (the code keeps each client's
+Adam, lr 1e-4, across rounds); the code trains 10 epochs of batches of 10 a round.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distfl.algorithms.base import (
+    ClientReports,
+    ClusteringAlgorithm,
+    Params,
+    ProbeRequest,
+    RecordTable,
+    ReportFigure,
+    RoundPlan,
+    RoundUpdate,
+    require,
+    setting,
+)
+from distfl.algorithms.fedem.algorithm import weight_rows
+from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.registry import register
+from distfl.runfile.layout import Column
+
+#: the client half's ops: the importance estimate (a probe), the start of a client's
+#: training (its preparation) and its evaluation on its personal model
+ESTIMATE, START, PERSONAL = "importance", "start", "personal"
+
+
+def importance_weights(losses: np.ndarray, sigma: float) -> np.ndarray:
+    """FedSoft's importance weights u [S] of one client from the loss ℓ [S, n] of each of
+    its samples under each cluster model: u_s = n_s / n with n_s the samples whose least
+    loss is under model s (ties: the first; a NaN loss counts as +∞), and σ for a model no
+    sample picks (the code's ``count_smoother``: a zero count becomes σ·n). No samples:
+    1/S each."""
+    ell = np.asarray(losses, dtype=np.float64)
+    S, n = ell.shape
+    if n == 0:
+        return np.full(S, 1.0 / S)
+    best = np.argmin(np.where(np.isnan(ell), np.inf, ell), axis=0)
+    counts = np.bincount(best, minlength=S).astype(np.float64)
+    counts[counts == 0] = sigma * n
+    return counts / n
+
+
+def mix_of(models: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """[P] float64: Σ_s u_s c_s / Σ_s u_s, the models [S, P] summed in their order."""
+    u = np.asarray(weights, dtype=np.float64)
+    out = np.zeros(models.shape[1])
+    for s in range(len(u)):
+        out += u[s] * np.asarray(models[s], dtype=np.float64)
+    return out / u.sum()
+
+
+def state_row(weights: np.ndarray, personal: np.ndarray | None, num_params: int) -> np.ndarray:
+    """A client's row for its client half: [has a personal model (1 or 0), u_1..u_S, w_1..w_P]
+    (zeros for w without one)."""
+    w = np.zeros(num_params) if personal is None else np.asarray(personal, dtype=np.float64)
+    return np.concatenate([[0.0 if personal is None else 1.0], weights, w])
+
+
+def split_row(row: np.ndarray, num_clusters: int) -> tuple[bool, np.ndarray, np.ndarray]:
+    """(has a personal model, u [S], w [P]) of :func:`state_row`'s row."""
+    row = np.asarray(row, dtype=np.float64)
+    return bool(row[0] > 0), row[1 : 1 + num_clusters], row[1 + num_clusters :]
+
+
+@dataclass(frozen=True)
+class FedSoftParams(Params):
+    num_clusters: int = setting(
+        2,
+        "0..K",
+        "S, the cluster models (the code's shipped experiment: 2); 0: one per ground-truth "
+        "data group (what EMD-CFL gives it)",
+    )
+    lam: float = setting(0.1, ">= 0", "λ of the proximal term (the code's MNIST setting)")
+    sigma: float = setting(
+        1e-4, "in (0, 1]", "σ, the weight of a cluster no sample picks (the code's count smoother)"
+    )
+
+    def check(self, config) -> None:
+        K = config.data.num_clients
+        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
+                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        require(self.lam >= 0, "lam", self.lam, "0 or more")
+        require(0 < self.sigma <= 1, "sigma", self.sigma, "a number in (0, 1]")
+
+
+@register
+class FedSoft(ClusteringAlgorithm):
+    name = "fedsoft"
+    clusters_key = "num_clusters"
+    Params = FedSoftParams
+    client_ops = (ESTIMATE, START, PERSONAL)
+    client = "distfl.algorithms.fedsoft.client:FedSoftClient"
+    evaluation = PERSONAL
+    membership = "largest weight"
+    tables = (
+        RecordTable("weights", "client_cluster", (
+            Column("weight", "float", "u_ks, the client's importance weight of the cluster "
+                   "(its share of samples best explained by the cluster's model)"),
+        ), "each round's clients' importance weights, a row per cluster, every round"),
+    )  # fmt: skip
+    figures = (
+        ReportFigure(ReportFigure.CLUSTERS, "soft-weights.png",
+                     "distfl.algorithms.soft_figures:soft_weights"),
+    )  # fmt: skip
+
+    def __init__(
+        self, *, num_clients: int, clients_per_round: int, seed: int,
+        params: FedSoftParams | None = None, **settings,
+    ):  # fmt: skip
+        params = FedSoftParams.made(params, settings)
+        S = params.num_clusters
+        if S < 1:
+            raise ValueError(f"num_clusters must be at least 1, got {S}")
+        if not 1 <= clients_per_round <= num_clients:
+            raise ValueError(
+                f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
+            )
+        #: the clusters' ids in ascending (string) order: the order of the broadcast models
+        #: and of every u row
+        self.ids = sorted(str(j) for j in range(S))
+        roots = {cid: () for cid in self.ids}
+        roots[self.ids[0]] = np.arange(num_clients, dtype=np.int64)
+        super().__init__(
+            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed,
+            roots=roots, params=params,
+        )  # fmt: skip
+        self.rng = np.random.default_rng([seed, 0xF505])
+        #: the importance weights u_k of each client that has estimated them (float64 [S])
+        self.weights: dict[int, np.ndarray] = {}
+        #: the personal model w_k of each client that has trained (float32 [P])
+        self.personal: dict[int, np.ndarray] = {}
+        #: the round's clients, drawn by plan_probe
+        self.cohort = np.zeros(0, dtype=np.int64)
+
+    @classmethod
+    def from_config(cls, federation, params):
+        return super().from_config(federation, with_group_count(params, federation))
+
+    @classmethod
+    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
+        """Each client's personal model, returned once per cluster it enters."""
+        return clients_per_round * max(int(params.num_clusters), 1)
+
+    @classmethod
+    def state_bytes(cls, params, *, num_clients: int, num_params: int, **sizes) -> int:
+        """A personal model (float32) and S weights (float64) per client that trains: at
+        most every client."""
+        return num_clients * (4 * num_params + 8 * max(int(params.num_clusters), 1) + 8)
+
+    def initial_models(self) -> dict[str, int]:
+        """Each cluster model from its own initialisation (the code's)."""
+        return {cid: j + 1 for j, cid in enumerate(self.ids)}
+
+    def plan_probe(self, round_index: int) -> ProbeRequest:
+        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        self.cohort = np.sort(chosen).astype(np.int64)
+        return ProbeRequest(clients=self.cohort, clusters=list(self.ids), op=ESTIMATE)
+
+    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+        rows = np.asarray(rows, dtype=np.float64)
+        for i, k in enumerate(request.clients.tolist()):
+            self.weights[int(k)] = rows[i].copy()
+        self.tree.reassign(request.clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
+
+    def plan(self, round_index: int) -> RoundPlan:
+        P = int(self.federation.num_params)
+        train, state = {}, {}
+        for k in self.cohort.tolist():
+            u = self.weights[k]
+            train[k] = {cid: float(u[j]) for j, cid in enumerate(self.ids)}
+            state[k] = state_row(u, self.personal.get(k), P)
+        return RoundPlan(
+            round=round_index, train=train, return_models=frozenset(train), prepare=START,
+            prepare_width=0, client_state=state, one_training=True,
+        )  # fmt: skip
+
+    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+        """Keep each trained client's personal model (its one training, returned once per
+        cluster) and record its weights."""
+        clients = np.asarray(reports.clients, dtype=np.int64)
+        first = np.r_[True, clients[1:] != clients[:-1]]
+        for i in np.flatnonzero(first):
+            self.personal[int(clients[i])] = np.array(reports.models[i], dtype=np.float32)
+        trained = clients[first]
+        u = np.stack([self.weights[int(k)] for k in trained])
+        return RoundUpdate(rows={"weights": weight_rows(trained, self.ids, u)})
+
+    def client_rows(self, clients: np.ndarray) -> np.ndarray:
+        """Each client's state row: its weights (1/S before its first estimate) and its
+        personal model (none before it trains)."""
+        S, P = len(self.ids), int(self.federation.num_params)
+        uniform = np.full(S, 1.0 / S)
+        return np.stack([
+            state_row(self.weights.get(int(k), uniform), self.personal.get(int(k)), P)
+            for k in np.asarray(clients, dtype=np.int64).tolist()
+        ])  # fmt: skip
+
+    def state_dict(self) -> dict:
+        S, P = len(self.ids), int(self.federation.num_params)
+        weighted = np.array(sorted(self.weights), dtype=np.int64)
+        trained = np.array(sorted(self.personal), dtype=np.int64)
+        return {
+            "rng": self.rng.bit_generator.state,
+            "cohort": self.cohort.copy(),
+            "weighted": weighted,
+            "weights": np.stack([self.weights[k] for k in weighted.tolist()])
+            if len(weighted) else np.zeros((0, S)),
+            "trained": trained,
+            "personal": np.stack([self.personal[k] for k in trained.tolist()])
+            if len(trained) else np.zeros((0, P), dtype=np.float32),
+        }  # fmt: skip
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.cohort = np.asarray(state["cohort"], dtype=np.int64).copy()
+        weights = np.asarray(state["weights"], dtype=np.float64)
+        if weights.ndim != 2 or weights.shape[1] != len(self.ids):
+            raise ValueError(
+                f"FedSoft's stored weights have shape {weights.shape}, not (n, {len(self.ids)})"
+            )
+        self.weights = {
+            int(k): weights[i].copy() for i, k in enumerate(np.asarray(state["weighted"]).tolist())
+        }
+        personal = np.asarray(state["personal"], dtype=np.float32)
+        self.personal = {
+            int(k): personal[i].copy() for i, k in enumerate(np.asarray(state["trained"]).tolist())
+        }
+
+
+__all__ = [
+    "FedSoft",
+    "FedSoftParams",
+    "importance_weights",
+    "mix_of",
+    "split_row",
+    "state_row",
+]
