@@ -289,7 +289,7 @@ def table_comparison(table: str, rows: list[dict[str, Any]], algorithms: list[st
     from distfl.tools.paper_tables import TABLES, comparison, format_comparison
 
     spec = TABLES[table]
-    known = set(algorithm_names())
+    known = set(algorithm_names()) | {parse_variant(v)[0] for v in spec.variants}
     absent = [row.label for name, row in spec.rows.items()
               if name not in known and name != "fedavg"]  # fmt: skip
     return format_comparison(spec, comparison(spec, rows), absent)
@@ -320,9 +320,11 @@ def table_arguments(kw: dict[str, Any], table: str) -> dict[str, Any]:
     if kw.get("scenarios"):
         raise UserError(f"--table {table} runs its own scenario ({spec.scenario}): name no "
                         "scenario beside it")  # fmt: skip
-    known = set(algorithm_names())
+    own = {parse_variant(v)[0]: v for v in spec.variants}
+    known = set(algorithm_names()) | set(own)
     algorithms = kw.get("algorithms") or [a for a in spec.algorithms if a in known]
-    bases = set(algorithms) | {parse_variant(v)[1] for v in kw.get("variants", ())}
+    variants = [own[a] for a in algorithms if a in own] + list(kw.get("variants", ()))
+    bases = set(algorithms) | {parse_variant(v)[1] for v in variants}
     items = []
     for item in spec.items:
         section, key, _ = cfg.parse_set(item)
@@ -332,6 +334,7 @@ def table_arguments(kw: dict[str, Any], table: str) -> dict[str, Any]:
         **kw,
         "scenarios": [spec.scenario],
         "algorithms": list(algorithms),
+        "variants": variants,
         "seeds": list(kw.get("seeds") or spec.seeds),
         "overrides": [*items, *kw.get("overrides", ())],
         "true_clusters": True,

@@ -41,8 +41,9 @@ VARIANT_FORM = "NAME=ALGORITHM:KEY=VALUE[,KEY=VALUE...]"
 
 def parse_variant(text: str) -> tuple[str, str, tuple[str, ...]]:
     """``NAME=ALGORITHM:KEY=VALUE,KEY=VALUE`` -> (NAME, ALGORITHM, ("algorithm.KEY=VALUE",
-    ...)); UserError naming the form otherwise. The keys and values are checked when the
-    jobs' configs are built (ConfigError naming the key)."""
+    ...)); a KEY of another section is written whole (``server.aggregator="fedprox"``: FedProx
+    as a variant of one global model). UserError naming the form otherwise. The keys and
+    values are checked when the jobs' configs are built (ConfigError naming the key)."""
     name, eq, rest = text.partition("=")
     algorithm, _, keys = rest.partition(":")
     name, algorithm = name.strip(), algorithm.strip()
@@ -53,12 +54,12 @@ def parse_variant(text: str) -> tuple[str, str, tuple[str, ...]]:
         if not part:
             continue
         key, has, _ = part.partition("=")
-        if not has or not key.strip() or "." in key:
+        if not has or not key.strip() or key.strip().startswith("algorithm."):
             raise UserError(
                 f"--variant {text!r}: {part!r} is not KEY=VALUE (a key of [algorithm], "
-                f"without 'algorithm.'); expected {VARIANT_FORM}"
+                f"without 'algorithm.', or SECTION.KEY of another); expected {VARIANT_FORM}"
             )
-        items.append(f"algorithm.{part}")
+        items.append(part if "." in key else f"algorithm.{part}")
     return name, algorithm, tuple(items)
 
 
