@@ -213,3 +213,73 @@ def test_pfedgraph_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
             assert weight[(rounds == t) & (ks == k)].sum() == pytest.approx(1.0, abs=1e-12)
     summary = distfl.open(single).summary()
     assert summary["membership"] == "none" and summary["ari"] is None
+
+
+def test_fedsoft_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+    """FedSoft: each client trains its personal model once and that one model enters both
+    clusters' sums with weight u_ks·n_k. One process, torchrun (3 ranks), mpiexec (3 ranks)
+    and a resume hold the same bits, the personal models and weights included; each
+    cluster's last model is Σ_k v_sk w_k over the last round's clients, recomputed in
+    float64 from the file's personal models and weights (within float32 rounding)."""
+    from runfile import assert_same_run
+
+    def args(rounds):
+        return (*FEDERATION, "--set", 'algorithm.name="fedsoft"', "--set", "algorithm.lam=0.5",
+                "--set", f"run.rounds={rounds}")  # fmt: skip
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=4)
+    mpi = tmp_path / "mpi.h5"
+    config = tmp_path / "fedsoft.toml"
+    config.write_text('[run]\nprogress = "none"\n')
+    helpers.launch_script("mpiexec.sh", mpi, config, *args(4))
+    for other in (multi, resumed, mpi):
+        assert_same_run(single, other)
+    stored = read_run_file(single)
+    state = stored.state["algorithm"]
+    trained = np.asarray(state["trained"])
+    personal = np.asarray(state["personal"], dtype=np.float64)
+    assert len(trained) >= 4 and personal.shape[0] == len(trained)
+    table = stored.tables["tables/weights"]
+    rounds, ks = np.asarray(table["round"]), np.asarray(table["client"])
+    last = rounds == 4
+    cohort = sorted(set(ks[last].tolist()))
+    assert len(cohort) == 4
+    u = np.asarray(table["weight"])[last].reshape(4, 2)  # clients ascending, clusters "0", "1"
+    w = np.stack([personal[list(trained).index(k)] for k in cohort])
+    counts = np.asarray(stored.clients["num_train"], dtype=np.float64)[cohort]
+    models = np.asarray(stored.state["models"], dtype=np.float64)
+    assert list(stored.state["model_ids"]) == ["0", "1"]
+    for s in range(2):
+        q = np.round(u[:, s] * 2.0**20) * counts  # the runtime's weights, on the 2^-20 grid
+        ref = (q[:, None] * w).sum(axis=0) / q.sum()
+        rel = np.abs(models[s] - ref) / np.maximum(np.abs(ref), 1e-6)
+        assert rel.max() <= 2.0**-22, (s, rel.max())
+    assert np.abs(models[0] - models[1]).max() > 1e-4  # two clusters, two models
+    summary = distfl.open(single).summary()
+    assert summary["membership"] == "largest weight" and summary["ari"] is not None
+
+
+def test_fedsac_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+    """FedSaC: the feature bases each trained client computes after its training, the graph
+    they enter and the personalised models give the same bits under torchrun and resumed;
+    each round's graph rows sum to 1 and a client's subspace overlaps itself fully."""
+    from runfile import assert_same_run
+
+    def args(rounds):
+        return (*FEDERATION, "--set", 'algorithm.name="fedsac"', "--set",
+                f"run.rounds={rounds}")  # fmt: skip
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=4)
+    assert_same_run(single, multi)
+    assert_same_run(single, resumed)
+    graph = read_run_file(single).tables["tables/graph"]
+    rounds, ks, others = (np.asarray(graph[c]) for c in ("round", "client", "other"))
+    weight, overlap = np.asarray(graph["weight"]), np.asarray(graph["complementarity"])
+    assert all((rounds == t).sum() == 16 for t in range(1, 5))
+    for t in range(1, 5):
+        for k in set(ks[rounds == t].tolist()):
+            assert weight[(rounds == t) & (ks == k)].sum() == pytest.approx(1.0, abs=1e-12)
+    assert overlap[ks == others] == pytest.approx(1.0, abs=1e-12)
+    assert (np.abs(overlap[ks != others]) < 1 - 1e-6).all()  # other clients' features differ
+    summary = distfl.open(single).summary()
+    assert summary["membership"] == "none" and summary["ari"] is None
