@@ -143,6 +143,10 @@ def test_the_client_half_starts_from_the_personal_model_and_pulls_to_the_mix(dig
     personal = (start + 1.0).numpy()
     later = half.prepare("start", 0, models, state_row(u, personal, start.numel()))
     assert np.array_equal(later.start, personal) and np.array_equal(later.pull, first.pull)
+    # EMD-CFL's port: every training starts from the mix
+    port = FedSoftClient(FedSoftParams(num_clusters=2, lam=0.0, start="mix"), half.context)
+    again = port.prepare("start", 0, models, state_row(u, personal, start.numel()))
+    assert np.array_equal(again.start, first.start) and again.pull_mu == 0.0
     # its evaluation is the personal model's
     scores = half.evaluate("personal", 0, models, state_row(u, personal, start.numel()))
     from distfl.train.sequential import evaluate

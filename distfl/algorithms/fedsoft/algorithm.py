@@ -12,7 +12,8 @@ u_k (S values) and its personal model w_k. A round:
    ``count_smoother``, ``sigma`` = 1e-4);
 3. each trains its personal model w_k (on its first training: its mix Σ_s u_ks c_s / Σ_s
    u_ks) once, with the proximal term (λ/2) Σ_s u_ks ‖w − c_s‖² (``lam`` = 0.1, the code's
-   MNIST setting), i.e. a pull of strength λ Σ_s u_ks toward that mix;
+   MNIST setting), i.e. a pull of strength λ Σ_s u_ks toward that mix (``start = "mix"``:
+   every training starts from the mix, as EMD-CFL's port does);
 4. each cluster model becomes Σ_k v_sk w_k with v_sk = u_ks n_k / Σ_k' u_k's n_k' over the
    round's clients (the code's aggregation without selection): the runtime's exact weighted
    sums, each client's one model entering every cluster's sum with weight u_ks·n_k.
@@ -111,6 +112,12 @@ class FedSoftParams(Params):
     sigma: float = setting(
         1e-4, "in (0, 1]", "σ, the weight of a cluster no sample picks (the code's count smoother)"
     )
+    start: str = setting(
+        "personal", "personal or mix", "where a client's training starts: its personal model "
+        "(the code's), or each round its mix of the cluster models (EMD-CFL's port)",
+    )  # fmt: skip
+
+    choices = {"start": ("personal", "mix")}
 
     def check(self, config) -> None:
         K = config.data.num_clients

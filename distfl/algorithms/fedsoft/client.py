@@ -38,12 +38,13 @@ class FedSoftClient(ClientHalf):
         return personal, mix.astype(np.float32), float(u.sum())
 
     def prepare(self, op: str, client: int, models: torch.Tensor, state: np.ndarray) -> Prepared:
-        """The training's start, its personal model (its mix on its first training), and
-        the pull λ Σ_s u_s toward its mix: the gradient of (λ/2) Σ_s u_s ‖w − c_s‖²."""
+        """The training's start, its personal model (its mix on its first training, or
+        every round with ``start = "mix"``), and the pull λ Σ_s u_s toward its mix: the
+        gradient of (λ/2) Σ_s u_s ‖w − c_s‖²."""
         if op != START:
             return super().prepare(op, client, models, state)
         personal, mix, total = self._models(client, models, state)
-        start = mix if personal is None else personal
+        start = mix if personal is None or self.params.start == "mix" else personal
         return Prepared(row=np.zeros(0), start=start, pull=mix,
                         pull_mu=float(self.params.lam) * total)  # fmt: skip
 
