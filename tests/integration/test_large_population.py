@@ -1,10 +1,11 @@
-"""IFCA, FeSEM, CFL, FLCL and EMD-CFL where the population is far larger than the cohort:
-real one-process runs at K = 2,714 clients with 10 a round (iNaturalist's population in the
-FedGWC paper's large-scale experiment), each through the step that touches the whole
-population (IFCA's and FeSEM's seeding round and IFCA's probe of every client, CFL's split
-of 2,714 members, FLCL's preferences over 2,714 members), with the peak memory the run file
-records. EMD-CFL's all-pairs round is refused at that size before round 1, in one line that
-says what fits, and its anchors' approximation runs (on a smaller population, for time).
+"""IFCA, FeSEM, CFL, FLCL, EMD-CFL and the soft and personalised methods where the
+population is far larger than the cohort: real one-process runs at K = 2,714 clients with
+10 a round (iNaturalist's population in the FedGWC paper's large-scale experiment), each
+through the step that touches the whole population (IFCA's and FeSEM's seeding round and
+IFCA's probe of every client, CFL's split of 2,714 members, FLCL's preferences over 2,714
+members), with the peak memory the run file records. EMD-CFL's all-pairs round is refused
+at that size before round 1, in one line that says what fits, and its anchors'
+approximation runs (on a smaller population, for time).
 """
 
 from __future__ import annotations
@@ -123,6 +124,26 @@ def test_flcl_preferences_over_2714_members(helpers, tmp_path):
     lam = stationary_distribution(Lam)
     assert lam.min() >= 0 and abs(lam.sum() - 1.0) < 1e-9
     np.testing.assert_allclose(lam @ Lam, lam, rtol=1e-8, atol=1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ["fedem", "fedsoft", "fedrc", "fedce", "pfedgraph",
+                                       "fedsac"])  # fmt: skip
+def test_soft_and_personalised_methods_at_2714_clients(helpers, tmp_path, algorithm):
+    """The soft-clustering and personalised-aggregation methods at K = 2,714, 10 a round:
+    every round completes within the peak memory, each client the evaluation reaches has a
+    cluster, and the per-client state that grows with the clients trained (FedSoft's
+    personal models, pFedGraph's and FedSaC's leaves) holds the clients trained, not K."""
+    proc, out = run(helpers, tmp_path, algorithm, rounds=3)
+    with completed(proc, out) as f:
+        assert len(f["timing/elapsed_s"][()]) == 3
+        if algorithm == "fedsoft":
+            trained = f["state/algorithm/trained"][()]
+            assert 10 <= len(trained) <= 30
+            assert f["state/algorithm/personal"].shape[0] == len(trained)
+        if algorithm in ("pfedgraph", "fedsac"):  # a leaf per client, K of them
+            assert len(f["final/leaves"][()]) == K
+            graph = f["metrics/tables/graph/round"][()]
+            assert len(graph) == 3 * 10 * 10  # the round's pairs only
 
 
 def test_emdcfl_all_pairs_refused_in_one_line_before_round_one(helpers, tmp_path):
