@@ -37,7 +37,6 @@ import numpy as np
 
 from distfl.algorithms.base import (
     ClientReports,
-    ClusteringAlgorithm,
     Params,
     ProbeRequest,
     RoundPlan,
@@ -45,7 +44,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 
 #: the client half's op: each cluster's mean loss and the client's association increments
@@ -118,50 +117,27 @@ class FedCEParams(Params):
 
 
 @register
-class FedCE(ClusteringAlgorithm):
+class FedCE(ModelsOfOwn):
     name = "fedce"
-    clusters_key = "num_clusters"
+    salt = 0xFEDCE
     Params = FedCEParams
     client_ops = (ASSOCIATE,)
     client = "distfl.algorithms.fedce.client:FedCEClient"
 
-    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int,
-                 params: FedCEParams | None = None, **settings):  # fmt: skip
-        params = FedCEParams.made(params, settings)
-        M = params.num_clusters
-        if M < 1:
-            raise ValueError(f"num_clusters must be at least 1, got {M}")
-        if not 1 <= clients_per_round <= num_clients:
-            raise ValueError(
-                f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
-            )
-        #: the clusters' ids, ascending: the order of the broadcast models and of h's columns
-        self.ids = sorted(str(j) for j in range(M))
-        roots = {cid: () for cid in self.ids}
-        roots[self.ids[0]] = np.arange(num_clients, dtype=np.int64)
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round,
-                         seed=seed, roots=roots, params=params)  # fmt: skip
-        self.rng = np.random.default_rng([seed, 0xFEDCE])
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
         #: [K, M] each client's accumulated association with each cluster
-        self.history = np.zeros((num_clients, M))
+        self.history = np.zeros((self.num_clients, len(self.ids)))
         self._sampled = np.zeros(0, dtype=np.int64)
         self._sampled_round = 0
-
-    @classmethod
-    def from_config(cls, federation, params):
-        return super().from_config(federation, with_group_count(params, federation))
 
     @classmethod
     def state_bytes(cls, params, *, num_clients: int, **sizes) -> int:
         """h: M float64 values a client (M ≤ the ground-truth groups where 0)."""
         return 8 * num_clients * max(int(params.num_clusters), 1)
 
-    def initial_models(self) -> dict[str, int]:
-        return {cid: j + 1 for j, cid in enumerate(self.ids)}
-
     def plan_probe(self, round_index: int) -> ProbeRequest:
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
-        self._sampled = np.sort(chosen).astype(np.int64)
+        self._sampled = self.draw()
         self._sampled_round = round_index
         return ProbeRequest(self._sampled.copy(), list(self.ids), op=ASSOCIATE,
                             width=2 * len(self.ids))  # fmt: skip

@@ -37,7 +37,6 @@ import numpy as np
 
 from distfl.algorithms.base import (
     ClientReports,
-    ClusteringAlgorithm,
     Params,
     RecordTable,
     ReportFigure,
@@ -46,7 +45,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
 
@@ -113,9 +112,9 @@ class FedEMParams(Params):
 
 
 @register
-class FedEM(ClusteringAlgorithm):
+class FedEM(ModelsOfOwn):
     name = "fedem"
-    clusters_key = "num_clusters"
+    salt = 0xFE0E
     Params = FedEMParams
     client_ops = (ESTEP, MIXTURE)
     client = "distfl.algorithms.fedem.client:FedEMClient"
@@ -132,47 +131,19 @@ class FedEM(ClusteringAlgorithm):
                      "distfl.algorithms.soft_figures:soft_weights"),
     )  # fmt: skip
 
-    def __init__(
-        self, *, num_clients: int, clients_per_round: int, seed: int,
-        params: FedEMParams | None = None, **settings,
-    ):  # fmt: skip
-        params = FedEMParams.made(params, settings)
-        M = params.num_clusters
-        if M < 1:
-            raise ValueError(f"num_clusters must be at least 1, got {M}")
-        if not 1 <= clients_per_round <= num_clients:
-            raise ValueError(
-                f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
-            )
-        #: the components' ids in ascending (string) order: the order of the broadcast
-        #: models, of every π row and of every client's trainings
-        self.ids = sorted(str(j) for j in range(M))
-        roots = {cid: () for cid in self.ids}
-        roots[self.ids[0]] = np.arange(num_clients, dtype=np.int64)
-        super().__init__(
-            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed,
-            roots=roots, params=params,
-        )  # fmt: skip
-        self.rng = np.random.default_rng([seed, 0xFE0E])
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
         #: [K, M] every client's mixture weights π_k
-        self.pi = np.full((num_clients, M), 1.0 / M)
-
-    @classmethod
-    def from_config(cls, federation, params):
-        return super().from_config(federation, with_group_count(params, federation))
+        M = len(self.ids)
+        self.pi = np.full((self.num_clients, M), 1.0 / M)
 
     @classmethod
     def state_bytes(cls, params, *, num_clients: int, **sizes) -> int:
         """π: M float64 values a client."""
         return 8 * num_clients * max(int(params.num_clusters), 1)
 
-    def initial_models(self) -> dict[str, int]:
-        """Each component from its own initialisation (the paper's learners)."""
-        return {cid: j + 1 for j, cid in enumerate(self.ids)}
-
     def plan(self, round_index: int) -> RoundPlan:
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
-        clients = np.sort(chosen).tolist()
+        clients = self.draw().tolist()
         every = dict.fromkeys(self.ids, 1.0)
         return RoundPlan(
             round=round_index,

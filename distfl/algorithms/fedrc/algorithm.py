@@ -84,12 +84,10 @@ class FedRC(FedEM):
     Params = FedRCParams
     client = "distfl.algorithms.fedrc.client:FedRCClient"
 
-    def __init__(self, *, num_clients: int, clients_per_round: int, seed: int,
-                 params: FedRCParams | None = None, **settings):  # fmt: skip
-        params = FedRCParams.made(params, settings)
-        super().__init__(num_clients=num_clients, clients_per_round=clients_per_round,
-                         seed=seed, params=params)  # fmt: skip
-        self.rng = np.random.default_rng([seed, 0xFED4C])
+    salt = 0xFED4C
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
         #: [K, M, C] each client's last label counts (zero until it trains); sized on the
         #: first plan, when the federation's classes are known
         self.counts: np.ndarray | None = None

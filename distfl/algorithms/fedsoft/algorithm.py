@@ -42,7 +42,6 @@ import numpy as np
 
 from distfl.algorithms.base import (
     ClientReports,
-    ClusteringAlgorithm,
     Params,
     ProbeRequest,
     RecordTable,
@@ -53,7 +52,7 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.fedem.algorithm import weight_rows
-from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
 
@@ -128,9 +127,9 @@ class FedSoftParams(Params):
 
 
 @register
-class FedSoft(ClusteringAlgorithm):
+class FedSoft(ModelsOfOwn):
     name = "fedsoft"
-    clusters_key = "num_clusters"
+    salt = 0xF505
     Params = FedSoftParams
     client_ops = (ESTIMATE, START, PERSONAL)
     client = "distfl.algorithms.fedsoft.client:FedSoftClient"
@@ -147,38 +146,14 @@ class FedSoft(ClusteringAlgorithm):
                      "distfl.algorithms.soft_figures:soft_weights"),
     )  # fmt: skip
 
-    def __init__(
-        self, *, num_clients: int, clients_per_round: int, seed: int,
-        params: FedSoftParams | None = None, **settings,
-    ):  # fmt: skip
-        params = FedSoftParams.made(params, settings)
-        S = params.num_clusters
-        if S < 1:
-            raise ValueError(f"num_clusters must be at least 1, got {S}")
-        if not 1 <= clients_per_round <= num_clients:
-            raise ValueError(
-                f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
-            )
-        #: the clusters' ids in ascending (string) order: the order of the broadcast models
-        #: and of every u row
-        self.ids = sorted(str(j) for j in range(S))
-        roots = {cid: () for cid in self.ids}
-        roots[self.ids[0]] = np.arange(num_clients, dtype=np.int64)
-        super().__init__(
-            num_clients=num_clients, clients_per_round=clients_per_round, seed=seed,
-            roots=roots, params=params,
-        )  # fmt: skip
-        self.rng = np.random.default_rng([seed, 0xF505])
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
         #: the importance weights u_k of each client that has estimated them (float64 [S])
         self.weights: dict[int, np.ndarray] = {}
         #: the personal model w_k of each client that has trained (float32 [P])
         self.personal: dict[int, np.ndarray] = {}
         #: the round's clients, drawn by plan_probe
         self.cohort = np.zeros(0, dtype=np.int64)
-
-    @classmethod
-    def from_config(cls, federation, params):
-        return super().from_config(federation, with_group_count(params, federation))
 
     @classmethod
     def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
@@ -191,13 +166,8 @@ class FedSoft(ClusteringAlgorithm):
         most every client."""
         return num_clients * (4 * num_params + 8 * max(int(params.num_clusters), 1) + 8)
 
-    def initial_models(self) -> dict[str, int]:
-        """Each cluster model from its own initialisation (the code's)."""
-        return {cid: j + 1 for j, cid in enumerate(self.ids)}
-
     def plan_probe(self, round_index: int) -> ProbeRequest:
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
-        self.cohort = np.sort(chosen).astype(np.int64)
+        self.cohort = self.draw()
         return ProbeRequest(clients=self.cohort, clusters=list(self.ids), op=ESTIMATE)
 
     def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
