@@ -64,6 +64,7 @@ from distfl.algorithms.base import (
 from distfl.algorithms.kmeans import (
     INIT_CHOICES,
     WARM_UP_STORED_DEFAULTS,
+    check_cluster_count,
     check_init,
     check_warm_up,
     fedavg_rounds_setting,
@@ -148,9 +149,7 @@ class FeSEMParams(Params):
     stored_defaults = WARM_UP_STORED_DEFAULTS
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
         require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
         check_warm_up(self)
 

@@ -64,7 +64,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import kmeans, with_group_count
+from distfl.algorithms.kmeans import check_cluster_count, kmeans, with_group_count
 from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
@@ -167,9 +167,7 @@ class FlexCFLParams(Params):
         return min(int(num_clients), self.pretrain_scale * max(self.num_clusters, 1))
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
         require(self.pretrain_scale >= 1, "pretrain_scale", self.pretrain_scale, "at least 1")
         require(0.0 <= self.eta <= 1.0, "eta", self.eta, "between 0 and 1")
 

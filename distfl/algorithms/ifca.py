@@ -48,12 +48,12 @@ from distfl.algorithms.base import (
     ProbeRequest,
     RoundPlan,
     RoundUpdate,
-    require,
     setting,
 )
 from distfl.algorithms.kmeans import (
     INIT_CHOICES,
     WARM_UP_STORED_DEFAULTS,
+    check_cluster_count,
     check_init,
     check_warm_up,
     fedavg_rounds_setting,
@@ -95,9 +95,7 @@ class IFCAParams(Params):
     stored_defaults = WARM_UP_STORED_DEFAULTS
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
         check_warm_up(self)
 
 

@@ -66,6 +66,14 @@ def check_init(init: str) -> None:
         raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
 
 
+def check_cluster_count(params, config) -> None:
+    """``num_clusters`` of ``params`` is 0 (the number of data groups) or 1 to
+    ``data.num_clients`` (ConfigError naming the key otherwise)."""
+    K = config.data.num_clients
+    require(0 <= params.num_clusters <= K, "num_clusters", params.num_clusters,
+            f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+
+
 def with_group_count(params, federation):
     """``params`` with ``num_clusters`` 0 replaced by the number of the federation's
     ground-truth groups: what the papers give IFCA and FeSEM (the true number of clusters)."""

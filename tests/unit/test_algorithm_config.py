@@ -61,7 +61,18 @@ def test_every_built_in_algorithm_is_found_by_itself():
 def test_key_owners_know_fields_and_former_names():
     assert key_owners("epsilon") == ["emdcfl", "fedgwc"]
     assert key_owners("emd_epsilon") == ["emdcfl"]
-    owners = ["cflgp", "fedce", "fedclust", "fedem", "fedrc", "fesem", "flexcfl", "ifca", "pacfl"]
+    owners = [
+        "cflgp",
+        "fedce",
+        "fedclust",
+        "fedem",
+        "fedrc",
+        "fedsoft",
+        "fesem",
+        "flexcfl",
+        "ifca",
+        "pacfl",
+    ]
     assert key_owners("num_clusters") == owners
     assert key_owners("no_such_key") == []
 

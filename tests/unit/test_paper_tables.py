@@ -35,15 +35,25 @@ def test_a_table_expands_into_its_scenario_methods_seeds_and_protocol(name, tmp_
     kw = suite_arguments(suite_args("--table", name, "--out", str(tmp_path)))
     assert kw["scenarios"] == [spec.scenario] and kw["seeds"] == list(spec.seeds)
     assert kw["true_clusters"] is True and kw["table"] == name
-    # every method of the table that distfl has, in the table's order, and no other
-    assert kw["algorithms"] == [a for a in spec.algorithms if a in algorithm_names()]
+    # every method of the table that distfl has (an algorithm, or a variant of one the
+    # table defines), in the table's order, and no other
+    own = {v.partition("=")[0]: v for v in spec.variants}
+    known = set(algorithm_names()) | set(own)
+    assert kw["algorithms"] == [a for a in spec.algorithms if a in known]
     assert {"oracle", "emdcfl", "ifca", "none"} <= set(kw["algorithms"])
+    assert kw["variants"] == [own[a] for a in kw["algorithms"] if a in own]
     # the table's items come first, then the user's
     assert kw["overrides"][: len(spec.items)] == list(spec.items)
     jobs = plan_jobs(kw["scenarios"], kw["algorithms"], kw["seeds"], tmp_path,
                      kw["overrides"], kw["variants"], true_clusters=True)  # fmt: skip
     ifca = next(j for j in jobs if j.algorithm == "ifca")
     assert ifca.config.algorithm.num_clusters == len(ifca.config.groups)
+    if "fedprox" in own:  # Table 1's FedProx: one global model, the fedprox aggregator
+        fedprox = next(j for j in jobs if j.algorithm == "fedprox")
+        assert fedprox.variant and fedprox.config.algorithm.name == "none"
+        assert fedprox.config.server.aggregator == "fedprox"
+        assert fedprox.config.train.prox_mu == 0.01
+        assert fedprox.out.name.endswith("--fedprox--s0.h5")
     emdcfl = next(j for j in jobs if j.algorithm == "emdcfl")
     for item in spec.items:
         key, _, value = item.partition("=")

@@ -177,3 +177,24 @@ def test_a_clusters_key_must_be_an_int_setting():
 
     with pytest.raises(ValueError, match="clusters_key = 'threshold'"):
         register(Wrong)
+
+
+def test_a_variant_may_set_a_key_of_another_section(tmp_path):
+    """FedProx as a variant of one global model: SECTION.KEY items pass whole; an unknown
+    one is refused before anything runs, naming the key."""
+    from distfl.errors import UserError
+    from distfl.tools.suite_plan import parse_variant
+
+    text = 'fedprox=none:server.aggregator="fedprox",train.prox_mu=0.01'
+    assert parse_variant(text) == (
+        "fedprox",
+        "none",
+        ('server.aggregator="fedprox"', "train.prox_mu=0.01"),
+    )
+    (job,) = plan_jobs(["digits-mixed"], ["fedprox"], [0], tmp_path, [], [text])
+    assert job.variant and job.name == "fedprox" and job.out.name.endswith("--fedprox--s0.h5")
+    assert (job.config.server.aggregator, job.config.train.prox_mu) == ("fedprox", 0.01)
+    with pytest.raises(UserError) as exc:
+        plan_jobs(["digits-mixed"], ["p"], [0], tmp_path, [], ["p=none:server.nope=1"])
+    assert "server.nope" in str(exc.value) and "\n" not in str(exc.value)
+    assert not any(tmp_path.glob("*.h5"))

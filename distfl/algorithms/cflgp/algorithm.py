@@ -76,7 +76,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import kmeans, sq_distances, with_group_count
+from distfl.algorithms.kmeans import check_cluster_count, kmeans, sq_distances, with_group_count
 from distfl.algorithms.registry import register
 
 #: the most rounds between two clusterings
@@ -212,9 +212,7 @@ class CFLGPParams(Params):
     )
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
         require(1 <= self.period <= MAX_PERIOD, "period", self.period,
                 f"1 to {MAX_PERIOD:,} rounds")  # fmt: skip
         require(self.stop_round >= 1, "stop_round", self.stop_round, "round 1 or later")

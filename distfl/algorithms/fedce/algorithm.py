@@ -44,6 +44,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
+from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 
@@ -110,9 +111,7 @@ class FedCEParams(Params):
     )  # fmt: skip
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
         require(self.delta > 0, "delta", self.delta, "a positive number")
 
 

@@ -42,9 +42,9 @@ from distfl.algorithms.base import (
     ReportFigure,
     RoundPlan,
     RoundUpdate,
-    require,
     setting,
 )
+from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
@@ -106,9 +106,7 @@ class FedEMParams(Params):
     )
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
 
 
 @register

@@ -52,6 +52,7 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.fedem.algorithm import weight_rows
+from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
@@ -119,9 +120,7 @@ class FedSoftParams(Params):
     choices = {"start": ("personal", "mix")}
 
     def check(self, config) -> None:
-        K = config.data.num_clients
-        require(0 <= self.num_clusters <= K, "num_clusters", self.num_clusters,
-                f"0 (the number of data groups) or 1 to data.num_clients ({K})")  # fmt: skip
+        check_cluster_count(self, config)
         require(self.lam >= 0, "lam", self.lam, "0 or more")
         require(0 < self.sigma <= 1, "sigma", self.sigma, "a number in (0, 1]")
 
