@@ -33,6 +33,7 @@ from distfl.algorithms.fedem.algorithm import (
     FedEM,
     FedEMParams,
     mixture_weights,
+    responsibilities,
     weight_rows,
 )
 from distfl.algorithms.registry import register
@@ -48,8 +49,6 @@ def robust_responsibilities(
     ℓ [M, n], the clusters' label distributions P [M, C] and the labels y [n] (the code's
     ``softmax(log π − ℓ − log P(y))``); as FedEM's :func:`responsibilities` for NaN losses
     and samples no cluster explains."""
-    from distfl.algorithms.fedem.algorithm import responsibilities
-
     share = np.asarray(label_share, dtype=np.float64)
     adjusted = np.asarray(losses, dtype=np.float64) + np.log(share[:, np.asarray(y)])
     return responsibilities(weights, adjusted)
