@@ -179,20 +179,33 @@ ADDED_KEYS: dict[str, Any] = {
 }
 
 
-def config_digest(config: Config) -> str:
+def config_digest(config: Config, *, leave_out: frozenset[str] = frozenset()) -> str:
     """SHA-256 of what in ``config`` decides what a run computes (every key but those a
     resume may change, :data:`RESUMABLE_CHANGES`, and ``run.plugins``, where the code comes
     from), in a canonical JSON: written to ``/state@config_sha256`` with the state it
     computed, so that a stored config changed since is not read as the one of the run. A key
-    of :data:`ADDED_KEYS` at its former behaviour's value is left out."""
+    of :data:`ADDED_KEYS` at its former behaviour's value is left out, and so are the keys
+    ``leave_out`` names."""
     keys = _flatten(config.to_dict())
     kept = {
         k: v
         for k, v in keys.items()
-        if k not in RESUMABLE_CHANGES and k != "run.plugins"
+        if k not in RESUMABLE_CHANGES and k != "run.plugins" and k not in leave_out
         and not (k in ADDED_KEYS and v == ADDED_KEYS[k])
     }  # fmt: skip
     return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
+
+
+def added_algorithm_keys(config: Config) -> frozenset[str]:
+    """The keys of ``config``'s algorithm that hold the value its ``stored_defaults`` gives a
+    file written before the key existed (``algorithm.KEY``): such a file's digest was
+    computed without them."""
+    params = config.algorithm.params
+    stored = getattr(type(params), "stored_defaults", {})
+    return frozenset(
+        f"algorithm.{key}" for key, value in stored.items()
+        if getattr(params, key, None) == value
+    )  # fmt: skip
 
 
 def _column(group: h5py.Group, name: str, values: np.ndarray) -> None:
@@ -448,7 +461,11 @@ def _check_format(f: h5py.File, config: Config, contents: Contents) -> None:
         if fmt >= 3:
             raise contents.bad("/state@config_sha256 is missing (a file of format 3 has it)")
         return
-    if contents.text(digest, "/state@config_sha256") != config_digest(config):
+    digest = contents.text(digest, "/state@config_sha256")
+    earlier = added_algorithm_keys(config)  # keys added since, at their former behaviour
+    if digest != config_digest(config) and not (
+        earlier and digest == config_digest(config, leave_out=earlier)
+    ):
         raise contents.bad(
             "the stored config is not the one /state was computed with (its digest, "
             "/state@config_sha256, differs): the config was changed after the run wrote it"

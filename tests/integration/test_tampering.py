@@ -450,3 +450,42 @@ def test_text_from_a_file_is_printed_with_its_control_characters_escaped(
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
     assert "distfl 0.1\\x1b]0;title\\x07" in proc.stdout
     assert "world      \\x1b[31mred\\x1b[0m rank 0" in proc.stdout
+
+
+def test_a_file_from_before_an_algorithm_key_existed_is_read(helpers, tmp_path):
+    """A run file written before one of its algorithm's keys existed (FedSoft's ``start``)
+    holds a config without the key and a digest taken without it: it is read, the key at
+    its stored default (what the run did), and resumes; the same file with another key
+    changed is still refused."""
+    helpers.run_alone(tmp_path, "--preset", "digits", "--set", 'algorithm.name="fedsoft"',
+                      "--set", "run.rounds=2", "--set", 'run.progress="none"',
+                      "--out", "run.h5")  # fmt: skip
+    old = tmp_path / "old.h5"
+    shutil.copy(tmp_path / "run.h5", old)
+    with h5py.File(old, "r+") as f:
+        stored = json.loads(f.attrs["config"])
+        del stored["algorithm"]["start"]
+        f.attrs["config"] = json.dumps(stored)
+        config = from_json(f.attrs["config"])
+        f["state"].attrs["config_sha256"] = config_digest(
+            config, leave_out=frozenset({"algorithm.start"})
+        )
+        del f["integrity"]
+        _seal(f)
+    run = distfl.open(old)
+    assert run.config.algorithm.params.start == "personal"
+    assert run.summary()["accuracy"] == distfl.open(tmp_path / "run.h5").summary()["accuracy"]
+    resumed = helpers.cli(tmp_path, "run", "--resume", str(old), "--set", "run.rounds=3")
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    # another key changed under the same digest: refused, in one line
+    changed = tmp_path / "changed.h5"
+    shutil.copy(tmp_path / "run.h5", changed)
+    with h5py.File(changed, "r+") as f:
+        stored = json.loads(f.attrs["config"])
+        del stored["algorithm"]["start"]
+        stored["algorithm"]["lam"] = 0.5
+        f.attrs["config"] = json.dumps(stored)
+        del f["integrity"]
+        _seal(f)
+    with pytest.raises(CheckpointError, match="config_sha256, differs"):
+        distfl.open(changed)

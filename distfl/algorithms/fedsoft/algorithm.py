@@ -118,6 +118,8 @@ class FedSoftParams(Params):
     )  # fmt: skip
 
     choices = {"start": ("personal", "mix")}
+    #: a file written before ``start`` existed trained from the personal models
+    stored_defaults = {"start": "personal"}
 
     def check(self, config) -> None:
         check_cluster_count(self, config)
