@@ -77,6 +77,9 @@ class Federation:
     last_layer: tuple[int, int] = (0, 0)
     #: the model's classes (the outputs of its last linear layer; 0: unknown)
     num_classes: int = 0
+    #: the run's initial model (flat float32 [P]: every cluster's start unless the algorithm
+    #: asks for models of their own; None: unknown)
+    initial_model: np.ndarray | None = None
 
 
 @dataclass

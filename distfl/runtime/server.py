@@ -38,7 +38,7 @@ from distfl.data import OwnerPopulation, Partition, Population
 from distfl.errors import CommError, DivergedError, Interrupted, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
-from distfl.models import last_layer_span, last_linear, num_params
+from distfl.models import flat_params, last_layer_span, last_linear, num_params
 from distfl.progress import QuietOnBrokenPipe
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError
 from distfl.runfile.checkpoint import RunFile, storable
@@ -174,6 +174,7 @@ class Server:
             input_dim=math.prod(input_shape),
             last_layer=last_layer_span(model),
             num_classes=last_linear(model).out_features,
+            initial_model=flat_params(model).numpy(),
         )
 
     def _record(self, saved: dict | None = None) -> Record:

@@ -167,6 +167,12 @@ def test_fedsoft_plans_one_training_entering_every_cluster():
     assert plan.one_training and plan.prepare == "start" and plan.return_models == set(ks)
     assert plan.train[ks[0]] == {"0": 0.75, "1": 0.25}
     assert plan.client_state[ks[0]].tolist() == [0.0, 0.75, 0.25, 0, 0, 0, 0]
+    # with the run's initial model known, a client's first training starts from it
+    shared = type(algo.federation)(10, 3, 0, num_params=4,
+                                   initial_model=np.full(4, 0.5, dtype=np.float32))  # fmt: skip
+    algo.federation, plain = shared, algo.federation
+    assert algo.plan(1).client_state[ks[0]].tolist() == [1.0, 0.75, 0.25, 0.5, 0.5, 0.5, 0.5]
+    algo.federation = plain
     # the update keeps each client's model (returned once per cluster) as its personal one
     from distfl.algorithms.base import ClientReports
 

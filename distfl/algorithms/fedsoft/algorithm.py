@@ -10,10 +10,11 @@ u_k (S values) and its personal model w_k. A round:
    :func:`importance_weights`): n_ks counts its samples whose loss is least under c_s (ties:
    the first cluster), u_ks = n_ks / n_k, and a cluster no sample picks gets σ (the code's
    ``count_smoother``, ``sigma`` = 1e-4);
-3. each trains its personal model w_k (on its first training: its mix Σ_s u_ks c_s / Σ_s
-   u_ks) once, with the proximal term (λ/2) Σ_s u_ks ‖w − c_s‖² (``lam`` = 0.1, the code's
-   MNIST setting), i.e. a pull of strength λ Σ_s u_ks toward that mix (``start = "mix"``:
-   every training starts from the mix, as EMD-CFL's port does);
+3. each trains its personal model w_k (before its first training: the run's initial model,
+   the code's one initialisation shared by the clients) once, with the proximal term
+   (λ/2) Σ_s u_ks ‖w − c_s‖² (``lam`` = 0.1, the code's MNIST setting), i.e. a pull of
+   strength λ Σ_s u_ks toward its mix Σ_s u_ks c_s / Σ_s u_ks (``start = "mix"``: every
+   training starts from the mix, as EMD-CFL's port does);
 4. each cluster model becomes Σ_k v_sk w_k with v_sk = u_ks n_k / Σ_k' u_k's n_k' over the
    round's clients (the code's aggregation without selection): the runtime's exact weighted
    sums, each client's one model entering every cluster's sum with weight u_ks·n_k.
@@ -27,9 +28,9 @@ Deviations (docs/algorithms.md): the code estimates every client's weights every
 and selects, for each cluster, K clients with probabilities v_sk, each cluster averaging its
 selection; that needs every client's weights each τ rounds (a probe of the whole
 population), so distfl estimates the round's clients only, every round, and aggregates with
-the weights v_sk over them (the code's ``do_selection = False`` rule). A client's first
-personal model starts from its mix of the cluster models (the code's from one shared random
-model, which a client first drawn late in a large population would still hold). The
+the weights v_sk over them (the code's ``do_selection = False`` rule). A client that never
+trained is evaluated on its mix of the cluster models (the code evaluates its shared initial
+model, which every client has trained by then in its full participation). The
 optimiser is the run's ``train`` settings, fresh each round (the code keeps each client's
 Adam, lr 1e-4, across rounds); the code trains 10 epochs of batches of 10 a round.
 """
@@ -180,10 +181,11 @@ class FedSoft(ModelsOfOwn):
     def plan(self, round_index: int) -> RoundPlan:
         P = int(self.federation.num_params)
         train, state = {}, {}
+        first = self.federation.initial_model  # the clients' shared start (the code's)
         for k in self.cohort.tolist():
             u = self.weights[k]
             train[k] = {cid: float(u[j]) for j, cid in enumerate(self.ids)}
-            state[k] = state_row(u, self.personal.get(k), P)
+            state[k] = state_row(u, self.personal.get(k, first), P)
         return RoundPlan(
             round=round_index, train=train, return_models=frozenset(train), prepare=START,
             prepare_width=0, client_state=state, one_training=True,

@@ -38,8 +38,9 @@ class FedSoftClient(ClientHalf):
         return personal, mix.astype(np.float32), float(u.sum())
 
     def prepare(self, op: str, client: int, models: torch.Tensor, state: np.ndarray) -> Prepared:
-        """The training's start, its personal model (its mix on its first training, or
-        every round with ``start = "mix"``), and the pull λ Σ_s u_s toward its mix: the
+        """The training's start, its personal model (the run's initial model, which the
+        server sends, before its first training; its mix without one, or every round with
+        ``start = "mix"``), and the pull λ Σ_s u_s toward its mix: the
         gradient of (λ/2) Σ_s u_s ‖w − c_s‖²."""
         if op != START:
             return super().prepare(op, client, models, state)
