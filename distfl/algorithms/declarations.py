@@ -106,4 +106,24 @@ class ReportFigure:
         return getattr(importlib.import_module(module), attr)
 
 
-__all__ = ["RecordTable", "ReportFigure", "Statistic"]
+def soft_weights_table(weight: str, rows: str) -> RecordTable:
+    """The table ``weights`` of a soft membership: a row per (client, cluster), its column
+    ``weight`` (``weight``: what the weight is; ``rows``: which rows a round writes), which
+    :data:`SOFT_WEIGHTS_FIGURE` draws."""
+    return RecordTable("weights", "client_cluster", (Column("weight", "float", weight),), rows)
+
+
+#: the report's figure of a soft membership's table ``weights`` (clients × clusters, by
+#: ground-truth group)
+SOFT_WEIGHTS_FIGURE = ReportFigure(
+    ReportFigure.CLUSTERS, "soft-weights.png", "distfl.algorithms.soft_figures:soft_weights"
+)
+
+
+__all__ = [
+    "SOFT_WEIGHTS_FIGURE",
+    "RecordTable",
+    "ReportFigure",
+    "Statistic",
+    "soft_weights_table",
+]

@@ -38,16 +38,14 @@ import numpy as np
 from distfl.algorithms.base import (
     ClientReports,
     Params,
-    RecordTable,
-    ReportFigure,
     RoundPlan,
     RoundUpdate,
     setting,
 )
+from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
 from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
-from distfl.runfile.layout import Column
 
 #: the client half's ops: the E-step before training, the mixture's evaluation
 ESTEP, MIXTURE = "estep", "mixture"
@@ -119,15 +117,12 @@ class FedEM(ModelsOfOwn):
     evaluation = MIXTURE
     membership = "largest weight"
     tables = (
-        RecordTable("weights", "client_cluster", (
-            Column("weight", "float", "π_km, the client's weight of the component after the "
-                   "round's E-step"),
-        ), "each trained client's mixture weights, a row per component, every round"),
-    )  # fmt: skip
-    figures = (
-        ReportFigure(ReportFigure.CLUSTERS, "soft-weights.png",
-                     "distfl.algorithms.soft_figures:soft_weights"),
-    )  # fmt: skip
+        soft_weights_table(
+            "π_km, the client's weight of the component after the round's E-step",
+            "each trained client's mixture weights, a row per component, every round",
+        ),
+    )
+    figures = (SOFT_WEIGHTS_FIGURE,)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

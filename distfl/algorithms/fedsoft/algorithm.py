@@ -45,18 +45,16 @@ from distfl.algorithms.base import (
     ClientReports,
     Params,
     ProbeRequest,
-    RecordTable,
-    ReportFigure,
     RoundPlan,
     RoundUpdate,
     require,
     setting,
 )
+from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
 from distfl.algorithms.fedem.algorithm import weight_rows
 from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
-from distfl.runfile.layout import Column
 
 #: the client half's ops: the importance estimate (a probe), the start of a client's
 #: training (its preparation) and its evaluation on its personal model
@@ -138,15 +136,13 @@ class FedSoft(ModelsOfOwn):
     evaluation = PERSONAL
     membership = "largest weight"
     tables = (
-        RecordTable("weights", "client_cluster", (
-            Column("weight", "float", "u_ks, the client's importance weight of the cluster "
-                   "(its share of samples best explained by the cluster's model)"),
-        ), "each round's clients' importance weights, a row per cluster, every round"),
-    )  # fmt: skip
-    figures = (
-        ReportFigure(ReportFigure.CLUSTERS, "soft-weights.png",
-                     "distfl.algorithms.soft_figures:soft_weights"),
-    )  # fmt: skip
+        soft_weights_table(
+            "u_ks, the client's importance weight of the cluster (its share of samples best "
+            "explained by the cluster's model)",
+            "each round's clients' importance weights, a row per cluster, every round",
+        ),
+    )
+    figures = (SOFT_WEIGHTS_FIGURE,)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
