@@ -187,15 +187,8 @@ class BatchedTrainer:
         return torch.from_numpy(index), torch.from_numpy(weight)
 
     def _train_chunk(self, start, datas, seeds, between=None, weights=None, pull=None):
-        plain = self.plain_sgd
-        self.plain_sgd = plain and pull is None  # a pull's term needs the optimiser's step
-        try:
-            return self._train_chunk_as(start, datas, seeds, between, weights, pull)
-        finally:
-            self.plain_sgd = plain
-
-    def _train_chunk_as(self, start, datas, seeds, between, weights, pull):
         cfg = self.cfg
+        plain = self.plain_sgd and pull is None  # a pull's term needs the optimiser's step
         C = len(datas)
         anchor = self._pad(start.to(self.device, torch.float32))
         params = [a.unsqueeze(0).expand(C, *a.shape).clone() for a in anchor]
@@ -220,14 +213,14 @@ class BatchedTrainer:
                 between()
             w = weight if step_weight is None else step_weight[s]
             if self.dense:
-                per_client, grads = self._dense_step(params, xs[s], ys[s], w)
+                per_client, grads = self._dense_step(params, xs[s], ys[s], w, plain)
             else:
                 per_client = self._loss(params, xs[s], ys[s], w)
                 grads = torch.autograd.grad(per_client.sum(), params)
             losses[s] = per_client.detach()
             if grads is None:  # the update is made
                 continue
-            if self.plain_sgd:
+            if plain:
                 with torch.no_grad():
                     torch._foreach_add_(params, grads, alpha=-cfg.lr)
             else:
@@ -236,9 +229,9 @@ class BatchedTrainer:
         return new, losses.t().double().cpu().numpy()
 
     @torch.no_grad()
-    def _dense_step(self, params, x, y, weight):
+    def _dense_step(self, params, x, y, weight, plain):
         """One step of a chain of dense layers by hand: [C] losses and the gradients, or
-        (losses, None) with plain SGD, whose update W -= lr·(δᵀa) is then one batched
+        (losses, None) with ``plain`` SGD, whose update W -= lr·(δᵀa) is then one batched
         product per layer, made in place after the layer's δ has gone through W."""
         C, B = x.shape[:2]
         h = x.reshape(C, B, -1)
@@ -275,14 +268,14 @@ class BatchedTrainer:
             below = None
             if n > 0:  # through W (before its update) and the ReLU below
                 below = torch.bmm(delta, w).mul_(a > 0)
-            if self.plain_sgd:
+            if plain:
                 w.baddbmm_(delta.transpose(1, 2), a, alpha=-self.cfg.lr)
                 b.sub_(delta.sum(dim=1), alpha=self.cfg.lr)
             else:
                 grads[i] = torch.bmm(delta.transpose(1, 2), a)
                 grads[i + 1] = delta.sum(dim=1)
             delta = below
-        return per_client, (None if self.plain_sgd else grads)
+        return per_client, (None if plain else grads)
 
     def _pad(self, flat: torch.Tensor) -> list[torch.Tensor]:
         """The flat model [P] as the padded parameters (zeros outside each real block)."""
