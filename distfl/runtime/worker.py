@@ -138,11 +138,11 @@ class Worker:
         return out
 
     def _probe_rows(
-        self, plan: Plan, probed: list[int], models: torch.Tensor, prepared: dict[int, np.ndarray]
+        self, plan: Plan, probed: list[int], models: torch.Tensor, prepared: dict[int, Prepared]
     ) -> list:
         """The probe rows ``[client, row...]`` of the tasks at ``probed``, before training:
-        the models as broadcast. A task that also trains is its client's preparation, whose
-        per-sample weights go to ``prepared`` (client -> [trainings, n_train]). A row left
+        the models as broadcast. A task that also trains is its client's preparation, which
+        goes to ``prepared`` (client -> :class:`Prepared`, checked). A row left
         at a stop signal is marked by the id -1 - k."""
         probe_rows: list = []
         for i in probed:
@@ -177,13 +177,9 @@ class Worker:
                 if not plan.tasks[i] & AFTER:
                     continue
                 k = int(plan.clients[i])
-                row = np.asarray(half.after(op, k, new[j], plan.state[i]), dtype=np.float64)
-                row = row.reshape(-1)
-                if row.shape != (plan.probe.width,):
-                    raise RuntimeError(
-                        f"{name}'s op {op!r} answered {row.shape[0]} values after client {k}'s "
-                        f"training, not {plan.probe.width}"
-                    )
+                answer = half.after(op, k, new[j], plan.state[i])
+                row = self._answered(plan, answer, f"{name}'s op {op!r}",
+                                     f"after client {k}'s training")  # fmt: skip
                 rows.append((k, np.concatenate([[k], row])))
         return [row for _, row in sorted(rows, key=lambda kr: kr[0])]
 
@@ -392,10 +388,10 @@ class Worker:
         return self._client_half, cls.client_ops[plan.probe_op - 1]
 
     def _probe(
-        self, plan: Plan, i: int, models: torch.Tensor, prepared: dict[int, np.ndarray]
+        self, plan: Plan, i: int, models: torch.Tensor, prepared: dict[int, Prepared]
     ) -> np.ndarray:
         """The client half's row for task ``i``: its probe's, or, for a task that trains,
-        its preparation's (whose per-sample weights go to ``prepared``)."""
+        its preparation's (which, checked, goes to ``prepared``)."""
         half, op = self._half(plan)
         client = int(plan.clients[i])
         name = algorithm_class(self.config.algorithm.name).name
@@ -406,11 +402,15 @@ class Worker:
                 answer = answer.row
         else:
             answer = half.run(op, client, models, plan.probe.args)
+        return self._answered(plan, answer, f"{name}'s op {op!r}", f"for client {client}")
+
+    @staticmethod
+    def _answered(plan: Plan, answer, who: str, whose: str) -> np.ndarray:
+        """A client half's row as float64 [width], checked against the step's width."""
         row = np.asarray(answer, dtype=np.float64).reshape(-1)
         if row.shape != (plan.probe.width,):
             raise RuntimeError(
-                f"{name}'s op {op!r} answered {row.shape[0]} values for client {client}, "
-                f"not {plan.probe.width}"
+                f"{who} answered {row.shape[0]} values {whose}, not {plan.probe.width}"
             )
         return row
 
