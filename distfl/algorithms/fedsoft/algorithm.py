@@ -54,6 +54,7 @@ from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_tab
 from distfl.algorithms.fedem.algorithm import weight_rows
 from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
+from distfl.algorithms.pfedgraph.graph import aggregate_rows
 from distfl.algorithms.registry import register
 
 #: the client half's ops: the importance estimate (a probe), the start of a client's
@@ -80,10 +81,7 @@ def importance_weights(losses: np.ndarray, sigma: float) -> np.ndarray:
 def mix_of(models: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """[P] float64: Σ_s u_s c_s / Σ_s u_s, the models [S, P] summed in their order."""
     u = np.asarray(weights, dtype=np.float64)
-    out = np.zeros(models.shape[1])
-    for s in range(len(u)):
-        out += u[s] * np.asarray(models[s], dtype=np.float64)
-    return out / u.sum()
+    return aggregate_rows(u[None, :], models)[0] / u.sum()
 
 
 def state_row(weights: np.ndarray, personal: np.ndarray | None, num_params: int) -> np.ndarray:
@@ -150,7 +148,8 @@ class FedSoft(ModelsOfOwn):
         self.weights: dict[int, np.ndarray] = {}
         #: the personal model w_k of each client that has trained (float32 [P])
         self.personal: dict[int, np.ndarray] = {}
-        #: the round's clients, drawn by plan_probe
+        #: the round's clients, drawn by plan_probe (for the round's plan; a round's state
+        #: needs none of it)
         self.cohort = np.zeros(0, dtype=np.int64)
 
     @classmethod
@@ -214,7 +213,6 @@ class FedSoft(ModelsOfOwn):
         trained = np.array(sorted(self.personal), dtype=np.int64)
         return {
             "rng": self.rng.bit_generator.state,
-            "cohort": self.cohort.copy(),
             "weighted": weighted,
             "weights": np.stack([self.weights[k] for k in weighted.tolist()])
             if len(weighted) else np.zeros((0, S)),
@@ -225,7 +223,6 @@ class FedSoft(ModelsOfOwn):
 
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
-        self.cohort = np.asarray(state["cohort"], dtype=np.int64).copy()
         weights = np.asarray(state["weights"], dtype=np.float64)
         if weights.ndim != 2 or weights.shape[1] != len(self.ids):
             raise ValueError(
