@@ -172,9 +172,6 @@ class ClientReports:
     #: [clients, width] the rows the plan's ``prepare`` (or ``after``) op answered, one
     #: per trained client, ascending (None without one)
     rows: np.ndarray | None = None
-    #: the models the round's trainings started from (before the aggregator), by cluster,
-    #: for the clusters of the clients in return_models (float32 [P]; read-only)
-    start_models: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 @dataclass

@@ -331,10 +331,6 @@ class Server:
         )  # fmt: skip
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
             return None
-        starts = {}
-        if plan.return_models:  # the models those clients trained from, before the aggregator
-            back = {c for k in plan.return_models for c, _ in targets[k]}
-            starts = {c: self.models[c].numpy().copy() for c in sorted(back)}
         sums = out.sums.cpu().reshape(len(clusters), -1)
         self.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
         self.aggregation.apply(self.models, clusters, sums, out.exponents, out.weight_bits)
@@ -367,7 +363,6 @@ class Server:
                 np.array([g for k in sorted(targets) for _, g in targets[k]]) if soft else None
             ),  # fmt: skip
             rows=prepared,
-            start_models=starts,
         )
 
     def client_op(self, op: str) -> int:

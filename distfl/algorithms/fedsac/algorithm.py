@@ -27,7 +27,7 @@ population (``clients_per_round`` here).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -36,14 +36,11 @@ from distfl.algorithms.base import (
     Params,
     RecordTable,
     RoundPlan,
-    RoundUpdate,
     require,
     setting,
 )
 from distfl.algorithms.fedsac.graph import ANGLES, sac_piece
-from distfl.algorithms.local import client_id
-from distfl.algorithms.pfedgraph.algorithm import SIGNS, PFedGraph
-from distfl.algorithms.pfedgraph.graph import aggregate_piece, update_directions
+from distfl.algorithms.pfedgraph.algorithm import SIGNS, PFedGraph, lam_setting, sign_setting
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
 
@@ -62,8 +59,8 @@ class FedSaCParams(Params):
         "code", "code or svd", "the subspaces' angles: the code's greedy matching of signed "
         "axis cosines, or the principal angles (SVD)",
     )  # fmt: skip
-    lam: float = setting(0.01, ">= 0", "λ of the local cosine term (pFedGraph's, the code's)")
-    sign: str = setting("paper", "paper or code", "the local term's sign (pFedGraph's ``sign``)")
+    lam: float = lam_setting()
+    sign: str = sign_setting()
 
     choices = {"angles": ANGLES, "sign": SIGNS}
 
@@ -90,32 +87,26 @@ class FedSaC(PFedGraph):
     )  # fmt: skip
 
     def plan(self, round_index: int) -> RoundPlan:
-        plan = super().plan(round_index)
         width = int(self.params.components) * int(self.federation.embed_dim)
-        return RoundPlan(round=round_index, train=plan.train, return_models=plan.return_models,
-                         after=BASIS, after_width=width)  # fmt: skip
+        return replace(super().plan(round_index), after=BASIS, after_width=width)
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
-        clients = np.asarray(reports.clients, dtype=np.int64)
-        if self.initial is None:  # every model starts as θ⁰: any of round 1's starts
-            first = reports.start_models[client_id(clients[0])]
-            self.initial = np.asarray(first, dtype=np.float64).copy()
-        n = len(clients)
-        k = int(self.params.components)
-        bases = np.asarray(reports.rows, dtype=np.float64).reshape(n, k, -1)
+    def graph(
+        self, reports: ClientReports, updates: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """FedSaC's graph from the changes and the feature bases the clients sent after
+        training, and its complementarity c, a column of the table."""
+        n = len(updates)
+        bases = np.asarray(reports.rows, dtype=np.float64).reshape(
+            n, int(self.params.components), -1
+        )
         settings = np.array([self.params.lambda1, self.params.lambda2,
                              ANGLES.index(self.params.angles)], dtype=np.float64)  # fmt: skip
         rows = self.pool.map(sac_piece, {
-            "updates": update_directions(reports.models, self.initial), "bases": bases,
+            "updates": updates, "bases": bases,
             "sizes": np.asarray(reports.num_samples, dtype=np.float64), "settings": settings,
         }, n, 2 * n)  # fmt: skip
         A, overlap = np.ascontiguousarray(rows[:, :n]), np.ascontiguousarray(rows[:, n:])
-        models = np.asarray(reports.models, dtype=np.float64)
-        mixed = self.pool.map(aggregate_piece, {"graph": A, "models": models}, n, models.shape[1])
-        table = {"client": np.repeat(clients, n), "other": np.tile(clients, n),
-                 "weight": A.reshape(-1), "complementarity": overlap.reshape(-1)}  # fmt: skip
-        models = {client_id(c): mixed[i].astype(np.float32) for i, c in enumerate(clients)}
-        return RoundUpdate(models=models, rows={"graph": table})
+        return A, {"complementarity": overlap.reshape(-1)}
 
 
 __all__ = ["FedSaC", "FedSaCParams"]

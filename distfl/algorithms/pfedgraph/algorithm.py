@@ -54,14 +54,24 @@ from distfl.runfile.layout import Column
 SIGNS = ("paper", "code")
 
 
-@dataclass(frozen=True)
-class PFedGraphParams(Params):
-    alpha: float = setting(0.8, "> 0", "α of the graph step (the code's, against concentration)")
-    lam: float = setting(0.01, ">= 0", "λ of the local cosine term (the code's)")
-    sign: str = setting(
+def lam_setting():
+    """The key ``lam``: λ of the local cosine term (pFedGraph's and FedSaC's)."""
+    return setting(0.01, ">= 0", "λ of the local cosine term (the code's)")
+
+
+def sign_setting():
+    """The key ``sign``: the local cosine term's sign (pFedGraph's and FedSaC's)."""
+    return setting(
         "paper", "paper or code", "the local term's sign: the paper's −λ·cos (a pull toward the "
         "client's aggregate) or the public code's +λ·cos",
     )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PFedGraphParams(Params):
+    alpha: float = setting(0.8, "> 0", "α of the graph step (the code's, against concentration)")
+    lam: float = lam_setting()
+    sign: str = sign_setting()
 
     choices = {"sign": SIGNS}
 
@@ -82,24 +92,9 @@ class PFedGraph(Local):
         ), "each pair of the round's clients (the client's own weight too)"),
     )  # fmt: skip
 
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        #: θ⁰, the models' start, taken from round 1's starts (float64 [P]); None before
-        self.initial: np.ndarray | None = None
-
     @classmethod
     def start_cosine(cls, params) -> float:
         return float(params.lam) * (1.0 if params.sign == "paper" else -1.0)
-
-    @classmethod
-    def round_models(cls, params, *, num_clients, clients_per_round, num_params) -> int:
-        """The clients' models and the models they started from."""
-        return 2 * clients_per_round
-
-    @classmethod
-    def state_bytes(cls, params, *, num_params: int, **sizes) -> int:
-        """θ⁰: the initial model in float64."""
-        return 8 * num_params
 
     def plan(self, round_index: int) -> RoundPlan:
         plan = super().plan(round_index)
@@ -108,35 +103,30 @@ class PFedGraph(Local):
 
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
         clients = np.asarray(reports.clients, dtype=np.int64)
-        if self.initial is None:  # every model starts as θ⁰: any of round 1's starts
-            first = reports.start_models[client_id(clients[0])]
-            self.initial = np.asarray(first, dtype=np.float64).copy()
         n = len(clients)
         # each client's row of the graph, then its aggregate: independent pieces, spread
         # over the ranks (the same bits wherever each is computed)
-        updates = update_directions(reports.models, self.initial)
-        A = self.pool.map(graph_piece, {
-            "updates": updates, "sizes": np.asarray(reports.num_samples, dtype=np.float64),
-            "alpha": np.array([self.params.alpha]),
-        }, n, n)  # fmt: skip
+        initial = np.asarray(self.federation.initial_model, dtype=np.float64)  # θ⁰
+        A, columns = self.graph(reports, update_directions(reports.models, initial))
         models = np.asarray(reports.models, dtype=np.float64)
         P = models.shape[1]
         mixed = self.pool.map(aggregate_piece, {"graph": A, "models": models}, n, P)
         table = {"client": np.repeat(clients, n), "other": np.tile(clients, n),
-                 "weight": A.reshape(-1)}  # fmt: skip
+                 "weight": A.reshape(-1), **columns}  # fmt: skip
         models = {client_id(k): mixed[i].astype(np.float32) for i, k in enumerate(clients)}
         return RoundUpdate(models=models, rows={"graph": table})
 
-    def state_dict(self) -> dict:
-        state = super().state_dict()
-        if self.initial is not None:
-            state["initial"] = self.initial.copy()
-        return state
+    def graph(
+        self, reports: ClientReports, updates: np.ndarray
+    ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The round's graph A [n, n] from the clients' changes since θ⁰ ([n, P]), and the
+        table ``graph``'s other columns (a value per pair, row-major)."""
+        n = len(updates)
+        A = self.pool.map(graph_piece, {
+            "updates": updates, "sizes": np.asarray(reports.num_samples, dtype=np.float64),
+            "alpha": np.array([self.params.alpha]),
+        }, n, n)  # fmt: skip
+        return A, {}
 
-    def load_state_dict(self, state: dict) -> None:
-        super().load_state_dict(state)
-        if "initial" in state:
-            self.initial = np.asarray(state["initial"], dtype=np.float64).copy()
 
-
-__all__ = ["PFedGraph", "PFedGraphParams"]
+__all__ = ["PFedGraph", "PFedGraphParams", "lam_setting", "sign_setting"]
