@@ -29,19 +29,22 @@ class Progress:
 
     def line(
         self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
-        loss: float = math.nan,
+        loss: float = math.nan, sim_s: float = math.nan,
     ) -> str:  # fmt: skip
         """The text of round ``round_index``'s line (``accuracy``: NaN in a round without
-        evaluation, which shows the last one measured)."""
+        evaluation, which shows the last one measured; ``sim_s``: the virtual clock, NaN
+        without one)."""
         return " | ".join(self.fields(round_index, clusters=clusters, accuracy=accuracy,
-                                      rounds_per_s=rounds_per_s, loss=loss).values())  # fmt: skip
+                                      rounds_per_s=rounds_per_s, loss=loss,
+                                      sim_s=sim_s).values())  # fmt: skip
 
     def fields(
         self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
-        loss: float = math.nan,
+        loss: float = math.nan, sim_s: float = math.nan,
     ) -> dict[str, str]:  # fmt: skip
         """The fields of round ``round_index``'s line by name (round, clusters, loss, acc,
-        rate, eta), in the line's order."""
+        sim: the virtual clock's time when the run has one, rate, eta), in the line's
+        order."""
         if not math.isnan(accuracy):
             self.accuracy, self.accuracy_round = accuracy, round_index
         acc = (
@@ -55,18 +58,19 @@ class Progress:
             "clusters": f"clusters {clusters}",
             "loss": f"loss {loss:.4f}",
             "acc": f"acc {acc}",
+            **({} if math.isnan(sim_s) else {"sim": f"simulated {duration(sim_s)}"}),
             "rate": f"{rounds_per_s:.2f} rounds/s",
             "eta": f"ETA {duration(left)}",
         }
 
     def update(
         self, round_index: int, *, clusters: int, accuracy: float, rounds_per_s: float,
-        loss: float = math.nan,
+        loss: float = math.nan, sim_s: float = math.nan,
     ) -> None:  # fmt: skip
         if self.mode == "none":
             return
         fields = self.fields(round_index, clusters=clusters, accuracy=accuracy,
-                             rounds_per_s=rounds_per_s, loss=loss)  # fmt: skip
+                             rounds_per_s=rounds_per_s, loss=loss, sim_s=sim_s)  # fmt: skip
         if self.mode == "bar":
             text = fit(fields, terminal_columns(self.stream), done=round_index / self.total,
                        width=self.width)  # fmt: skip
@@ -122,7 +126,7 @@ class Progress:
 #: a shorter bar, the round of a carried-forward accuracy, the rate, the bar, the loss, the
 #: clusters, the accuracy, the time left (an evaluation's line: its rate, the time left,
 #: the clients evaluated); the round stays
-FIT_ORDER = ("bar", "acc-round", "rate", "bar", "loss", "clusters", "acc", "eta", "clients")
+FIT_ORDER = ("bar", "acc-round", "rate", "sim", "bar", "loss", "clusters", "acc", "eta", "clients")
 #: the bar's width once it has to make room
 BAR_NARROW = 10
 

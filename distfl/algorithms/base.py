@@ -44,6 +44,7 @@ from distfl.algorithms.client_side import ClientContext, ClientHalf, Prepared, P
 from distfl.algorithms.declarations import RecordTable, ReportFigure, Statistic
 from distfl.algorithms.pool import LOCAL_POOL, PooledTaskFailed, ServerPool, pooled
 from distfl.hierarchy import ClusterTree, Split
+from distfl.participation.model import EVERYONE
 from distfl.runfile.layout import FIXED_CLUSTER_COLUMNS
 from distfl.settings import Params, require, setting
 
@@ -274,6 +275,10 @@ class ClusteringAlgorithm(ABC):
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: the runtime sets the ranks' pool in a run over several ranks
     pool: ServerPool = LOCAL_POOL
+    #: who may take part in a round (:class:`~distfl.participation.model.Participation`:
+    #: availability and the selection strategy, [participation]); the runtime sets the
+    #: run's. By default every client is always available and a draw is uniform
+    participation: Any = EVERYONE
 
     def __init__(
         self,
@@ -392,6 +397,14 @@ class ClusteringAlgorithm(ABC):
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
         """Take the round's reports (and the aggregated cluster models); return what changed."""
         return RoundUpdate()
+
+    def sample_clients(self, pool, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
+        """``size`` distinct clients of ``pool`` (an int K: clients 0..K-1; or an array of
+        client ids) for this round, in the order drawn, from ``rng`` (default ``self.rng``):
+        chosen by the run's selection among the clients available this round, so fewer when
+        fewer are available. Without [participation] it is ``rng.choice(pool, size,
+        replace=False)``. Every cohort an algorithm samples goes through it."""
+        return self.participation.draw(self.rng if rng is None else rng, pool, size)
 
     # -- the rest ----------------------------------------------------------------------
 

@@ -218,7 +218,7 @@ class FeSEM(ClusteringAlgorithm):
             chosen = seeding_clients(self.num_clients, self.rng, size)
         else:
             n = min(self.clients_per_round, self.num_clients)
-            chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
+            chosen = np.sort(self.sample_clients(self.num_clients, n))
         leaves, assign = self.tree.assignment()
         train = {int(k): leaves[int(assign[k])] for k in chosen}
         return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
@@ -240,7 +240,9 @@ class FeSEM(ClusteringAlgorithm):
                 weights=np.asarray(reports.num_samples, dtype=np.float64),
             ).astype(np.float32)
             return RoundUpdate(models={cid: mean.copy() for cid in self.ids})
-        if self.unseeded:
+        if self.unseeded:  # fewer models than clusters (lost to participation): seed later
+            if len(clients) < self.num_clusters:
+                return RoundUpdate()
             return self._seed(clients, reports)
         if round_index % self.reassign_every != 0:
             return RoundUpdate()

@@ -388,17 +388,39 @@ class FLCL(ClusteringAlgorithm):
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
         out: dict[str, np.ndarray] = {}
         for cid, st in sorted(self.state.items()):
-            rows = np.array([row_of[int(k)] for k in self.tree.members(cid)], dtype=np.int64)
+            members = self.tree.members(cid)
+            here, rows = _reported(members, row_of)
+            if here.all():  # every member reported (the paper's full participation)
+                thetas = reports.models[rows]
+                if st.prev is not None:
+                    cross = estimated_cross_losses(
+                        reports.losses[rows, -1], reports.losses[rows, 0], thetas, st.prev
+                    )
+                    st.Lambda = row_normalise(
+                        multiplicative_weights(st.Lambda, cross, self.eta), LAMBDA_FLOOR
+                    )
+                lam = combination(st.Lambda, st.expelled_at < 0)
+                st.prev = (lam @ thetas.astype(np.float64)).astype(np.float32)
+                out[cid] = st.prev
+                continue
+            # some members did not report ([participation]): their rows of Λ stay, and the
+            # combination takes the members that reported
+            counted = here & (st.expelled_at < 0)
+            if not counted.any():
+                continue  # no model this round: the cluster keeps its own
+            idx = np.flatnonzero(here)
             thetas = reports.models[rows]
             if st.prev is not None:
                 cross = estimated_cross_losses(
                     reports.losses[rows, -1], reports.losses[rows, 0], thetas, st.prev
                 )
-                st.Lambda = row_normalise(
-                    multiplicative_weights(st.Lambda, cross, self.eta), LAMBDA_FLOOR
-                )
-            lam = combination(st.Lambda, st.expelled_at < 0)
-            st.prev = (lam @ thetas.astype(np.float64)).astype(np.float32)
+                W = np.array(st.Lambda, dtype=np.float64)
+                block = np.ix_(idx, idx)
+                W[block] = multiplicative_weights(W[block], cross, self.eta)
+                W[idx] = row_normalise(W[idx], LAMBDA_FLOOR)
+                st.Lambda = W
+            lam = combination(st.Lambda, counted)
+            st.prev = (lam[idx] @ thetas.astype(np.float64)).astype(np.float32)
             out[cid] = st.prev
         return out
 
@@ -415,10 +437,10 @@ class FLCL(ClusteringAlgorithm):
         bound = regret_bound(self.delta, round_index)
         for cid in sorted(self.state):
             st = self.state[cid]
-            rows = np.array([row_of[int(k)] for k in self.tree.members(cid)], dtype=np.int64)
-            st.regret = st.regret + external_regret(
-                reports.losses[rows, 0], reports.losses[rows, -1]
-            )
+            here, rows = _reported(self.tree.members(cid), row_of)
+            regret = np.zeros(len(here))
+            regret[here] = external_regret(reports.losses[rows, 0], reports.losses[rows, -1])
+            st.regret = st.regret + regret
             st.age += 1
             if st.age < self.period:
                 continue
@@ -500,6 +522,13 @@ class FLCL(ClusteringAlgorithm):
             )
             for cid, c in state["clusters"].items()
         }
+
+
+def _reported(members: np.ndarray, row_of: dict[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """(whether each member reported this round, the report rows of those that did)."""
+    here = np.array([int(k) in row_of for k in members], dtype=bool)
+    rows = np.array([row_of[int(k)] for k in members[here]], dtype=np.int64)
+    return here, rows
 
 
 def _new_cluster(

@@ -216,11 +216,11 @@ class FlexCFL(ClusteringAlgorithm):
     def plan(self, round_index: int) -> RoundPlan:
         if self.init_model is None:  # pre-training: from the initial model
             n = self.params.pretrain_clients(self.num_clients)
-            chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
+            chosen = np.sort(self.sample_clients(self.num_clients, n))
             train = dict.fromkeys(chosen.tolist(), self.wait)
             return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
         n = min(self.clients_per_round, self.num_clients)
-        chosen = np.sort(self.rng.choice(self.num_clients, size=n, replace=False))
+        chosen = np.sort(self.sample_clients(self.num_clients, n))
         leaves, assign = self.tree.assignment()
         train = {int(k): leaves[int(assign[k])] for k in chosen}
         back = [k for k, c in train.items() if c == self.wait or self.migrate]

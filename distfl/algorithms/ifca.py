@@ -164,7 +164,7 @@ class IFCA(ClusteringAlgorithm):
     def plan_probe(self, round_index: int) -> ProbeRequest | None:
         """Sample the round's clients; ask them (every client while some have no cluster
         yet, i.e. in round 1) for their train loss under every cluster model."""
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         self._sampled = np.sort(chosen).astype(np.int64)
         self._sampled_round = round_index
         _, assign = self.tree.assignment()
@@ -222,7 +222,9 @@ class IFCA(ClusteringAlgorithm):
             # the round's mean (the aggregator's, in the first cluster) becomes every model
             mean = np.asarray(reports.cluster_models[self.ids[0]], dtype=np.float32)
             return RoundUpdate(models={cid: mean.copy() for cid in self.ids[1:]})
-        if self.seeding == 1 and reports.models is not None and len(reports.models):
+        # fewer models than clusters (lost to participation): the next round seeds again
+        if (self.seeding == 1 and reports.models is not None
+                and len(reports.models) >= self.num_clusters):  # fmt: skip
             X = np.asarray(reports.models, dtype=np.float64)
             _, centres = kmeans(X, reports.num_samples, self.num_clusters, self.rng)
             models = {cid: centres[j].astype(np.float32) for j, cid in enumerate(self.ids)}

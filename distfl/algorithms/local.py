@@ -52,7 +52,7 @@ class Local(NoClustering):
         return num_clients
 
     def plan(self, round_index: int) -> RoundPlan:
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         return RoundPlan(round=round_index, train={int(k): client_id(k) for k in np.sort(chosen)})
 
 

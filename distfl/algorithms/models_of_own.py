@@ -56,7 +56,7 @@ class ModelsOfOwn(ClusteringAlgorithm):
     def draw(self) -> np.ndarray:
         """The round's clients: ``clients_per_round`` drawn uniformly without replacement,
         ascending (int64)."""
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         return np.sort(chosen).astype(np.int64)
 
 

@@ -22,7 +22,7 @@ class NoClustering(ClusteringAlgorithm):
         self.rng = np.random.default_rng([self.seed, 0x5E4FE4])
 
     def plan(self, round_index: int) -> RoundPlan:
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         return RoundPlan(round=round_index, train={int(k): ROOT for k in np.sort(chosen)})
 
     def state_dict(self) -> dict:

@@ -150,7 +150,7 @@ class OneShotClustering(ClusteringAlgorithm):
     def plan_probe(self, round_index: int) -> ProbeRequest | None:
         """Sample the round's clients; round 1 probes the one-shot round's clients, later
         rounds the sampled clients not yet in a cluster."""
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         self._sampled = np.sort(chosen).astype(np.int64)
         self._sampled_round = round_index
         if round_index == 1:

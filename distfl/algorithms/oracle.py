@@ -69,7 +69,7 @@ class Oracle(ClusteringAlgorithm):
     def plan(self, round_index: int) -> RoundPlan:
         train: dict[int, str] = {}
         for cid, n in zip(self._ids, self._sizes, strict=True):
-            chosen = self.rng.choice(self.tree.members(cid), size=int(n), replace=False)
+            chosen = self.sample_clients(self.tree.members(cid), int(n))
             train.update({int(k): cid for k in chosen})
         return RoundPlan(round=round_index, train=dict(sorted(train.items())))
 

@@ -100,6 +100,7 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     _validate_comm(c)
     _validate_eval(c)
     _validate_checkpoint(c)
+    _validate_participation(c)
 
 
 def _validate_choices(c: Config) -> None:
@@ -210,6 +211,16 @@ def _validate_group(c: Config, i: int, g, spec) -> None:
             f"{key}.test_fraction = {g.test_fraction!r}: must be 0 (data.test_fraction) "
             "or strictly between 0 and 1"
         )
+    if g.availability != -1.0:
+        _range(f"{key}.availability", g.availability, 0.0, 1.0,
+               "-1 (participation.fraction) or a share of rounds in [0, 1]")  # fmt: skip
+    if g.dropout != -1.0:
+        _range(f"{key}.dropout", g.dropout, 0.0, MAX_DROPOUT,
+               "-1 (participation.dropout) or a probability in [0, 1)")  # fmt: skip
+    for name in ("speed_scale", "bandwidth_scale"):
+        value = getattr(g, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"{key}.{name} = {value!r}: must be a positive number")
     n = g.samples_per_client or c.data.samples_per_client
     frac = g.test_fraction or c.data.test_fraction
     if not 1 <= round(n * frac) < n:
@@ -349,6 +360,55 @@ def _validate_checkpoint(c: Config) -> None:
     """The ``checkpoint`` section."""
     _range("checkpoint.every", c.checkpoint.every, 0, None, "0 (only at the end) or more")
     _range("checkpoint.seconds", c.checkpoint.seconds, 0.0, None, "0 (off) or more")
+
+
+#: the largest dropout probability (1 would leave no client ever reporting)
+MAX_DROPOUT = 1.0 - 2**-20
+
+
+def _validate_participation(c: Config) -> None:
+    """The ``participation`` section: shares and probabilities in range, positive finite
+    resources, and the keys that need others (a deadline needs resources, FedCS a
+    deadline). The trace files and whether any client can meet the deadline are checked on
+    rank 0 before any work (:func:`distfl.participation.checks.check_participation`)."""
+    p = c.participation
+    _range("participation.fraction", p.fraction, 0.0, 1.0, "a share of rounds in [0, 1]")
+    _range("participation.diurnal", p.diurnal, 0.0, 1.0, "an amplitude in [0, 1]")
+    _range("participation.period", p.period, 1, None, "at least 1 (rounds of one day)")
+    _range("participation.dropout", p.dropout, 0.0, MAX_DROPOUT, "a probability in [0, 1)")
+    for name in ("speed_min", "speed_max", "bandwidth_min", "bandwidth_max"):
+        value = getattr(p, name)
+        if not (math.isfinite(value) and 0 < value <= 1e15):
+            raise ConfigError(f"participation.{name} = {value!r}: must be a positive number")
+    for low, high in (("speed_min", "speed_max"), ("bandwidth_min", "bandwidth_max")):
+        if getattr(p, high) < getattr(p, low):
+            raise ConfigError(
+                f"participation.{high} = {getattr(p, high)!r}: must be at least "
+                f"participation.{low} ({getattr(p, low)!r})"
+            )
+    if not (math.isfinite(p.deadline) and p.deadline >= 0):
+        raise ConfigError(
+            f"participation.deadline = {p.deadline!r}: must be 0 (none) or a number of "
+            "simulated seconds"
+        )
+    if p.deadline and p.resources == "off":
+        raise ConfigError(
+            "participation.deadline needs the clients' resources for the virtual clock: set "
+            "participation.resources to loguniform or trace"
+        )
+    if p.selection == "fedcs" and not p.deadline:
+        raise ConfigError(
+            "participation.selection = 'fedcs' schedules the clients into the round's "
+            "deadline: set participation.deadline (seconds) and participation.resources"
+        )
+    for key, name, needed in (("trace", "availability", "trace"),
+                              ("resource_trace", "resources", "trace")):  # fmt: skip
+        path = getattr(p, key)
+        if (getattr(p, name) == needed) != bool(path):
+            raise ConfigError(
+                f"participation.{key} = {path!r}: a file is named when and only when "
+                f"participation.{name} = 'trace'"
+            )
 
 
 def _validate_algorithm(c: Config) -> None:

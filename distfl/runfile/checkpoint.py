@@ -28,6 +28,7 @@ Layout (declared in full in distfl.runfile.layout; docs/run-file.md):
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import hashlib
 import io
@@ -41,6 +42,7 @@ import numpy as np
 
 from distfl import __version__
 from distfl.config import Config, from_json
+from distfl.config.schema import ParticipationSection
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
@@ -176,6 +178,16 @@ ADDED_KEYS: dict[str, Any] = {
     "train.beta1": 0.9,
     "train.beta2": 0.999,
     "train.eps": 1e-8,
+    # [participation] at its defaults: every client always available, no clock
+    **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
+}
+#: keys of a group of ``data.groups`` added since, likewise: one at this value is left out of
+#: the group's entry in :func:`config_digest`
+ADDED_GROUP_KEYS: dict[str, Any] = {
+    "availability": -1.0,
+    "dropout": -1.0,
+    "speed_scale": 1.0,
+    "bandwidth_scale": 1.0,
 }
 
 
@@ -187,6 +199,10 @@ def config_digest(config: Config, *, leave_out: frozenset[str] = frozenset()) ->
     of :data:`ADDED_KEYS` at its former behaviour's value is left out, and so are the keys
     ``leave_out`` names."""
     keys = _flatten(config.to_dict())
+    keys["data.groups"] = [
+        {k: v for k, v in group.items() if not (k in ADDED_GROUP_KEYS and v == ADDED_GROUP_KEYS[k])}
+        for group in keys.get("data.groups", ())
+    ]
     kept = {
         k: v
         for k, v in keys.items()

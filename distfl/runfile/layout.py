@@ -91,6 +91,15 @@ METRICS = Table(
         _c("test_loss", "float", "test loss, as accuracy"),
         _c("federation_bytes", "int", "what a real deployment's clients and server exchange "
            "in the round", "bytes"),
+        _c("unavailable", "int", "clients a plan named that were not available "
+           "([participation]; an algorithm that names every member of a cluster)"),
+        _c("dropped", "int", "selected clients that dropped out before they reported"),
+        _c("late", "int", "reports that arrived after participation.deadline (discarded)"),
+        _c("sim_round_s", "float", "the round's duration on the virtual clock: the slowest "
+           "reporting client's download, local steps and upload, or the deadline when a report "
+           "was lost (NaN without participation.resources)", "s"),
+        _c("sim_elapsed_s", "float", "the virtual clock's time since the run began, as "
+           "sim_round_s", "s"),
     ),
     "the deterministic per-round metrics: the same bits at any world size",
 )  # fmt: skip

@@ -23,6 +23,7 @@ import torch
 
 from distfl.algorithms import ClientReports, RoundUpdate
 from distfl.hierarchy import empty_leaves_note
+from distfl.participation.model import OFF, RoundParticipation, participation_line
 from distfl.progress import Progress
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError, why
 from distfl.runfile.checkpoint import write_run_file
@@ -125,6 +126,29 @@ class RoundResult:
     #: (:func:`distfl.metrics.low_tail`; NaN without an evaluation)
     accuracy_worst: float = math.nan
     accuracy_p10: float = math.nan
+    #: what participation did to the round's plan (dropouts, the deadline, the clock)
+    participation: RoundParticipation = OFF
+
+
+def _mean(values: np.ndarray) -> float:
+    """The mean, NaN for none (a round no client reported to)."""
+    return float(values.mean()) if len(values) else math.nan
+
+
+def _last(values: list) -> float:
+    """The last of a column's values, NaN for none."""
+    return float(values[-1]) if len(values) else math.nan
+
+
+def _participation_columns(metrics, took_part: RoundParticipation) -> dict[str, Any]:
+    """The round's participation columns of /metrics: the clients lost, the simulated
+    seconds of the round and of the run so far (NaN without a clock)."""
+    before = [x for x in metrics["sim_elapsed_s"] if x == x]
+    elapsed = (before[-1] if before else 0.0) + took_part.round_s
+    return {
+        "unavailable": took_part.unavailable, "dropped": took_part.dropped,
+        "late": took_part.late, "sim_round_s": took_part.round_s, "sim_elapsed_s": elapsed,
+    }  # fmt: skip
 
 
 class Component:
@@ -176,14 +200,15 @@ class Recorder(Component):
             "num_clusters": len(server.models),
             "num_participants": len(r.reports.clients),
             "num_splits": len(r.update.splits),
-            "train_loss_first": r.reports.losses[:, 0].mean(),
-            "train_loss_last": r.reports.losses[:, -1].mean(),
+            "train_loss_first": _mean(r.reports.losses[:, 0]),
+            "train_loss_last": _mean(r.reports.losses[:, -1]),
             "accuracy": r.accuracy,
             "accuracy_worst": r.accuracy_worst,
             "accuracy_p10": r.accuracy_p10,
             "accuracy_plain": r.accuracy_plain,
             "test_loss": r.test_loss,
             "federation_bytes": server.round_bytes,
+            **_participation_columns(record.metrics, r.participation),
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
@@ -270,7 +295,8 @@ class ProgressDisplay(Component):
     def after_round(self, server: ServerView, r: RoundResult) -> None:
         self.progress.update(r.round, clusters=len(server.models), accuracy=r.accuracy,
                              rounds_per_s=r.rate, loss=float(r.reports.losses[:, -1].mean())
-                             if len(r.reports.losses) else math.nan)  # fmt: skip
+                             if len(r.reports.losses) else math.nan,
+                             sim_s=_last(server.record.metrics["sim_elapsed_s"]))  # fmt: skip
 
 
 class Checkpoint(Component):
@@ -452,6 +478,8 @@ class Summary(Component):
             "(clients and server of a real deployment)",
             f"  run file                 {cfg.run.out}",
         ]
+        if took_part := participation_line(server.record.metrics.columns):
+            lines.insert(-1, f"  participation            {took_part}")
         server.stream.write("\n".join(lines) + "\n")
         server.stream.flush()
 

@@ -18,6 +18,7 @@ from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
 from distfl.errors import LoaderFailed, UserError
+from distfl.participation.checks import check_participation
 from distfl.runfile.atomic import remove_stale_temporaries
 from distfl.runfile.checkpoint import RunFile, check_resumable, read_run_file
 from distfl.runfile.output import OutputLock, check_output, keep_traceback
@@ -152,6 +153,7 @@ def _agree_to_start(
         mine = available_bytes() or -1  # -1: not known
         try:
             _check_memory(config, mine)
+            check_participation(config)
             out = Path(config.run.out)
             need = run_file_bytes(config)
             if resume and Path(resume).is_file():

@@ -29,6 +29,7 @@ from distfl.algorithms import (
     Federation,
     ProbeRequest,
     RoundPlan,
+    RoundUpdate,
     build_algorithm,
     every_run_statistics,
 )
@@ -39,6 +40,7 @@ from distfl.errors import CommError, DivergedError, Interrupted, UserError
 from distfl.hierarchy import clusters_found
 from distfl.metrics import at_last_evaluation, last_finite
 from distfl.models import flat_params, last_layer_span, last_linear, num_params
+from distfl.participation.model import Participation
 from distfl.progress import QuietOnBrokenPipe
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError
 from distfl.runfile.checkpoint import RunFile, storable
@@ -118,6 +120,12 @@ class Server:
         self.trainer, self.trainer_note = choice.kind, choice.note
         self.num_params = num_params(model)
         self.algorithm = build_algorithm(config, self._federation(model, input_shape))
+        #: who takes part in each round ([participation]); the algorithm draws through it
+        self.participation = Participation(
+            config, client_group=self.federation_groups, num_train=self.num_train,
+            num_params=self.num_params,
+        )  # fmt: skip
+        self.algorithm.participation = self.participation
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
         aggregator = build_aggregator(config.server)
@@ -405,6 +413,7 @@ class Server:
         self.round_bytes = 0
         self.timing.round_workers = {}
         name = self.algorithm.name
+        self.participation.begin(t)
         self.phase = f"{name}'s plan_probe"
         request = self.algorithm.plan_probe(t)
         if request is not None:
@@ -416,6 +425,9 @@ class Server:
             self.algorithm.update_probe(t, request, rows)
         self.phase = f"{name}'s plan"
         plan = self.algorithm.plan(t)
+        plan, took_part = self.participation.admit(plan)
+        # a client lost to a dropout or the deadline downloaded its models
+        self.count(took_part.lost_trainings * 4 * self.num_params)
         trained = self.tree.leaf_ids()  # the clusters of this round (split parents too)
         sampled = dict.fromkeys(trained, 0)
         for k in plan.train:
@@ -423,14 +435,16 @@ class Server:
                 sampled[cid] += 1
         self.phase = "training"
         train_started = time.perf_counter()
-        reports = self.train_round(plan, may_give_up)
+        reports = self.train_round(plan, may_give_up) if plan.train else self._no_reports()
         if reports is None:
             return None
         self.timing.train_s = time.perf_counter() - train_started
         self.timing.clients_trained = len(np.unique(reports.clients))
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
-        update = self.algorithm.update(t, plan, reports)
+        # a round that no client reported to (none available, all dropped or late) changes
+        # no model and nothing the algorithm holds
+        update = self.algorithm.update(t, plan, reports) if plan.train else RoundUpdate()
         update_s = self.timing.update_s = time.perf_counter() - update_started
         self.phase = "applying the update"
         for cid, flat in update.models.items():
@@ -448,7 +462,17 @@ class Server:
             moved=self.comm.bytes_moved - bytes_before,
             rate=(t - first + 1) / max(self.timing.since_loop(now), 1e-9), update_s=update_s,
             accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
+            participation=took_part,
         )  # fmt: skip
+
+    def _no_reports(self) -> ClientReports:
+        """The reports of a round in which no client reported."""
+        return ClientReports(
+            clients=np.zeros(0, dtype=np.int64),
+            losses=np.zeros((0, self.local_steps)),
+            num_samples=np.zeros(0, dtype=np.int64),
+            cluster_models={c: m.numpy() for c, m in self.models.items()},
+        )
 
     # -- the run ---------------------------------------------------------------------
 

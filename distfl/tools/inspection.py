@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.hierarchy import empty_leaves_note
+from distfl.participation.model import participation_line
 from distfl.runfile.run import Run, read, score_text, unverified_warning
 from distfl.text import printable
 
@@ -78,6 +79,8 @@ def inspect_run(
         )
     w(f"WAS        {score_text(s['was'])}   (silhouette, sorted frequencies)\n")
     w(f"WADB       {score_text(s['wadb'])}   (Davies-Bouldin, the same vectors)\n")
+    if took_part := participation_line(run.stored.tables.get("metrics", {})):
+        w(f"clients    {took_part}\n")
     if s["membership"] == "none":
         w("truth      no clusters to score (each client's model is its own)\n")
     elif s["groups"] > 1 or s["clusters"] > 1:

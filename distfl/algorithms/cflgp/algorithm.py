@@ -322,7 +322,7 @@ class CFLGP(ClusteringAlgorithm):
         return ((round_index - 1) // self.period) % self.num_clusters
 
     def plan_probe(self, round_index: int) -> ProbeRequest | None:
-        chosen = self.rng.choice(self.num_clients, size=self.clients_per_round, replace=False)
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         self._sampled = np.sort(chosen).astype(np.int64)
         self._sampled_round = round_index
         if not self.clustering(round_index):

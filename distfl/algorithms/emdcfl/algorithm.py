@@ -485,7 +485,7 @@ class EMDCFL(ClusteringAlgorithm):
         )
         train: dict[int, str] = {}
         for cid, n in zip(ids, sizes, strict=True):
-            for k in np.sort(self.rng.choice(leaves[cid], size=int(n), replace=False)):
+            for k in np.sort(self.sample_clients(leaves[cid], int(n))):
                 train[int(k)] = cid
         return RoundPlan(round=round_index, train=dict(sorted(train.items())))
 

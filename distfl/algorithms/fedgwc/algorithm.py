@@ -221,7 +221,7 @@ class FedGWC(ClusteringAlgorithm):
             if self.sampling == "priority":
                 pos = priority_sample(self.times_sampled[members], n, self.rng)
             else:
-                pos = np.sort(self.rng.choice(len(members), size=n, replace=False))
+                pos = np.searchsorted(members, np.sort(self.sample_clients(members, n)))
             st.last_sampled = pos
             for k in members[pos]:
                 train[int(k)] = cid
@@ -235,8 +235,9 @@ class FedGWC(ClusteringAlgorithm):
         out = RoundUpdate()
         for cid in sorted(self.state):
             st = self.state[cid]
-            pos = st.last_sampled
             members = self.tree.members(cid)
+            pos = st.last_sampled  # those that reported (a dropout or the deadline loses some)
+            pos = pos[np.isin(members[pos], reports.clients)]
             ids = members[pos]
             if len(ids) == 0:
                 continue

@@ -1,0 +1,56 @@
+"""What [participation] is refused for before any work, on rank 0: a malformed or missing
+trace file (one line naming the key, the file and the line) and a deadline that no client
+could meet. Every other rank refuses alike (the run's start agreement)."""
+
+from __future__ import annotations
+
+from distfl.errors import ConfigError
+from distfl.participation.model import fastest_client_s
+from distfl.participation.traces import read_profiles, read_windows
+
+
+def _fewest_samples_a_step(config) -> int:
+    """The fewest samples a local step of a client can take: min(B, train samples) of a
+    client of the smallest group when no quantity skew spreads them, else 1."""
+    data = config.data
+    if data.quantity_skew:
+        return 1
+    sizes = []
+    for g in config.groups:
+        n = g.samples_per_client or data.samples_per_client
+        frac = g.test_fraction or data.test_fraction
+        sizes.append(n - round(n * frac))
+    return max(1, min(config.train.batch_size, min(sizes)))
+
+
+def check_participation(config) -> None:
+    """Refuse (ConfigError, exit 2) trace files that do not read and a deadline below the
+    time the fastest client the resources allow would need."""
+    p = config.participation
+    if p.availability == "trace":
+        read_windows("participation.trace", p.trace)
+    if p.resources == "trace":
+        read_profiles("participation.resource_trace", p.resource_trace)
+    if not p.deadline:
+        return
+    from distfl.datasets import dataset_spec
+    from distfl.runtime.model_size import model_counts
+
+    try:
+        spec = dataset_spec(config.data.dataset)
+        params = model_counts(
+            config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
+            config.model.params,
+        )[0]  # fmt: skip
+    except ConfigError:
+        return  # a model or dataset of a plug-in not imported: its size is not known here
+    fastest = fastest_client_s(config, params, _fewest_samples_a_step(config))
+    if p.deadline < fastest:
+        raise ConfigError(
+            f"participation.deadline = {p.deadline!r} s: no client can meet it; the fastest "
+            f"the resources allow needs {fastest:.4g} s for its download, "
+            f"{config.train.local_steps} local steps and upload of {params:,} parameters"
+        )
+
+
+__all__ = ["check_participation"]
