@@ -174,6 +174,14 @@ class ClientReports:
     #: per trained client, ascending (None without one)
     rows: np.ndarray | None = None
 
+    @classmethod
+    def none(cls, cluster_models: dict[str, np.ndarray], local_steps: int) -> ClientReports:
+        """The reports of a round in which no client reported (participation lost them)."""
+        return cls(
+            clients=np.zeros(0, dtype=np.int64), losses=np.zeros((0, local_steps)),
+            num_samples=np.zeros(0, dtype=np.int64), cluster_models=cluster_models,
+        )  # fmt: skip
+
 
 @dataclass
 class RoundUpdate:

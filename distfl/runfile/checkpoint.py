@@ -28,7 +28,6 @@ Layout (declared in full in distfl.runfile.layout; docs/run-file.md):
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import hashlib
 import io
@@ -42,30 +41,19 @@ import numpy as np
 
 from distfl import __version__
 from distfl.config import Config, from_json
-from distfl.config.schema import ParticipationSection
 from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
 from distfl.runfile import integrity, layout
 from distfl.runfile.atomic import DiskReserve, why, write_atomically
 from distfl.runfile.contents import Contents, check_contents
-from distfl.text import printable
-
-#: keys that may differ between a checkpoint and the run that resumes it: they change
-#: where and how long a run goes, never what it computes
-RESUMABLE_CHANGES = (
-    "run.rounds",
-    "run.out",
-    "run.progress",
-    "run.export",
-    "run.device",
-    "comm.backend",
-    "comm.timeout_s",
-    "checkpoint.every",
-    "data.cache_mb",
-    "server.placement",
+from distfl.runfile.digest import (
+    RESUMABLE_CHANGES,
+    _flatten,
+    added_algorithm_keys,
+    config_digest,
 )
-
+from distfl.text import printable
 
 #: arrays larger than this are written chunked and compressed (lossless LZF, which h5py
 #: always has): FedGWC's K×K interaction matrices, EMD-CFL's distances, big client arrays
@@ -168,60 +156,6 @@ def tree_digest(tree: dict[str, Any]) -> str:
 
     walk(tree, "")
     return h.hexdigest()
-
-
-#: config keys added after format 3, each with the value that computes what a run did
-#: before the key existed: a key that holds it is left out of :func:`config_digest`, so a
-#: file written before the key still matches its stored config (read back with the value)
-ADDED_KEYS: dict[str, Any] = {
-    "train.optimizer": "sgd",
-    "train.beta1": 0.9,
-    "train.beta2": 0.999,
-    "train.eps": 1e-8,
-    # [participation] at its defaults: every client always available, no clock
-    **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
-}
-#: keys of a group of ``data.groups`` added since, likewise: one at this value is left out of
-#: the group's entry in :func:`config_digest`
-ADDED_GROUP_KEYS: dict[str, Any] = {
-    "availability": -1.0,
-    "dropout": -1.0,
-    "speed_scale": 1.0,
-    "bandwidth_scale": 1.0,
-}
-
-
-def config_digest(config: Config, *, leave_out: frozenset[str] = frozenset()) -> str:
-    """SHA-256 of what in ``config`` decides what a run computes (every key but those a
-    resume may change, :data:`RESUMABLE_CHANGES`, and ``run.plugins``, where the code comes
-    from), in a canonical JSON: written to ``/state@config_sha256`` with the state it
-    computed, so that a stored config changed since is not read as the one of the run. A key
-    of :data:`ADDED_KEYS` at its former behaviour's value is left out, and so are the keys
-    ``leave_out`` names."""
-    keys = _flatten(config.to_dict())
-    keys["data.groups"] = [
-        {k: v for k, v in group.items() if not (k in ADDED_GROUP_KEYS and v == ADDED_GROUP_KEYS[k])}
-        for group in keys.get("data.groups", ())
-    ]
-    kept = {
-        k: v
-        for k, v in keys.items()
-        if k not in RESUMABLE_CHANGES and k != "run.plugins" and k not in leave_out
-        and not (k in ADDED_KEYS and v == ADDED_KEYS[k])
-    }  # fmt: skip
-    return hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()
-
-
-def added_algorithm_keys(config: Config) -> frozenset[str]:
-    """The keys of ``config``'s algorithm that hold the value its ``stored_defaults`` gives a
-    file written before the key existed (``algorithm.KEY``): such a file's digest was
-    computed without them."""
-    params = config.algorithm.params
-    stored = getattr(type(params), "stored_defaults", {})
-    return frozenset(
-        f"algorithm.{key}" for key, value in stored.items()
-        if getattr(params, key, None) == value
-    )  # fmt: skip
 
 
 def _column(group: h5py.Group, name: str, values: np.ndarray) -> None:
@@ -607,7 +541,3 @@ def check_resumable(stored: Config, current: Config, path: str | Path) -> None:
             f"there and {json.dumps(b.get(key))} here (only {', '.join(RESUMABLE_CHANGES)} "
             "may change on resume)"
         )
-
-
-def _flatten(d: dict[str, Any]) -> dict[str, Any]:
-    return {f"{s}.{k}": v for s, sec in d.items() for k, v in sec.items()}

@@ -18,7 +18,6 @@ from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
 from distfl.data import load_dataset, make_partition
 from distfl.errors import LoaderFailed, UserError
-from distfl.participation.checks import check_participation
 from distfl.runfile.atomic import remove_stale_temporaries
 from distfl.runfile.checkpoint import RunFile, check_resumable, read_run_file
 from distfl.runfile.output import OutputLock, check_output, keep_traceback
@@ -32,6 +31,7 @@ from distfl.runtime.capacity import (
 from distfl.runtime.device import prepare_device
 from distfl.runtime.export import check_exports
 from distfl.runtime.model_size import model_counts
+from distfl.runtime.participation import check_participation
 from distfl.runtime.server import Server
 from distfl.runtime.stopping import StopFlag, stop_signals
 from distfl.runtime.threads import blas_threads

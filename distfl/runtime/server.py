@@ -435,7 +435,11 @@ class Server:
                 sampled[cid] += 1
         self.phase = "training"
         train_started = time.perf_counter()
-        reports = self.train_round(plan, may_give_up) if plan.train else self._no_reports()
+        now = {c: m.numpy() for c, m in self.models.items()}
+        reports = (
+            self.train_round(plan, may_give_up) if plan.train
+            else ClientReports.none(now, self.local_steps)
+        )  # fmt: skip
         if reports is None:
             return None
         self.timing.train_s = time.perf_counter() - train_started
@@ -464,15 +468,6 @@ class Server:
             accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
             participation=took_part,
         )  # fmt: skip
-
-    def _no_reports(self) -> ClientReports:
-        """The reports of a round in which no client reported."""
-        return ClientReports(
-            clients=np.zeros(0, dtype=np.int64),
-            losses=np.zeros((0, self.local_steps)),
-            num_samples=np.zeros(0, dtype=np.int64),
-            cluster_models={c: m.numpy() for c, m in self.models.items()},
-        )
 
     # -- the run ---------------------------------------------------------------------
 

@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("distfl.data", "distfl.models", "distfl.model_specs", "distfl.aggregators"),
     ("distfl.datasets",),
     ("distfl.train",),
+    ("distfl.participation",),
     ("distfl.algorithms",),
     ("distfl.comm",),
     ("distfl.runtime",),
