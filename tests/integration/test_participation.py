@@ -1,0 +1,137 @@
+"""Participation in real runs: availability with a daily swing and a minority online less
+often, dropouts, the clients' resources and a deadline give the same bits in one process,
+under torchrun (3 ranks), under mpiexec (3 ranks) and after a resume; trace files too;
+the clock alone changes no model; and what cannot run is refused before any work in one
+line, exit code 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from cliproc import assert_one_line_error
+
+from distfl.runfile.checkpoint import read_run_file
+
+pytestmark = pytest.mark.integration
+
+FEDERATION = [
+    "--set", "data.num_clients=12", "--set", "data.samples_per_client=40",
+    "--set", "data.groups=[{count = 8, alpha = 1000.0}, "
+    "{count = 4, alpha = 1000.0, permute_labels = true, availability = 0.2, dropout = 0.3}]",
+    "--set", "server.clients_per_round=5", "--set", "train.local_steps=3",
+    "--set", "eval.every=2", "--set", 'run.progress="none"', "--set", "run.seed=5",
+]  # fmt: skip
+EVERYTHING = [
+    "--set", 'participation.availability="fraction"', "--set", "participation.fraction=0.8",
+    "--set", "participation.diurnal=0.5", "--set", "participation.period=4",
+    "--set", "participation.dropout=0.1", "--set", 'participation.resources="loguniform"',
+    "--set", "participation.deadline=0.3",
+]  # fmt: skip
+
+
+def metrics(path: Path) -> dict[str, np.ndarray]:
+    return read_run_file(path).tables["metrics"]
+
+
+@pytest.mark.parametrize("algorithm", ["fedgwc", "flcl"])
+def test_participation_same_bits_at_every_world_size_and_resumed(helpers, tmp_path, algorithm):
+    from runfile import assert_same_run
+
+    def args(rounds):
+        return (*FEDERATION, *EVERYTHING, "--set", f'algorithm.name="{algorithm}"',
+                "--set", f"run.rounds={rounds}")  # fmt: skip
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=6)
+    runs = [multi, resumed]
+    if algorithm == "fedgwc":
+        mpi = tmp_path / "mpi.h5"
+        config = tmp_path / "c.toml"
+        config.write_text('[run]\nprogress = "none"\n')
+        helpers.launch_script("mpiexec.sh", mpi, config, *args(6))
+        runs.append(mpi)
+    for other in runs:
+        assert_same_run(single, other)
+    m = metrics(single)
+    # every feature took effect: clients lost each way, a clock that adds up
+    assert m["unavailable"].sum() + m["dropped"].sum() > 0 and m["late"].sum() > 0
+    assert np.all(m["sim_round_s"] > 0) and np.all(m["sim_round_s"] <= 0.3)
+    assert np.allclose(np.cumsum(m["sim_round_s"]), m["sim_elapsed_s"])
+    shown = helpers.cli(tmp_path, "inspect", str(single)).stdout
+    assert f"{int(m['dropped'].sum()):,} dropped out, {int(m['late'].sum()):,} late" in shown
+
+
+def test_trace_files_same_bits_in_one_process_and_under_torchrun(helpers, tmp_path):
+    import subprocess
+
+    from runfile import assert_same_run
+    from timing import limit
+
+    windows = tmp_path / "windows.csv"
+    windows.write_text("client,start,end\n0,1,3\n1,2,6\n2,1,1\n2,4,6\n3,3,5\n")
+    profiles = tmp_path / "devices.csv"
+    profiles.write_text("speed,bandwidth\n40,2\n400,20\n90,5\n")
+    args = (*FEDERATION, "--set", 'participation.availability="trace"',
+            "--set", f"participation.trace={str(windows)!r}",
+            "--set", 'participation.resources="trace"',
+            "--set", f"participation.resource_trace={str(profiles)!r}",
+            "--set", "run.rounds=6")  # fmt: skip
+    helpers.run_alone(tmp_path, *args, "--out", "one.h5")
+    cmd = [helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3", "-m",
+           "distfl", "run", *args, "--out", "three.h5", "--comm", "torch"]  # fmt: skip
+    proc = subprocess.run(cmd, cwd=tmp_path, env=helpers.clean_env(), capture_output=True,
+                          text=True, timeout=limit(400))  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_run(tmp_path / "one.h5", tmp_path / "three.h5")
+    m = metrics(tmp_path / "one.h5")
+    assert m["num_participants"].min() >= 1 and np.all(m["sim_round_s"] > 0)
+
+
+def test_the_clock_alone_changes_no_model(helpers, tmp_path):
+    """Resources without a deadline, dropouts or availability: the virtual clock runs and
+    every model, metric and the tree are those of the run without [participation]."""
+    from runfile import assert_same, read_run
+
+    base = (*FEDERATION[:4], "--set", "data.groups=[{count = 8, alpha = 1000.0}, "
+            "{count = 4, alpha = 1000.0, permute_labels = true}]", *FEDERATION[6:],
+            "--set", "run.rounds=3")  # fmt: skip
+    helpers.run_alone(tmp_path, *base, "--out", "plain.h5")
+    helpers.run_alone(tmp_path, *base, "--set", 'participation.resources="loguniform"',
+                      "--out", "clock.h5")  # fmt: skip
+    plain, clock = read_run(tmp_path / "plain.h5"), read_run(tmp_path / "clock.h5")
+    clocked = ("metrics/sim_round_s", "metrics/sim_elapsed_s")
+    assert all(np.isnan(plain[k]).all() for k in clocked)
+    assert all((clock[k] > 0).all() for k in clocked)
+    assert_same({k: v for k, v in plain.items() if k not in clocked},
+                {k: v for k, v in clock.items() if k not in clocked})  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sets", "needles"),
+    [
+        (["participation.fraction=1.5"], ["participation.fraction = 1.5"]),
+        (
+            ["data.groups=[{count = 8, alpha = 1.0}, {count = 4, alpha = 1.0, availability = 4}]"],
+            ["data.groups[1].availability = 4"],
+        ),
+        (
+            ['participation.resources="loguniform"', "participation.deadline=0.0001"],
+            ["participation.deadline = 0.0001 s: no client can meet it"],
+        ),
+        (
+            ['participation.availability="trace"', 'participation.trace="bad.csv"'],
+            ["participation.trace: bad.csv line 3: '2,x,4' is not three integers"],
+        ),
+        (
+            ['participation.resources="trace"', 'participation.resource_trace="none.csv"'],
+            ["participation.resource_trace: none.csv does not exist", "speed,bandwidth"],
+        ),
+    ],
+)
+def test_what_cannot_run_is_refused_in_one_line(helpers, tmp_path, sets, needles):
+    (tmp_path / "bad.csv").write_text("client,start,end\n1,1,2\n2,x,4\n")
+    args = [a for s in sets for a in ("--set", s)]
+    proc = helpers.cli(tmp_path, "run", *FEDERATION, *args, "--out", "r.h5")
+    assert_one_line_error(proc, *needles)
+    assert not (tmp_path / "r.h5").exists()
