@@ -340,6 +340,10 @@ def _validate_comm(c: Config) -> None:
 def _validate_eval(c: Config) -> None:
     """The ``eval`` section."""
     _range("eval.every", c.eval.every, 1, None, "at least 1 (the last round is always evaluated)")
+    if not (math.isfinite(c.eval.loss_target) and c.eval.loss_target >= 0):
+        raise ConfigError(
+            f"eval.loss_target = {c.eval.loss_target!r}: must be 0 (none) or a test loss"
+        )
     if isinstance(c.eval.clients, str):
         if c.eval.clients not in EVAL_WORDS:
             raise ConfigError(

@@ -405,6 +405,21 @@ class EvalSection:
         "client; N a uniform sample of N. A sample is drawn from (seed, round), so every world "
         "size and a resumed run evaluate the same clients",
     )
+    coverage: bool = setting(
+        False,
+        "bool",
+        "also record, at each evaluation, the mean test loss of the evaluated clients that "
+        "have trained so far (in-sample) and of those that never have (out-of-sample): "
+        "/metrics `loss_in_sample`, `loss_out_of_sample` (the run keeps the ids of the "
+        "clients that trained)",
+    )
+    loss_target: float = setting(
+        0.0,
+        "≥ 0",
+        "a test loss to reach: `inspect`, `gather` and `report` say in how many rounds, "
+        "federation bytes and simulated seconds the run's mean test loss (and each cluster's) "
+        "first reached it (0: none; it changes nothing a run computes)",
+    )
 
     def evaluated(self, num_clients: int) -> int:
         """How many of ``num_clients`` clients an evaluation evaluates."""

@@ -59,7 +59,7 @@ REQUIRED = ("clients/group", "clients/class_counts", "clients/num_train", "clien
 CLIENTS = {"group": "int", "class_counts": "int", "num_train": "int", "num_test": "int",
            "accuracy": "float", "owner": "int"}  # fmt: skip
 #: /state's own datasets and groups (an algorithm's and an aggregator's state below them)
-STATE = {"models", "client_accuracy", "algorithm", "aggregator"}
+STATE = {"models", "client_accuracy", "trained_ids", "algorithm", "aggregator"}
 #: /world: its datasets and attributes
 WORLD = {"host": "str", "local_rank": "int", "address": "str"}
 WORLD_ATTRS = {"launcher", "backend", "rendezvous", "rendezvous_ip"}
@@ -450,6 +450,10 @@ class Contents:
             )
         accuracy = self.rows("state/client_accuracy", "float", self.K, "clients")
         _fractions(self, accuracy, "/state/client_accuracy")
+        if "trained_ids" in state:
+            ids = self.dataset("state/trained_ids", "int", ndim=1)[()]
+            if len(ids) and (ids[0] < 0 or ids[-1] >= self.K or (np.diff(ids) <= 0).any()):
+                raise self.bad("/state/trained_ids is not ascending client ids of the run")
 
 
 _KINDS = {"int": "integers", "float": "floating-point numbers", "str": "text",

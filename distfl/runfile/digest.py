@@ -25,6 +25,7 @@ RESUMABLE_CHANGES = (
     "checkpoint.every",
     "data.cache_mb",
     "server.placement",
+    "eval.loss_target",
 )
 
 
@@ -36,6 +37,8 @@ ADDED_KEYS: dict[str, Any] = {
     "train.beta1": 0.9,
     "train.beta2": 0.999,
     "train.eps": 1e-8,
+    "eval.coverage": False,
+    "eval.loss_target": 0.0,
     # [participation] at its defaults: every client always available, no clock
     **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
 }

@@ -100,6 +100,11 @@ METRICS = Table(
            "was lost (NaN without participation.resources)", "s"),
         _c("sim_elapsed_s", "float", "the virtual clock's time since the run began, as "
            "sim_round_s", "s"),
+        _c("loss_in_sample", "float", "the mean test loss of the evaluated clients that have "
+           "trained so far, weighted as accuracy (eval.coverage; NaN without it and in rounds "
+           "without evaluation)"),
+        _c("loss_out_of_sample", "float", "the same of the evaluated clients that never "
+           "trained (NaN when there are none)"),
     ),
     "the deterministic per-round metrics: the same bits at any world size",
 )  # fmt: skip
@@ -283,7 +288,8 @@ PARTS = (
          "config_sha256 (the digest of the config the state was computed with: every key "
          "but those a resume may change and run.plugins, and a key added since at its "
          "former behaviour's value); model_ids, "
-         "models [clusters, P], client_accuracy, algorithm/ (the algorithm's own state "
+         "models [clusters, P], client_accuracy, trained_ids (eval.coverage: the clients "
+         "that have trained, ascending), algorithm/ (the algorithm's own state "
          "besides the tree, which is /hierarchy: its generator, weights, per-cluster "
          "matrices, ...), aggregator/ (FedAvgM's velocity per cluster)"),
     Part("/integrity", "group", "path [n], sha256 [n]: the SHA-256 of every other dataset "

@@ -27,6 +27,7 @@ import numpy as np
 from distfl.errors import UnverifiedRunFile
 from distfl.hierarchy import clusters_found, first_split, node_order
 from distfl.metrics import at_last_evaluation, last_finite
+from distfl.metrics.complexity import to_target
 from distfl.plugins import ALGORITHMS
 from distfl.runfile import layout
 from distfl.runfile.checkpoint import UNVERIFIED, RunFile, read_run_file
@@ -382,8 +383,14 @@ class Run:
         clusters (:attr:`num_clusters`), leaves (final leaves, empty ones included),
         accuracy (:attr:`accuracy`), accuracy_worst (:attr:`accuracy_worst`), accuracy_p10
         (:attr:`accuracy_p10`), was, wadb, rand, ari, membership (:meth:`scores`), first_split
-        (:attr:`first_split`), wall_s (:attr:`wall_s`). An undefined value is None."""
+        (:attr:`first_split`), wall_s (:attr:`wall_s`), sim_s (the virtual clock's time:
+        [participation]), rounds_to_target, bytes_to_target, sim_s_to_target (until the mean
+        test loss first reached ``eval.loss_target``: :func:`~distfl.metrics.complexity.to_target`).
+        An undefined value is None."""
         scores = self.scores()
+        metrics = self._file.tables.get("metrics", {})
+        target = to_target(metrics, self._file.config.eval.loss_target)
+        sim = [float(x) for x in metrics.get("sim_elapsed_s", ()) if x == x]
         return {
             "file": str(self._path),
             "algorithm": self.algorithm,
@@ -405,6 +412,8 @@ class Run:
             "membership": scores["membership"],
             "first_split": self.first_split,
             "wall_s": self.wall_s,
+            "sim_s": sim[-1] if sim else None,
+            **{f"{k}_to_target": v for k, v in target.items()},
         }
 
     def __repr__(self) -> str:

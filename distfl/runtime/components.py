@@ -128,6 +128,10 @@ class RoundResult:
     accuracy_p10: float = math.nan
     #: what participation did to the round's plan (dropouts, the deadline, the clock)
     participation: RoundParticipation = OFF
+    #: the test loss of the evaluated clients that have trained so far and of those that
+    #: never have (``eval.coverage``; NaN without it or without an evaluation)
+    loss_in_sample: float = math.nan
+    loss_out_of_sample: float = math.nan
 
 
 def _mean(values: np.ndarray) -> float:
@@ -209,6 +213,7 @@ class Recorder(Component):
             "test_loss": r.test_loss,
             "federation_bytes": server.round_bytes,
             **_participation_columns(record.metrics, r.participation),
+            "loss_in_sample": r.loss_in_sample, "loss_out_of_sample": r.loss_out_of_sample,
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),

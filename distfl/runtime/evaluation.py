@@ -33,6 +33,10 @@ class Scores:
     test_loss: float
     accuracy_worst: float
     accuracy_p10: float
+    #: the mean test loss of the evaluated clients that trained in a round so far, and of
+    #: those that never did (``eval.coverage``; NaN without it)
+    loss_in_sample: float = math.nan
+    loss_out_of_sample: float = math.nan
 
 
 NO_SCORES = Scores(math.nan, math.nan, math.nan, math.nan, math.nan)
@@ -156,12 +160,19 @@ class Evaluation:
                 "test_loss": federation_mean(rows[mine, 3], w),
             })  # fmt: skip
         worst, p10 = low_tail(rows[:, 1])
+        sample = {}
+        if server.config.eval.coverage:
+            seen = np.isin(evaluated, server.trained_ids)
+            for name, part in (("loss_in_sample", seen), ("loss_out_of_sample", ~seen)):
+                w = None if weights is None else weights[part]
+                sample[name] = federation_mean(rows[part, 3], w) if part.any() else math.nan
         return Scores(
             accuracy=federation_mean(rows[:, 1], weights),
             accuracy_plain=federation_mean(rows[:, 2], weights),
             test_loss=federation_mean(rows[:, 3], weights),
             accuracy_worst=worst,
             accuracy_p10=p10,
+            **sample,
         )
 
 

@@ -151,6 +151,8 @@ class Server:
     def _init_state(self, config: Config) -> None:
         """The state of a run before its first round (:meth:`restore` continues one)."""
         self.client_accuracy = np.full(self.num_clients, np.nan)
+        #: the clients that have trained so far, ascending (``eval.coverage`` only)
+        self.trained_ids = np.zeros(0, dtype=np.int64)
         self.rounds_done = 0
         #: bytes per model parameter of the last exact sums reduce (each rank's share)
         self.sum_bytes_per_param = 0.0
@@ -204,6 +206,8 @@ class Server:
         self.tree.restore(saved.hierarchy)
         self.algorithm.load_state_dict(st["algorithm"])
         self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
+        if self.config.eval.coverage:
+            self.trained_ids = np.asarray(st["trained_ids"], dtype=np.int64).reshape(-1)
         self.aggregation.load_state_dict(st.get("aggregator", {}))
         self.record = self._record(saved.tables)
         if len(self.record.timing):
@@ -220,6 +224,7 @@ class Server:
             "model_ids": ids,
             "models": torch.stack([self.models[c] for c in ids]).numpy(),
             "client_accuracy": self.client_accuracy.copy(),
+            **({"trained_ids": self.trained_ids.copy()} if self.config.eval.coverage else {}),
             "algorithm": storable(self.algorithm.state_dict()),
             "aggregator": storable(self.aggregation.state_dict()),
         }
@@ -444,6 +449,8 @@ class Server:
             return None
         self.timing.train_s = time.perf_counter() - train_started
         self.timing.clients_trained = len(np.unique(reports.clients))
+        if self.config.eval.coverage:
+            self.trained_ids = np.union1d(self.trained_ids, reports.clients)
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         # a round that no client reported to (none available, all dropped or late) changes
@@ -466,7 +473,8 @@ class Server:
             moved=self.comm.bytes_moved - bytes_before,
             rate=(t - first + 1) / max(self.timing.since_loop(now), 1e-9), update_s=update_s,
             accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
-            participation=took_part,
+            participation=took_part, loss_in_sample=scores.loss_in_sample,
+            loss_out_of_sample=scores.loss_out_of_sample,
         )  # fmt: skip
 
     # -- the run ---------------------------------------------------------------------

@@ -44,6 +44,7 @@ class RoundSnapshots:
             "algorithm": copy.deepcopy(server.algorithm.state_dict()),
             "aggregator": copy.deepcopy(server.aggregation.state_dict()),
             "client_accuracy": server.client_accuracy.copy(),
+            "trained_ids": server.trained_ids,  # (replaced, never changed in place)
             "hierarchy": copy.deepcopy(server.tree.to_nodes()),
             "record": server.record.mark(),
             "sum_bytes_per_param": server.sum_bytes_per_param,
@@ -69,6 +70,7 @@ class RoundSnapshots:
         server.algorithm.load_state_dict(saved["algorithm"])
         server.aggregation.load_state_dict(saved["aggregator"])
         server.client_accuracy = saved["client_accuracy"]
+        server.trained_ids = saved["trained_ids"]
         server.tree.restore(saved["hierarchy"])
         server.record.rollback(saved["record"])
         server.sum_bytes_per_param = saved["sum_bytes_per_param"]

@@ -47,6 +47,10 @@ COLUMNS = (
     "wadb",
     "first_split",
     "wall_s",
+    "sim_s",
+    "rounds_to_target",
+    "bytes_to_target",
+    "sim_s_to_target",
 )
 
 

@@ -81,6 +81,8 @@ def inspect_run(
     w(f"WADB       {score_text(s['wadb'])}   (Davies-Bouldin, the same vectors)\n")
     if took_part := participation_line(run.stored.tables.get("metrics", {})):
         w(f"clients    {took_part}\n")
+    if cfg.eval.loss_target > 0:
+        w(f"target     {target_line(run, s, cfg.eval.loss_target)}\n")
     if s["membership"] == "none":
         w("truth      no clusters to score (each client's model is its own)\n")
     elif s["groups"] > 1 or s["clusters"] > 1:
@@ -88,3 +90,25 @@ def inspect_run(
         on = " (each client in its cluster of largest weight)" if s["membership"] != "hard" else ""
         w(f"truth      Rand index {ri}, ARI {ari} against the {s['groups']} recorded "
           f"groups{on}\n")  # fmt: skip
+
+
+def target_line(run, s: dict, target: float) -> str:
+    """When the run's mean test loss, and each cluster's, first reached ``target``."""
+    from distfl.metrics.complexity import clusters_to_target
+    from distfl.progress import duration
+
+    head = f"test loss ≤ {target:g}: "
+    if s["rounds_to_target"] is None:
+        head += "never reached"
+    else:
+        sim = (
+            "" if s["sim_s_to_target"] is None else f", simulated {duration(s['sim_s_to_target'])}"
+        )
+        head += (f"first at round {s['rounds_to_target']} ({s['bytes_to_target']:,} federation "
+                 f"bytes{sim})")  # fmt: skip
+    per = clusters_to_target(run.stored.tables.get("evaluation", {}), target)
+    if len(per) > 1:
+        head += "; per cluster " + ", ".join(
+            f"{printable(c)} {'never' if r is None else f'round {r}'}" for c, r in per.items()
+        )
+    return head
