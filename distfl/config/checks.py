@@ -395,6 +395,15 @@ def _validate_participation(c: Config) -> None:
             f"participation.deadline = {p.deadline!r}: must be 0 (none) or a number of "
             "simulated seconds"
         )
+    _range("participation.pns_alpha", p.pns_alpha, 1e-9, 1e6, "positive (FedPNS's α)")
+    _range("participation.pns_beta", p.pns_beta, 0.0, 1e6, "0 or more (FedPNS's β)")
+    _range("participation.pns_kept", p.pns_kept, 1e-9, 1.0, "a share in (0, 1]")
+    if p.selection == "fedpns" and c.server.aggregator != "fedavg":
+        raise ConfigError(
+            f"participation.selection = 'fedpns' makes each cluster's model the weighted mean "
+            f"of the reports it keeps: it needs server.aggregator = 'fedavg', not "
+            f"{c.server.aggregator!r}"
+        )
     if p.deadline and p.resources == "off":
         raise ConfigError(
             "participation.deadline needs the clients' resources for the virtual clock: set "

@@ -74,6 +74,16 @@ class ParticipationSection:
         "into `deadline`; `fedpns` (Wu and Wang 2022) draws by probabilities it lowers for "
         "clients whose updates oppose the others' ([Participation](participation.md))",
     )
+    pns_alpha: float = setting(
+        2.0, "> 0", "FedPNS: α of a labeled client's loss p·min((ratio + β)^α, 1) (the code's)"
+    )
+    pns_beta: float = setting(0.7, "≥ 0", "FedPNS: β of the same (the code's)")
+    pns_kept: float = setting(
+        0.8,
+        "(0, 1]",
+        "FedPNS: the share of a cluster's reports its optimal aggregation keeps at least "
+        "(the code keeps 8 of its 10)",
+    )
 
 
 __all__ = ["ParticipationSection"]

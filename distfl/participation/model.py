@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distfl.participation import draws
+from distfl.participation.pns_rounds import PnsRounds
 from distfl.participation.traces import Windows, read_profiles, read_windows
 
 #: bytes of one float32 parameter on the wire
@@ -39,6 +40,8 @@ class RoundParticipation:
     round_s: float = math.nan
     #: trainings whose download happened but whose update never entered an aggregate
     lost_trainings: int = 0
+    #: reports the selection left out of the aggregates (FedPNS's optimal aggregation)
+    rejected: int = 0
 
     @property
     def removed(self) -> int:
@@ -80,8 +83,16 @@ class Participation:
         #: whether a draw is the plain uniform draw among every client (the old draw)
         self.everyone = p.availability == "always" and p.selection == "uniform"
         self.clock = p.resources != "off"
+        #: FedPNS's probabilities and aggregation (None for another selection)
+        self.pns: PnsRounds | None = None
+        if p.selection == "fedpns":
+            self.pns = PnsRounds(
+                len(self.client_group), alpha=p.pns_alpha, beta=p.pns_beta, kept=p.pns_kept,
+                local_steps=self.local_steps, lr=config.train.lr,
+            )  # fmt: skip
         #: whether the plans pass through admit() unchanged
-        self.plain = p.availability == "always" and not self.dropout.any() and not p.deadline
+        self.plain = (p.availability == "always" and not self.dropout.any() and not p.deadline
+                      and self.pns is None)  # fmt: skip
 
     def begin(self, round_index: int) -> None:
         """Round ``round_index`` starts: its availability and dropouts apply."""
@@ -158,6 +169,9 @@ class Participation:
         (callers sort)."""
         if self.everyone:
             return rng.choice(pool, size=size, replace=False)
+        if self.pns is not None:
+            available = None if self.section.availability == "always" else self.available
+            return self.pns.draw(rng, pool, size, available)
         chosen = self._uniform(rng, pool, size)
         if self.section.selection == "fedcs":
             chosen = self._fedcs(chosen)
@@ -248,15 +262,31 @@ class Participation:
             unavailable=int(absent.sum()), dropped=int(gone.sum()), late=int(late.sum()),
             round_s=round_s, lost_trainings=int(trainings[gone | late].sum()),
         )  # fmt: skip
-        if keep.all():
-            return plan, outcome
         kept = {int(k) for k in ids[keep]}
+        back = frozenset(kept) if self.pns is not None else frozenset()  # FedPNS reads them
+        if keep.all() and back <= plan.return_models:
+            return plan, outcome
         return dataclasses.replace(
             plan,
             train={k: v for k, v in plan.train.items() if k in kept},
-            return_models=frozenset(k for k in plan.return_models if k in kept),
+            return_models=frozenset(k for k in plan.return_models if k in kept) | back,
             client_state={k: v for k, v in plan.client_state.items() if k in kept},
         ), outcome  # fmt: skip
+
+    def after_training(self, plan, reports, starts: dict[str, np.ndarray]) -> tuple[dict, int]:
+        """The selection's say after the round's training (FedPNS's optimal aggregation):
+        the clusters' models it replaces and the reports it left out."""
+        if self.pns is None:
+            return {}, 0
+        return self.pns.aggregate(plan, reports, starts)
+
+    def state_dict(self) -> dict:
+        """What the selection keeps between rounds (FedPNS's probabilities), or {}."""
+        return {} if self.pns is None else self.pns.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        if self.pns is not None:
+            self.pns.load_state_dict(state)
 
 
 def _log_uniform(u: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -306,6 +336,8 @@ def participation_line(metrics) -> str | None:
 
     lost = (f"{counts['dropped']:,} dropped out, {counts['late']:,} late, "
             f"{counts['unavailable']:,} planned but unavailable")  # fmt: skip
+    if not any(counts.values()):
+        lost = "none lost"
     return lost + (f"; simulated time {duration(clock[-1])}" if clock else "")
 
 

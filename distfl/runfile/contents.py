@@ -59,7 +59,7 @@ REQUIRED = ("clients/group", "clients/class_counts", "clients/num_train", "clien
 CLIENTS = {"group": "int", "class_counts": "int", "num_train": "int", "num_test": "int",
            "accuracy": "float", "owner": "int"}  # fmt: skip
 #: /state's own datasets and groups (an algorithm's and an aggregator's state below them)
-STATE = {"models", "client_accuracy", "trained_ids", "algorithm", "aggregator"}
+STATE = {"models", "client_accuracy", "trained_ids", "algorithm", "aggregator", "selection"}
 #: /world: its datasets and attributes
 WORLD = {"host": "str", "local_rank": "int", "address": "str"}
 WORLD_ATTRS = {"launcher", "backend", "rendezvous", "rendezvous_ip"}
@@ -426,7 +426,7 @@ class Contents:
         for name in state:
             if name not in STATE:
                 raise self.bad(f"/state/{name} is no part of a distfl run file")
-        for name in ("algorithm", "aggregator"):
+        for name in ("algorithm", "aggregator", "selection"):
             if name in state and not isinstance(state[name], h5py.Group):
                 raise self.bad(f"/state/{name} is not a group")
         ids = self.json_value(state.attrs.get("model_ids"), "/state@model_ids")

@@ -95,6 +95,8 @@ METRICS = Table(
            "([participation]; an algorithm that names every member of a cluster)"),
         _c("dropped", "int", "selected clients that dropped out before they reported"),
         _c("late", "int", "reports that arrived after participation.deadline (discarded)"),
+        _c("rejected", "int", "reports the selection left out of the aggregates (FedPNS's "
+           "optimal aggregation)"),
         _c("sim_round_s", "float", "the round's duration on the virtual clock: the slowest "
            "reporting client's download, local steps and upload, or the deadline when a report "
            "was lost (NaN without participation.resources)", "s"),
@@ -289,7 +291,8 @@ PARTS = (
          "but those a resume may change and run.plugins, and a key added since at its "
          "former behaviour's value); model_ids, "
          "models [clusters, P], client_accuracy, trained_ids (eval.coverage: the clients "
-         "that have trained, ascending), algorithm/ (the algorithm's own state "
+         "that have trained, ascending), selection/ (FedPNS's probabilities and counts), "
+         "algorithm/ (the algorithm's own state "
          "besides the tree, which is /hierarchy: its generator, weights, per-cluster "
          "matrices, ...), aggregator/ (FedAvgM's velocity per cluster)"),
     Part("/integrity", "group", "path [n], sha256 [n]: the SHA-256 of every other dataset "

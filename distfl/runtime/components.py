@@ -151,7 +151,8 @@ def _participation_columns(metrics, took_part: RoundParticipation) -> dict[str, 
     elapsed = (before[-1] if before else 0.0) + took_part.round_s
     return {
         "unavailable": took_part.unavailable, "dropped": took_part.dropped,
-        "late": took_part.late, "sim_round_s": took_part.round_s, "sim_elapsed_s": elapsed,
+        "late": took_part.late, "rejected": took_part.rejected,
+        "sim_round_s": took_part.round_s, "sim_elapsed_s": elapsed,
     }  # fmt: skip
 
 

@@ -14,6 +14,7 @@ the clusters' new models), :mod:`~distfl.runtime.evaluation`, :mod:`~distfl.runt
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
 import time
@@ -209,6 +210,8 @@ class Server:
         if self.config.eval.coverage:
             self.trained_ids = np.asarray(st["trained_ids"], dtype=np.int64).reshape(-1)
         self.aggregation.load_state_dict(st.get("aggregator", {}))
+        if self.participation.pns is not None:
+            self.participation.load_state_dict(st["selection"])
         self.record = self._record(saved.tables)
         if len(self.record.timing):
             self.timing.elapsed_before = float(self.record.timing["elapsed_s"][-1])
@@ -227,6 +230,11 @@ class Server:
             **({"trained_ids": self.trained_ids.copy()} if self.config.eval.coverage else {}),
             "algorithm": storable(self.algorithm.state_dict()),
             "aggregator": storable(self.aggregation.state_dict()),
+            **(
+                {"selection": storable(self.participation.state_dict())}
+                if self.participation.pns is not None
+                else {}
+            ),  # fmt: skip
         }
 
     # -- what the components call ------------------------------------------------------
@@ -439,6 +447,8 @@ class Server:
             for cid, _ in plan.targets(k):
                 sampled[cid] += 1
         self.phase = "training"
+        starts = {} if self.participation.pns is None else {
+            c: self.models[c].numpy().copy() for c in plan.clusters()}  # fmt: skip
         train_started = time.perf_counter()
         now = {c: m.numpy() for c, m in self.models.items()}
         reports = (
@@ -447,6 +457,12 @@ class Server:
         )  # fmt: skip
         if reports is None:
             return None
+        if plan.train:  # the selection's say (FedPNS): models it replaces, reports left out
+            chosen, rejected = self.participation.after_training(plan, reports, starts)
+            for cid, flat in chosen.items():
+                self.models[cid] = torch.from_numpy(flat)
+                reports.cluster_models[cid] = flat
+            took_part = dataclasses.replace(took_part, rejected=rejected)
         self.timing.train_s = time.perf_counter() - train_started
         self.timing.clients_trained = len(np.unique(reports.clients))
         if self.config.eval.coverage:

@@ -43,6 +43,7 @@ class RoundSnapshots:
             "models": {c: m.clone() for c, m in server.models.items()},
             "algorithm": copy.deepcopy(server.algorithm.state_dict()),
             "aggregator": copy.deepcopy(server.aggregation.state_dict()),
+            "selection": copy.deepcopy(server.participation.state_dict()),
             "client_accuracy": server.client_accuracy.copy(),
             "trained_ids": server.trained_ids,  # (replaced, never changed in place)
             "hierarchy": copy.deepcopy(server.tree.to_nodes()),
@@ -69,6 +70,7 @@ class RoundSnapshots:
         server.models = saved["models"]
         server.algorithm.load_state_dict(saved["algorithm"])
         server.aggregation.load_state_dict(saved["aggregator"])
+        server.participation.load_state_dict(saved["selection"])
         server.client_accuracy = saved["client_accuracy"]
         server.trained_ids = saved["trained_ids"]
         server.tree.restore(saved["hierarchy"])

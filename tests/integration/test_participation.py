@@ -23,11 +23,18 @@ FEDERATION = [
     "--set", "server.clients_per_round=5", "--set", "train.local_steps=3",
     "--set", "eval.every=2", "--set", 'run.progress="none"', "--set", "run.seed=5",
 ]  # fmt: skip
+#: more clients a round, for the selection strategies to choose among
+LARGER = [
+    "--set", "data.num_clients=24", *FEDERATION[2:4],
+    "--set", "data.groups=[{count = 18, alpha = 1000.0}, "
+    "{count = 6, alpha = 1000.0, permute_labels = true, availability = 0.2, dropout = 0.3}]",
+    *FEDERATION[6:],
+]  # fmt: skip
 EVERYTHING = [
     "--set", 'participation.availability="fraction"', "--set", "participation.fraction=0.8",
     "--set", "participation.diurnal=0.5", "--set", "participation.period=4",
     "--set", "participation.dropout=0.1", "--set", 'participation.resources="loguniform"',
-    "--set", "participation.deadline=0.3",
+    "--set", "participation.deadline=0.6",
 ]  # fmt: skip
 
 
@@ -35,12 +42,20 @@ def metrics(path: Path) -> dict[str, np.ndarray]:
     return read_run_file(path).tables["metrics"]
 
 
-@pytest.mark.parametrize("algorithm", ["fedgwc", "flcl"])
+@pytest.mark.parametrize("algorithm", ["fedgwc", "flcl", "none:fedcs", "none:fedpns"])
 def test_participation_same_bits_at_every_world_size_and_resumed(helpers, tmp_path, algorithm):
+    """Every participation feature on; FedGWC (its cohorts drawn among the available
+    clients), FLCL (every member planned), and FedAvg with FedCS's and FedPNS's selection."""
     from runfile import assert_same_run
 
+    algorithm, _, selection = algorithm.partition(":")
+
     def args(rounds):
-        return (*FEDERATION, *EVERYTHING, "--set", f'algorithm.name="{algorithm}"',
+        more = ("--set", "server.clients_per_round=10") if selection else ()
+        if selection == "fedpns":  # (a deadline leaves it too few reports to choose from)
+            more += ("--set", "participation.deadline=0")
+        return (*(LARGER if selection else FEDERATION), *EVERYTHING, "--set", f'algorithm.name="{algorithm}"',
+                "--set", f'participation.selection="{selection or "uniform"}"', *more,
                 "--set", f"run.rounds={rounds}")  # fmt: skip
 
     single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, rounds=6)
@@ -55,8 +70,15 @@ def test_participation_same_bits_at_every_world_size_and_resumed(helpers, tmp_pa
         assert_same_run(single, other)
     m = metrics(single)
     # every feature took effect: clients lost each way, a clock that adds up
-    assert m["unavailable"].sum() + m["dropped"].sum() > 0 and m["late"].sum() > 0
-    assert np.all(m["sim_round_s"] > 0) and np.all(m["sim_round_s"] <= 0.3)
+    assert m["unavailable"].sum() + m["dropped"].sum() > 0 or selection
+    if selection == "fedcs":  # it schedules its clients into the deadline: none late
+        assert m["late"].sum() == 0 and m["num_participants"].min() >= 1
+    elif selection != "fedpns":
+        assert m["late"].sum() > 0
+    if selection == "fedpns":
+        assert m["rejected"].sum() > 0  # its optimal aggregation left reports out
+    assert np.all(m["sim_round_s"] > 0)
+    assert np.all(m["sim_round_s"] <= 0.6) or selection == "fedpns"
     assert np.allclose(np.cumsum(m["sim_round_s"]), m["sim_elapsed_s"])
     shown = helpers.cli(tmp_path, "inspect", str(single)).stdout
     assert f"{int(m['dropped'].sum()):,} dropped out, {int(m['late'].sum()):,} late" in shown

@@ -320,3 +320,50 @@ def test_bad_group_participation_keys_are_refused(group, needle):
     with pytest.raises(ConfigError) as info:
         config(groups=groups)
     assert needle in str(info.value)
+
+
+# -- the selection strategies in a run -------------------------------------------------------
+
+
+def test_fedcs_keeps_of_a_uniform_draw_what_its_schedule_fits():
+    from distfl.participation.fedcs import fedcs_select
+
+    sets = ('participation.resources="loguniform"', "participation.deadline=1.5",
+            "train.local_steps=3")  # fmt: skip
+    fedcs = participation(config(*sets, 'participation.selection="fedcs"'), num_clients=20)
+    uniform = participation(config(*sets), num_clients=20)
+    drawn = uniform.draw(np.random.default_rng(4), 20, 10)
+    chosen = fedcs.draw(np.random.default_rng(4), 20, 10)
+    down, compute, up = fedcs.times(drawn)
+    _, bandwidth = fedcs.resources(drawn)
+    expected = drawn[fedcs_select(compute, up, bandwidth * 1e6 / 8, model_bytes=4000,
+                                  round_s=1.5)]  # fmt: skip
+    assert np.array_equal(chosen, expected) and 0 < len(chosen) < 10
+    assert np.all(sum(fedcs.times(chosen)) <= 1.5)  # each fits alone, on the clock too
+
+
+def test_fedpns_aggregates_the_reports_it_keeps_and_lowers_the_labeled():
+    """Four clients of one cluster from a start of zeros; client 9's change opposes the
+    others': the optimal aggregation leaves it out (min_kept = ceil(0.5·4) = 2), the
+    cluster's model is the sample-weighted mean of the three kept, and client 9's
+    probability falls below the others'."""
+    from distfl.algorithms import ClientReports
+
+    cfg = config('participation.selection="fedpns"', "participation.pns_kept=0.5")
+    p = participation(cfg, num_clients=20, num_params=2)
+    clients = np.array([1, 4, 7, 9])
+    models = np.array([[1.0, 0.1], [0.9, 0.0], [1.1, -0.1], [-3.0, 0.2]], dtype=np.float32)
+    n = np.array([10, 20, 30, 40])
+    plan = RoundPlan(round=1, train={int(k): "0" for k in clients})
+    reports = ClientReports(clients=clients, losses=np.zeros((4, 2)), num_samples=n,
+                            models=models)  # fmt: skip
+    p.pns.probabilities.record_selected(clients)
+    chosen, rejected = p.after_training(plan, reports, {"0": np.zeros(2, dtype=np.float32)})
+    assert rejected == 1
+    kept = models[:3].astype(np.float64)
+    expected = ((n[:3, None] * kept).sum(axis=0) / n[:3].sum()).astype(np.float32)
+    assert np.array_equal(chosen["0"], expected)
+    prob = p.pns.probabilities.prob(np.arange(20))
+    assert prob[9] < prob[1] == prob[0] and prob.sum() == pytest.approx(1.0)
+    # its loss: p·min((1/1 + 0.7)², 1) = all of it
+    assert prob[9] == 0.0

@@ -1,0 +1,92 @@
+"""FedPNS in a run (:mod:`distfl.participation.fedpns` holds its math): its draws by the
+selection probabilities among the available clients, and after each round's training the
+optimal aggregation of each cluster's reports, the clients it leaves out labeled and their
+probabilities lowered. Its state (the probabilities and counts of the clients ever selected)
+is the run's /state/selection."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from distfl.participation.fedpns import PnsProbabilities, optimal_aggregation
+
+
+class PnsRounds:
+    """FedPNS over a run's rounds; ``available``: the participation's availability test
+    (None: every client always available)."""
+
+    def __init__(self, num_clients: int, *, alpha: float, beta: float, kept: float,
+                 local_steps: int, lr: float) -> None:  # fmt: skip
+        self.probabilities = PnsProbabilities(num_clients)
+        self.alpha, self.beta, self.kept = float(alpha), float(beta), float(kept)
+        #: the scale of a model change into the code's gradient, (θ_start − θ_k) / (S·lr)
+        self.scale = 1.0 / (local_steps * lr)
+
+    def draw(self, rng: np.random.Generator, pool, size: int, available) -> np.ndarray:
+        """``size`` clients of ``pool`` by successive sampling from the probabilities among
+        the available ones (fewer when fewer are available); each counted as selected."""
+        p = self.probabilities
+        if isinstance(pool, (int, np.integer)) and int(pool) == p.num_clients:
+            try:
+                chosen = p.draw(rng, min(int(size), p.num_clients), accept=available)
+            except RuntimeError:  # fewer available (or left with probability) than asked
+                chosen = self._from(rng, np.arange(p.num_clients, dtype=np.int64), size,
+                                    available)  # fmt: skip
+        else:
+            ids = np.arange(int(pool), dtype=np.int64) if np.ndim(pool) == 0 else np.asarray(pool)
+            chosen = self._from(rng, ids.astype(np.int64), size, available)
+        p.record_selected(chosen)
+        return chosen
+
+    def _from(self, rng, ids: np.ndarray, size: int, available) -> np.ndarray:
+        """Successive sampling among the available ``ids`` (a pool listed whole)."""
+        if available is not None:
+            ids = ids[available(ids)]
+        weights = self.probabilities.prob(ids)
+        live = weights > 0
+        ids, weights = ids[live], weights[live]
+        n = min(int(size), len(ids))
+        if n == 0:
+            return np.zeros(0, dtype=np.int64)
+        return rng.choice(ids, size=n, replace=False, p=weights / weights.sum()).astype(np.int64)
+
+    def aggregate(self, plan, reports, starts: dict[str, np.ndarray]) -> tuple[dict, int]:
+        """The optimal aggregation of each cluster's reports (one model a client: a soft
+        plan is left as the aggregator made it), from the round's start models ``starts``:
+        the clients it leaves out are labeled and lose probability, and a cluster that lost
+        some gets the sample-weighted mean of the kept models (float64 sums, float32 model).
+        Returns (the clusters' new models, the reports left out)."""
+        if plan.soft() or reports.models is None or not len(reports.clients):
+            return {}, 0
+        clusters = np.array([str(plan.train[int(k)]) for k in reports.clients])
+        models, labeled_all = {}, []
+        for cid in sorted(set(clusters.tolist())):
+            rows = np.flatnonzero(clusters == cid)
+            if len(rows) < 2:
+                continue
+            thetas = reports.models[rows].astype(np.float64)
+            grads = (starts[cid].astype(np.float64)[None, :] - thetas) * self.scale
+            kept, labeled = optimal_aggregation(grads, min_kept=math.ceil(self.kept * len(rows)))
+            if not labeled:
+                continue
+            labeled_all.extend(int(reports.clients[rows[i]]) for i in labeled)
+            w = reports.num_samples[rows[kept]].astype(np.float64)
+            models[cid] = ((w[:, None] * thetas[kept]).sum(axis=0) / w.sum()).astype(np.float32)
+        if labeled_all:  # (in the order removed, as the code sums their changes)
+            ids = np.array(labeled_all, dtype=np.int64)
+            p = self.probabilities
+            p.record_labeled(ids)
+            selected, times = p.counts(ids)
+            p.penalise(ids, times / np.maximum(selected, 1), alpha=self.alpha, beta=self.beta)
+        return models, len(labeled_all)
+
+    def state_dict(self) -> dict:
+        return self.probabilities.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.probabilities.load_state_dict(state)
+
+
+__all__ = ["PnsRounds"]
