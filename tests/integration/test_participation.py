@@ -54,7 +54,8 @@ def test_participation_same_bits_at_every_world_size_and_resumed(helpers, tmp_pa
         more = ("--set", "server.clients_per_round=10") if selection else ()
         if selection == "fedpns":  # (a deadline leaves it too few reports to choose from)
             more += ("--set", "participation.deadline=0")
-        return (*(LARGER if selection else FEDERATION), *EVERYTHING, "--set", f'algorithm.name="{algorithm}"',
+        federation = LARGER if selection else FEDERATION
+        return (*federation, *EVERYTHING, "--set", f'algorithm.name="{algorithm}"',
                 "--set", f'participation.selection="{selection or "uniform"}"', *more,
                 "--set", f"run.rounds={rounds}")  # fmt: skip
 
