@@ -176,6 +176,9 @@ ADDED_KEYS: dict[str, Any] = {
     "train.beta1": 0.9,
     "train.beta2": 0.999,
     "train.eps": 1e-8,
+    "run.data_seed": -1,
+    "run.init_seed": -1,
+    "run.sampling_seed": -1,
 }
 
 

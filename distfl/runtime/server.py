@@ -165,7 +165,7 @@ class Server:
         return Federation(
             num_clients=self.num_clients,
             clients_per_round=config.server.clients_per_round,
-            seed=config.run.seed,
+            seed=config.run.effective_sampling_seed(),
             local_steps=self.local_steps,
             groups=self.federation_groups,
             num_train=self.num_train,
