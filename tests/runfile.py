@@ -131,3 +131,29 @@ def kernel_fingerprint() -> str:
     for t in (new, torch.from_numpy(losses), one[0]):
         h.update(t.detach().cpu().numpy().tobytes())
     return h.hexdigest()
+
+
+def format3_digest(config) -> str:
+    """The config digest a run file of format 3 holds for ``config``: taken before the keys
+    added since (train.optimizer, beta1, beta2, eps; run.data_seed, init_seed,
+    sampling_seed; eval.coverage; [participation] and its keys of a group) existed, so
+    computed without them, from every other key but those a resume may change and
+    run.plugins."""
+    import hashlib
+    import json
+
+    from distfl.runfile.checkpoint import RESUMABLE_CHANGES
+
+    tables = {s: sec for s, sec in config.to_dict().items() if s != "participation"}
+    group_keys = ("availability", "dropout", "speed_scale", "bandwidth_scale")
+    tables["data"]["groups"] = [
+        {k: v for k, v in g.items() if k not in group_keys} for g in tables["data"]["groups"]
+    ]
+    added = ("train.optimizer", "train.beta1", "train.beta2", "train.eps", "run.data_seed",
+             "run.init_seed", "run.sampling_seed", "eval.coverage")  # fmt: skip
+    keys = {f"{s}.{k}": v for s, sec in tables.items() for k, v in sec.items()}
+    before = {
+        k: v for k, v in keys.items()
+        if k not in RESUMABLE_CHANGES and k != "run.plugins" and k not in added
+    }  # fmt: skip
+    return hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()

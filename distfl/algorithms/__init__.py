@@ -51,7 +51,7 @@ def build_algorithm(config, federation: Federation | None = None, *, groups=None
         federation = Federation(
             num_clients=config.data.num_clients,
             clients_per_round=config.server.clients_per_round,
-            seed=config.run.seed,
+            seed=config.run.effective_sampling_seed(),
             local_steps=config.train.local_steps,
             groups=None if groups is None else np.asarray(groups, dtype=np.int64),
         )

@@ -116,7 +116,7 @@ def _validate_choices(c: Config) -> None:
 
 
 def _validate_run(c: Config) -> None:
-    """The ``run`` section: exports, seed, rounds, threads and the output path."""
+    """The ``run`` section: exports, seeds, rounds, threads and the output path."""
     for kind in c.run.export:
         if kind not in EXPORTS:
             raise ConfigError(
@@ -131,6 +131,9 @@ def _validate_run(c: Config) -> None:
             "pip install distfl[tensorboard], or leave it out of run.export"
         )
     _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
+    for key in ("data_seed", "init_seed", "sampling_seed"):
+        _range(f"run.{key}", getattr(c.run, key), -1, 2**63 - 1,
+               "-1 (unset: run.seed) or a non-negative integer")  # fmt: skip
     _range("run.rounds", c.run.rounds, 1, None, "at least 1")
     _range("run.threads", c.run.threads, 1, MAX_THREADS,
            f"between 1 and {MAX_THREADS} (the threads of each rank)")  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 
 from distfl.config.groups import GroupSpec
 from distfl.config.participation import ParticipationSection
+from distfl.config.seeds import RunSeeds
 from distfl.config.toml import toml_value
 from distfl.plugins import ALGORITHMS, DATASETS, MODELS
 from distfl.presets import DEFAULT_DATASET
@@ -19,13 +20,26 @@ from distfl.settings import Params, setting
 
 
 @dataclass(frozen=True)
-class RunSection:
+class RunSection(RunSeeds):
     seed: int = setting(
         0,
         "int ≥ 0",
-        "seed of the partition, the model's initialisation, the server's sampling and every "
-        "client's batches",
+        "seed of every client's batches and of the evaluation sample; of the data, the model's "
+        "initialisation and the server's sampling where the three keys below are unset",
     )
+    data_seed: int = setting(
+        -1, "-1 or int ≥ 0", "seed of the data: the partition, the samples of a generated "
+        "dataset and the transforms drawn per group or client (-1: `run.seed`)",
+    )  # fmt: skip
+    init_seed: int = setting(
+        -1, "-1 or int ≥ 0", "seed of the model's initialisation: the initial model and the own "
+        "start of every cluster that has one (-1: `run.seed`)",
+    )  # fmt: skip
+    sampling_seed: int = setting(
+        -1, "-1 or int ≥ 0", "seed of the server's sampling: the algorithm's seed, which draws "
+        "the round's clients and its other draws on the server (probe samples, anchors, ...); "
+        "the clients' batches stay on `run.seed` (-1: `run.seed`)",
+    )  # fmt: skip
     rounds: int = setting(40, "int ≥ 1", "communication rounds")
     out: str = setting("distfl-run.h5", "string", "HDF5 run file (also `--out`)")
     threads: int = setting(

@@ -57,7 +57,7 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
                 dataset.is_test,
                 config.groups,
                 test_fraction=config.data.test_fraction,
-                seed=config.run.seed,
+                seed=config.run.effective_data_seed(),
                 num_classes=dataset.num_classes,
                 owner_sizes=dataset.owner_sizes,
                 owner_counts=dataset.owner_class_counts,
@@ -68,7 +68,7 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
             config.groups,
             samples_per_client=config.data.samples_per_client,
             test_fraction=config.data.test_fraction,
-            seed=config.run.seed,
+            seed=config.run.effective_data_seed(),
             quantity_skew=config.data.quantity_skew,
             num_classes=dataset.num_classes,
         )

@@ -72,9 +72,9 @@ class Gaussian(DatasetSpec):
             config.groups,
             samples_per_client=config.data.samples_per_client,
             quantity_skew=config.data.quantity_skew,
-            seed=config.run.seed,
+            seed=config.run.effective_data_seed(),
         )
-        return gaussian_dataset(sizes, config.data.dim, config.run.seed)
+        return gaussian_dataset(sizes, config.data.dim, config.run.effective_data_seed())
 
 
 @functools.lru_cache(maxsize=8)

@@ -39,6 +39,9 @@ ADDED_KEYS: dict[str, Any] = {
     "train.eps": 1e-8,
     "eval.coverage": False,
     "eval.loss_target": 0.0,
+    "run.data_seed": -1,
+    "run.init_seed": -1,
+    "run.sampling_seed": -1,
     # [participation] at its defaults: every client always available, no clock
     **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
 }

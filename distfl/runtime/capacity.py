@@ -191,7 +191,7 @@ def client_samples(config: Config) -> tuple[list[tuple[int, int]], int]:
             config.groups,
             samples_per_client=d.samples_per_client,
             quantity_skew=d.quantity_skew,
-            seed=config.run.seed,
+            seed=config.run.effective_data_seed(),
         )
         values, counts = np.unique(sizes, return_counts=True)
         runs = list(zip(values.tolist(), counts.tolist(), strict=True))

@@ -67,6 +67,8 @@ class ServerView(Protocol):
     models: dict[str, torch.Tensor]
     record: Record
     client_accuracy: np.ndarray
+    #: the clients that have trained so far (eval.coverage)
+    trained_ids: np.ndarray
     round_bytes: int
     sum_bytes_per_param: float
     # the file

@@ -4,6 +4,12 @@ could meet. Every other rank refuses alike (the run's start agreement)."""
 
 from __future__ import annotations
 
+import dataclasses
+
+import numpy as np
+import torch
+
+from distfl.algorithms import ClientReports
 from distfl.errors import ConfigError
 from distfl.participation.model import fastest_client_s
 from distfl.participation.traces import read_profiles, read_windows
@@ -53,4 +59,27 @@ def check_participation(config) -> None:
         )
 
 
-__all__ = ["check_participation"]
+def admitted_training(server, plan, may_give_up: bool, took_part):
+    """The training of a plan the participation admitted (:meth:`Server.train_round
+    <distfl.runtime.server.Server.train_round>`; reports of no client when it holds none),
+    then the selection's say (FedPNS: the clusters' models it replaces, the reports it left
+    out, counted in ``took_part``) and the clients trained so far (``eval.coverage``).
+    (None, ...) when a stop signal gave the training up."""
+    if not plan.train:
+        now = {c: m.numpy() for c, m in server.models.items()}
+        return ClientReports.none(now, server.local_steps), took_part
+    pns = server.participation.pns is not None
+    starts = {c: server.models[c].numpy().copy() for c in plan.clusters()} if pns else {}
+    reports = server.train_round(plan, may_give_up)
+    if reports is None:
+        return None, took_part
+    chosen, rejected = server.participation.after_training(plan, reports, starts)
+    for cid, flat in chosen.items():
+        server.models[cid] = torch.from_numpy(flat)
+        reports.cluster_models[cid] = flat
+    if server.config.eval.coverage:
+        server.trained_ids = np.union1d(server.trained_ids, reports.clients)
+    return reports, dataclasses.replace(took_part, rejected=rejected)
+
+
+__all__ = ["admitted_training", "check_participation"]

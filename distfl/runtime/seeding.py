@@ -1,10 +1,11 @@
-"""The clusters' initial models, drawn from the run's seed.
+"""The clusters' initial models, drawn from the run's initialisation seed (``run.init_seed``,
+or ``run.seed`` where it is unset).
 
-The model of offset 0 is built after ``torch.manual_seed(run.seed)``; every other offset an
+The model of offset 0 is built after ``torch.manual_seed(seed)``; every other offset an
 algorithm asks for (:meth:`~distfl.algorithms.ClusteringAlgorithm.initial_models`: clusters
-that start from models of their own) from a seed of its own derived from (``run.seed``,
-offset). Each cluster of the tree starts from a copy of its offset's model, the same at any
-world size.
+that start from models of their own) from a seed of its own derived from (seed, offset).
+Each cluster of the tree starts from a copy of its offset's model, the same at any world
+size.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ class ModelSeeding:
     generator first, so a model's initial parameters depend on (seed, offset) alone."""
 
     def __init__(self, config: Config, input_shape: tuple[int, ...], num_classes: int) -> None:
-        self.seed = config.run.seed
+        self.seed = config.run.effective_init_seed()
         self.model_name = config.model.name
         self.params = config.model.params
         self.input_shape = input_shape
@@ -29,7 +30,7 @@ class ModelSeeding:
 
     def build(self, offset: int) -> torch.nn.Module:
         """A freshly initialised model of the run's architecture, drawn from the seed of
-        ``offset`` (0: ``run.seed`` itself)."""
+        ``offset`` (0: the initialisation seed itself)."""
         if offset == 0:
             torch.manual_seed(self.seed)
         else:

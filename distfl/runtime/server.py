@@ -14,7 +14,6 @@ the clusters' new models), :mod:`~distfl.runtime.evaluation`, :mod:`~distfl.runt
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import sys
 import time
@@ -38,8 +37,7 @@ from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
 from distfl.errors import CommError, DivergedError, Interrupted, UserError
-from distfl.hierarchy import clusters_found
-from distfl.metrics import at_last_evaluation, last_finite
+from distfl.metrics import last_finite
 from distfl.models import flat_params, last_layer_span, last_linear, num_params
 from distfl.participation.model import Participation
 from distfl.progress import QuietOnBrokenPipe
@@ -50,6 +48,7 @@ from distfl.runtime.aggregation import ClusterAggregation
 from distfl.runtime.components import Component, RoundResult, default_components
 from distfl.runtime.evaluation import NO_SCORES, Evaluation
 from distfl.runtime.failures import RoundFailures
+from distfl.runtime.participation import admitted_training
 from distfl.runtime.placement import Placement
 from distfl.runtime.protocol import (
     AFTER,
@@ -65,6 +64,7 @@ from distfl.runtime.seeding import ModelSeeding
 from distfl.runtime.snapshots import RoundSnapshots
 from distfl.runtime.steps import WorldSteps
 from distfl.runtime.stopping import StopFlag, StopNow
+from distfl.runtime.summary import run_summary
 from distfl.runtime.timing import RoundTiming
 from distfl.runtime.worker import Worker
 from distfl.train import trainer_choice
@@ -176,7 +176,7 @@ class Server:
         return Federation(
             num_clients=self.num_clients,
             clients_per_round=config.server.clients_per_round,
-            seed=config.run.seed,
+            seed=config.run.effective_sampling_seed(),
             local_steps=self.local_steps,
             groups=self.federation_groups,
             num_train=self.num_train,
@@ -447,26 +447,12 @@ class Server:
             for cid, _ in plan.targets(k):
                 sampled[cid] += 1
         self.phase = "training"
-        starts = {} if self.participation.pns is None else {
-            c: self.models[c].numpy().copy() for c in plan.clusters()}  # fmt: skip
         train_started = time.perf_counter()
-        now = {c: m.numpy() for c, m in self.models.items()}
-        reports = (
-            self.train_round(plan, may_give_up) if plan.train
-            else ClientReports.none(now, self.local_steps)
-        )  # fmt: skip
+        reports, took_part = admitted_training(self, plan, may_give_up, took_part)
         if reports is None:
             return None
-        if plan.train:  # the selection's say (FedPNS): models it replaces, reports left out
-            chosen, rejected = self.participation.after_training(plan, reports, starts)
-            for cid, flat in chosen.items():
-                self.models[cid] = torch.from_numpy(flat)
-                reports.cluster_models[cid] = flat
-            took_part = dataclasses.replace(took_part, rejected=rejected)
         self.timing.train_s = time.perf_counter() - train_started
         self.timing.clients_trained = len(np.unique(reports.clients))
-        if self.config.eval.coverage:
-            self.trained_ids = np.union1d(self.trained_ids, reports.clients)
         self.phase = f"{name}'s update"
         update_started = time.perf_counter()
         # a round that no client reported to (none available, all dropped or late) changes
@@ -528,7 +514,7 @@ class Server:
                 self.stop_workers()
             except CommError as exc:  # a rank died after the last round: the file is complete
                 self.failures.fail(self, self.rounds_done, exc, None)
-            summary = self._summary(first, accuracy)
+            summary = run_summary(self, first, accuracy)
         except Interrupted:
             raise  # the last completed round is written already
         except KeyboardInterrupt:  # a second Ctrl-C between rounds or after the last
@@ -594,28 +580,3 @@ class Server:
             self.live_round = saved["round"]
         if not self.stop.name:
             self.stop.name = "a stop signal at a worker"
-
-    def _summary(self, first: int, accuracy: float) -> dict:
-        """What the run did, for the components' ``at_end`` (the summary's lines)."""
-        wall = self.timing.since_loop(time.perf_counter())
-        ran = self.rounds_done - first + 1
-        metrics = self.record.metrics
-        return {
-            "rounds": self.rounds_done,
-            "rounds_this_run": ran,
-            "accuracy": accuracy,
-            # the lowest and the 10th percentile of the clients' accuracies of that evaluation
-            **{
-                key: at_last_evaluation(metrics["accuracy"], metrics[key])
-                for key in ("accuracy_worst", "accuracy_p10")
-            },
-            "num_clusters": clusters_found(self.tree.assignment()[1]),
-            "num_leaves": len(self.models),
-            "wall_s": wall,
-            "client_steps_per_s": self.timing.client_steps / max(wall, 1e-9),
-            "bytes_per_round": self.comm.bytes_moved / max(ran, 1),
-            "federation_bytes_per_round": (
-                float(np.mean(metrics["federation_bytes"][-ran:])) if ran else 0.0
-            ),
-            "stopped_by": self.stop.name if self.rounds_done < self.config.run.rounds else None,
-        }

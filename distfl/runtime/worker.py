@@ -370,7 +370,7 @@ class Worker:
         cfg = self.config
         return load_client(
             self.dataset, self.partition, client, self.device,
-            groups=cfg.groups, seed=cfg.run.seed,
+            groups=cfg.groups, seed=cfg.run.effective_data_seed(),
         )  # fmt: skip
 
     def stopping(self) -> bool:

@@ -42,8 +42,8 @@ Defaults and deviations (docs/algorithms.md says the same):
   kept: scikit-learn's ``KMeans`` default before version 1.4, which the reference code calls
   (with one run, seed 2 of the rotated digits lost the rotations it had found in round 1).
 - ``profile_dim`` 0 keeps the whole gradient (the paper's profile, M·P numbers a client, P the
-  model's parameters); n > 0 keeps n coordinates of it drawn once from the run's seed (the
-  reference code's reduced profile, a random subset of the coordinates), M·n a client.
+  model's parameters); n > 0 keeps n coordinates of it drawn once from the algorithm's seed
+  (the reference code's reduced profile, a random subset of the coordinates), M·n a client.
 - Every cluster model starts from its own initialisation (cluster j from initialisation j:
   cluster "0" from the run's model), as the reference code's independently built models.
 - Partial participation (the reference code queries every client every round): a client
@@ -208,7 +208,7 @@ class CFLGPParams(Params):
         "int ≥ 0",
         "coordinates of each gradient a profile keeps: 0 the whole gradient (the paper's, M·P "
         "float64 a client for a model of P parameters); n a random n of them, drawn once from "
-        "the run's seed (the reference code's reduced profile)",
+        "the algorithm's seed, `run.sampling_seed` (the reference code's reduced profile)",
     )
 
     def check(self, config) -> None:

@@ -30,9 +30,9 @@ gives an estimate of that round's time on one core (:func:`config_cost`, at the 
 measured on a 2-core machine: docs, Population scale); above ``algorithm.max_hours`` the
 run refuses with one line that says how many clients fit and how many anchors would
 (:func:`refusal`). With ``algorithm.anchors = L`` the round runs an approximation on L
-anchor clients drawn from the run's seed (:func:`draw_anchors`): each client's distances
-to the anchors and the anchors' to it, 2·L·(K − 1) of them, the all-pairs round's own
-numbers; clients with identical mutual-ε neighbourhoods among the anchors form a cluster
+anchor clients drawn from the algorithm's seed (:func:`draw_anchors`): each client's
+distances to the anchors and the anchors' to it, 2·L·(K − 1) of them, the all-pairs round's
+own numbers; clients with identical mutual-ε neighbourhoods among the anchors form a cluster
 (:func:`anchor_adjacency`, which with every client an anchor is :func:`mutual_adjacency`).
 A group that holds no anchor has no neighbour among them: its clients share one cluster
 with every other such client.
@@ -154,7 +154,8 @@ def neighbourhood_clusters(adjacency: np.ndarray) -> np.ndarray:
 
 def draw_anchors(num_clients: int, anchors: int, seed: int) -> np.ndarray:
     """The ``anchors`` anchor clients, ascending: a uniform draw without replacement from the
-    run's seed (the same on every rank)."""
+    algorithm's seed, ``run.sampling_seed`` or ``run.seed`` (the same on every rank: the
+    server's algorithm and every worker's client half draw them alike)."""
     if not 1 <= anchors <= num_clients:
         raise ValueError(f"anchors must be in 1..{num_clients}, not {anchors}")
     rng = np.random.default_rng([seed, 0xA4C0])

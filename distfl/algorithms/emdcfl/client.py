@@ -195,7 +195,7 @@ class EMDCFLClient(ClientHalf):
         ω_client on entry."""
         ctx, p = self.context, self.params
         cfg = ctx.config
-        anchors = draw_anchors(cfg.data.num_clients, p.anchors, cfg.run.seed)
+        anchors = draw_anchors(cfg.data.num_clients, p.anchors, cfg.run.effective_sampling_seed())
         if self._samples is None:  # the anchors' embedding samples, kept
             self._samples = {int(a): self._sets(int(a)) for a in anchors}
         features = {int(a): self._embedding(int(a)) for a in anchors}

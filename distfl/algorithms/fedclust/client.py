@@ -28,13 +28,14 @@ class FedClustClient(ClientHalf):
         self._initial: torch.Tensor | None = None
 
     def initial_model(self) -> torch.Tensor:
-        """The run's initial flat model, as the server builds it (seeded by run.seed)."""
+        """The run's initial flat model, as the server builds it (from the initialisation
+        seed, :meth:`~distfl.config.RunSection.effective_init_seed`)."""
         if self._initial is None:
             ctx = self.context
             cfg = ctx.config
             dataset = ctx.dataset
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(cfg.run.seed)
+                torch.manual_seed(cfg.run.effective_init_seed())
                 model = build_model(cfg.model.name, dataset.input_shape, dataset.num_classes,
                                     params=cfg.model.params)  # fmt: skip
             self._initial = flat_params(model)

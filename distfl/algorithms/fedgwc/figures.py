@@ -221,7 +221,7 @@ def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Draw
     W = split.datasets.get("affinity")
     if W is None:
         return None
-    xy = embedding_2d(W, data.config.run.seed + split.round)
+    xy = embedding_2d(W, data.config.run.effective_sampling_seed() + split.round)
     fig = new_figure(7.5, 5.5)
     ax = fig.add_subplot()
     kids = sorted(set(split.labels.tolist()))
