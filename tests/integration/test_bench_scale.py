@@ -154,6 +154,9 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     for k in (200, 1000):
         assert {f"fedavg-K{k}-N{k // 10}-W3-{p}-cnn" for p in ("balanced", "static")} <= keys
     assert {f"fedavg-K{k}-N100-W1-balanced-gaussian" for k in (2000, 100000)} <= keys
+    # 10,000,000 clients without and with participation
+    big = "fedavg-K10000000-N1000-W1-balanced-gaussian"
+    assert {big, f"{big}-participation"} <= keys
     observed = {f"fedgwc-observed-K{k}-N{n}-W1-balanced" for k, n in OBSERVED}
     assert observed <= keys
     # one calibrated split test on each side of SMALL_K (2,048)
@@ -169,7 +172,7 @@ def test_the_full_grid_is_the_one_the_readme_reports():
     assert personal <= keys
     assert {"flexcfl-K2714-N10-W1-balanced", "flexcfl-K20000-N200-W1-balanced"} <= keys
     assert {"cflgp-K2714-N10-W1-balanced", "cflgp-K20000-N200-W1-balanced"} <= keys
-    assert len(keys) == 12 + 6 + 4 + 2 + 3 + 2 + 4 + 4 + 4 + 2 + 2
+    assert len(keys) == 12 + 6 + 4 + 2 + 2 + 3 + 2 + 4 + 4 + 4 + 2 + 2
 
 
 def test_a_refusal_is_the_rows_status():

@@ -77,6 +77,15 @@ OBSERVED_TEST_SIZES = ((128, 128), (129, 129), (2000, 200), (2100, 210))
 #: (K, clients per round) of the FedGWC rows on observed entries: the paper's large-scale
 #: regime (2,714 clients, 10 a round) and two populations far beyond a dense K×K P
 OBSERVED_SIZES = ((2714, 10), (20000, 200), (100000, 1000))
+#: the participation of the rows that have it: half the clients available on average with a
+#: daily swing, one in ten selected clients dropping out, and the virtual clock
+PARTICIPATION = {
+    "availability": "fraction",
+    "fraction": 0.5,
+    "diurnal": 0.5,
+    "dropout": 0.1,
+    "resources": "loguniform",
+}
 SAMPLES_PER_CLIENT = 80
 LOCAL_STEPS = 8
 BATCH = 16
@@ -97,22 +106,27 @@ class Case:
     #: digits (the clients drawn from its pooled samples) or gaussian (each client generated
     #: from (seed, client): the FLCL paper's mixture, a natural partition)
     dataset: str = "digits"
+    #: with [participation] on (:data:`PARTICIPATION`: availability with a daily swing,
+    #: dropouts and the clients' resources for the clock)
+    participation: bool = False
 
     @property
     def key(self) -> str:
         model = "" if self.model == "mlp" else f"-{self.model}"
         data = "" if self.dataset == "digits" else f"-{self.dataset}"
+        part = "-participation" if self.participation else ""
         return (
             f"{self.algorithm}-K{self.clients}-N{self.cohort}-W{self.world_size}-{self.placement}"
-            f"{model}{data}"
+            f"{model}{data}{part}"
         )
 
     @property
     def label(self) -> str:
         data = "" if self.dataset == "digits" else f", {self.dataset}"
+        part = ", participation" if self.participation else ""
         return (
             f"{self.algorithm} K={self.clients:,} cohort {self.cohort:,} W={self.world_size} "
-            f"({self.placement}, {self.model}{data})"
+            f"({self.placement}, {self.model}{data}{part})"
         )
 
     def config(self) -> dict[str, dict[str, Any]]:
@@ -130,6 +144,7 @@ class Case:
             "algorithm": dict(ALGORITHMS[self.algorithm]),
             # only the last round evaluates (it always does), on at most 1,000 clients
             "eval": {"every": 1000, "clients": min(EVAL_CLIENTS, self.clients)},
+            **({"participation": dict(PARTICIPATION)} if self.participation else {}),
         }
 
 
@@ -154,6 +169,10 @@ def scale_cases(quick: bool = False) -> list[Case]:
     # a dataset whose clients own their data: start-up and memory against K
     for k in (2000, 100000):
         cases.append(Case("fedavg", k, 100, 1, dataset="gaussian"))
+    # 10,000,000 clients, a cohort of 1,000, without and with participation: what
+    # availability, dropouts and the clock cost a round (O(cohort): nothing per client)
+    for part in (False, True):
+        cases.append(Case("fedavg", 10_000_000, 1000, 1, dataset="gaussian", participation=part))
     # the server's clustering at scale: a split test in every round
     for k, n in OBSERVED_SIZES:
         cases.append(Case("fedgwc-observed", k, n, 1))
