@@ -35,10 +35,21 @@ ANGLE_RANGE = (0.0, np.pi)
 @dataclass(frozen=True)
 class GaussianParams(Params):
     dim: int = setting(2, "int ≥ 2", "features of each sample (the mixture's dimension d)")
+    rotation_span: float = setting(
+        1.0,
+        "(0, 1]",
+        "each client's rotation ψ_k ~ U[0, span·π] (the paper's 1); ½ leaves no two clients' "
+        "means at an angle of π/2 or more (⟨μ_i, μ_j⟩ > 0 for every pair: the paper's Fig. 1 "
+        "pool)",
+    )
 
     def check(self, config) -> None:
         if not 2 <= self.dim:
             raise ConfigError(f"data.dim = {self.dim!r}: must be at least 2 (features)")
+        if not 0.0 < self.rotation_span <= 1.0:
+            raise ConfigError(
+                f"data.rotation_span = {self.rotation_span!r}: must be in (0, 1] (a share of π)"
+            )
 
 
 @register
@@ -74,7 +85,8 @@ class Gaussian(DatasetSpec):
             quantity_skew=config.data.quantity_skew,
             seed=config.run.effective_data_seed(),
         )
-        return gaussian_dataset(sizes, config.data.dim, config.run.effective_data_seed())
+        return gaussian_dataset(sizes, config.data.dim, config.run.effective_data_seed(),
+                                span=config.data.rotation_span)  # fmt: skip
 
 
 @functools.lru_cache(maxsize=8)
@@ -88,19 +100,23 @@ def mixture_plane(dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     return u, v
 
 
-def client_parameters(client: int, dim: int, seed: int) -> tuple[np.ndarray, float]:
-    """(μ_k [dim], σ_k²) of client ``client``."""
+def client_parameters(
+    client: int, dim: int, seed: int, span: float = 1.0
+) -> tuple[np.ndarray, float]:
+    """(μ_k [dim], σ_k²) of client ``client``; its rotation ψ_k ~ U[0, span·π]."""
     rng = np.random.default_rng([seed, 0x6A055, 1, client])
     sigma2 = rng.uniform(*SIGMA2_RANGE)
     radius = rng.uniform(*RADIUS_RANGE)
-    angle = rng.uniform(*ANGLE_RANGE)
+    angle = rng.uniform(ANGLE_RANGE[0], span * ANGLE_RANGE[1])
     u, v = mixture_plane(dim, seed)
     return radius * (np.cos(angle) * u + np.sin(angle) * v), float(sigma2)
 
 
-def client_samples(client: int, n: int, dim: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def client_samples(
+    client: int, n: int, dim: int, seed: int, span: float = 1.0
+) -> tuple[np.ndarray, np.ndarray]:
     """n samples (x [n, dim] float32, y [n] int64) of client ``client``, in random order."""
-    mu, sigma2 = client_parameters(client, dim, seed)
+    mu, sigma2 = client_parameters(client, dim, seed, span)
     rng = np.random.default_rng([seed, 0x6A055, 2, client])
     y = rng.permutation(np.arange(n) < (n + 1) // 2).astype(np.int64)
     sign = (2 * y - 1)[:, None]
@@ -108,7 +124,7 @@ def client_samples(client: int, n: int, dim: int, seed: int) -> tuple[np.ndarray
     return x.astype(np.float32), y
 
 
-def gaussian_mixture(sizes: np.ndarray, dim: int, seed: int) -> Dataset:
+def gaussian_mixture(sizes: np.ndarray, dim: int, seed: int, span: float = 1.0) -> Dataset:
     """The whole federation: client k's ``sizes[k]`` samples, owner k, one after another
     (written in place: no second copy of the data while it is made)."""
     from distfl.data.dataset import Dataset
@@ -118,7 +134,7 @@ def gaussian_mixture(sizes: np.ndarray, dim: int, seed: int) -> Dataset:
     x = np.empty((int(ends[-1]) if len(sizes) else 0, dim), dtype=np.float32)
     y = np.empty(len(x), dtype=np.int64)
     for k, (n, end) in enumerate(zip(sizes.tolist(), ends.tolist(), strict=True)):
-        x[end - n : end], y[end - n : end] = client_samples(k, n, dim, seed)
+        x[end - n : end], y[end - n : end] = client_samples(k, n, dim, seed, span)
     return Dataset(
         name="gaussian",
         x=x,
@@ -134,7 +150,8 @@ class MixtureSamples:
     :func:`gaussian_mixture` holds at that index. The last client made is kept (a client's
     features and labels are asked for one after the other)."""
 
-    def __init__(self, sizes: np.ndarray, dim: int, seed: int) -> None:
+    def __init__(self, sizes: np.ndarray, dim: int, seed: int, span: float = 1.0) -> None:
+        self.span = float(span)
         self.sizes = np.asarray(sizes, dtype=np.int64)
         self.ends = np.cumsum(self.sizes)
         self.dim, self.seed = int(dim), int(seed)
@@ -143,7 +160,7 @@ class MixtureSamples:
 
     def client(self, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self._last is None or self._last[0] != k:
-            self._last = (k, client_samples(k, int(self.sizes[k]), self.dim, self.seed))
+            self._last = (k, client_samples(k, int(self.sizes[k]), self.dim, self.seed, self.span))
         return self._last[1]
 
     def rows(self, idx: np.ndarray, part: int) -> np.ndarray:
@@ -180,14 +197,14 @@ class MixtureRows:
         return self.source.rows(np.asarray(idx), self.part)
 
 
-def gaussian_dataset(sizes: np.ndarray, dim: int, seed: int) -> Dataset:
+def gaussian_dataset(sizes: np.ndarray, dim: int, seed: int, span: float = 1.0) -> Dataset:
     """The federation of :func:`gaussian_mixture`, holding none of its samples: a client's
     rows are made when it is used, and what the partition needs (each owner's size and
     class counts) is known without them: a client of n samples has (n + 1) // 2 positives."""
     from distfl.data.dataset import Dataset
 
     sizes = np.asarray(sizes, dtype=np.int64)
-    source = MixtureSamples(sizes, dim, seed)
+    source = MixtureSamples(sizes, dim, seed, span)
     positives = (sizes + 1) // 2
     return Dataset(
         name="gaussian",

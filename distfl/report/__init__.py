@@ -267,7 +267,7 @@ def write_suite_report(
     plugins: bool = False,
 ) -> Path:
     from distfl import plot as figures
-    from distfl.report.suite_figures import metric_bars
+    from distfl.report.suite_figures import loss_curves, metric_bars
     from distfl.tools.gather import cell_text
     from distfl.tools.suite import COLUMNS
 
@@ -283,6 +283,12 @@ def write_suite_report(
         name = f"suite-{metric}.png"
         drawn = metric_bars(rows, metric, title)
         if drawn is not None:
+            figures.save(drawn[0], out / name, pdf=pdf)
+            shown.append((name, drawn[1]))
+    for i, scenario in enumerate(dict.fromkeys(str(r["scenario"]) for r in rows)):
+        drawn = loss_curves(rows, scenario)
+        if drawn is not None:  # the seed-004 paper's figure: loss against rounds and time
+            name = f"suite-loss-{i}.png"
             figures.save(drawn[0], out / name, pdf=pdf)
             shown.append((name, drawn[1]))
     cells = []

@@ -167,3 +167,82 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
         "chance (one cluster for all)."
         + (f" The dashed line is each scenario's {TRUE_GROUPS}." if whole else "")
     )
+
+
+def _curves(rows: Sequence[dict[str, Any]], scenario: str, x: str, y: str):
+    """algorithm -> (x, mean y over its seeds) of the suite's runs of ``scenario`` at their
+    evaluation rounds, from each run file's /metrics (``x``: ``round`` or ``sim_elapsed_s``;
+    ``y``: ``test_loss``, or ``paper`` for the seed-004 paper's l_g, the mean in-sample plus
+    the mean out-of-sample loss)."""
+    from distfl.runfile.checkpoint import read_run_file
+
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    by_algorithm: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for row in rows:
+        if str(row["scenario"]) != scenario or not row.get("file"):
+            continue
+        m = read_run_file(row["file"], state=False).tables.get("metrics", {})
+        if "test_loss" not in m or x not in m:
+            continue
+        if y == "paper":
+            inside = np.asarray(m.get("loss_in_sample", ()), dtype=np.float64)
+            outside = np.asarray(m.get("loss_out_of_sample", ()), dtype=np.float64)
+            if not len(inside) or not np.isfinite(inside).any():
+                continue
+            values = inside + np.where(np.isfinite(outside), outside, 0.0)
+        else:
+            values = np.asarray(m["test_loss"], dtype=np.float64)
+        xs = np.asarray(m[x], dtype=np.float64)
+        keep = np.isfinite(values) & np.isfinite(xs)
+        if keep.any():
+            by_algorithm.setdefault(str(row["algorithm"]), []).append((xs[keep], values[keep]))
+    for algo, runs in by_algorithm.items():
+        n = min(len(v) for _, v in runs)
+        out[algo] = (
+            np.mean([xs[:n] for xs, _ in runs], axis=0),
+            np.mean([v[:n] for _, v in runs], axis=0),
+        )
+    return out
+
+
+def loss_curves(rows: Sequence[dict[str, Any]], scenario: str) -> Drawn | None:
+    """The seed-004 paper's figure for one scenario of a suite: each algorithm's mean test
+    loss against the rounds and against the simulated time (when the runs have a clock),
+    and the paper's l_g (in-sample plus out-of-sample loss, when the runs record coverage),
+    one line per algorithm (the mean over its seeds); a dotted line at the runs' loss
+    target. None when no run has two evaluations."""
+    from distfl.runfile.checkpoint import read_run_file
+
+    panels = [("round", "test_loss", "round", "mean test loss")]
+    if _curves(rows, scenario, "sim_elapsed_s", "test_loss"):
+        panels.append(("sim_elapsed_s", "test_loss", "simulated seconds", "mean test loss"))
+    if _curves(rows, scenario, "round", "paper"):
+        panels.append(("round", "paper", "round", "in-sample + out-of-sample loss"))
+    drawn = [(p, _curves(rows, scenario, p[0], p[1])) for p in panels]
+    if not any(len(xs) > 1 for _, c in drawn for xs, _ in c.values()):
+        return None
+    targets = {read_run_file(r["file"], state=False).config.eval.loss_target
+               for r in rows if str(r["scenario"]) == scenario and r.get("file")}  # fmt: skip
+    target = max(targets) if targets else 0.0
+    fig = new_figure(5.0 * len(drawn), 4.2)
+    for i, ((_, _, xlabel, ylabel), curves) in enumerate(drawn):
+        ax = fig.add_subplot(1, len(drawn), i + 1)
+        for j, (algo, (xs, ys)) in enumerate(curves.items()):
+            ax.plot(xs, ys, color=colour(j), label=algo, marker="o", markersize=2.5)
+        if target > 0:
+            ax.axhline(target, color="0.5", linestyle=":", linewidth=1, label=f"target {target:g}")
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=LEGEND_PT)
+    fig.suptitle(f"{scenario}: loss against rounds" + (" and simulated time" if len(drawn) > 1
+                                                       else ""))  # fmt: skip
+    caption = (
+        f"{scenario}: each algorithm's mean test loss over its seeds at each evaluation, "
+        "against the rounds"
+        + (", against the simulated seconds" if any(p[0] == "sim_elapsed_s" for p, _ in drawn)
+           else "")
+        + (", and the seed-004 paper's l_g (mean in-sample + mean out-of-sample loss)"
+           if any(p[1] == "paper" for p, _ in drawn) else "")
+        + (f"; the dotted line is the loss target {target:g}" if target > 0 else "")
+    )  # fmt: skip
+    return fig, caption

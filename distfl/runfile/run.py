@@ -383,7 +383,8 @@ class Run:
         clusters (:attr:`num_clusters`), leaves (final leaves, empty ones included),
         accuracy (:attr:`accuracy`), accuracy_worst (:attr:`accuracy_worst`), accuracy_p10
         (:attr:`accuracy_p10`), was, wadb, rand, ari, membership (:meth:`scores`), first_split
-        (:attr:`first_split`), wall_s (:attr:`wall_s`), sim_s (the virtual clock's time:
+        (:attr:`first_split`), wall_s (:attr:`wall_s`), test_loss (the mean test loss of
+        the last evaluation), sim_s (the virtual clock's time:
         [participation]), rounds_to_target, bytes_to_target, sim_s_to_target (until the mean
         test loss first reached ``eval.loss_target``: :func:`~distfl.metrics.complexity.to_target`).
         An undefined value is None."""
@@ -412,6 +413,7 @@ class Run:
             "membership": scores["membership"],
             "first_split": self.first_split,
             "wall_s": self.wall_s,
+            "test_loss": _last_finite_or_none(metrics.get("test_loss", ())),
             "sim_s": sim[-1] if sim else None,
             **{f"{k}_to_target": v for k, v in target.items()},
         }
@@ -427,6 +429,12 @@ class Run:
             f"{self.round} of {self.rounds}, {self.num_clusters} clusters, accuracy "
             f"{accuracy}{note}>"
         )
+
+
+def _last_finite_or_none(values) -> float | None:
+    """The last finite value of a column (the last evaluation's), None for none."""
+    value = last_finite(values) if len(values) else float("nan")
+    return None if value != value else value
 
 
 def read(path: str | os.PathLike, *, plugins: bool = False) -> Run:

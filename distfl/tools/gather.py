@@ -47,6 +47,7 @@ COLUMNS = (
     "wadb",
     "first_split",
     "wall_s",
+    "test_loss",
     "sim_s",
     "rounds_to_target",
     "bytes_to_target",

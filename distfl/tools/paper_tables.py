@@ -202,6 +202,53 @@ TABLES: dict[str, PaperTable] = {
 }
 
 
+#: FedCS and FedPNS as the FLCL paper compares them: FedAvg's global model with their
+#: selection of each round's clients (FedCS's deadline fits the clients of about the faster
+#: half of the clock's speeds: 5 local steps of 16 samples at 53 samples/s or more)
+_SELECTIONS = (
+    'fedcs=none:participation.selection="fedcs",participation.deadline=1.5',
+    'fedpns=none:participation.selection="fedpns"',
+)
+
+_FLCL_NOTES = (
+    "The paper draws its Fig. 1 and Fig. 2 as the global loss against the rounds and gives "
+    "no numbers: the rows hold none (-), and distfl report draws the curves "
+    "(docs/fidelity.md says which of the paper's claims hold). The loss is the mean test "
+    "loss of the clients on their cluster's model (FLCL) or the global model; the paper's "
+    "l_g of the sampling methods is the sum of the mean in-sample and the mean "
+    "out-of-sample loss (eval.coverage records both). FedCS and FedPNS select FedAvg's "
+    "clients; the paper's client counts, rounds and resources are not given: distfl's are "
+    "the preset's."
+)
+
+
+def _flcl_figure(name: str, title: str) -> PaperTable:
+    return PaperTable(
+        name=name,
+        title=title,
+        columns=(("test_loss", "final test loss"), ("rounds_to_target", "rounds to 0.28")),
+        scenario=name,
+        items=(),
+        algorithms=("flcl", "fedcs", "fedpns", "none"),
+        rows={
+            "flcl": PaperRow("FLCL"),
+            "fedcs": PaperRow("FedCS"),
+            "fedpns": PaperRow("FedPNS"),
+            "fedavg": PaperRow("FedAvg"),
+        },  # fmt: skip
+        notes=_FLCL_NOTES,
+        variants=_SELECTIONS,
+    )
+
+
+TABLES["flcl-fig1"] = _flcl_figure(
+    "flcl-fig1", "FLCL Fig. 1, input heterogeneity (the Gaussian mixture, rotations in [0, π/2))"
+)
+TABLES["flcl-fig2"] = _flcl_figure(
+    "flcl-fig2", "FLCL Fig. 2, output heterogeneity (rotations in [0, π], 30 of 100 flipped)"
+)
+
+
 def table_names() -> list[str]:
     return list(TABLES)
 

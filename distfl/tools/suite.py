@@ -64,6 +64,11 @@ COLUMNS = (
     "first_split",
     "wall_s",
 )
+#: the columns a suite of runs with a loss target (``eval.loss_target``) adds: the last
+#: evaluation's test loss, the simulated time, and the rounds, federation bytes and
+#: simulated seconds until the mean test loss first reached the target
+COMPLEXITY_COLUMNS = ("test_loss", "sim_s", "rounds_to_target", "bytes_to_target",
+                      "sim_s_to_target")  # fmt: skip
 
 
 def _existing(job: Job, force: bool) -> str:
@@ -132,11 +137,11 @@ def _execute(job: Job, action: str, nproc: int = 1) -> Outcome:
     return Outcome(job, action, proc.returncode, seconds, error)
 
 
-def _row(outcome: Outcome) -> dict[str, Any]:
+def _row(outcome: Outcome, columns: tuple[str, ...] = COLUMNS) -> dict[str, Any]:
     from distfl.tools.gather import gather_rows
 
     job = outcome.job
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
+    row: dict[str, Any] = dict.fromkeys(columns)
     row.update(
         scenario=job.scenario,
         algorithm=job.name,
@@ -145,7 +150,7 @@ def _row(outcome: Outcome) -> dict[str, Any]:
     )
     if outcome.returncode == 0:
         (g,) = gather_rows([job.out])
-        for column in COLUMNS[4:]:
+        for column in columns[4:]:
             row[column] = g[column]
     return row
 
@@ -188,7 +193,15 @@ def run_suite(
 
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         outcomes = list(pool.map(one, range(len(jobs))))
-    return [_row(o) for o in outcomes], outcomes
+    columns = suite_columns(jobs)
+    return [_row(o, columns) for o in outcomes], outcomes
+
+
+def suite_columns(jobs) -> tuple[str, ...]:
+    """The suite table's columns: :data:`COLUMNS`, and :data:`COMPLEXITY_COLUMNS` when a
+    run has a loss target."""
+    complexity = any(job.config.eval.loss_target > 0 for job in jobs)
+    return COLUMNS + COMPLEXITY_COLUMNS if complexity else COLUMNS
 
 
 def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
@@ -201,7 +214,8 @@ def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
     out_dir = Path(out_dir)
     target = {"label": "the suite's table", "other": "remove it, or give another --out"}
     write_csv(rows, out_dir / "suite.csv", replace=True, target=target)
-    text = json.dumps({"columns": list(COLUMNS), "rows": rows}, indent=1) + "\n"
+    columns = list(rows[0]) if rows else list(COLUMNS)
+    text = json.dumps({"columns": columns, "rows": rows}, indent=1) + "\n"
     write_file(out_dir / "suite.json", text, replace=True, **target)
 
 
