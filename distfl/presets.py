@@ -95,6 +95,30 @@ PRESETS: dict[str, dict[str, Any]] = {
         "algorithm": dict(FEDGWC),
         "eval": {"every": 50},
     },
+    # The default job with its permuted minority available a quarter as often as the
+    # majority (availability 0.25 against 1 each round): a group that is online less often
+    # is sampled, and so seen, less ([Participation](participation.md)).
+    "default-rare-minority": {
+        "run": {"rounds": 300},
+        "data": {
+            "num_clients": 40,
+            "samples_per_client": 80,
+            "groups": [
+                {"count": 30, "alpha": 1000.0, "name": "clean"},
+                {
+                    "count": 10,
+                    "alpha": 1000.0,
+                    "name": "permuted",
+                    "permute_labels": True,
+                    "availability": 0.25,
+                },
+            ],
+        },
+        "server": {"clients_per_round": 10},
+        "algorithm": dict(FEDGWC),
+        "eval": {"every": 50},
+        "participation": {"availability": "fraction"},
+    },
     # FedAvg on a near-IID digits federation: the plain key defaults.
     "digits": {},
     **SCENARIOS,
