@@ -210,7 +210,7 @@ CHECKED_OUTPUTS = {
     ("docs/index.md", "run file   distfl-run.h5"): "test_docs.py",
     ("docs/watching.md", "round 250/300 |"): "test_docs.py",
     ("docs/configuration.md", "distfl: error: unknown key algorithm.eps1"): "test_docs.py",
-    ("docs/commands.md", "key                           value"): "test_docs.py",
+    ("docs/commands.md", "key                             value"): "test_docs.py",
     ("docs/commands.md", "distfl gather: skipped sweep/x.h5"): "test_docs.py",
     ("docs/checkpoints.md", "distfl: stopped by SIGUSR1"): "test_resume.py",
     ("docs/checkpoints.md", "distfl: error: round 25 failed"): "test_round_failure.py",
