@@ -245,7 +245,7 @@ TABLES["flcl-fig1"] = _flcl_figure(
     "flcl-fig1", "FLCL Fig. 1, input heterogeneity (the Gaussian mixture, rotations in [0, π/2))"
 )
 TABLES["flcl-fig2"] = _flcl_figure(
-    "flcl-fig2", "FLCL Fig. 2, output heterogeneity (rotations in [0, π], 30 of 100 flipped)"
+    "flcl-fig2", "FLCL Fig. 2, output heterogeneity (rotations in [0, π], 12 of 40 flipped)"
 )
 
 
