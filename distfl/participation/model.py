@@ -316,6 +316,9 @@ class _Everyone:
 
     everyone = True
 
+    def available(self, clients) -> np.ndarray:
+        return np.ones(len(clients), dtype=bool)
+
     def draw(self, rng: np.random.Generator, pool, size: int) -> np.ndarray:
         return rng.choice(pool, size=size, replace=False)
 

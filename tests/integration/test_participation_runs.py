@@ -72,6 +72,9 @@ def test_participation_same_bits_at_every_world_size_and_resumed(helpers, tmp_pa
     m = metrics(single)
     # every feature took effect: clients lost each way, a clock that adds up
     assert m["unavailable"].sum() + m["dropped"].sum() > 0 or selection
+    # FedGWC draws among the available members (its priority sampling too); FLCL plans
+    # every member, and the unavailable ones leave the round
+    assert (m["unavailable"].sum() == 0) == (algorithm != "flcl")
     if selection == "fedcs":  # it schedules its clients into the deadline: none late
         assert m["late"].sum() == 0 and m["num_participants"].min() >= 1
     elif selection != "fedpns":

@@ -218,8 +218,11 @@ class FedGWC(ClusteringAlgorithm):
         for cid, st in sorted(self.state.items()):
             members = self.tree.members(cid)
             n = participants(len(members), self.rate, self.min_clients)
-            if self.sampling == "priority":
-                pos = priority_sample(self.times_sampled[members], n, self.rng)
+            if self.sampling == "priority":  # among the members available this round
+                here = np.flatnonzero(self.participation.available(members))
+                size = min(n, len(here))
+                pos = here[priority_sample(self.times_sampled[members[here]], size, self.rng)] \
+                    if size else here  # fmt: skip
             else:
                 pos = np.searchsorted(members, np.sort(self.sample_clients(members, n)))
             st.last_sampled = pos
