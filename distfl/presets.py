@@ -76,29 +76,10 @@ SCENARIOS: dict[str, dict[str, Any]] = {
     ),
 }
 
-PRESETS: dict[str, dict[str, Any]] = {
-    # The embedded default job (`distfl run` with neither --config nor --preset): FedGWC on
-    # the digits data shipped with scikit-learn, 30 clients with the true labels and 10
-    # whose labels pass through one permutation (a concept shift). FedGWC separates the
-    # two groups (Rand index 1.0, seeds 0-2).
-    "default": {
-        "run": {"rounds": 300},
-        "data": {
-            "num_clients": 40,
-            "samples_per_client": 80,
-            "groups": [
-                {"count": 30, "alpha": 1000.0, "name": "clean"},
-                {"count": 10, "alpha": 1000.0, "name": "permuted", "permute_labels": True},
-            ],
-        },
-        "server": {"clients_per_round": 10},
-        "algorithm": dict(FEDGWC),
-        "eval": {"every": 50},
-    },
-    # The default job with its permuted minority available a quarter as often as the
-    # majority (availability 0.25 against 1 each round): a group that is online less often
-    # is sampled, and so seen, less ([Participation](participation.md)).
-    "default-rare-minority": {
+
+def _default(minority: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The default job's layer, its permuted minority's group with ``minority``'s keys."""
+    return {
         "run": {"rounds": 300},
         "data": {
             "num_clients": 40,
@@ -110,13 +91,27 @@ PRESETS: dict[str, dict[str, Any]] = {
                     "alpha": 1000.0,
                     "name": "permuted",
                     "permute_labels": True,
-                    "availability": 0.25,
+                    **(minority or {}),
                 },
             ],
         },
         "server": {"clients_per_round": 10},
         "algorithm": dict(FEDGWC),
         "eval": {"every": 50},
+    }
+
+
+PRESETS: dict[str, dict[str, Any]] = {
+    # The embedded default job (`distfl run` with neither --config nor --preset): FedGWC on
+    # the digits data shipped with scikit-learn, 30 clients with the true labels and 10
+    # whose labels pass through one permutation (a concept shift). FedGWC separates the
+    # two groups (Rand index 1.0, seeds 0-2).
+    "default": _default(),
+    # The default job with its permuted minority available a quarter as often as the
+    # majority (availability 0.25 against 1 each round): a group that is online less often
+    # is sampled, and so seen, less ([Participation](participation.md)).
+    "default-rare-minority": {
+        **_default(minority={"availability": 0.25}),
         "participation": {"availability": "fraction"},
     },
     # FedAvg on a near-IID digits federation: the plain key defaults.

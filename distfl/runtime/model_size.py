@@ -72,6 +72,16 @@ def activations_per_sample(
     return count + 2 * sum(dense) + num_classes
 
 
+def config_parameters(config) -> int:
+    """The parameters of ``config``'s model on its dataset (ConfigError for a model or a
+    dataset of a plug-in not imported)."""
+    from distfl.datasets import dataset_spec
+
+    spec = dataset_spec(config.data.dataset)
+    shape = tuple(spec.input_shape(config))
+    return model_counts(config.model.name, shape, spec.classes(config), config.model.params)[0]
+
+
 def model_counts(
     name: str, shape: tuple[int, ...], num_classes: int, params: Any
 ) -> tuple[int, int]:

@@ -39,15 +39,10 @@ def check_participation(config) -> None:
         read_profiles("participation.resource_trace", p.resource_trace)
     if not p.deadline:
         return
-    from distfl.datasets import dataset_spec
-    from distfl.runtime.model_size import model_counts
+    from distfl.runtime.model_size import config_parameters
 
     try:
-        spec = dataset_spec(config.data.dataset)
-        params = model_counts(
-            config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
-            config.model.params,
-        )[0]  # fmt: skip
+        params = config_parameters(config)
     except ConfigError:
         return  # a model or dataset of a plug-in not imported: its size is not known here
     fastest = fastest_client_s(config, params, _fewest_samples_a_step(config))

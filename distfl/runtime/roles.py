@@ -30,7 +30,7 @@ from distfl.runtime.capacity import (
 )
 from distfl.runtime.device import prepare_device
 from distfl.runtime.export import check_exports
-from distfl.runtime.model_size import model_counts
+from distfl.runtime.model_size import config_parameters
 from distfl.runtime.participation import check_participation
 from distfl.runtime.server import Server
 from distfl.runtime.stopping import StopFlag, stop_signals
@@ -106,16 +106,11 @@ def _check_models(saved: RunFile, path: str) -> None:
     parameters (a dataset or a model of a plug-in not imported is left unchecked): a file
     sealed anew with models of another width is refused in one line, not at a later
     round."""
-    from distfl.datasets import dataset_spec
     from distfl.errors import CheckpointError, ConfigError
 
     config = saved.config
     try:
-        spec = dataset_spec(config.data.dataset)
-        want = model_counts(
-            config.model.name, tuple(spec.input_shape(config)), spec.classes(config),
-            config.model.params,
-        )[0]  # fmt: skip
+        want = config_parameters(config)
     except ConfigError:
         return
     have = saved.state["models"].shape[1]
