@@ -174,14 +174,17 @@ def _curves(rows: Sequence[dict[str, Any]], scenario: str, x: str, y: str):
     evaluation rounds, from each run file's /metrics (``x``: ``round`` or ``sim_elapsed_s``;
     ``y``: ``test_loss``, or ``paper`` for the seed-004 paper's l_g, the mean in-sample plus
     the mean out-of-sample loss)."""
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.run import read
 
     out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     by_algorithm: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
     for row in rows:
         if str(row["scenario"]) != scenario or not row.get("file"):
             continue
-        m = read_run_file(row["file"], state=False).tables.get("metrics", {})
+        table = read(row["file"]).metrics
+        names = getattr(table, "columns", None)
+        names = list(names) if names is not None else list(table.dtype.names or ())
+        m = {c: np.asarray(table[c]) for c in names}
         if "test_loss" not in m or x not in m:
             continue
         if y == "paper":
@@ -211,7 +214,7 @@ def loss_curves(rows: Sequence[dict[str, Any]], scenario: str) -> Drawn | None:
     and the paper's l_g (in-sample plus out-of-sample loss, when the runs record coverage),
     one line per algorithm (the mean over its seeds); a dotted line at the runs' loss
     target. None when no run has two evaluations."""
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.run import read
 
     panels = [("round", "test_loss", "round", "mean test loss")]
     if _curves(rows, scenario, "sim_elapsed_s", "test_loss"):
@@ -221,7 +224,7 @@ def loss_curves(rows: Sequence[dict[str, Any]], scenario: str) -> Drawn | None:
     drawn = [(p, _curves(rows, scenario, p[0], p[1])) for p in panels]
     if not any(len(xs) > 1 for _, c in drawn for xs, _ in c.values()):
         return None
-    targets = {read_run_file(r["file"], state=False).config.eval.loss_target
+    targets = {read(r["file"]).config.eval.loss_target
                for r in rows if str(r["scenario"]) == scenario and r.get("file")}  # fmt: skip
     target = max(targets) if targets else 0.0
     fig = new_figure(5.0 * len(drawn), 4.2)

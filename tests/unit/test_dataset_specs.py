@@ -155,7 +155,7 @@ def test_a_file_written_when_dim_was_every_datasets_key_loads():
     a dataset that does not take it drops it; gaussian keeps its value."""
     import json
 
-    for dataset, dim, kept in [("digits", 2, ()), ("gaussian", 3, ("dim",))]:
+    for dataset, dim, kept in [("digits", 2, ()), ("gaussian", 3, ("dim", "rotation_span"))]:
         stored = json.loads(C.load(preset="digits").to_json())
         stored["data"].update(dataset=dataset, dim=dim)
         config = C.from_json(json.dumps(stored))

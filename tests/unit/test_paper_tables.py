@@ -40,8 +40,17 @@ def test_a_table_expands_into_its_scenario_methods_seeds_and_protocol(name, tmp_
     own = {v.partition("=")[0]: v for v in spec.variants}
     known = set(algorithm_names()) | set(own)
     assert kw["algorithms"] == [a for a in spec.algorithms if a in known]
-    assert {"oracle", "emdcfl", "ifca", "none"} <= set(kw["algorithms"])
     assert kw["variants"] == [own[a] for a in kw["algorithms"] if a in own]
+    if name.startswith("flcl-"):  # FLCL against FedAvg with FedCS's and FedPNS's selection
+        assert kw["algorithms"] == ["flcl", "fedcs", "fedpns", "none"]
+        jobs = plan_jobs(kw["scenarios"], kw["algorithms"], kw["seeds"], tmp_path,
+                         kw["overrides"], kw["variants"], true_clusters=True)  # fmt: skip
+        selection = {j.algorithm: j.config.participation.selection for j in jobs}
+        assert selection == {"flcl": "uniform", "fedcs": "fedcs", "fedpns": "fedpns",
+                             "none": "uniform"}  # fmt: skip
+        assert all(j.config.eval.loss_target == 0.28 for j in jobs)
+        return
+    assert {"oracle", "emdcfl", "ifca", "none"} <= set(kw["algorithms"])
     # the table's items come first, then the user's
     assert kw["overrides"][: len(spec.items)] == list(spec.items)
     jobs = plan_jobs(kw["scenarios"], kw["algorithms"], kw["seeds"], tmp_path,
@@ -118,8 +127,9 @@ def test_the_scenarios_page_lists_every_table():
     from pathlib import Path
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "scenarios.md").read_text()
-    listed = [line.split("`")[1] for line in page.splitlines()
-              if line.startswith("| `emdcfl-") or line.startswith("| `fedgwc-")]  # fmt: skip
+    section = page[page.index("## A source paper's table") :]
+    listed = [line.split("`")[1] for line in section.splitlines()
+              if line.startswith(("| `emdcfl-", "| `fedgwc-", "| `flcl-"))]  # fmt: skip
     assert listed == list(TABLES)
     for name, spec in TABLES.items():
         row = next(line for line in page.splitlines() if line.startswith(f"| `{name}` |"))
@@ -134,13 +144,18 @@ def test_the_scenarios_page_gives_each_tables_rounds_and_clients_a_round():
     from distfl.config.parse import load
 
     text = (Path(__file__).parents[2] / "docs" / "scenarios.md").read_text()
-    rows = {line.split("|")[1].strip().strip("`"): line for line in text.splitlines()
-            if line.startswith("| `emdcfl-")}  # fmt: skip
+    section = text[text.index("## A source paper's table") :]
+    rows = {line.split("|")[1].strip().strip("`"): line for line in section.splitlines()
+            if line.startswith(("| `emdcfl-", "| `flcl-"))}  # fmt: skip
     assert set(rows) == set(TABLES)
     for name, table in TABLES.items():
         sets = [i for i in table.items if i.split(".")[0] in ("run", "server", "data")]
         config = load(preset=table.scenario, overrides=sets)
         K, rounds = config.data.num_clients, config.run.rounds
-        assert config.server.clients_per_round == K, name
         cell = rows[name].split("|")[5].strip()
+        if name.startswith("flcl-"):  # FLCL trains every member, the sampling methods not
+            n = config.server.clients_per_round
+            assert cell == f"{rounds}; FLCL all {K} clients each, the others {n}", (name, cell)
+            continue
+        assert config.server.clients_per_round == K, name
         assert cell == f"{rounds}, all {K} clients each", (name, cell)
