@@ -343,10 +343,13 @@ def test_a_report_of_a_suite(helpers, tmp_path):
     assert (stored.config.algorithm.name, stored.config.algorithm.db_threshold) == ("fedgwc", 1)
     metrics = {m for m, _ in SUITE_METRICS if any(r[m] is not None for r in rows)}
     assert {"ari", "rand", "accuracy", "accuracy_worst", "clusters"} <= metrics
-    assert {p.name for p in out.glob("*.png")} == {f"suite-{m}.png" for m in metrics}
-    for m in metrics:
-        check_png(out / f"suite-{m}.png")
-        assert f"suite-{m}.png" in links.img
+    # a bar chart per metric, and the one scenario's loss against the rounds
+    assert {p.name for p in out.glob("*.png")} == {f"suite-{m}.png" for m in metrics} | {
+        "suite-loss-0.png"
+    }
+    for name in [*(f"suite-{m}.png" for m in metrics), "suite-loss-0.png"]:
+        check_png(out / name)
+        assert name in links.img
     text = (out / "index.html").read_text(encoding="utf-8")
     for row in rows:
         stem = f"tiny--{row['algorithm']}--s{row['seed']}"  # one name: the table's (fedavg)
@@ -361,7 +364,8 @@ def test_a_report_of_a_suite(helpers, tmp_path):
     assert again.returncode == 0, again.stderr
     assert "skipped" in again.stdout and "broken.h5" in again.stdout
     page = (out / "index.html").read_text(encoding="utf-8")
-    assert "broken.h5" in page and len(parse(out / "index.html").href) == len(rows) + len(metrics)
+    links = parse(out / "index.html").href  # the runs, the bar charts and the loss figure
+    assert "broken.h5" in page and len(links) == len(rows) + len(metrics) + 1
 
 
 def test_bad_targets_are_one_line_errors(helpers, tmp_path, fedgwc_run):

@@ -40,6 +40,8 @@ TABLES = {
     ("docs/fidelity.md", "| algorithm | clusters | ARI | accuracy |"): RECORD,
     ("docs/fidelity.md", "| dataset | FedGWC | seed"): RECORD,
     ("docs/fidelity.md", "| FedGWC | what the tests propose"): RECORD,
+    ("docs/fidelity.md", "| pool | method | final test loss"): RECORD,
+    ("docs/fidelity.md", "| algorithm | ARI, `default` | ARI, rare minority"): RECORD,
     ("docs/scale.md", "| K | clients a round | rounds"): RECORD,
     ("docs/scale.md", "| K | clients a round | memory check"): RECORD,
     ("docs/scale.md", "| algorithm | what it does at K = 2,714"): RECORD,
