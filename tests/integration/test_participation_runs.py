@@ -161,3 +161,30 @@ def test_what_cannot_run_is_refused_in_one_line(helpers, tmp_path, sets, needles
     proc = helpers.cli(tmp_path, "run", *FEDERATION, *args, "--out", "r.h5")
     assert_one_line_error(proc, *needles)
     assert not (tmp_path / "r.h5").exists()
+
+
+def test_a_signal_keeps_the_selections_state_and_the_resume_has_the_same_bits(helpers, tmp_path):
+    """SIGTERM in the middle of a run with FedPNS's probabilities, availability, dropouts,
+    the clock and the coverage's trained ids: the file holds the last completed round, and
+    the resumed run has the bits of the uninterrupted one."""
+    import signal
+
+    from runfile import assert_same_run
+    from timing import limit
+
+    args = ["--set", 'algorithm.name="none"', "--set", 'participation.selection="fedpns"',
+            "--set", 'participation.availability="fraction"', "--set",
+            "participation.fraction=0.7", "--set", "participation.dropout=0.1", "--set",
+            'participation.resources="loguniform"', "--set", "eval.coverage=true",
+            "--set", "eval.every=10", "--set", "run.rounds=400",
+            "--set", 'run.progress="lines"']  # fmt: skip
+    helpers.run_alone(tmp_path, *args, "--out", "full.h5")
+    (proc,) = helpers.start_ranks([*args, "--out", "cut.h5"], tmp_path)
+    stdout = helpers.signal_after_first_round(proc, signal.SIGTERM, str(tmp_path),
+                                              exit_within=limit(60))  # fmt: skip
+    assert "stopped by SIGTERM" in stdout
+    stopped = read_run_file(tmp_path / "cut.h5", state=False)
+    assert 1 <= len(stopped.tables["metrics"]["round"]) < 400
+    proc = helpers.cli(tmp_path, "run", "--resume", "cut.h5")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_run(tmp_path / "full.h5", tmp_path / "cut.h5")
