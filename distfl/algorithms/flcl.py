@@ -388,23 +388,10 @@ class FLCL(ClusteringAlgorithm):
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
         out: dict[str, np.ndarray] = {}
         for cid, st in sorted(self.state.items()):
-            members = self.tree.members(cid)
-            here, rows = _reported(members, row_of)
-            if here.all():  # every member reported (the paper's full participation)
-                thetas = reports.models[rows]
-                if st.prev is not None:
-                    cross = estimated_cross_losses(
-                        reports.losses[rows, -1], reports.losses[rows, 0], thetas, st.prev
-                    )
-                    st.Lambda = row_normalise(
-                        multiplicative_weights(st.Lambda, cross, self.eta), LAMBDA_FLOOR
-                    )
-                lam = combination(st.Lambda, st.expelled_at < 0)
-                st.prev = (lam @ thetas.astype(np.float64)).astype(np.float32)
-                out[cid] = st.prev
-                continue
-            # some members did not report ([participation]): their rows of Λ stay, and the
-            # combination takes the members that reported
+            # the members that reported (every one, as the paper runs it, unless
+            # [participation] lost some): the rows of Λ of the others stay, and the
+            # combination is over those that reported
+            here, rows = _reported(self.tree.members(cid), row_of)
             counted = here & (st.expelled_at < 0)
             if not counted.any():
                 continue  # no model this round: the cluster keeps its own

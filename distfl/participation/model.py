@@ -103,6 +103,12 @@ class Participation:
     def _groups(self, ids: np.ndarray) -> np.ndarray:
         return self.client_group[ids]
 
+    def _pick(self, what: int, ids: np.ndarray, n: int) -> np.ndarray:
+        """A row of n for each client, uniformly, from (seed, what, client): the trace
+        client it follows, the device profile it has."""
+        u = draws.uniforms(self.seed, what, ids)
+        return np.minimum((u * n).astype(np.int64), n - 1)
+
     def available(self, clients) -> np.ndarray:
         """Whether each of ``clients`` is available at this round."""
         ids = np.asarray(clients, dtype=np.int64)
@@ -111,9 +117,7 @@ class Participation:
             return np.ones(len(ids), dtype=bool)
         if p.availability == "trace":
             w = self.windows
-            pick = draws.uniforms(self.seed, draws.TRACE_CLIENT, ids)
-            trace_ids = w.ids[np.minimum((pick * len(w.ids)).astype(np.int64), len(w.ids) - 1)]
-            return w.holds(trace_ids, self.round)
+            return w.holds(w.ids[self._pick(draws.TRACE_CLIENT, ids, len(w.ids))], self.round)
         prob = self.fraction[self._groups(ids)]
         if p.diurnal:
             phase = draws.uniforms(self.seed, draws.PHASE, ids)
@@ -133,10 +137,8 @@ class Participation:
         g = self._groups(ids)
         p = self.section
         if p.resources == "trace":
-            prof = self.profiles
-            pick = draws.uniforms(self.seed, draws.PROFILE, ids)
-            rows = np.minimum((pick * len(prof)).astype(np.int64), len(prof) - 1)
-            speed, bandwidth = prof[rows, 0], prof[rows, 1]
+            rows = self._pick(draws.PROFILE, ids, len(self.profiles))
+            speed, bandwidth = self.profiles[rows, 0], self.profiles[rows, 1]
         else:
             speed = _log_uniform(draws.uniforms(self.seed, draws.SPEED, ids),
                                  p.speed_min, p.speed_max)  # fmt: skip
@@ -151,14 +153,14 @@ class Participation:
         client's bandwidth; S local steps of min(B, its train samples) samples at its
         speed."""
         ids = np.asarray(clients, dtype=np.int64)
-        speed, bandwidth = self.resources(ids)
-        n = np.asarray(trainings, dtype=np.float64)
-        rate = bandwidth * 1e6 / 8  # bytes/s
-        down = n * PARAM_BYTES * self.num_params / rate
-        up = n * (PARAM_BYTES * self.num_params + 8 * self.local_steps + 8) / rate
+        return self._times(ids, *self.resources(ids), trainings)
+
+    def _times(self, ids: np.ndarray, speed, bandwidth, trainings=1):
+        """:meth:`times` of ``ids`` whose resources are known."""
         samples = np.minimum(self.batch_size, self.num_train[ids]).astype(np.float64)
-        compute = n * self.local_steps * samples / speed
-        return down, compute, up
+        return training_seconds(speed, bandwidth, num_params=self.num_params,
+                                local_steps=self.local_steps, samples=samples,
+                                trainings=np.asarray(trainings, dtype=np.float64))  # fmt: skip
 
     # -- the round -----------------------------------------------------------------------
 
@@ -222,8 +224,8 @@ class Participation:
         resources) under ``deadline``: those it selects, in the order it added them."""
         from distfl.participation.fedcs import fedcs_select
 
-        down, compute, up = self.times(candidates)
         speed, bandwidth = self.resources(candidates)
+        _, compute, up = self._times(candidates, speed, bandwidth)
         chosen = fedcs_select(
             compute, up, bandwidth * 1e6 / 8,
             model_bytes=PARAM_BYTES * self.num_params, round_s=self.section.deadline,
@@ -241,9 +243,8 @@ class Participation:
         trainings = np.array(
             [1 if plan.one_training else len(plan.targets(int(k))) for k in ids], dtype=np.int64
         )
-        keep = np.ones(len(ids), dtype=bool)
-        absent = ~self.available(ids) if self.section.availability != "always" else ~keep
-        keep &= ~absent
+        absent = ~self.available(ids)
+        keep = ~absent
         gone = self.dropped(ids) & keep
         keep &= ~gone
         late = np.zeros(len(ids), dtype=bool)
@@ -306,8 +307,21 @@ def fastest_client_s(config, num_params: int, samples: int) -> float:
         speed, bandwidth = p.speed_max, p.bandwidth_max
     speed *= max(g.speed_scale for g in groups)
     bandwidth *= max(g.bandwidth_scale for g in groups)
-    rate = bandwidth * 1e6 / 8
-    return (2 * PARAM_BYTES * num_params + 8 * steps + 8) / rate + steps * samples / speed
+    return float(sum(training_seconds(speed, bandwidth, num_params=num_params,
+                                      local_steps=steps, samples=samples)))  # fmt: skip
+
+
+def training_seconds(speed, bandwidth, *, num_params: int, local_steps: int, samples,
+                     trainings=1.0):  # fmt: skip
+    """(download, local training, upload) seconds of ``trainings`` trainings at ``speed``
+    samples/s and ``bandwidth`` Mbit/s each way: a model of 4·P bytes down, S local steps
+    of ``samples`` samples, and the model, the S step losses (8 bytes each) and the sample
+    count up."""
+    rate = bandwidth * 1e6 / 8  # bytes/s
+    down = trainings * PARAM_BYTES * num_params / rate
+    up = trainings * (PARAM_BYTES * num_params + 8 * local_steps + 8) / rate
+    compute = trainings * local_steps * samples / speed
+    return down, compute, up
 
 
 class _Everyone:

@@ -169,22 +169,32 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
     )
 
 
-def _curves(rows: Sequence[dict[str, Any]], scenario: str, x: str, y: str):
-    """algorithm -> (x, mean y over its seeds) of the suite's runs of ``scenario`` at their
-    evaluation rounds, from each run file's /metrics (``x``: ``round`` or ``sim_elapsed_s``;
-    ``y``: ``test_loss``, or ``paper`` for the seed-004 paper's l_g, the mean in-sample plus
-    the mean out-of-sample loss)."""
+def _scenario_runs(rows: Sequence[dict[str, Any]], scenario: str):
+    """(algorithm, its /metrics columns, its loss target) of each run of ``scenario``,
+    each run file read once."""
     from distfl.runfile.run import read
 
-    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    by_algorithm: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    out = []
     for row in rows:
         if str(row["scenario"]) != scenario or not row.get("file"):
             continue
-        table = read(row["file"]).metrics
+        run = read(row["file"])
+        table = run.metrics
         names = getattr(table, "columns", None)
         names = list(names) if names is not None else list(table.dtype.names or ())
-        m = {c: np.asarray(table[c]) for c in names}
+        metrics = {c: np.asarray(table[c]) for c in names}
+        out.append((str(row["algorithm"]), metrics, run.config.eval.loss_target))
+    return out
+
+
+def _curves(runs, x: str, y: str):
+    """algorithm -> (x, mean y over its seeds) of ``runs`` (:func:`_scenario_runs`) at
+    their evaluation rounds (``x``: ``round`` or ``sim_elapsed_s``; ``y``: ``test_loss``,
+    or ``paper`` for the seed-004 paper's l_g, the mean in-sample plus the mean
+    out-of-sample loss)."""
+    out: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    by_algorithm: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for algorithm, m, _ in runs:
         if "test_loss" not in m or x not in m:
             continue
         if y == "paper":
@@ -198,12 +208,12 @@ def _curves(rows: Sequence[dict[str, Any]], scenario: str, x: str, y: str):
         xs = np.asarray(m[x], dtype=np.float64)
         keep = np.isfinite(values) & np.isfinite(xs)
         if keep.any():
-            by_algorithm.setdefault(str(row["algorithm"]), []).append((xs[keep], values[keep]))
-    for algo, runs in by_algorithm.items():
-        n = min(len(v) for _, v in runs)
+            by_algorithm.setdefault(algorithm, []).append((xs[keep], values[keep]))
+    for algo, found in by_algorithm.items():
+        n = min(len(v) for _, v in found)
         out[algo] = (
-            np.mean([xs[:n] for xs, _ in runs], axis=0),
-            np.mean([v[:n] for _, v in runs], axis=0),
+            np.mean([xs[:n] for xs, _ in found], axis=0),
+            np.mean([v[:n] for _, v in found], axis=0),
         )
     return out
 
@@ -214,18 +224,19 @@ def loss_curves(rows: Sequence[dict[str, Any]], scenario: str) -> Drawn | None:
     and the paper's l_g (in-sample plus out-of-sample loss, when the runs record coverage),
     one line per algorithm (the mean over its seeds); a dotted line at the runs' loss
     target. None when no run has two evaluations."""
-    from distfl.runfile.run import read
-
-    panels = [("round", "test_loss", "round", "mean test loss")]
-    if _curves(rows, scenario, "sim_elapsed_s", "test_loss"):
-        panels.append(("sim_elapsed_s", "test_loss", "simulated seconds", "mean test loss"))
-    if _curves(rows, scenario, "round", "paper"):
-        panels.append(("round", "paper", "round", "in-sample + out-of-sample loss"))
-    drawn = [(p, _curves(rows, scenario, p[0], p[1])) for p in panels]
+    runs = _scenario_runs(rows, scenario)
+    panels = [
+        ("round", "test_loss", "round", "mean test loss"),
+        ("sim_elapsed_s", "test_loss", "simulated seconds", "mean test loss"),
+        ("round", "paper", "round", "in-sample + out-of-sample loss"),
+    ]
+    drawn = [(panels[0], _curves(runs, "round", "test_loss"))]
+    for panel in panels[1:]:  # the clock's and the coverage's, where the runs have them
+        if curves := _curves(runs, panel[0], panel[1]):
+            drawn.append((panel, curves))
     if not any(len(xs) > 1 for _, c in drawn for xs, _ in c.values()):
         return None
-    targets = {read(r["file"]).config.eval.loss_target
-               for r in rows if str(r["scenario"]) == scenario and r.get("file")}  # fmt: skip
+    targets = {target for _, _, target in runs}
     target = max(targets) if targets else 0.0
     fig = new_figure(5.0 * len(drawn), 4.2)
     for i, ((_, _, xlabel, ylabel), curves) in enumerate(drawn):

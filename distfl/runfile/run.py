@@ -413,7 +413,7 @@ class Run:
             "membership": scores["membership"],
             "first_split": self.first_split,
             "wall_s": self.wall_s,
-            "test_loss": _last_finite_or_none(metrics.get("test_loss", ())),
+            "test_loss": self._at_last_evaluation("test_loss"),
             "sim_s": sim[-1] if sim else None,
             **{f"{k}_to_target": v for k, v in target.items()},
         }
@@ -429,12 +429,6 @@ class Run:
             f"{self.round} of {self.rounds}, {self.num_clusters} clusters, accuracy "
             f"{accuracy}{note}>"
         )
-
-
-def _last_finite_or_none(values) -> float | None:
-    """The last finite value of a column (the last evaluation's), None for none."""
-    value = last_finite(values) if len(values) else float("nan")
-    return None if value != value else value
 
 
 def read(path: str | os.PathLike, *, plugins: bool = False) -> Run:

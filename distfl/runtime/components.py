@@ -149,8 +149,8 @@ def _last(values: list) -> float:
 def _participation_columns(metrics, took_part: RoundParticipation) -> dict[str, Any]:
     """The round's participation columns of /metrics: the clients lost, the simulated
     seconds of the round and of the run so far (NaN without a clock)."""
-    before = [x for x in metrics["sim_elapsed_s"] if x == x]
-    elapsed = (before[-1] if before else 0.0) + took_part.round_s
+    before = _last(metrics["sim_elapsed_s"])  # (NaN in every row of a run without a clock)
+    elapsed = (before if before == before else 0.0) + took_part.round_s
     return {
         "unavailable": took_part.unavailable, "dropped": took_part.dropped,
         "late": took_part.late, "rejected": took_part.rejected,
