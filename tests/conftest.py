@@ -90,6 +90,7 @@ def pytest_runtest_setup(item):
             pytest.skip("no CUDA device")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: absent under -p no:xdist
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the Slurm modules as one scope."""
     if config.getvalue("dist") != "loadfile":
