@@ -4,9 +4,10 @@ on one worker when the suite runs in parallel (``./test.sh`` runs pytest-xdist w
 share the host's munged and clean MPICH's shared memory at the end, run on the same
 worker, one after the other. The longest modules are handed out first (FIRST), so that
 the suite does not end with one worker running a long module while the others wait. A
-test marked ``cuda`` skips with the reason "no CUDA device" where torch sees none."""
+test marked ``cuda`` skips with the reason "no CUDA device" where torch sees none. The
+signals the session was started ignoring stay ignored here and reach the programs the
+tests start with their default action (tests/dispositions.py)."""
 
-import signal
 import sys
 from pathlib import Path
 
@@ -14,14 +15,13 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import dispositions  # noqa: E402
 import timing  # noqa: E402
 
-# A suite started in the background of a shell script (``./test.sh &``) inherits SIGINT
-# ignored, and every process it starts would too: the tests of Ctrl-C would signal
-# processes that cannot hear it. A handler of Python's own is reset to the default in each
-# program the tests start (the workers, the runs, the launchers).
-if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+# before any test starts a program: the signals this process was started ignoring (nohup,
+# a shell's background job) become handlers that do nothing, which the programs the tests
+# start do not inherit (see tests/dispositions.py)
+IGNORED_AT_START = dispositions.keep_ignoring_here()
 
 #: the modules that take longest (measured: minutes of a module alone on the 2-core machine,
 #: and the CI's slowest tests), longest first; every other module keeps its place after them
@@ -69,7 +69,11 @@ def pytest_configure(config):
 
 
 def pytest_report_header(config):
-    return f"time limits x {timing.factor()} ({timing.how})"
+    lines = [f"time limits x {timing.factor()} ({timing.how})"]
+    if IGNORED_AT_START:
+        lines.append(f"started with {', '.join(IGNORED_AT_START)} ignored: kept ignored by "
+                     "pytest, the default in every program a test starts")  # fmt: skip
+    return lines
 
 
 def _rank(nodeid: str) -> int:
