@@ -168,6 +168,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="leave the clone")
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
+    if not args.no_write:  # before the suite's half hour, not after it
+        for page in PAGES:
+            try:
+                replace_marked((repo / page).read_text(encoding="utf-8"), "")
+            except (OSError, ValueError) as e:
+                parser.error(f"{page}: {e}")
     commit = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], check=True,
                             capture_output=True, text=True).stdout.strip()  # fmt: skip
     tmp = Path(tempfile.mkdtemp(prefix="distfl-fresh-clone-"))
