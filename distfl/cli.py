@@ -47,34 +47,87 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+class _Once(argparse.Action):
+    """An option given at most once: a second ``--config`` is refused, not one of the
+    two silently dropped."""
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        if getattr(namespace, self.dest) is not None:
+            from distfl.config.checks import shown
+
+            first = shown(getattr(namespace, self.dest))
+            parser.error(
+                f"{option_string} is given twice ({first} and {shown(values)}); give it once"
+            )
+        setattr(namespace, self.dest, values)
+
+
+class _InOrder(argparse.Action):
+    """``--set KEY=VALUE``, and ``--out`` and ``--comm`` as the items ``run.out=...`` and
+    ``comm.backend=...``: appended to ``overrides`` in command-line order, where of two
+    items for one key the later wins. ``--out`` and ``--comm`` also keep their value."""
+
+    def __init__(self, *args, key: str | None = None, **kwargs) -> None:
+        self.key = key
+        super().__init__(*args, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None) -> None:
+        items = list(getattr(namespace, "overrides", None) or [])
+        if self.key is None:
+            items.append(values)
+        else:
+            from distfl.config.toml import toml_string
+
+            items.append(f"{self.key}={toml_string(values)}")
+            setattr(namespace, self.dest, values)
+        namespace.overrides = items
+
+
 def _add_run(sub: argparse._SubParsersAction) -> None:
-    run = sub.add_parser("run", help="run a federation (alone, under torchrun, mpiexec or srun)")
-    run.add_argument("--config", metavar="FILE.toml", help="TOML config file")
+    run = sub.add_parser(
+        "run",
+        help="run a federation (alone, under torchrun, mpiexec or srun)",
+        description="The config: the defaults, then --preset, then --config, then --set, --out "
+        "and --comm in their command-line order (of two for one key the later wins).",
+    )
+    run.add_argument("--config", metavar="FILE.toml", action=_Once, help="TOML config file")
     run.add_argument(
         "--preset",
         metavar="NAME",
+        action=_Once,
         help="start from a named preset (see `distfl keys`); without --config and --preset "
         "the 'default' preset runs",
     )
     run.add_argument(
         "--set",
         metavar="KEY=VALUE",
-        action="append",
+        action=_InOrder,
         default=[],
         dest="overrides",
-        help="override one key, e.g. --set run.rounds=50 (value read as TOML); repeatable",
+        help="override one key, e.g. --set run.rounds=50 (value read as TOML); repeatable, "
+        "one key each, the later of two for one key wins",
     )
-    run.add_argument("--out", metavar="RUN.h5", help="HDF5 run file (same as --set run.out=...)")
+    run.add_argument(
+        "--out",
+        metavar="RUN.h5",
+        action=_InOrder,
+        key="run.out",
+        help="HDF5 run file (same as --set run.out=..., in its place on the command line)",
+    )
     run.add_argument(
         "--comm",
         choices=("auto", "local", "torch", "gloo", "mpi"),
-        help="communicator (comm.backend)",
+        action=_InOrder,
+        key="comm.backend",
+        help="communicator (same as --set comm.backend=..., in its place on the command line)",
     )
     run.add_argument(
         "--resume",
         metavar="RUN.h5",
+        action=_Once,
         help="continue a run from its run file's /state; without --config and --preset "
-        "with the config stored in the file; writes to RUN.h5 unless --out is given",
+        "with the config stored in the file; writes to RUN.h5 unless --out or --set run.out "
+        "names another file",
     )
     run.add_argument(
         "--trust-plugins",
@@ -370,14 +423,12 @@ def _config_from_args(args: argparse.Namespace):
             stored = read_run_file(args.resume, state=False, plugins=True).config
     # `distfl run --resume RUN.h5` alone continues with the config stored in the file
     base = stored if not args.config and not args.preset else None
-    loaded = run_config(
-        path=args.config,
-        preset=args.preset,
-        overrides=args.overrides,
-        out=args.resume if args.out is None else args.out,
-        comm=args.comm,
-        base=base,
-    )
+    from distfl.config.toml import toml_string
+
+    items = list(args.overrides)  # --set, --out and --comm, in command-line order
+    if args.resume:  # the file it continues, unless --out or --set run.out names another
+        items.insert(0, f"run.out={toml_string(args.resume)}")
+    loaded = run_config(path=args.config, preset=args.preset, overrides=items, base=base)
     if stored is not None:
         from distfl.runfile.checkpoint import check_resumable
 

@@ -30,12 +30,15 @@ from distfl.algorithms.base import Params, require, setting
 from distfl.algorithms.none import NoClustering
 from distfl.algorithms.registry import register
 
+#: the most fine-tuning steps (as EMD-CFL's local steps before its distances)
+MAX_FINETUNE_STEPS = 1_000_000
+
 
 @dataclass(frozen=True)
 class FedAvgFTParams(Params):
     finetune_steps: int = setting(
         0,
-        "int ≥ 0",
+        f"0..{MAX_FINETUNE_STEPS:,}",
         "local steps each evaluated client takes from the global model on its own train "
         "split before it is measured (the global model is not changed); 0: as many as a "
         "round's local training, `train.local_steps`",
@@ -44,8 +47,10 @@ class FedAvgFTParams(Params):
     def check(self, config) -> None:
         steps = self.finetune_steps
         require(
-            isinstance(steps, int) and not isinstance(steps, bool) and steps >= 0,
-            "finetune_steps", steps, "an integer ≥ 0 (0: train.local_steps)",
+            isinstance(steps, int) and not isinstance(steps, bool)
+            and 0 <= steps <= MAX_FINETUNE_STEPS,
+            "finetune_steps", steps,
+            f"an integer from 0 (train.local_steps) to {MAX_FINETUNE_STEPS:,}",
         )  # fmt: skip
 
 
@@ -53,6 +58,8 @@ class FedAvgFTParams(Params):
 class FedAvgFT(NoClustering):
     name = "fedavg_ft"
     Params = FedAvgFTParams
+    #: the key of the steps of evaluation_finetune (the size check names it)
+    finetune_key = "finetune_steps"
 
     @classmethod
     def evaluation_finetune(cls, params: Params, *, local_steps: int) -> int:

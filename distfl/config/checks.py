@@ -16,17 +16,55 @@ from distfl.settings import Params
 
 NAME_MAX = 255
 NAME_SUFFIX = 21
+#: the longest path the kernel takes (PATH_MAX, its closing NUL included)
+PATH_MAX = 4096
+#: the longest value an error line shows (a longer one is cut, its length said)
+SHOWN_CHARS = 60
+
+
+def shown(value: object) -> str:
+    """``repr(value)`` for an error line: an integer too long to show by its size in bits,
+    and a representation longer than :data:`SHOWN_CHARS` cut, saying how long it was."""
+    if isinstance(value, int) and value.bit_length() > SHOWN_CHARS * 3:  # 3.3 bits a figure
+        return f"an integer of {value.bit_length():,} bits"
+    try:
+        text = repr(value)
+    except ValueError:  # holds an integer beyond Python's int-to-text limit
+        return "a value too long to show"
+    if len(text) <= SHOWN_CHARS:
+        return text
+    return f"{text[:SHOWN_CHARS]}... ({len(text):,} characters)"
+
+
+def check_path(key: str, path: str, *, suffix: int = 0) -> None:
+    """Refuse (ConfigError) a path the kernel would not take: longer than :data:`PATH_MAX`
+    bytes with the ``suffix`` bytes a name written beside it adds, or with a name between
+    its slashes longer than :data:`NAME_MAX`."""
+    size = len(os.fsencode(path))
+    if size + suffix >= PATH_MAX:
+        beside = f", less the {suffix} that a file beside it adds" if suffix else ""
+        raise ConfigError(
+            f"{key} is a path of {size:,} bytes; at most {PATH_MAX - 1 - suffix:,} (the "
+            f"kernel takes {PATH_MAX - 1:,}{beside})"
+        )
+    longest = max(len(os.fsencode(name)) for name in path.split(os.sep))
+    if longest > NAME_MAX:
+        raise ConfigError(
+            f"{key} holds a name of {longest:,} bytes between its slashes; a file or "
+            f"directory name takes at most {NAME_MAX}"
+        )
 
 
 def check_out_path(out: str) -> None:
     """Refuse (ConfigError) a run.out that cannot name a run file: empty, a directory (``.``,
-    ``/``, a trailing slash), or a file name too long for the files written beside it."""
+    ``/``, a trailing slash), a file name too long for the files written beside it, or a
+    path too long (:func:`check_path`)."""
     if not out:
         raise ConfigError("run.out is empty: give the path of the HDF5 run file")
     name = os.path.basename(out)
     if out.endswith(os.sep) or name in ("", ".", ".."):
         raise ConfigError(
-            f"run.out = {out!r} names a directory; give the path of a run file in it, "
+            f"run.out = {shown(out)} names a directory; give the path of a run file in it, "
             f"such as {os.path.join(out, 'run.h5')!r}"
         )
     size = len(os.fsencode(name))
@@ -36,6 +74,7 @@ def check_out_path(out: str) -> None:
             f"name takes {NAME_MAX}, and the temporary file beside the run file adds up to "
             f"{NAME_SUFFIX})"
         )
+    check_path("run.out", out, suffix=NAME_SUFFIX)
 
 
 #: most torch threads a rank may ask for (run.threads): far beyond any machine's cores, and
@@ -59,6 +98,18 @@ CLASS_CHOICES = ("random", "first_deterministic", "deterministic")
 #: longest collective timeout in seconds (about 32 years): torch converts it to a timedelta
 #: and to int64 milliseconds
 MAX_TIMEOUT_S = 1e9
+#: largest σ of the log-normal quantity skew: already at 10 the median client holds e^-50 of
+#: the mean (every client but a vanishing share the minimum 2 samples), and far larger
+#: values overflow σ²/2
+MAX_QUANTITY_SKEW = 10.0
+#: largest noise std and feature shift of a group: drawn in float64 and added to float32
+#: features, every draw stays far below float32's largest (3.4e38)
+MAX_NOISE = 1e30
+#: the range of the clients' resources (participation.speed_min .. bandwidth_max) and of a
+#: group's factors on them: the virtual clock divides by their products, which stay far
+#: from float64's overflow and underflow
+MIN_RESOURCE, MAX_RESOURCE = 1e-6, 1e15
+MIN_RESOURCE_SCALE, MAX_RESOURCE_SCALE = 1e-6, 1e6
 
 
 def _float32_rate(key: str, value: float, what: str, *, positive: bool) -> None:
@@ -110,7 +161,7 @@ def _validate_choices(c: Config) -> None:
         value = getattr(getattr(c, section), key)
         if value not in allowed:
             raise ConfigError(
-                f"{dotted} = {value!r}{did_you_mean(value, allowed)}: allowed values are "
+                f"{dotted} = {shown(value)}{did_you_mean(value, allowed)}: allowed values are "
                 f"{', '.join(allowed)}"
             )
 
@@ -156,7 +207,9 @@ def _validate_data(c: Config) -> None:
             f"out of data.samples_per_client = {c.data.samples_per_client}"
         )
     _range("data.cache_mb", c.data.cache_mb, 0, None, "0 (keep no client) or more MiB")
-    _range("data.quantity_skew", c.data.quantity_skew, 0.0, None, "non-negative (0: no skew)")
+    _range("data.quantity_skew", c.data.quantity_skew, 0.0, MAX_QUANTITY_SKEW,
+           f"from 0 (no skew) to {MAX_QUANTITY_SKEW:g} (at 10 the median client already holds "
+           "e^-50 of the mean)")  # fmt: skip
 
 
 def _dataset_spec(c: Config, *, unknown_dataset: bool):
@@ -174,6 +227,8 @@ def _validate_dataset(c: Config, spec) -> None:
     """The dataset's own keys, its files' root and whether it has natural owners."""
     if spec is not None:
         c.data.params.check(c)  # the dataset's own keys
+    if c.data.root:
+        check_path("data.root", c.data.root)
     if spec is not None and spec.needs_root and not c.data.root:
         raise ConfigError(
             f"data.root is empty: data.dataset = {c.data.dataset!r} is read from files under "
@@ -221,9 +276,9 @@ def _validate_group(c: Config, i: int, g, spec) -> None:
         _range(f"{key}.dropout", g.dropout, 0.0, MAX_DROPOUT,
                "-1 (participation.dropout) or a probability in [0, 1)")  # fmt: skip
     for name in ("speed_scale", "bandwidth_scale"):
-        value = getattr(g, name)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"{key}.{name} = {value!r}: must be a positive number")
+        low, high = MIN_RESOURCE_SCALE, MAX_RESOURCE_SCALE
+        _range(f"{key}.{name}", getattr(g, name), low, high,
+               f"a positive factor from {low:g} to {high:g}")  # fmt: skip
     n = g.samples_per_client or c.data.samples_per_client
     frac = g.test_fraction or c.data.test_fraction
     if not 1 <= round(n * frac) < n:
@@ -244,8 +299,9 @@ def _validate_group(c: Config, i: int, g, spec) -> None:
             f"{key}.blur = {g.blur}: must be 0 (off) or an odd kernel size from 3 to "
             f"{MAX_BLUR} (three times the side of the largest images)"
         )
-    _range(f"{key}.noise", g.noise, 0.0, None, "non-negative (std of the noise)")
-    _range(f"{key}.shift", g.shift, 0.0, None, "non-negative (norm of the feature shift)")
+    for name, what in (("noise", "std of the noise"), ("shift", "norm of the feature shift")):
+        _range(f"{key}.{name}", getattr(g, name), 0.0, MAX_NOISE,
+               f"from 0 to {MAX_NOISE:g} ({what}, added to float32 features)")  # fmt: skip
 
 
 def _validate_model(c: Config, dataset, *, unknown: bool) -> None:
@@ -384,9 +440,8 @@ def _validate_participation(c: Config) -> None:
     _range("participation.period", p.period, 1, None, "at least 1 (rounds of one day)")
     _range("participation.dropout", p.dropout, 0.0, MAX_DROPOUT, "a probability in [0, 1)")
     for name in ("speed_min", "speed_max", "bandwidth_min", "bandwidth_max"):
-        value = getattr(p, name)
-        if not (math.isfinite(value) and 0 < value <= 1e15):
-            raise ConfigError(f"participation.{name} = {value!r}: must be a positive number")
+        _range(f"participation.{name}", getattr(p, name), MIN_RESOURCE, MAX_RESOURCE,
+               f"a positive number from {MIN_RESOURCE:g} to {MAX_RESOURCE:g}")  # fmt: skip
     for low, high in (("speed_min", "speed_max"), ("bandwidth_min", "bandwidth_max")):
         if getattr(p, high) < getattr(p, low):
             raise ConfigError(
@@ -448,7 +503,7 @@ def _check_params(c: Config, section: str, name: str, expected: type, params) ->
         value = getattr(params, key)
         if value not in allowed:
             raise ConfigError(
-                f"{section}.{key} = {value!r}{did_you_mean(value, allowed)}: allowed values "
+                f"{section}.{key} = {shown(value)}{did_you_mean(value, allowed)}: allowed values "
                 f"are {', '.join(allowed)}"
             )
     params.check(c)

@@ -78,11 +78,11 @@ class GroupSpec:
         "feature; one colour table per seed, the same for every group)",
     )
     noise: float = setting(
-        0.0, "≥ 0", "add Gaussian noise of this σ to every feature, drawn per client"
+        0.0, "0 to 1e30", "add Gaussian noise of this σ to every feature, drawn per client"
     )
     shift: float = setting(
         0.0,
-        "≥ 0",
+        "0 to 1e30",
         "add a fixed vector of this norm, drawn per group, to every sample (feature shift, for "
         "tabular data)",
     )
@@ -105,10 +105,12 @@ class GroupSpec:
         "-1: `participation.dropout`",
     )
     speed_scale: float = setting(
-        1.0, "> 0", "a factor on the compute speed of the group's clients ([participation])"
+        1.0, "1e-6 to 1e6", "a factor on the compute speed of the group's clients ([participation])"
     )
     bandwidth_scale: float = setting(
-        1.0, "> 0", "a factor on the link bandwidth of the group's clients ([participation])"
+        1.0,
+        "1e-6 to 1e6",
+        "a factor on the link bandwidth of the group's clients ([participation])",
     )
 
 

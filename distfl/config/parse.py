@@ -9,10 +9,11 @@ import copy
 import dataclasses
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
-from distfl.config.checks import validate
+from distfl.config.checks import shown, validate
 from distfl.config.schema import (
     AlgorithmSection,
     Config,
@@ -59,31 +60,40 @@ def describe_type(tp: Any) -> str:
     return str(tp)
 
 
+#: the integers a key takes: int64's, which the run file, numpy and torch hold
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int64(value: int) -> bool:
+    return INT64_MIN <= value <= INT64_MAX
+
+
 def _coerce(key: str, value: Any, tp: Any) -> Any:
-    """Check ``value`` against the field type ``tp``; return it in canonical form."""
-    bad = ConfigError(f"{key} = {value!r}: expected {describe_type(tp)}")
-    if tp == INT_OR_WORD:
-        if isinstance(value, bool) or not isinstance(value, int | str):
+    """Check ``value`` against the field type ``tp``; return it in canonical form. An
+    integer must fit in 64 bits and a number must be finite; a string holds no NUL (a
+    path cannot)."""
+    bad = ConfigError(f"{key} = {shown(value)}: expected {describe_type(tp)}")
+    if tp in (INT_OR_WORD, bool, int, str):
+        allowed = {INT_OR_WORD: (int, str), bool: (bool,), int: (int,), str: (str,)}[tp]
+        if not isinstance(value, allowed) or (isinstance(value, bool) and tp is not bool):
             raise bad
-        return value
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise bad
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise bad
+        if isinstance(value, int) and not isinstance(value, bool) and not _int64(value):
+            raise ConfigError(
+                f"{key} = {shown(value)}: expected an integer from -2**63 to 2**63 - 1 (64 bits)"
+            )
+        if isinstance(value, str) and "\x00" in value:
+            raise ConfigError(f"{key} = {shown(value)}: a string must not hold a NUL (\\x00)")
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise bad
-        if not math.isfinite(value):
-            raise ConfigError(f"{key} = {value!r}: expected a finite number")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise bad
-        return value
+        try:
+            number = float(value)
+        except OverflowError:  # an integer beyond float's range
+            number = math.inf
+        if not math.isfinite(number):
+            raise ConfigError(f"{key} = {shown(value)}: expected a finite number")
+        return number
     if get_origin(tp) is tuple:
         (inner, _) = get_args(tp)
         if not isinstance(value, (list, tuple)):
@@ -210,23 +220,45 @@ def _merge_algorithm(base: dict[str, Any], values: dict[str, Any]) -> None:
 
 
 def parse_set(item: str) -> tuple[str, str, Any]:
-    """Parse one ``--set section.key=value``; the value is read as TOML, else as a string."""
+    """Parse one ``--set section.key=value``: one key, its value read as one TOML value,
+    else (text that is not TOML, on one line) as a string."""
     if "=" not in item:
-        raise ConfigError(f"--set {item!r}: expected section.key=value")
+        raise ConfigError(f"--set {shown(item)}: expected section.key=value")
     dotted, raw = item.split("=", 1)
     dotted = dotted.strip()
-    if dotted.count(".") != 1:
-        raise ConfigError(f"--set {item!r}: the key must be section.key, e.g. run.rounds")
-    section, key = dotted.split(".")
+    section, _, key = (part.strip() for part in dotted.partition("."))
+    if not section or not key or "." in key:
+        raise ConfigError(f"--set {shown(item)}: the key must be section.key, e.g. run.rounds")
     try:
-        value = tomllib.loads(f"v = {raw}")["v"]
+        table = tomllib.loads(f"v = {raw}")
     except tomllib.TOMLDecodeError:
-        value = raw
+        if "\n" in raw or "\r" in raw:  # TOML's line ends; a string of two lines is quoted
+            raise ConfigError(
+                f"--set {dotted}: the value {shown(raw)} is more than one line; give one key "
+                'per --set (a string with a line break is quoted: "a\\nb")'
+            ) from None
+        return section, key, raw
     except RecursionError:
         raise ConfigError(f"--set {dotted}: {_too_deep('the value')}") from None
+    except ValueError:  # an integer longer than Python converts from text
+        raise ConfigError(f"--set {dotted}: {_too_long_integer('the value')}") from None
+    if list(table) != ["v"]:
+        raise ConfigError(
+            f"--set {dotted}: the value {shown(raw)} holds more than one key; give one key per "
+            "--set (--set run.rounds=3 --set run.seed=4)"
+        )
+    value = table["v"]
     if nesting(value) > MAX_NESTING:
         raise ConfigError(f"--set {dotted}: {_too_deep('the value')}")
     return section, key, value
+
+
+def _too_long_integer(what: str) -> str:
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 4300)()
+    return (
+        f"{what} holds an integer written with more than {limit:,} characters; an integer key "
+        "takes at most 2**63 - 1"
+    )
 
 
 #: the deepest nesting of tables and arrays a config may have (data.groups, a list of
@@ -281,6 +313,8 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {p} is not valid TOML: {exc}") from None
     except RecursionError:
         raise ConfigError(f"config file {p}: {_too_deep('it')}") from None
+    except ValueError:  # an integer longer than Python converts from text
+        raise ConfigError(f"config file {p}: {_too_long_integer('it')}") from None
     if nesting(table) > MAX_NESTING + 1:  # the file's sections are one level more
         raise ConfigError(f"config file {p}: {_too_deep('it')}")
     return table
@@ -496,16 +530,19 @@ def load(
 
 
 def _set_layer(items: list[str] | tuple[str, ...], below: dict[str, Any]) -> dict[str, Any]:
-    """The ``--set`` items as one layer. A string key whose value reads as another TOML type
-    (``--set run.out=1.h5``) keeps the text as given."""
-    parsed = [(parse_set(item), item) for item in items]
+    """The ``--set`` items as one layer, applied in their order: of two items for one key
+    the later wins. A string key whose value reads as another TOML type (``--set
+    run.out=5``) keeps the text as given."""
+    parsed = [(*parse_set(item), item) for item in items]
+    name = below.get("algorithm", {}).get("name")
+    for section, key, value, _ in parsed:
+        if (section, key) == ("algorithm", "name"):
+            name = value  # the algorithm whose keys the layer's are
     layer: dict[str, dict[str, Any]] = {}
-    for (section, key, value), _ in parsed:
-        layer.setdefault(section, {})[key] = value
-    name = layer.get("algorithm", {}).get("name", below.get("algorithm", {}).get("name"))
-    for (section, key, value), item in parsed:
+    for section, key, value, item in parsed:
         if not isinstance(value, str) and _key_type(section, key, name) is str:
-            layer[section][key] = item.split("=", 1)[1].strip()
+            value = item.split("=", 1)[1].strip()
+        layer.setdefault(section, {})[key] = value
     return layer
 
 
@@ -535,6 +572,8 @@ def from_json(text: str, *, plugins: bool = False) -> Config:
         raise ConfigError(f"the stored config is not valid JSON: {exc}") from None
     except RecursionError:
         raise ConfigError(_too_deep("the stored config")) from None
+    except ValueError:  # an integer longer than Python converts from text
+        raise ConfigError(_too_long_integer("the stored config")) from None
     if not isinstance(stored, dict):
         raise ConfigError("the stored config is not a JSON object of sections")
     if nesting(stored) > MAX_NESTING + 1:

@@ -50,10 +50,10 @@ class ParticipationSection:
         "[`bandwidth_min`, `bandwidth_max`] from (seed, client); `trace` a profile of "
         "`resource_trace` drawn for each client from (seed, client)",
     )
-    speed_min: float = setting(20.0, "> 0", "slowest compute speed (samples/s)")
-    speed_max: float = setting(200.0, "≥ `speed_min`", "fastest compute speed (samples/s)")
-    bandwidth_min: float = setting(1.0, "> 0", "narrowest link (Mbit/s, each way)")
-    bandwidth_max: float = setting(20.0, "≥ `bandwidth_min`", "widest link (Mbit/s)")
+    speed_min: float = setting(20.0, "1e-6 to 1e15", "slowest compute speed (samples/s)")
+    speed_max: float = setting(200.0, "`speed_min` to 1e15", "fastest compute speed (samples/s)")
+    bandwidth_min: float = setting(1.0, "1e-6 to 1e15", "narrowest link (Mbit/s, each way)")
+    bandwidth_max: float = setting(20.0, "`bandwidth_min` to 1e15", "widest link (Mbit/s)")
     resource_trace: str = setting(
         "",
         "path",

@@ -135,7 +135,7 @@ class DataSection:
     )
     quantity_skew: float = setting(
         0.0,
-        "≥ 0",
+        "0 to 10",
         "σ of a log-normal factor on each client's sample count (mean preserved, at least 2 "
         "samples); 0: every client of a group holds the same count",
     )

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.config import GroupSpec
+from distfl.config import MAX_SAMPLES_PER_CLIENT, GroupSpec
 
 
 @dataclass(frozen=True)
@@ -311,7 +311,9 @@ def sample_counts(
 ) -> np.ndarray:
     """[K] samples per client: its group's ``samples_per_client`` (or the federation's),
     times a log-normal factor exp(σz - σ²/2), z ~ N(0, 1), when ``quantity_skew`` σ > 0 —
-    mean preserved, at least 2 samples (one to train on, one to test on)."""
+    mean preserved, at least 2 samples (one to train on, one to test on) and at most
+    :data:`~distfl.config.MAX_SAMPLES_PER_CLIENT` (a count the size check refuses rather
+    than an int64 overflow; σ is at most :data:`~distfl.config.checks.MAX_QUANTITY_SKEW`)."""
     base = np.concatenate(
         [np.full(g.count, g.samples_per_client or samples_per_client) for g in groups]
     ).astype(np.int64)
@@ -319,7 +321,8 @@ def sample_counts(
         return base
     rng = np.random.default_rng([seed, 0x5EED, 2])
     factor = np.exp(quantity_skew * rng.standard_normal(len(base)) - quantity_skew**2 / 2)
-    return np.maximum(np.rint(base * factor).astype(np.int64), 2)
+    counts = np.minimum(np.rint(base * factor), MAX_SAMPLES_PER_CLIENT)
+    return np.maximum(counts.astype(np.int64), 2)
 
 
 def test_count(n: int, fraction: float) -> int:

@@ -234,13 +234,15 @@ def _every_run_terms(
     runs, total = client_samples(config)
     n = runs[0][0]  # the largest client
     N, S = config.server.clients_per_round, t.local_steps
+    tune = algorithm_class(config.algorithm.name).evaluation_finetune(  # before evaluations
+        algorithm_params(config), local_steps=S)  # fmt: skip
     B = min(t.batch_size, n)
     sample = features * 4 + 8  # a materialised sample: float32 features, int64 label
     state = state_copies(t)  # per client: parameters, gradients, anchor, optimiser state
     chunk = min(N, clients_per_chunk(P, B, features, t.chunk_mb, copies=state))
     # the batched trainer (auto's pick for the built-in models) draws every step's batch at
     # once; the sequential and vectorised ones draw each step's batch when they take it
-    steps_held = 1 if t.trainer in ("sequential", "vectorised") else S
+    steps_held = 1 if t.trainer in ("sequential", "vectorised") else max(S, tune)
     of = f"{features:,} float32 features"
     held = largest_clients(runs, N)
     # an algorithm may take more client models in a round than the cohort (CFL and FLCL:
@@ -276,7 +278,7 @@ def _every_run_terms(
             + largest_clients(runs, chunk) * sample,
             f"the trainer's {chunk:,} clients at once, each with {state} copies of the model "
             f"({t.optimizer}'s state included) and the batches of "
-            + (f"its {S:,} local steps" if steps_held > 1 else "one local step")
+            + (f"its {steps_held:,} local steps" if steps_held > 1 else "one local step")
             + f" of {B:,} samples of {features:,} features",
         ),
         "losses": (
@@ -384,6 +386,11 @@ def knobs(config: Config) -> list[Knob]:
     for key, (low, unit) in spec.size_keys().items():
         out.append(Knob(f"data.{key}", getattr(d.params, key), low, own[key], unit,
                         lambda v, key=key: data_own(v, key)))  # fmt: skip
+    a, tune = config.algorithm, getattr(algorithm_class(config.algorithm.name), "finetune_key", "")
+    if tune:  # the local steps an algorithm fine-tunes before its evaluations
+        out.append(Knob(f"algorithm.{tune}", getattr(a.params, tune), 0, 0, "local steps",
+                        lambda v: dataclasses.replace(config, algorithm=dataclasses.replace(
+                            a, params=dataclasses.replace(a.params, **{tune: v})))))  # fmt: skip
     hidden = config.model.hidden if config.model.name == "mlp" else ()
     if hidden:
         i = max(range(len(hidden)), key=lambda j: hidden[j])

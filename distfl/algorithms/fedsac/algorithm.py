@@ -40,7 +40,13 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.fedsac.graph import ANGLES, sac_piece
-from distfl.algorithms.pfedgraph.algorithm import SIGNS, PFedGraph, lam_setting, sign_setting
+from distfl.algorithms.pfedgraph.algorithm import (
+    SIGNS,
+    PFedGraph,
+    check_lam,
+    lam_setting,
+    sign_setting,
+)
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
 
@@ -48,13 +54,24 @@ from distfl.runfile.layout import Column
 BASIS = "basis"
 
 
+#: the largest λ1 and λ2: a graph row is the projection of p − (λ1 c + λ2 s)/2 onto the
+#: simplex (c, s and p in [-1, 1]), which keeps float64's precision far below 1e16
+MAX_WEIGHT = 1e12
+#: the most principal axes a client sends: the axes beyond its samples or its model's
+#: feature width are zero rows, and each is a row of the report of every trained client
+MAX_COMPONENTS = 1024
+
+
 @dataclass(frozen=True)
 class FedSaCParams(Params):
-    lambda1: float = setting(0.9, ">= 0", "λ1, the weight of complementarity (the code's README)")
-    lambda2: float = setting(1.4, ">= 0", "λ2, the weight of similarity (the code's README)")
-    components: int = setting(
-        3, ">= 1", "the principal axes of each client's features (the code's k_principal)"
+    lambda1: float = setting(
+        0.9, "0 to 1e12", "λ1, the weight of complementarity (the code's README)"
     )
+    lambda2: float = setting(1.4, "0 to 1e12", "λ2, the weight of similarity (the code's README)")
+    components: int = setting(
+        3, f"1..{MAX_COMPONENTS:,}",
+        "the principal axes of each client's features (the code's k_principal)",
+    )  # fmt: skip
     angles: str = setting(
         "code", "code or svd", "the subspaces' angles: the code's greedy matching of signed "
         "axis cosines, or the principal angles (SVD)",
@@ -65,10 +82,13 @@ class FedSaCParams(Params):
     choices = {"angles": ANGLES, "sign": SIGNS}
 
     def check(self, config) -> None:
-        require(self.lambda1 >= 0, "lambda1", self.lambda1, "0 or more")
-        require(self.lambda2 >= 0, "lambda2", self.lambda2, "0 or more")
-        require(self.components >= 1, "components", self.components, "1 or more")
-        require(self.lam >= 0, "lam", self.lam, "0 or more")
+        for key in ("lambda1", "lambda2"):
+            value = getattr(self, key)
+            require(0 <= value <= MAX_WEIGHT, key, value, f"from 0 to {MAX_WEIGHT:g}")
+        require(1 <= self.components <= MAX_COMPONENTS, "components", self.components,
+                f"from 1 to {MAX_COMPONENTS:,} (axes beyond a client's samples or its "
+                "model's feature width are zero)")  # fmt: skip
+        check_lam(self.lam)
 
 
 @register

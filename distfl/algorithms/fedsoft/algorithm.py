@@ -54,6 +54,7 @@ from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_tab
 from distfl.algorithms.fedem.algorithm import weight_rows
 from distfl.algorithms.kmeans import check_cluster_count
 from distfl.algorithms.models_of_own import ModelsOfOwn
+from distfl.algorithms.pfedgraph.algorithm import check_lam
 from distfl.algorithms.pfedgraph.graph import aggregate_rows
 from distfl.algorithms.registry import register
 
@@ -105,7 +106,7 @@ class FedSoftParams(Params):
         "S, the cluster models (the code's shipped experiment: 2); 0: one per ground-truth "
         "data group (what EMD-CFL gives it)",
     )
-    lam: float = setting(0.1, ">= 0", "λ of the proximal term (the code's MNIST setting)")
+    lam: float = setting(0.1, "0 to 3.4e38", "λ of the proximal term (the code's MNIST setting)")
     sigma: float = setting(
         1e-4, "in (0, 1]", "σ, the weight of a cluster no sample picks (the code's count smoother)"
     )
@@ -120,7 +121,7 @@ class FedSoftParams(Params):
 
     def check(self, config) -> None:
         check_cluster_count(self, config)
-        require(self.lam >= 0, "lam", self.lam, "0 or more")
+        check_lam(self.lam)
         require(0 < self.sigma <= 1, "sigma", self.sigma, "a number in (0, 1]")
 
 

@@ -54,9 +54,22 @@ from distfl.runfile.layout import Column
 SIGNS = ("paper", "code")
 
 
+#: the largest λ of a local term: it scales a float32 loss (the largest float32)
+MAX_LAM = float(np.finfo(np.float32).max)
+#: the smallest α of the graph step: the projection of p − d/(2α) onto the simplex keeps
+#: float64's precision while 1/(2α) stays far below 1e16
+MIN_ALPHA = 1e-12
+
+
 def lam_setting():
     """The key ``lam``: λ of the local cosine term (pFedGraph's and FedSaC's)."""
-    return setting(0.01, ">= 0", "λ of the local cosine term (the code's)")
+    return setting(0.01, "0 to 3.4e38", "λ of the local cosine term (the code's)")
+
+
+def check_lam(lam: float) -> None:
+    """Refuse a ``lam`` below 0 or beyond :data:`MAX_LAM` (it scales a float32 loss)."""
+    require(0 <= lam <= MAX_LAM, "lam", lam,
+            f"from 0 to {MAX_LAM:.4g} (it scales a float32 loss)")  # fmt: skip
 
 
 def sign_setting():
@@ -69,15 +82,18 @@ def sign_setting():
 
 @dataclass(frozen=True)
 class PFedGraphParams(Params):
-    alpha: float = setting(0.8, "> 0", "α of the graph step (the code's, against concentration)")
+    alpha: float = setting(
+        0.8, "≥ 1e-12", "α of the graph step (the code's, against concentration)"
+    )
     lam: float = lam_setting()
     sign: str = sign_setting()
 
     choices = {"sign": SIGNS}
 
     def check(self, config) -> None:
-        require(self.alpha > 0, "alpha", self.alpha, "a positive number")
-        require(self.lam >= 0, "lam", self.lam, "0 or more")
+        require(self.alpha >= MIN_ALPHA, "alpha", self.alpha,
+                f"at least {MIN_ALPHA:g} (the graph step divides by 2α)")  # fmt: skip
+        check_lam(self.lam)
 
 
 @register
@@ -129,4 +145,4 @@ class PFedGraph(Local):
         return A, {}
 
 
-__all__ = ["PFedGraph", "PFedGraphParams", "lam_setting", "sign_setting"]
+__all__ = ["PFedGraph", "PFedGraphParams", "check_lam", "lam_setting", "sign_setting"]
