@@ -253,6 +253,22 @@ def table_names() -> list[str]:
     return list(TABLES)
 
 
+def table_titled(title: str) -> str | None:
+    """The name of the table whose title is ``title`` (the first line of its comparison),
+    or None."""
+    return next((name for name, spec in TABLES.items() if spec.title == title), None)
+
+
+def absent_rows(table: PaperTable) -> list[str]:
+    """The paper's labels of the table's rows that are not methods of distfl (neither an
+    algorithm, nor a variant the table defines, nor FedAvg)."""
+    from distfl.algorithms import algorithm_names
+
+    known = set(algorithm_names()) | {v.partition("=")[0] for v in table.variants}
+    return [row.label for name, row in table.rows.items()
+            if name not in known and name != "fedavg"]  # fmt: skip
+
+
 def stats(values: list[float]) -> tuple[float, float] | None:
     """(mean, sample standard deviation) of the finite ``values``; sd 0 for one value; None
     for none."""
@@ -320,4 +336,13 @@ def format_comparison(table: PaperTable, lines: list[dict[str, Any]], absent: li
     return "".join(out)
 
 
-__all__ = ["TABLES", "PaperRow", "PaperTable", "comparison", "format_comparison", "stats"]
+__all__ = [
+    "TABLES",
+    "PaperRow",
+    "PaperTable",
+    "absent_rows",
+    "comparison",
+    "format_comparison",
+    "stats",
+    "table_titled",
+]

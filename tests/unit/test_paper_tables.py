@@ -159,3 +159,14 @@ def test_the_scenarios_page_gives_each_tables_rounds_and_clients_a_round():
             continue
         assert config.server.clients_per_round == K, name
         assert cell == f"{rounds}, all {K} clients each", (name, cell)
+
+
+def test_each_table_has_a_title_of_its_own():
+    """The suite knows its comparison, and the report a suite's table, by the title the
+    comparison starts with."""
+    from distfl.tools.paper_tables import table_titled
+
+    assert len({spec.title for spec in TABLES.values()}) == len(TABLES)
+    for name, spec in TABLES.items():
+        assert table_titled(spec.title) == name
+    assert table_titled("Table 1") is None
