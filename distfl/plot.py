@@ -22,6 +22,9 @@ from distfl.runfile.view import (
 )
 
 DPI = 100
+#: what a figure of the report says wrote it (a PNG's ``Software``, a PDF's ``Creator``):
+#: the mark by which a later report knows the file for its own (:mod:`distfl.report.files`)
+SOFTWARE = "distfl report"
 MARKERS = ("o", "^", "s", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
 
@@ -38,25 +41,26 @@ def new_figure(width: float, height: float):
 Drawn = tuple[Any, str]
 
 
-def write_page(path: Path, data: str | bytes) -> None:
-    """A page or figure of the report, in a directory the report made or found to be a
-    report's: written beside and put in place; a file of an earlier report is replaced, a
-    symbolic link, a FIFO or a device is never written through or replaced."""
+def write_page(path: Path, data: str | bytes, *, replace: bool = False) -> None:
+    """A page or figure of the report, written beside and linked in where nothing is (the
+    report removed its earlier files first: :func:`distfl.report.files.prepare`); a file
+    there is replaced only with ``replace``, and a symbolic link, a FIFO or a device is
+    never written through or replaced."""
     from distfl.runfile.output import write_file
 
-    write_file(path, data, replace=True, label="the report's file",
+    write_file(path, data, replace=replace, label="the report's file",
                other="remove it, or give the report another --out")  # fmt: skip
 
 
-def save(fig, path: Path, *, pdf: bool = False) -> None:
+def save(fig, path: Path, *, pdf: bool = False, replace: bool = False) -> None:
     """Render on the Agg canvas and write a 256-colour PNG (the figures are flat colours and
     colour maps: a palette keeps them as they look at about 40% of the RGB file's size),
-    beside and put in place (:func:`write_page`), so that a reader never sees half a
-    figure."""
+    marked with :data:`SOFTWARE`, beside and put in place (:func:`write_page`), so that a
+    reader never sees half a figure."""
     import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
+    from PIL import Image, PngImagePlugin
 
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -65,12 +69,14 @@ def save(fig, path: Path, *, pdf: bool = False) -> None:
         256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
     )
     png = io.BytesIO()
-    image.save(png, format="PNG", optimize=True)
-    write_page(path, png.getvalue())
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Software", SOFTWARE)
+    image.save(png, format="PNG", optimize=True, pnginfo=info)
+    write_page(path, png.getvalue(), replace=replace)
     if pdf:  # vector lines and text, for a paper (heatmaps stay images inside it)
         vector = io.BytesIO()
-        fig.savefig(vector, format="pdf", metadata={"Creator": None, "Producer": None})
-        write_page(path.with_suffix(".pdf"), vector.getvalue())
+        fig.savefig(vector, format="pdf", metadata={"Creator": SOFTWARE, "Producer": None})
+        write_page(path.with_suffix(".pdf"), vector.getvalue(), replace=replace)
 
 
 def colour(i: int) -> Any:

@@ -8,7 +8,8 @@ tree, classes, membership, each split's), those the registered algorithms bring
 rounds of each per-cluster statistic in the file that none of them drew, so that what any
 algorithm recorded is shown from the file alone. A directory is reported as a suite: the
 comparison table of its run files and a bar chart per metric, with a report of each run in
-``OUT/runs/<name>/``.
+``OUT/runs/<name>/``. Only an earlier report's files in ``OUT`` are ever removed or
+replaced (:mod:`distfl.report.files`).
 """
 
 from __future__ import annotations
@@ -16,16 +17,14 @@ from __future__ import annotations
 import html
 import io
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.report.files import GENERATOR, prepare
 from distfl.text import printable
 
-#: marks a page written by ``distfl report``; an output directory without it is not cleared
-GENERATOR = "distfl report"
 #: the section of the per-cluster statistics that no figure of an algorithm drew
 STATISTICS = "Statistics recorded per cluster"
 SUITE_METRICS = (
@@ -63,30 +62,10 @@ def report_main(args, stream: TextIO | None = None) -> int:
     except OSError as exc:  # a read-only or full disk: one line, not a traceback
         where = exc.filename or out
         raise UserError(f"cannot write the report to {where}: {exc.strerror or exc}") from None
-    pngs = sorted(p for p in out.rglob("*.png"))
+    pngs = [*out.glob("*.png"), *out.glob("runs/*/*.png")]
     pdfs = " (and as PDF)" if args.pdf else ""
     stream.write(f"distfl report: {len(pngs)} figures{pdfs}; open {index}\n")
     return 0
-
-
-def _prepare(out: Path) -> None:
-    """Create ``out``, or clear the figures of an earlier report there; refuse a non-empty
-    directory that no report wrote (nothing of the user's is deleted)."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; expected a directory for the report")
-    if out.is_dir() and any(out.iterdir()):
-        index = out / "index.html"
-        ours = index.is_file() and GENERATOR in index.read_text(encoding="utf-8", errors="ignore")
-        if not ours:
-            raise UserError(
-                f"--out {out} is a non-empty directory that holds no distfl report; "
-                "give a new or empty directory"
-            )
-        for p in [*out.glob("*.png"), *out.glob("*.pdf")]:
-            p.unlink()
-        if (out / "runs").is_dir():
-            shutil.rmtree(out / "runs")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 # -- one run ---------------------------------------------------------------------------
@@ -115,7 +94,7 @@ def write_run_report(
     if not data.run.verified:
         sys.stderr.write(unverified_warning(path))
     (summary,) = gather_rows([path], runs=[data.run])
-    _prepare(out)
+    prepare(out)
     palette = figures.Palette(data)
     shown: list[tuple[str, str, str]] = []  # (section, file, caption)
 
@@ -275,7 +254,7 @@ def write_suite_report(
     rows, problems = suite_rows(directory, plugins=plugins)
     if not rows:
         raise UserError(f"no readable run files in {directory}: " + "; ".join(problems))
-    _prepare(out)
+    prepare(out, suite=True)
     for line in problems:
         stream.write(f"distfl report: skipped {line}\n")
     shown = []
