@@ -4,6 +4,7 @@ or None when the run holds nothing to draw; :func:`save` writes it."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,11 @@ from distfl.runfile.view import (
 )
 
 DPI = 100
+#: the size of the report's legends and labels, in points: legible at the page's width
+LEGEND_PT = 9
+#: what a figure of the report says wrote it (a PNG's ``Software``, a PDF's ``Creator``):
+#: the mark by which a later report knows the file for its own (:mod:`distfl.report.files`)
+SOFTWARE = "distfl report"
 MARKERS = ("o", "^", "s", "D", "v", "P", "X", "*", "<", ">", "h", "p")
 
 
@@ -38,25 +44,26 @@ def new_figure(width: float, height: float):
 Drawn = tuple[Any, str]
 
 
-def write_page(path: Path, data: str | bytes) -> None:
-    """A page or figure of the report, in a directory the report made or found to be a
-    report's: written beside and put in place; a file of an earlier report is replaced, a
-    symbolic link, a FIFO or a device is never written through or replaced."""
+def write_page(path: Path, data: str | bytes, *, replace: bool = False) -> None:
+    """A page or figure of the report, written beside and linked in where nothing is (the
+    report removed its earlier files first: :func:`distfl.report.files.prepare`); a file
+    there is replaced only with ``replace``, and a symbolic link, a FIFO or a device is
+    never written through or replaced."""
     from distfl.runfile.output import write_file
 
-    write_file(path, data, replace=True, label="the report's file",
+    write_file(path, data, replace=replace, label="the report's file",
                other="remove it, or give the report another --out")  # fmt: skip
 
 
-def save(fig, path: Path, *, pdf: bool = False) -> None:
+def save(fig, path: Path, *, pdf: bool = False, replace: bool = False) -> None:
     """Render on the Agg canvas and write a 256-colour PNG (the figures are flat colours and
     colour maps: a palette keeps them as they look at about 40% of the RGB file's size),
-    beside and put in place (:func:`write_page`), so that a reader never sees half a
-    figure."""
+    marked with :data:`SOFTWARE`, beside and put in place (:func:`write_page`), so that a
+    reader never sees half a figure."""
     import io
 
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from PIL import Image
+    from PIL import Image, PngImagePlugin
 
     canvas = FigureCanvasAgg(fig)
     canvas.draw()
@@ -65,20 +72,74 @@ def save(fig, path: Path, *, pdf: bool = False) -> None:
         256, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE
     )
     png = io.BytesIO()
-    image.save(png, format="PNG", optimize=True)
-    write_page(path, png.getvalue())
+    info = PngImagePlugin.PngInfo()
+    info.add_text("Software", SOFTWARE)
+    image.save(png, format="PNG", optimize=True, pnginfo=info)
+    write_page(path, png.getvalue(), replace=replace)
     if pdf:  # vector lines and text, for a paper (heatmaps stay images inside it)
         vector = io.BytesIO()
-        fig.savefig(vector, format="pdf", metadata={"Creator": None, "Producer": None})
-        write_page(path.with_suffix(".pdf"), vector.getvalue())
+        fig.savefig(vector, format="pdf", metadata={"Creator": SOFTWARE, "Producer": None})
+        write_page(path.with_suffix(".pdf"), vector.getvalue(), replace=replace)
+
+
+#: the report's categorical colours after tab10's ten: ten more, each at least ΔE*76 = 29
+#: from every colour before it (tab10's closest pair, purple and pink, is 27.7 apart) and
+#: none too pale to see on white (L* at most 82)
+MORE_COLOURS = ("#fdc086", "#a1d99b", "#f0027f", "#637939", "#a6761d", "#f7b6d2", "#aec7e8",
+                "#fb8072", "#1b9e77", "#393b79")  # fmt: skip
 
 
 def colour(i: int) -> Any:
-    """The ``i``-th of the report's categorical colours (tab10, then tab20)."""
+    """The ``i``-th of the report's 20 categorical colours (RGBA): tab10's, then
+    :data:`MORE_COLOURS`; the 21st is the first again."""
     from matplotlib import colormaps
+    from matplotlib.colors import to_rgba
 
-    cmap = colormaps["tab10"] if i < 10 else colormaps["tab20"]
-    return cmap(i % cmap.N)
+    i %= 10 + len(MORE_COLOURS)
+    return colormaps["tab10"](i) if i < 10 else to_rgba(MORE_COLOURS[i - 10])
+
+
+#: the line styles and bar hatches of :func:`style`, one per 20 entries
+LINE_STYLES = ("-", "--", ":", "-.")
+HATCHES = ("", "//", "..", "xx")
+
+
+@dataclass(frozen=True)
+class Style:
+    """How one algorithm is drawn in a suite's figures: its colour, its curves' marker and
+    line style, its bars' hatch."""
+
+    colour: Any
+    marker: str
+    line: str
+    hatch: str
+
+
+def style(i: int) -> Style:
+    """The ``i``-th algorithm's :class:`Style`: the 20 colours of :func:`colour` in turn,
+    each 20 entries with the next line style and hatch, and the markers in turn: two of the
+    first 60 entries that share a colour differ in line style, hatch and marker."""
+    cycle = i // 20 % len(LINE_STYLES)
+    return Style(colour(i), MARKERS[i % len(MARKERS)], LINE_STYLES[cycle], HATCHES[cycle])
+
+
+def legend_columns(fig, entries: int) -> int:
+    """The columns a legend of ``entries`` on the side of ``fig`` needs to fit its height
+    (:func:`outside_legend`)."""
+    rows = max(1, int((fig.get_figheight() * 72 - 3 * LEGEND_PT) / (1.8 * LEGEND_PT)))
+    return max(1, -(-entries // rows))
+
+
+def outside_legend(fig, handles, labels) -> Any:
+    """The figure's legend on its right, outside every axes (the constrained layout makes
+    room for it), in as many columns as keep it within the figure's height; widen the
+    figure by :data:`LEGEND_COLUMN_IN` a column beyond the first to keep the axes' room."""
+    return fig.legend(handles, labels, fontsize=LEGEND_PT, loc="outside right upper",
+                      ncols=legend_columns(fig, len(labels)))  # fmt: skip
+
+
+#: about the width of one column of a legend, in inches
+LEGEND_COLUMN_IN = 1.5
 
 
 class Palette:
@@ -127,10 +188,6 @@ def split_markers(ax, data: RunData) -> None:
 def cluster_label(cid: str) -> str:
     """A cluster as a legend names it: ``cluster 0.1``."""
     return f"cluster {cid}"
-
-
-#: the size of the report's legends and labels, in points: legible at the page's width
-LEGEND_PT = 9
 
 
 def broken_at_splits(rounds: np.ndarray, values: np.ndarray, data: RunData):

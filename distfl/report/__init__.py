@@ -7,8 +7,10 @@ tree, classes, membership, each split's), those the registered algorithms bring
 (:class:`~distfl.algorithms.ReportFigure`; a plug-in's only once imported), and a plot over
 rounds of each per-cluster statistic in the file that none of them drew, so that what any
 algorithm recorded is shown from the file alone. A directory is reported as a suite: the
-comparison table of its run files and a bar chart per metric, with a report of each run in
-``OUT/runs/<name>/``.
+comparison table of its run files, the paper's table where a ``distfl suite --table`` left
+its comparison there, a bar chart per metric and each scenario's loss curves, with a
+report of each run in ``OUT/runs/<name>/``. Only an earlier report's files in ``OUT`` are
+ever removed or replaced (:mod:`distfl.report.files`).
 """
 
 from __future__ import annotations
@@ -16,16 +18,14 @@ from __future__ import annotations
 import html
 import io
 import re
-import shutil
 import sys
 from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.report.files import GENERATOR, prepare
 from distfl.text import printable
 
-#: marks a page written by ``distfl report``; an output directory without it is not cleared
-GENERATOR = "distfl report"
 #: the section of the per-cluster statistics that no figure of an algorithm drew
 STATISTICS = "Statistics recorded per cluster"
 SUITE_METRICS = (
@@ -63,30 +63,10 @@ def report_main(args, stream: TextIO | None = None) -> int:
     except OSError as exc:  # a read-only or full disk: one line, not a traceback
         where = exc.filename or out
         raise UserError(f"cannot write the report to {where}: {exc.strerror or exc}") from None
-    pngs = sorted(p for p in out.rglob("*.png"))
+    pngs = [*out.glob("*.png"), *out.glob("runs/*/*.png")]
     pdfs = " (and as PDF)" if args.pdf else ""
     stream.write(f"distfl report: {len(pngs)} figures{pdfs}; open {index}\n")
     return 0
-
-
-def _prepare(out: Path) -> None:
-    """Create ``out``, or clear the figures of an earlier report there; refuse a non-empty
-    directory that no report wrote (nothing of the user's is deleted)."""
-    if out.exists() and not out.is_dir():
-        raise UserError(f"--out {out} is a file; expected a directory for the report")
-    if out.is_dir() and any(out.iterdir()):
-        index = out / "index.html"
-        ours = index.is_file() and GENERATOR in index.read_text(encoding="utf-8", errors="ignore")
-        if not ours:
-            raise UserError(
-                f"--out {out} is a non-empty directory that holds no distfl report; "
-                "give a new or empty directory"
-            )
-        for p in [*out.glob("*.png"), *out.glob("*.pdf")]:
-            p.unlink()
-        if (out / "runs").is_dir():
-            shutil.rmtree(out / "runs")
-    out.mkdir(parents=True, exist_ok=True)
 
 
 # -- one run ---------------------------------------------------------------------------
@@ -115,7 +95,7 @@ def write_run_report(
     if not data.run.verified:
         sys.stderr.write(unverified_warning(path))
     (summary,) = gather_rows([path], runs=[data.run])
-    _prepare(out)
+    prepare(out)
     palette = figures.Palette(data)
     shown: list[tuple[str, str, str]] = []  # (section, file, caption)
 
@@ -224,12 +204,12 @@ def _run_page(data, summary: dict[str, Any], shown, up: str | None, pdf: bool) -
 def suite_rows(
     directory: str | Path, *, plugins: bool = False
 ) -> tuple[list[dict[str, Any]], list[str]]:
-    """One row per readable run file in ``directory`` (the suite's columns, its file and
-    whether it finished), and one line per file that could not be read. ``plugins``:
-    import the files' ``run.plugins``."""
+    """One row per readable run file in ``directory`` (the suite's columns and those of a
+    loss target, its file, whether it finished and its loss target), and one line per file
+    that could not be read. ``plugins``: import the files' ``run.plugins``."""
     from distfl.runfile.run import read
     from distfl.tools.gather import find_run_files, gather_rows
-    from distfl.tools.suite import COLUMNS, RUN_FILE_STEM, algorithm_label
+    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS, RUN_FILE_STEM, algorithm_label
 
     rows, problems = [], []
     for path in find_run_files([directory]):
@@ -242,8 +222,8 @@ def suite_rows(
             continue
         stem = Path(path).stem
         match = RUN_FILE_STEM.match(stem)
-        row = dict.fromkeys(COLUMNS)
-        row.update({c: g[c] for c in COLUMNS if c in g})
+        row = dict.fromkeys(COLUMNS + COMPLEXITY_COLUMNS)
+        row.update({c: g[c] for c in COLUMNS + COMPLEXITY_COLUMNS if c in g})
         listed = match["algorithm"] if match else ""
         variant = listed and listed != config.algorithm.name  # a --variant's name
         row.update(
@@ -253,6 +233,7 @@ def suite_rows(
             groups=len(config.groups),
             file=path,
             finished=g["rounds_done"] >= g["rounds"],
+            loss_target=config.eval.loss_target,
         )
         rows.append(row)
     return rows, problems
@@ -269,13 +250,13 @@ def write_suite_report(
     from distfl import plot as figures
     from distfl.report.suite_figures import loss_curves, metric_bars
     from distfl.tools.gather import cell_text
-    from distfl.tools.suite import COLUMNS
+    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS
 
     directory, out = Path(directory), Path(out)
     rows, problems = suite_rows(directory, plugins=plugins)
     if not rows:
         raise UserError(f"no readable run files in {directory}: " + "; ".join(problems))
-    _prepare(out)
+    prepare(out, suite=True)
     for line in problems:
         stream.write(f"distfl report: skipped {line}\n")
     shown = []
@@ -291,6 +272,8 @@ def write_suite_report(
             name = f"suite-loss-{i}.png"
             figures.save(drawn[0], out / name, pdf=pdf)
             shown.append((name, drawn[1]))
+    # the suite's columns, and those of a loss target where a run has one (as its table)
+    columns = COLUMNS + (COMPLEXITY_COLUMNS if any(r["loss_target"] > 0 for r in rows) else ())
     cells = []
     for row in rows:
         stem = Path(row["file"]).stem
@@ -300,12 +283,13 @@ def write_suite_report(
         link = f'<a href="runs/{html.escape(stem)}/index.html">{html.escape(stem)}</a>'
         state = "" if row["finished"] else " (not finished)"
         cells.append(
-            [link + state] + [html.escape(cell_text(c, row[c], table=True)) for c in COLUMNS]
+            [link + state] + [html.escape(cell_text(c, row[c], table=True)) for c in columns]
         )
     parts = [
         f"<p>{len(rows)} run files in <code>{html.escape(str(directory))}</code>; "
         "each row links to the run's own report.</p>",
-        _table(["run", *COLUMNS], cells, escaped=True),
+        _table(["run", *columns], cells, escaped=True),
+        *_paper_comparison(directory, rows),
     ]
     if problems:
         parts.append(
@@ -319,6 +303,41 @@ def write_suite_report(
         out / "index.html", _page(f"Suite {directory.name or directory}", "\n".join(parts))
     )
     return out / "index.html"
+
+
+def _paper_comparison(directory: Path, rows: list[dict[str, Any]]) -> list[str]:
+    """The paper's table beside the suite's runs, where ``directory`` holds the comparison
+    of a ``distfl suite --table`` (``comparison.md``, whose first line is the table's title):
+    computed again from ``rows``, the run files as they are now. Nothing otherwise."""
+    from distfl.tools.paper_tables import (
+        ABSENT,
+        PERCENT,
+        TABLES,
+        absent_rows,
+        comparison,
+        comparison_cells,
+        table_titled,
+    )
+    from distfl.tools.suite_files import COMPARISON, read_own
+
+    head = read_own(directory / COMPARISON, 4096, head=True)
+    name = table_titled(head.split(b"\n", 1)[0].decode("utf-8", "replace")) if head else None
+    if name is None:
+        return []
+    spec = TABLES[name]
+    columns, cells = comparison_cells(spec, comparison(spec, rows))
+    absent = absent_rows(spec)
+    return [
+        f"<h2>{html.escape(spec.title)}</h2>",
+        "<p>The paper's values beside the suite's, as <code>distfl suite --table "
+        f"{html.escape(name)}</code> computes them, from the run files here: ours the mean "
+        "± standard deviation over the seeds and how many (n)"
+        + (", accuracies in percent" if any(c in PERCENT for c, _ in spec.columns) else "")
+        + ".</p>",
+        _table(columns, cells),
+        *([f"<p>{html.escape(ABSENT)}: {html.escape(', '.join(absent))}</p>"] if absent else []),
+        f"<p>{html.escape(spec.notes)}</p>" if spec.notes else "",
+    ]
 
 
 # -- HTML ------------------------------------------------------------------------------

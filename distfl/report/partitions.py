@@ -69,7 +69,7 @@ def write(out: Path) -> list[Path]:
     paths = []
     for name, (overrides, title) in FIGURES.items():
         path = out / name
-        save(draw_counts(client_counts(overrides), title), path)
+        save(draw_counts(client_counts(overrides), title), path, replace=True)
         paths.append(path)
     return paths
 

@@ -10,7 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from distfl.plot import LEGEND_PT, Drawn, colour, new_figure
+from distfl.plot import (
+    LEGEND_COLUMN_IN,
+    LEGEND_PT,
+    Drawn,
+    legend_columns,
+    new_figure,
+    outside_legend,
+    style,
+)
 
 #: what the charts call their metrics on the value axis (the table's column names
 #: otherwise); WAS and WADB as the docs and the table name them
@@ -72,18 +80,20 @@ def _bars(ax, at, values, scenarios, algo: str, j: int, *, width, errors, whole,
     mean = np.array([np.mean(v) if v else math.nan for v in cells], dtype=np.float64)
     lo = [m - min(v) if v else 0.0 for m, v in zip(mean, cells, strict=True)]
     hi = [max(v) - m if v else 0.0 for m, v in zip(mean, cells, strict=True)]
-    bars = ax.bar(at, mean, width=width, color=colour(j), yerr=[lo, hi] if errors else None,
-                  capsize=3, label=algo, edgecolor="black", linewidth=0.4)  # fmt: skip
+    look = style(j)
+    bars = ax.bar(at, mean, width=width, color=look.colour, hatch=look.hatch,
+                  yerr=[lo, hi] if errors else None, capsize=3, label=algo, edgecolor="black",
+                  linewidth=0.4)  # fmt: skip
     ax.bar_label(bars, labels=["" if math.isnan(m) else _number(m, whole) for m in mean],
                  fontsize=LEGEND_PT - 1, padding=2)  # fmt: skip
     zero = mean == 0
     if zero.any():  # a bar of height 0 is still a result: a thick line on the axis
         ax.hlines(np.zeros(zero.sum()), at[zero] - width * 0.45, at[zero] + width * 0.45,
-                  color=colour(j), lw=4, zorder=3)  # fmt: skip
+                  color=look.colour, lw=4, zorder=3)  # fmt: skip
     for x, v in zip(at, cells, strict=True):
         if v is not None and not v:  # runs, none with a defined value
             ax.text(x, 0, UNDEFINED, ha="center", va="bottom", rotation=90 if turn else 0,
-                    fontsize=LEGEND_PT, color=colour(j), fontweight="bold")  # fmt: skip
+                    fontsize=LEGEND_PT, color=look.colour, fontweight="bold")  # fmt: skip
 
 
 def _true_groups(ax, rows: Sequence[dict[str, Any]], scenarios: list[str]) -> None:
@@ -127,6 +137,8 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
     whole = metric in COUNTS
     inches = max(6.0, min(1.1 * len(scenarios) * max(1, len(algorithms) / 2) + 2, 20))
     fig = new_figure(inches, 4.8)
+    # the legend's columns beyond the first widen the figure: the axes keep their room
+    fig.set_figwidth(inches + LEGEND_COLUMN_IN * (legend_columns(fig, len(algorithms) + 1) - 1))
     ax = fig.add_subplot()
     x = np.arange(len(scenarios))
     width = 0.8 / len(algorithms)
@@ -151,7 +163,7 @@ def metric_bars(rows: Sequence[dict[str, Any]], metric: str, title: str) -> Draw
         ax.margins(y=0.12)  # room above the highest bar for its label
     ax.axhline(0, color="0.3", lw=0.8)
     ax.grid(alpha=0.3, axis="y")
-    fig.legend(*ax.get_legend_handles_labels(), fontsize=LEGEND_PT, loc="outside right upper")
+    outside_legend(fig, *ax.get_legend_handles_labels())
     n = seeds[0] if len(seeds) == 1 else f"{seeds[0]}–{seeds[-1]}"
     how = (
         "one seed, no error bars" if seeds == [1]
@@ -219,12 +231,20 @@ def _curves(runs, x: str, y: str):
 
 
 def loss_curves(rows: Sequence[dict[str, Any]], scenario: str) -> Drawn | None:
-    """The seed-004 paper's figure for one scenario of a suite: each algorithm's mean test
-    loss against the rounds and against the simulated time (when the runs have a clock),
-    and the paper's l_g (in-sample plus out-of-sample loss, when the runs record coverage),
-    one line per algorithm (the mean over its seeds); a dotted line at the runs' loss
-    target. None when no run has two evaluations."""
-    runs = _scenario_runs(rows, scenario)
+    """The seed-004 paper's figure for one scenario of a suite (:func:`loss_figure`), of
+    the run files of ``rows``, each algorithm in the style it has in every figure of the
+    suite (its place among the algorithms of ``rows``)."""
+    order = list(dict.fromkeys(str(r["algorithm"]) for r in rows))
+    return loss_figure(_scenario_runs(rows, scenario), scenario, order=order)
+
+
+def loss_figure(runs, scenario: str, *, order: Sequence[str] = ()) -> Drawn | None:
+    """Each algorithm's mean test loss against the rounds and against the simulated time
+    (when the runs have a clock), and the paper's l_g (in-sample plus out-of-sample loss,
+    when the runs record coverage), one line per algorithm (the mean over its seeds, in its
+    :func:`~distfl.plot.style`), one legend outside the panels; a dotted line at the runs'
+    loss target. ``runs``: :func:`_scenario_runs`'s; ``order``: the algorithms whose place
+    gives each its style (others after them). None when no run has two evaluations."""
     panels = [
         ("round", "test_loss", "round", "mean test loss"),
         ("sim_elapsed_s", "test_loss", "simulated seconds", "mean test loss"),
@@ -238,16 +258,24 @@ def loss_curves(rows: Sequence[dict[str, Any]], scenario: str) -> Drawn | None:
         return None
     targets = {target for _, _, target in runs}
     target = max(targets) if targets else 0.0
+    algorithms = list(dict.fromkeys([*order, *(a for _, c in drawn for a in c)]))
     fig = new_figure(5.0 * len(drawn), 4.2)
+    entries = len({a for _, c in drawn for a in c}) + (target > 0)
+    fig.set_figwidth(5.0 * len(drawn) + LEGEND_COLUMN_IN * legend_columns(fig, entries))
+    legend: dict[str, Any] = {}
     for i, ((_, _, xlabel, ylabel), curves) in enumerate(drawn):
         ax = fig.add_subplot(1, len(drawn), i + 1)
-        for j, (algo, (xs, ys)) in enumerate(curves.items()):
-            ax.plot(xs, ys, color=colour(j), label=algo, marker="o", markersize=2.5)
+        for algo, (xs, ys) in curves.items():
+            look = style(algorithms.index(algo))
+            (line,) = ax.plot(xs, ys, color=look.colour, ls=look.line, marker=look.marker,
+                              markersize=4, label=algo)  # fmt: skip
+            legend.setdefault(algo, line)
         if target > 0:
-            ax.axhline(target, color="0.5", linestyle=":", linewidth=1, label=f"target {target:g}")
+            line = ax.axhline(target, color="0.5", linestyle=":", linewidth=1)
+            legend.setdefault(f"target {target:g}", line)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
-        ax.legend(fontsize=LEGEND_PT)
+    outside_legend(fig, list(legend.values()), list(legend))
     fig.suptitle(f"{scenario}: loss against rounds" + (" and simulated time" if len(drawn) > 1
                                                        else ""))  # fmt: skip
     caption = (

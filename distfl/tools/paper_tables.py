@@ -12,8 +12,10 @@ the run and listed as absent), and the paper's values: mean and standard deviati
 paper's seeds. Ours are the mean and standard deviation (sample, n - 1) over the suite's
 seeds of the suite's columns: ``accuracy`` (the federation's mean balanced accuracy at the
 last evaluation), ``accuracy_worst`` (the worst client's) and ``ari``, accuracies in
-percent as the papers print them. Deviations of a table (balanced rather than plain
-accuracy, distfl's smaller data and models) are its ``notes``.
+percent as the papers print them, each with the number of seeds it is over (``n = 1``, and
+no deviation, for one); counts (the rounds to a loss target) as whole numbers. Deviations
+of a table (balanced rather than plain accuracy, distfl's smaller data and models) are its
+``notes``.
 """
 
 from __future__ import annotations
@@ -253,10 +255,26 @@ def table_names() -> list[str]:
     return list(TABLES)
 
 
+def table_titled(title: str) -> str | None:
+    """The name of the table whose title is ``title`` (the first line of its comparison),
+    or None."""
+    return next((name for name, spec in TABLES.items() if spec.title == title), None)
+
+
+def absent_rows(table: PaperTable) -> list[str]:
+    """The paper's labels of the table's rows that are not methods of distfl (neither an
+    algorithm, nor a variant the table defines, nor FedAvg)."""
+    from distfl.algorithms import algorithm_names
+
+    known = set(algorithm_names()) | {v.partition("=")[0] for v in table.variants}
+    return [row.label for name, row in table.rows.items()
+            if name not in known and name != "fedavg"]  # fmt: skip
+
+
 def stats(values: list[float]) -> tuple[float, float] | None:
     """(mean, sample standard deviation) of the finite ``values``; sd 0 for one value; None
     for none."""
-    finite = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    finite = _finite(values)
     if not finite:
         return None
     mean = math.fsum(finite) / len(finite)
@@ -266,10 +284,15 @@ def stats(values: list[float]) -> tuple[float, float] | None:
     return mean, math.sqrt(var)
 
 
+def _finite(values: list[Any]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
 def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per method of the suite's ``rows`` (in the order they came): the method,
     the paper's label, the seeds that finished, and for each of the table's columns ours
-    (mean ± sd over the seeds, accuracies in percent) and the paper's."""
+    (mean ± sd over the seeds, accuracies in percent), the number of seeds it is over
+    (``<column>_n``) and the paper's."""
     by_method: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_method.setdefault(row["algorithm"], []).append(row)
@@ -284,40 +307,83 @@ def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, 
         }
         for column, _ in table.columns:
             scale = 100.0 if column in PERCENT else 1.0
-            ours = stats([r[column] * scale for r in done if r.get(column) is not None])
-            line[column] = ours
+            values = [r[column] * scale for r in done if r.get(column) is not None]
+            line[column] = stats(values)
+            line[f"{column}_n"] = len(_finite(values))
             line[f"paper_{column}"] = paper.values.get(column) if paper else None
         out.append(line)
     return out
 
 
-def _cell(value: Value, digits: int) -> str:
+#: the columns that count (rounds, bytes, clusters): printed as whole numbers
+COUNTS = frozenset({"rounds_to_target", "bytes_to_target", "clusters", "first_split"})
+
+
+def _number(value: float, column: str) -> str:
+    """A value of ``column``: a count as a whole number (one decimal where a mean over
+    seeds is not whole), an accuracy or the ARI with two decimals, any other with three."""
+    if column in COUNTS:
+        return f"{value:.0f}" if float(value).is_integer() else f"{value:.1f}"
+    return f"{value:.{2 if column in PERCENT or column == 'ari' else 3}f}"
+
+
+def _cell(value: Value, column: str, n: int | None = None) -> str:
+    """A cell of the comparison: ``-`` for none; the paper's mean ± sd; ours with the
+    number of seeds, ``n = 1`` in place of a deviation that one seed cannot have."""
     if value is None:
         return "-"
     mean, sd = value
-    return f"{mean:.{digits}f} ± {sd:.{digits}f}"
+    if n is None:
+        return f"{_number(mean, column)} ± {_number(sd, column)}"
+    if n == 1:
+        return f"{_number(mean, column)} (n = 1)"
+    return f"{_number(mean, column)} ± {_number(sd, column)} (n = {n})"
 
 
-def format_comparison(table: PaperTable, lines: list[dict[str, Any]], absent: list[str]) -> str:
-    """The comparison as a Markdown table: our value beside the paper's in each column."""
+def comparison_cells(
+    table: PaperTable, lines: list[dict[str, Any]]
+) -> tuple[list[str], list[list[str]]]:
+    """The comparison's header and cells: per method its name (the paper's label beside a
+    name of its own), its seeds, and per column ours beside the paper's."""
     head = ["method", "seeds"]
     for _, heading in table.columns:
         head += [f"{heading} (distfl)", f"{heading} (paper)"]
-    out = [f"{table.title}\n", "| " + " | ".join(head) + " |\n", "|" + "---|" * len(head) + "\n"]
+    cells = []
     for line in lines:
         name = line["method"]
         if line["paper_label"] and line["paper_label"].lower() != name:
             name = f"{name} ({line['paper_label']})"
-        cells = [name, str(line["seeds"])]
+        row = [name, str(line["seeds"])]
         for column, _ in table.columns:
-            digits = 2 if column in PERCENT or column == "ari" else 3
-            cells += [_cell(line[column], digits), _cell(line[f"paper_{column}"], digits)]
-        out.append("| " + " | ".join(cells) + " |\n")
+            row += [_cell(line[column], column, line[f"{column}_n"]),
+                    _cell(line[f"paper_{column}"], column)]  # fmt: skip
+        cells.append(row)
+    return head, cells
+
+
+def format_comparison(table: PaperTable, lines: list[dict[str, Any]], absent: list[str]) -> str:
+    """The comparison as a Markdown table: our value beside the paper's in each column."""
+    head, cells = comparison_cells(table, lines)
+    out = [f"{table.title}\n", "| " + " | ".join(head) + " |\n", "|" + "---|" * len(head) + "\n"]
+    out += ["| " + " | ".join(row) + " |\n" for row in cells]
     if absent:
-        out.append(f"\nnot methods of distfl (paper's rows left out): {', '.join(absent)}\n")
+        out.append(f"\n{ABSENT}: {', '.join(absent)}\n")
     if table.notes:
         out.append(f"\n{table.notes}\n")
     return "".join(out)
 
 
-__all__ = ["TABLES", "PaperRow", "PaperTable", "comparison", "format_comparison", "stats"]
+#: what the comparison says of the paper's rows that are not methods of distfl
+ABSENT = "not methods of distfl (paper's rows left out)"
+
+__all__ = [
+    "TABLES",
+    "PaperRow",
+    "PaperTable",
+    "absent_rows",
+    "comparison",
+    "comparison_cells",
+    "format_comparison",
+    "stats",
+    "table_titled",
+]

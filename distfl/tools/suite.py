@@ -14,7 +14,10 @@ settings beside the tuned ones, in one suite). Every config is built and checked
 before the first run starts, so a bad key or value exits with code 2 and nothing has run.
 Run again with the same arguments and finished runs are kept, unfinished ones (a preempted
 suite) resumed from their ``/state``; a run file holding another config is refused unless
-``--force``.
+``--force``. Nothing of the user's in ``OUT`` is replaced or written through
+(:mod:`distfl.tools.suite_files`): a file the suite did not write at a log's or the table's
+path is refused unless ``--force``, a symbolic link, a FIFO or a device anywhere it writes
+even with it, all before the first run starts.
 
 The table (also ``OUT/suite.csv`` and ``OUT/suite.json``) has one row per run: scenario,
 algorithm (``fedavg`` for ``none``: one global model), seed, true groups, clusters found,
@@ -24,7 +27,7 @@ percentile), round of the first split and wall time.
 
 from __future__ import annotations
 
-import json
+import os
 import subprocess
 import sys
 import threading
@@ -36,6 +39,20 @@ from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError, did_you_mean
 from distfl.paths import self_command
+from distfl.tools.suite_files import (
+    COMPARISON,
+    LABELS,
+    OTHER,
+    check_directory,
+    check_run_path,
+    csv_text,
+    json_text,
+    log_head,
+    log_may_be_replaced,
+    make_directory,
+    read_own,
+    results_to_replace,
+)
 from distfl.tools.suite_plan import (  # those marked F401: read from here (distfl.report)
     RUN_FILE_STEM,  # noqa: F401
     Job,
@@ -72,22 +89,35 @@ COMPLEXITY_COLUMNS = ("test_loss", "sim_s", "rounds_to_target", "bytes_to_target
 
 
 def _existing(job: Job, force: bool) -> str:
-    """What to do with the job's run file: "run", "keep" (finished) or "resume"."""
+    """What to do with the job's run file: "run", "keep" (finished) or "resume". Refuses
+    (UserError) what the suite may not replace or write through (:mod:`suite_files`): at the
+    run file's path anything but a regular file, at its log's a file the suite did not write
+    (unless ``force``)."""
     from distfl.runfile.checkpoint import read_run_file
 
-    if force or not job.out.exists():
-        return "run"
-    try:
-        stored = read_run_file(job.out)
-    except CheckpointError as exc:
-        raise UserError(f"{exc}; remove it or run the suite with --force") from None
-    # the file is at the job's path, whatever name of its directory wrote it (run.out)
-    if replace(stored.config, run=replace(stored.config.run, out=job.config.run.out)) != job.config:
-        raise UserError(
-            f"{job.out} holds a run of another config; use another --out, or --force to "
-            "overwrite it"
-        )
-    return "keep" if int(stored.state.get("round", 0)) >= job.config.run.rounds else "resume"
+    if not check_run_path(job.out) or force:
+        action = "run"
+    else:
+        try:
+            stored = read_run_file(job.out)
+        except CheckpointError as exc:
+            raise UserError(f"{exc}; remove it or run the suite with --force") from None
+        # the file is at the job's path, whatever name of its directory wrote it (run.out)
+        config = replace(stored.config, run=replace(stored.config.run, out=job.config.run.out))
+        if config != job.config:
+            raise UserError(
+                f"{job.out} holds a run of another config; use another --out, or --force to "
+                "overwrite it"
+            )
+        done = int(stored.state.get("round", 0)) >= job.config.run.rounds
+        action = "keep" if done else "resume"
+    if action != "keep":
+        log_may_be_replaced(_log(job), force=force, resuming=action == "resume")
+    return action
+
+
+def _log(job: Job) -> Path:
+    return job.out.with_suffix(".log")
 
 
 def _command(job: Job, action: str, nproc: int = 1) -> list[str]:
@@ -117,22 +147,34 @@ class Outcome:
     error: str = ""
 
 
-def _execute(job: Job, action: str, nproc: int = 1) -> Outcome:
+def _execute(job: Job, action: str, nproc: int = 1, force: bool = False) -> Outcome:
+    """Run the job (or keep it), its output in its log (:func:`log_head`, then what the run
+    prints); a log that may no longer be written (a link put there meanwhile) fails the
+    job alone."""
+    from distfl.runfile.output import place_file
+
     if action == "keep":
         return Outcome(job, action, 0, 0.0)
-    log = job.out.with_suffix(".log")
+    log = _log(job)
     start = time.perf_counter()
-    with open(log, "w", encoding="utf-8") as fh:
+    try:
+        replaced = log_may_be_replaced(log, force=force, resuming=action == "resume")
+        fd = place_file(log, data=log_head(job.label).encode(), replace=replaced,
+                        label="the run's log", other=OTHER)  # fmt: skip
+    except UserError as exc:
+        return Outcome(job, action, 2, 0.0, f"distfl: error: {exc}")
+    try:
         proc = subprocess.run(
-            _command(job, action, nproc),
-            stdout=fh,
-            stderr=subprocess.STDOUT,
+            _command(job, action, nproc), stdout=fd, stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
-        )
+        )  # fmt: skip
+    finally:
+        os.close(fd)
     seconds = time.perf_counter() - start
     error = ""
     if proc.returncode != 0:
-        lines = [ln for ln in log.read_text(encoding="utf-8", errors="replace").splitlines() if ln]
+        text = (read_own(log) or b"").decode("utf-8", errors="replace")
+        lines = [ln for ln in text.splitlines()[1:] if ln]
         error = lines[-1] if lines else f"exit code {proc.returncode}"
     return Outcome(job, action, proc.returncode, seconds, error)
 
@@ -168,20 +210,20 @@ def run_suite(
     ranks (:func:`_command`); rows in job order."""
     if actions is None:
         actions = [_existing(job, force) for job in jobs]  # every refusal before any run
-    for job in jobs:
-        job.out.parent.mkdir(parents=True, exist_ok=True)
+    for directory in dict.fromkeys(job.out.parent for job in jobs):
+        make_directory(directory)
     lock = threading.Lock()
     done = [0]
 
     def one(i: int) -> Outcome:
-        outcome = _execute(jobs[i], actions[i], nproc)
+        outcome = _execute(jobs[i], actions[i], nproc, force)
         with lock:
             done[0] += 1
             what = {"keep": "kept (finished before)", "resume": "resumed", "run": "done"}
             status = (
                 what[outcome.action]
                 if outcome.returncode == 0
-                else f"FAILED ({outcome.error}; log {jobs[i].out.with_suffix('.log')})"
+                else f"FAILED ({outcome.error}; log {_log(jobs[i])})"
             )
             stream.write(
                 f"[{done[0]}/{len(jobs)}] {jobs[i].label}: {status}"
@@ -204,19 +246,46 @@ def suite_columns(jobs) -> tuple[str, ...]:
     return COLUMNS + COMPLEXITY_COLUMNS if complexity else COLUMNS
 
 
-def write_outputs(rows: list[dict[str, Any]], out_dir: str | Path) -> None:
-    """``suite.csv`` and ``suite.json`` in ``out_dir`` (each written beside and put in
-    place; the suite's own, so a regular file of a run before is replaced, a link, a FIFO or
-    a device never)."""
+def write_outputs(
+    rows: list[dict[str, Any]],
+    out_dir: str | Path,
+    *,
+    force: bool = False,
+    table: str | None = None,
+    check_only: bool = False,
+) -> None:
+    """``suite.json`` and ``suite.csv`` in ``out_dir`` (and ``comparison.md``, the paper's
+    ``table`` beside ``rows``), each written beside and put in place. A file there is
+    replaced only where the suite wrote it (:func:`results_to_replace`) or with ``force``;
+    a link, a FIFO or a device never. ``check_only``: refuse what would be refused, write
+    nothing (before any run starts)."""
     from distfl.runfile.output import write_file
-    from distfl.tools.gather import write_csv
 
     out_dir = Path(out_dir)
-    target = {"label": "the suite's table", "other": "remove it, or give another --out"}
-    write_csv(rows, out_dir / "suite.csv", replace=True, target=target)
+    there = results_to_replace(
+        out_dir, force=force, comparison=table is not None,
+        column_sets=(COLUMNS, COLUMNS + COMPLEXITY_COLUMNS), compare=_comparison_titled,
+    )  # fmt: skip
+    if check_only:
+        return
     columns = list(rows[0]) if rows else list(COLUMNS)
-    text = json.dumps({"columns": columns, "rows": rows}, indent=1) + "\n"
-    write_file(out_dir / "suite.json", text, replace=True, **target)
+    texts = {"suite.json": json_text(rows, columns), "suite.csv": csv_text(rows, columns)}
+    if table is not None:
+        texts[COMPARISON] = table_comparison(table, rows)
+    for name, text in texts.items():
+        write_file(out_dir / name, text, replace=there[name], label=LABELS[name], other=OTHER)
+
+
+def _comparison_titled(title: str, rows: list[dict[str, Any]]) -> str | None:
+    """The comparison the suite writes of ``rows`` for the paper's table titled ``title``
+    (None for no such table, or rows that are not a suite's)."""
+    from distfl.tools.paper_tables import table_titled
+
+    name = table_titled(title)
+    try:
+        return None if name is None else table_comparison(name, rows)
+    except (TypeError, ValueError, KeyError, AttributeError):
+        return None
 
 
 def suite(
@@ -256,7 +325,9 @@ def suite(
         scenarios, list(algorithms), list(seeds), out, list(overrides), list(variants),
         true_clusters=true_clusters,
     )  # fmt: skip
+    check_directory(out)
     actions = [_existing(job, force) for job in jobs]  # refusals before any output
+    write_outputs([], out, force=force, table=table, check_only=True)
     start = time.perf_counter()
     stream.write(
         f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
@@ -269,16 +340,14 @@ def suite(
     rows, outcomes = run_suite(
         jobs, workers=workers, force=force, stream=stream, actions=actions, nproc=nproc
     )
-    write_outputs(rows, out)
+    write_outputs(rows, out, force=force, table=table)
     stream.write("\n" + format_table(rows))
     failed = [o for o in outcomes if o.returncode != 0]
     stream.write("\n" + summary_line(outcomes, time.perf_counter() - start, Path(out)))
     for o in failed:
         stream.write(f"failed: {o.job.label}: {o.error}\n")
     if table is not None:
-        text = table_comparison(table, rows, algorithms)
-        write_file_beside(Path(out) / "comparison.md", text)
-        stream.write("\n" + text)
+        stream.write("\n" + table_comparison(table, rows))
     return rows, outcomes
 
 
@@ -297,24 +366,12 @@ def summary_line(outcomes: list[Outcome], seconds: float, out: Path) -> str:
     return f"{before}, {now} run now: {finished} of {now} finished in {seconds:.1f} s; {table}\n"
 
 
-def table_comparison(table: str, rows: list[dict[str, Any]], algorithms: list[str]) -> str:
+def table_comparison(table: str, rows: list[dict[str, Any]]) -> str:
     """The paper's table ``table`` beside the suite's ``rows`` (Markdown)."""
-    from distfl.algorithms import algorithm_names
-    from distfl.tools.paper_tables import TABLES, comparison, format_comparison
+    from distfl.tools.paper_tables import TABLES, absent_rows, comparison, format_comparison
 
     spec = TABLES[table]
-    known = set(algorithm_names()) | {parse_variant(v)[0] for v in spec.variants}
-    absent = [row.label for name, row in spec.rows.items()
-              if name not in known and name != "fedavg"]  # fmt: skip
-    return format_comparison(spec, comparison(spec, rows), absent)
-
-
-def write_file_beside(path: Path, text: str) -> None:
-    """The suite's own file ``path`` (replaced when a suite wrote it before; never a link)."""
-    from distfl.runfile.output import write_file
-
-    write_file(path, text, replace=True, label="the suite's comparison",
-               other="remove it, or give another --out")  # fmt: skip
+    return format_comparison(spec, comparison(spec, rows), absent_rows(spec))
 
 
 def table_arguments(kw: dict[str, Any], table: str) -> dict[str, Any]:

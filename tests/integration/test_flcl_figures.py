@@ -1,7 +1,8 @@
 """Seed 004's comparison in one command: ``distfl suite --table flcl-fig2`` runs FLCL,
 FedCS, FedPNS and FedAvg on the FLCL paper's Fig. 2 pool (a few rounds here), tabulates the
 final test loss and the rounds to the loss target, and ``distfl report`` draws the paper's
-figure (the loss against rounds, simulated time, and in- plus out-of-sample loss)."""
+figure (the loss against rounds, simulated time, and in- plus out-of-sample loss) and
+shows the comparison on its page."""
 
 from __future__ import annotations
 
@@ -44,4 +45,9 @@ def test_the_fig2_table_and_figure(helpers, tmp_path):
     assert report.returncode == 0, report.stdout + report.stderr
     page = (tmp_path / "rep" / "index.html").read_text()
     assert "suite-loss-0.png" in page and (tmp_path / "rep" / "suite-loss-0.png").stat().st_size
+    # the comparison of the suite, on the page: the paper's table, each method's final loss
+    title = "FLCL Fig. 2, output heterogeneity (rotations in [0, π], 12 of 40 flipped)"
+    assert f"<h2>{title}</h2>" in page
+    for algorithm, row in rows.items():
+        assert f"<td>{algorithm}" in page and f"<td>{row['test_loss']:.3f} (n = 1)</td>" in page
     assert "the seed-004 paper&#x27;s l_g" in page or "the seed-004 paper's l_g" in page

@@ -2,8 +2,8 @@
 of its methods — the 16 of the paper's table (FedProx a variant of one global model) and
 distfl's own beside them — in one command with the papers' protocol, at one process and
 under torchrun with three ranks a run, to the same bits (``distfl compare``), and its
-comparison (``OUT/comparison.md``) shows the suite's own values as mean ± sd beside the
-paper's.
+comparison (``OUT/comparison.md``) shows the suite's own values (one seed: ``n = 1``)
+beside the paper's.
 
 Each suite runs with a relative ``--out out`` from a directory of its own, so that the run
 files of the two hold the same ``run.out`` and compare config and all."""
@@ -52,7 +52,8 @@ def test_table_one_at_one_process_and_under_torchrun(helpers, tmp_path):
         same = helpers.cli(tmp_path, "compare", str(one / "out" / name),
                            str(three / "out" / name), "--ignore", "timing")  # fmt: skip
         assert same.returncode == 0, f"{name}\n{same.stdout}{same.stderr}"
-    # the comparison: ours (one seed, so sd 0) beside the paper's, from the suite's rows
+    # the comparison: ours (one seed: no deviation, n = 1) beside the paper's, from the
+    # suite's rows
     with open(one / "out" / "suite.csv", newline="") as f:
         rows = {row["algorithm"]: row for row in csv.DictReader(f)}
     text = (one / "out" / "comparison.md").read_text()
@@ -63,6 +64,6 @@ def test_table_one_at_one_process_and_under_torchrun(helpers, tmp_path):
         acc, worst = 100 * float(row["accuracy"]), 100 * float(row["accuracy_worst"])
         avg_paper = "{:.2f} ± {:.2f}".format(*paper[method].values["accuracy"])
         line = next(ln for ln in text.splitlines() if ln.startswith(f"| {method} |"))
-        assert f"| {acc:.2f} ± 0.00 | {avg_paper} | {worst:.2f} ± 0.00 |" in line, line
+        assert f"| {acc:.2f} (n = 1) | {avg_paper} | {worst:.2f} (n = 1) |" in line, line
     # PACFL's one-shot clustering into the 4 rotations it was given finds them
     assert float(rows["pacfl"]["ari"]) == 1.0

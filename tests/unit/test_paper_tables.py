@@ -117,10 +117,37 @@ def test_the_comparison_is_our_mean_and_deviation_beside_the_papers():
     assert oracle["paper_accuracy"] == spec.rows["oracle"].values["accuracy"]
     # a failed seed counts for nothing; a method the paper has no row for shows none
     assert lines["fedgwc"]["seeds"] == 1 and lines["fedgwc"]["paper_ari"] is None
+    assert oracle["accuracy_n"] == 2 and lines["fedgwc"]["accuracy_n"] == 1
     text = format_comparison(spec, list(lines.values()), ["FedEM"])
-    assert "| oracle | 2 | 85.00 ± 7.07 | 98.86 ± 0.05 |" in text, text
-    assert "| fedgwc | 1 | 70.00 ± 0.00 | - |" in text, text
+    assert "| oracle | 2 | 85.00 ± 7.07 (n = 2) | 98.86 ± 0.05 |" in text, text
+    assert "| fedgwc | 1 | 70.00 (n = 1) | - |" in text, text
     assert "not methods of distfl (paper's rows left out): FedEM" in text
+
+
+def test_one_seed_says_n_1_and_counts_are_whole_numbers():
+    """No deviation where one seed cannot have one ("n = 1", never "± 0.00"); the count
+    of seeds where there are more; rounds as whole numbers (one decimal where a mean over
+    seeds is not whole)."""
+    spec = TABLES["flcl-fig2"]
+    rows = [
+        {"algorithm": "flcl", "accuracy": 0.9, "test_loss": 0.25, "rounds_to_target": 152},
+        {"algorithm": "fedavg", "accuracy": 0.8, "test_loss": 0.3, "rounds_to_target": 150},
+        {"algorithm": "fedavg", "accuracy": 0.8, "test_loss": 0.2, "rounds_to_target": 153},
+        {"algorithm": "fedavg", "accuracy": 0.8, "test_loss": 0.4, "rounds_to_target": 153},
+        {"algorithm": "fedcs", "accuracy": 0.7, "test_loss": 0.5, "rounds_to_target": None},
+    ]
+    text = format_comparison(spec, comparison(spec, rows), [])
+    lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines()}
+    assert lines["flcl"] == "| flcl | 1 | 0.250 (n = 1) | - | 152 (n = 1) | - |"
+    sd = statistics.stdev([150, 153, 153])
+    assert lines["fedavg"] == (
+        f"| fedavg | 3 | 0.300 ± 0.100 (n = 3) | - | 152 ± {sd:.1f} (n = 3) | - |"
+    )
+    assert lines["fedcs"] == "| fedcs | 1 | 0.500 (n = 1) | - | - | - |"
+    rows[1]["rounds_to_target"] = 151  # a mean of 152.33...: one decimal
+    text = format_comparison(spec, comparison(spec, rows), [])
+    assert "| 152.3 ± 1.2 (n = 3) |" in text, text
+    assert "± 0.00" not in text and ".000" not in text
 
 
 def test_the_scenarios_page_lists_every_table():
@@ -159,3 +186,14 @@ def test_the_scenarios_page_gives_each_tables_rounds_and_clients_a_round():
             continue
         assert config.server.clients_per_round == K, name
         assert cell == f"{rounds}, all {K} clients each", (name, cell)
+
+
+def test_each_table_has_a_title_of_its_own():
+    """The suite knows its comparison, and the report a suite's table, by the title the
+    comparison starts with."""
+    from distfl.tools.paper_tables import table_titled
+
+    assert len({spec.title for spec in TABLES.values()}) == len(TABLES)
+    for name, spec in TABLES.items():
+        assert table_titled(spec.title) == name
+    assert table_titled("Table 1") is None

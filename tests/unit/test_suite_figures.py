@@ -130,3 +130,65 @@ def test_a_mean_over_seeds_that_is_not_whole_has_one_decimal():
     _, ax, _, _ = drawn("clusters")  # seeds 0 and 1: 2 and 3 clusters, 2.5 on average
     labels = {t.get_text() for t in ax.texts}
     assert {"1", "2.5", "4.5", "3.5"} <= labels
+
+
+def test_twenty_colours_before_one_comes_again():
+    """The report's categorical colours (clusters, algorithms): the first 20 pairwise
+    unlike (tab20's dark shades are tab10's own colours: none of them twice)."""
+    from looks import ALIKE, delta_e
+
+    from distfl.plot import colour
+
+    colours = [colour(i) for i in range(20)]
+    close = [(i, j) for i in range(20) for j in range(i) if delta_e(colours[i], colours[j]) < ALIKE]
+    assert not close, close
+
+
+def test_25_styles_are_pairwise_distinct():
+    """Each of 25 algorithms has a look of its own: two whose colours are alike differ in
+    marker, line style and hatch (and so, in a figure, in each of them)."""
+    from looks import told_apart
+
+    from distfl.plot import style
+
+    looks = [style(i) for i in range(25)]
+    tuples = [(s.colour, s.marker, s.line, s.hatch) for s in looks]
+    assert len(set(tuples)) == 25
+    for i in range(25):
+        for j in range(i):
+            assert told_apart(tuples[i], tuples[j]), (i, j, tuples[i], tuples[j])
+
+
+def many(n=25):
+    """A suite's table of ``n`` algorithms on two scenarios, one seed."""
+    return [{"scenario": s, "algorithm": f"method{i}", "seed": 0, "groups": 2,
+             "clusters": 1 + i % 3, "ari": 0.03 * i}
+            for s in ("default", "tiny") for i in range(n)]  # fmt: skip
+
+
+def test_the_bars_of_25_algorithms_are_told_apart():
+    """Each algorithm's bars (their colour and hatch, as drawn) unlike every other's."""
+    from looks import told_apart
+
+    fig, _ = metric_bars(many(), "ari", TITLES["ari"])
+    ax = fig.axes[0]
+    bars = {c.get_label(): c.patches[0] for c in ax.containers if hasattr(c, "patches")}
+    assert list(bars) == [f"method{i}" for i in range(25)]
+    looks = [(b.get_facecolor(), b.get_hatch() or "") for b in bars.values()]
+    for i in range(25):
+        for j in range(i):
+            assert told_apart(looks[i], looks[j]), (i, j, looks[i], looks[j])
+
+
+@pytest.mark.parametrize("n", [2, 25])
+@pytest.mark.parametrize("metric", ["ari", "clusters"])
+def test_the_bar_legend_is_outside_the_axes_and_inside_the_figure(tmp_path, metric, n):
+    """After the figure is saved as the report saves it (its constrained layout), the
+    legend's box is within the figure and clear of the axes: every entry legible."""
+    from looks import assert_legend_outside
+
+    from distfl.plot import save
+
+    fig, _ = metric_bars(many(n), metric, TITLES[metric])
+    save(fig, tmp_path / "bars.png")
+    assert_legend_outside(fig, entries=n + (metric == "clusters"))
