@@ -45,7 +45,7 @@ from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
 from distfl.runfile import integrity, layout
-from distfl.runfile.atomic import DiskReserve, why, write_atomically
+from distfl.runfile.atomic import MARK, USERBLOCK, DiskReserve, why, write_atomically
 from distfl.runfile.contents import Contents
 from distfl.runfile.digest import (
     RESUMABLE_CHANGES,
@@ -203,7 +203,7 @@ def write_run_file(
     path = Path(path)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     image = io.BytesIO()
-    with h5py.File(image, "w") as f:
+    with h5py.File(image, "w", userblock_size=USERBLOCK) as f:
         f.attrs["distfl_version"] = __version__
         f.attrs["format"] = FORMAT
         f.attrs["config"] = config.to_json()
@@ -244,7 +244,9 @@ def write_run_file(
         s.attrs["sha256"] = tree_digest(state)
         s.attrs["config_sha256"] = config_digest(config)
         integrity.seal(f)
-    write_atomically(path, image.getbuffer(), room)
+    data = image.getbuffer()
+    data[: len(MARK)] = MARK  # the user block: HDF5 leaves it to the file's writer
+    write_atomically(path, data, room)
     return created or now
 
 
