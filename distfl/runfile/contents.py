@@ -398,6 +398,8 @@ class Contents:
                 raise self.bad(f"{where}/members holds a client id outside 0..{K - 1}")
             if len(np.unique(members)) != len(members):
                 raise self.bad(f"{where}/members names a client twice")
+            if (np.diff(members) < 0).any():
+                raise self.bad(f"{where}/members is not in ascending order, as a run writes it")
             split = int(g.attrs["split_round"])
             if split < 0:
                 if in_leaf[members].any():
@@ -465,10 +467,11 @@ class Contents:
 
 
 def of_kind(dtype: np.dtype, kind: str) -> bool:
-    """Whether ``dtype`` is the writer's for ``kind`` (:data:`DTYPES`; "str": text,
+    """Whether ``dtype`` is the writer's for ``kind`` (:data:`DTYPES`, in either byte
+    order: a file written on a big-endian machine holds its numbers so; "str": text,
     "number": any numbers)."""
     if kind in DTYPES:
-        return dtype == DTYPES[kind]
+        return dtype.newbyteorder("=") == DTYPES[kind] or dtype == DTYPES[kind]
     if kind == "number":
         return dtype.kind in "biuf"
     return h5py.check_string_dtype(dtype) is not None

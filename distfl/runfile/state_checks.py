@@ -12,6 +12,9 @@ restores it):
   state one numpy takes, a cluster id one of /hierarchy; the selection's state of the
   run's clients. A plug-in's algorithm keeps what it likes under /state/algorithm: only the
   nesting is bounded there;
+- the arrays of distfl's own state a reader can tell (:func:`_check_arrays`: a built-in
+  algorithm's per-client rewards and counts, FedAvgM's velocities, FedPNS's clients,
+  probabilities and counts); an algorithm's other arrays are checked as numbers only;
 - the models of /final and /state finite (a run never records a model of NaN or
   Infinity: a training that gives one stops, keeping the round before).
 """
@@ -75,8 +78,55 @@ def check(c: Contents) -> None:
     if "selection" in c.f["state"] and "/state/selection@num_clients" in values:
         if values["/state/selection@num_clients"] != c.K:
             raise c.bad(f"/state/selection@num_clients is not the run's {c.K} clients")
+    _check_arrays(c, builtin, values)
     for where in ("final/models", "state/models"):
         _check_finite(c, c.f[where])
+
+
+def _check_arrays(c: Contents, builtin: bool, values: dict[str, Any]) -> None:
+    """The arrays of distfl's own state that every reader can tell: a built-in algorithm's
+    per-client rewards and counts (one per client), FedAvgM's velocities (one model per
+    cluster of its ids, finite) and FedPNS's clients, probabilities and counts."""
+    st = c.f["state"]
+    arrays: list[tuple[str, str, int | None]] = [  # (path, kind, rows)
+        ("selection/labeled_ids", "ids", None), ("selection/counted_ids", "ids", None),
+        ("selection/labeled_prob", "weight", _rows(st, "selection/labeled_ids")),
+        ("selection/times_selected", "count", _rows(st, "selection/counted_ids")),
+        ("selection/times_labeled", "count", _rows(st, "selection/counted_ids")),
+        ("aggregator/velocity", "finite", len(values.get("/state/aggregator@ids", ()))),
+    ]  # fmt: skip
+    if builtin:  # (FedGWC's rewards and times sampled)
+        arrays += [("algorithm/gamma", "finite", c.K), ("algorithm/times_sampled", "count", c.K)]
+    for name, kind, rows in arrays:
+        ds = st.get(name)
+        if not isinstance(ds, h5py.Dataset) or (name.endswith("velocity") and not ds.size):
+            continue
+        where = f"/state/{name}"
+        if ds.dtype.kind not in ("iu" if kind in ("ids", "count") else "f") or ds.ndim < 1:
+            raise c.bad(f"{where} holds {ds.dtype} values of {ds.ndim} dimensions, which "
+                        "distfl's own state never holds")  # fmt: skip
+        if rows is not None and ds.shape[0] != rows:
+            raise c.bad(f"{where} holds {ds.shape[0]} rows, not {rows}")
+        a = ds[()]
+        odd = {
+            "ids": a.size and (a.min() < 0 or a.max() >= c.K or (np.diff(a) <= 0).any()),
+            "count": a.size and a.min() < 0,
+            "weight": not (np.isfinite(a).all() and (a >= 0).all()),
+            "finite": not np.isfinite(a).all(),
+        }[kind]
+        if odd:
+            what = {
+                "ids": "ascending client ids of the run",
+                "count": "counts from 0",
+                "weight": "finite numbers from 0",
+                "finite": "finite numbers",
+            }[kind]
+            raise c.bad(f"{where} does not hold {what}")  # fmt: skip
+
+
+def _rows(group: h5py.Group, name: str) -> int | None:
+    ds = group.get(name)
+    return ds.shape[0] if isinstance(ds, h5py.Dataset) and ds.ndim else None
 
 
 def _builtin_algorithm(c: Contents) -> bool:

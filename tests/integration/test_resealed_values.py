@@ -32,6 +32,7 @@ RUNS = {
     "none": (),
     "cfl": ('algorithm.name="cfl"',),
     "fedgwc": ('algorithm.name="fedgwc"', 'server.aggregator="fedavgm"'),
+    "fedpns": ('participation.selection="fedpns"',),
 }
 
 
@@ -182,6 +183,14 @@ def _retyped(name: str, dtype):
     return change
 
 
+def _retyped_rows(name: str, rows: int):
+    def change(f):
+        _replace(f, name, f[name][()][:rows])
+
+    change.__name__ = f"rows_{name}"
+    return change
+
+
 def _evaluation_removed(f):
     """Round 2's evaluation deleted, and the federation's figures with it."""
     for key in list(f["metrics/evaluation"]):
@@ -267,6 +276,8 @@ PROBES = {
                          "/final/models holds a value that is not finite"),
     "a state model infinite": ("none", _set("state/models", np.inf, (0, 0)),
                                "/state/models holds a value that is not finite"),
+    "members out of order": ("none", _set("hierarchy/0/members", np.arange(19, -1, -1)),
+                             "/hierarchy/0/members is not in ascending order"),
     "a client in two leaves": ("none", _client_in_two_leaves,
                                "/hierarchy/0.1/members names client 10, a member of another "
                                "leaf too"),
@@ -312,6 +323,16 @@ PROBES = {
                                                          '"x"'),
                                          "/state/algorithm/clusters/0@quiet = 'x' is not a "
                                          "count"),
+    "FedGWC's rewards of 3 clients": ("fedgwc", _retyped_rows("state/algorithm/gamma", 3),
+                                      "/state/algorithm/gamma holds 3 rows, not 20"),
+    "FedGWC's rewards NaN": ("fedgwc", _set("state/algorithm/gamma", np.nan),
+                             "/state/algorithm/gamma does not hold finite numbers"),
+    "FedAvgM's velocity NaN": ("fedgwc", _set("state/aggregator/velocity", np.nan),
+                               "/state/aggregator/velocity does not hold finite numbers"),
+    "FedPNS's counts negative": ("fedpns", _set("state/selection/times_selected", -1),
+                                 "/state/selection/times_selected does not hold counts from 0"),
+    "FedPNS's client 99": ("fedpns", _set("state/selection/counted_ids", 99, -1),
+                           "/state/selection/counted_ids does not hold ascending client ids"),
     "FedAvgM's velocity of client 5": ("fedgwc", _attr("state/aggregator", "ids", "[5]"),
                                        "/state/aggregator@ids is not a list of cluster ids"),
 }  # fmt: skip
@@ -325,3 +346,49 @@ def test_a_value_no_run_writes_is_refused(helpers, runs, tmp_path, name):
         distfl.open(path)
     proc = helpers.cli(tmp_path, "status", path)
     assert proc.returncode == 2 and needle in proc.stderr, proc.stderr
+
+
+# -- what the built-in algorithms keep in /state: each value of a declared kind ---------------
+
+SMALL = ["run.rounds=3", "eval.every=2", 'run.progress="none"', "data.num_clients=12",
+         "data.samples_per_client=40", "server.clients_per_round=6",
+         "data.groups=[{count = 6, alpha = 1000.0}, {count = 6, alpha = 1000.0, "
+         "rotation = 180.0}]"]  # fmt: skip
+
+
+def _states() -> dict[str, list[str]]:
+    """Each built-in algorithm (FedGWC also with its observed interaction and FedAvgM, the
+    federation also with FedPNS's selection), by name: its overrides."""
+    from distfl.algorithms import algorithm_names
+
+    cases = {name: [f'algorithm.name="{name}"'] for name in algorithm_names()}
+    cases["fedgwc observed"] = ['algorithm.name="fedgwc"', 'algorithm.interaction="observed"',
+                                'server.aggregator="fedavgm"']  # fmt: skip
+    cases["fedpns"] = ['participation.selection="fedpns"']
+    return cases
+
+
+def test_every_value_a_built_in_state_holds_has_a_kind(tmp_path):
+    """The names of /state's JSON values that distfl's own algorithms, aggregators and
+    selection write are those :data:`~distfl.runfile.state_checks.KINDS` gives a kind (so a
+    value changed to another kind is refused), and such a file reads."""
+    import io
+
+    from distfl.runfile.state_checks import KINDS
+
+    seen: dict[str, str] = {}
+    for case, items in _states().items():
+        out = tmp_path / f"{case.replace(' ', '-')}.h5"
+        distfl.run(preset="digits", overrides=[*SMALL, *items], out=out, stream=io.StringIO())
+        with h5py.File(out, "r") as f:
+
+            def visit(name, item, case=case):
+                for key in item.attrs:
+                    seen.setdefault(key, f"{case}: /state/{name}@{key}")
+
+            f["state"].visititems(visit)
+            seen.update({k: f"{case}: /state@{k}" for k in f["state"].attrs})
+        assert distfl.open(out).round == 3
+    unknown = sorted(where for key, where in seen.items()
+                     if key not in KINDS and key not in ("sha256", "config_sha256"))  # fmt: skip
+    assert not unknown, unknown
