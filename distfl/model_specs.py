@@ -12,6 +12,7 @@ it needs when it runs.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -112,6 +113,57 @@ def model_specs() -> list[type[ModelSpec]]:
 
 # -- the built-in models ----------------------------------------------------------------
 
+#: the image models of :mod:`distfl.models`: (channels of the two convolutions, kernel
+#: size, dense widths before the classes); the other built-in model is the MLP of
+#: model.hidden
+CONV_MODELS: dict[str, tuple[tuple[int, int], int, tuple[int, ...]]] = {
+    "cnn": ((64, 64), 5, (384, 192)),
+    "lenet5": ((6, 16), 5, (120, 84)),
+    "mnist_cnn": ((64, 128), 3, (128,)),
+}
+
+
+def _image(shape: tuple[int, ...]) -> tuple[int, int, int]:
+    """[C, H, W] of an image shape; other shapes as one channel and one row."""
+    if len(shape) == 3:
+        return shape[0], shape[1], shape[2]
+    return 1, 1, math.prod(shape)
+
+
+def parameter_count(
+    model: str, shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
+) -> int:
+    """The parameters of :func:`distfl.models.build_model` ``(model, shape, num_classes,
+    hidden=hidden)``, counted without building it: the MLP's dense layers over the flattened
+    input, or the image models' two "same" convolutions, each followed by a 2x2 max-pool,
+    then their dense layers."""
+    if model in CONV_MODELS:
+        (c1, c2), k, dense = CONV_MODELS[model]
+        c, h, w = _image(shape)
+        count = c * c1 * k * k + c1 + c1 * c2 * k * k + c2
+        width = c2 * (h // 2 // 2) * (w // 2 // 2)
+    else:
+        count, width, dense = 0, math.prod(shape), hidden
+    for d in (*dense, num_classes):
+        count += width * d + d
+        width = d
+    return count
+
+
+def activations_per_sample(
+    model: str, shape: tuple[int, ...], num_classes: int, hidden: tuple[int, ...] = (64,)
+) -> int:
+    """float32 values one sample's forward pass produces, every layer's output (ReLU and
+    pooling included) counted: a generous bound of what evaluating a client holds."""
+    if model in CONV_MODELS:
+        (c1, c2), _, dense = CONV_MODELS[model]
+        c, h, w = _image(shape)
+        h1, w1 = h // 2, w // 2
+        count = 2 * c1 * h * w + c1 * h1 * w1 + 2 * c2 * h1 * w1 + c2 * (h1 // 2) * (w1 // 2)
+    else:
+        count, dense = 0, hidden
+    return count + 2 * sum(dense) + num_classes
+
 
 def _widths(key: str, widths: tuple[int, ...]) -> None:
     for i, h in enumerate(widths):
@@ -156,6 +208,16 @@ class MLPSpec(ModelSpec):
 
         return MLP(input_shape, num_classes, tuple(params.hidden))
 
+    @classmethod
+    def parameter_count(cls, input_shape, num_classes, params):
+        return parameter_count(cls.name, tuple(input_shape), num_classes, tuple(params.hidden))
+
+    @classmethod
+    def activations_per_sample(cls, input_shape, num_classes, params):
+        return activations_per_sample(
+            cls.name, tuple(input_shape), num_classes, tuple(params.hidden)
+        )
+
 
 class _ImageSpec(ModelSpec):
     """Two "same" convolutions, each followed by ReLU and a 2x2 max-pooling: images of at
@@ -176,6 +238,14 @@ class _ImageSpec(ModelSpec):
         from distfl import models
 
         return getattr(models, cls.network_class)(input_shape, num_classes)
+
+    @classmethod
+    def parameter_count(cls, input_shape, num_classes, params):
+        return parameter_count(cls.name, tuple(input_shape), num_classes)
+
+    @classmethod
+    def activations_per_sample(cls, input_shape, num_classes, params):
+        return activations_per_sample(cls.name, tuple(input_shape), num_classes)
 
 
 @register
@@ -214,14 +284,17 @@ BUILT_IN = ("mlp", "cnn", "lenet5", "mnist_cnn")
 
 __all__ = [
     "BUILT_IN",
+    "CONV_MODELS",
     "ImageParams",
     "MLPParams",
     "ModelSpec",
     "NoParams",
     "Params",
+    "activations_per_sample",
     "model_names",
     "model_spec",
     "model_specs",
+    "parameter_count",
     "register",
     "setting",
 ]

@@ -1,9 +1,12 @@
-"""Shared by the integration and Slurm tests: a FedGWC scenario that splits, and reading
-and comparing run files bit for bit."""
+"""Shared by the integration and Slurm tests: a FedGWC scenario that splits, reading and
+comparing run files bit for bit, and changing a run file and sealing it anew as someone who
+knows distfl's code can (a checksum is no signature)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
+from unittest import mock
 
 import h5py
 import numpy as np
@@ -157,3 +160,93 @@ def format3_digest(config) -> str:
         if k not in RESUMABLE_CHANGES and k != "run.plugins" and k not in added
     }  # fmt: skip
     return hashlib.sha256(json.dumps(before, sort_keys=True).encode()).hexdigest()
+
+
+# -- a run file changed and sealed anew -----------------------------------------------------
+
+
+def seal_anew(f: h5py.File) -> None:
+    """The integrity record of ``f`` written anew (:func:`distfl.runfile.integrity.seal`),
+    with a made-up digest for a dataset that claims more than its bytes on disk hold
+    (hashing it would read all it claims)."""
+    from distfl.runfile import integrity
+
+    if integrity.GROUP in f:
+        del f[integrity.GROUP]
+    real = integrity._dataset_digest
+
+    def digest(ds: h5py.Dataset) -> str:
+        claimed, held = ds.size * ds.dtype.itemsize, ds.id.get_storage_size()
+        return "0" * 64 if claimed > max(integrity.LZF_RATIO * held, 1 << 20) else real(ds)
+
+    with mock.patch.object(integrity, "_dataset_digest", digest):
+        integrity.seal(f)
+
+
+def resealed(change, *, digest: bool = False):
+    """``change``, then the integrity record written anew; ``digest``: also the digest of
+    the (changed) stored config in /state, as someone who knows distfl's code would."""
+    from distfl.config import from_json
+    from distfl.runfile.digest import config_digest
+
+    def tamper(f: h5py.File) -> None:
+        change(f)
+        if digest:
+            config = from_json(f.attrs["config"])
+            f["state"].attrs["config_sha256"] = config_digest(config)
+        seal_anew(f)
+
+    tamper.__name__ = change.__name__
+    return tamper
+
+
+def tampered(written: Path, tmp_path: Path, tamper) -> Path:
+    """A copy of ``written`` as ``tmp_path/run.h5``, changed by ``tamper`` (and the file
+    untouched beside it as ``good.h5``, for ``compare``)."""
+    path = tmp_path / "run.h5"
+    shutil.copy(written, path)
+    shutil.copy(written, tmp_path / "good.h5")
+    with h5py.File(path, "r+") as f:
+        tamper(f)
+    return path
+
+
+#: every command that reads a run file, with its arguments for a file and a folder
+READERS = {
+    "status": lambda f, d, rounds: ["status", f],
+    "inspect": lambda f, d, rounds: ["inspect", f],
+    "report": lambda f, d, rounds: ["report", f, "--out", d / "report"],
+    "gather": lambda f, d, rounds: ["gather", f],
+    "compare": lambda f, d, rounds: ["compare", f, d / "good.h5"],
+    "resume": lambda f, d, rounds: ["run", "--resume", f, "--set", f"run.rounds={rounds + 1}"],
+}
+
+
+def refused_by_every_reader(helpers, path: Path, needle: str, *, rounds: int) -> None:
+    """Every reader of :data:`READERS` (in this process: ``helpers.cli``) and
+    ``distfl.open`` refuse the run file ``path`` of ``rounds`` rounds (``good.h5`` beside
+    it, for ``compare``) with one line (exit code 2) holding ``needle`` and its name, no
+    escape character printed, nothing written (``gather`` skips the file: 1 or 2)."""
+    import re
+
+    import pytest
+    from cliproc import assert_one_line_error
+    from timing import limit
+
+    import distfl
+    from distfl.errors import CheckpointError
+
+    folder = path.parent
+    before = path.read_bytes()
+    for reader, args in READERS.items():
+        proc = helpers.cli(folder, *args(path, folder, rounds), timeout=limit(30))
+        assert "\x1b" not in proc.stderr + proc.stdout, (reader, proc.stderr)
+        if reader == "gather":  # gather skips what it cannot read, says why, exits 1 or 2
+            assert proc.returncode in (1, 2) and needle in proc.stderr, (reader, proc.stderr)
+            continue
+        line = assert_one_line_error(proc, needle)
+        assert path.name in line, (reader, line)
+    assert path.read_bytes() == before  # nothing rewrote it
+    assert not (folder / "report").exists() or not any((folder / "report").iterdir())
+    with pytest.raises(CheckpointError, match=re.escape(needle)):
+        distfl.open(path)

@@ -8,8 +8,9 @@
   paths), the output lock against a second writer, the traceback kept beside a run;
 - :mod:`~distfl.runfile.integrity`: the integrity record that lets a reader trust every
   part;
-- :mod:`~distfl.runfile.contents` and :mod:`~distfl.runfile.tables`: what a file's parts
-  must hold, checked against its config, and the tables read back;
+- :mod:`~distfl.runfile.contents` (with :mod:`~distfl.runfile.table_checks` and
+  :mod:`~distfl.runfile.state_checks`) and :mod:`~distfl.runfile.tables`: what a file's
+  parts must hold, checked against its config, and the tables read back;
 - :mod:`~distfl.runfile.checkpoint`: writing a round's checkpoint and reading a run file
   back (:class:`~distfl.runfile.checkpoint.RunFile`), refusing a corrupt or mismatched one;
 - :mod:`~distfl.runfile.run`: the one read-side model, :class:`~distfl.runfile.run.Run`,

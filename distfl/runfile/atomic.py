@@ -8,7 +8,9 @@
   in advance, so that a disk that fills during the run cannot keep a completed round from
   being written.
 - :func:`remove_stale_temporaries` removes what killed writers left (with the output lock
-  of :mod:`distfl.runfile.output` held).
+  of :mod:`distfl.runfile.output` held): only regular files it can prove a writer made,
+  each of a temporary's name and beginning with :data:`MARK` (written first into every
+  temporary file of a run file: a run file carries it in its HDF5 user block).
 """
 
 from __future__ import annotations
@@ -16,12 +18,20 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import stat
 from pathlib import Path
 
 from distfl.errors import UserError
 
 #: suffix of the temporary files a writer makes beside the run file
 TMP_SUFFIX = ".tmp"
+#: the first bytes of every temporary file of a run file (a run file's image carries them
+#: in its HDF5 user block, :data:`USERBLOCK` bytes that HDF5 leaves to the file's writer;
+#: the room held for a write has them written first): what proves that a leftover was made
+#: by a writer of distfl
+MARK = b"distfl run file\n"
+#: the user block of a run file, where :data:`MARK` goes (HDF5's smallest)
+USERBLOCK = 512
 
 
 class RunFileWriteError(UserError):
@@ -42,7 +52,10 @@ def temporary_path(path: Path) -> Path:
 
 def remove_stale_temporaries(path: Path) -> None:
     """Remove the temporary files that killed writers of ``path`` left (call with the
-    path's :class:`OutputLock` held: no live writer of it has one open)."""
+    path's :class:`OutputLock` held: no live writer of it has one open). Removed is only
+    what a writer provably made (:func:`is_leftover`): a symbolic link, a FIFO, a
+    directory, a file of another owner, of a second name or without :data:`MARK` is left
+    as it is, whatever its name."""
     directory = path.parent if str(path.parent) else Path(".")
     try:
         names = os.listdir(directory)
@@ -54,10 +67,57 @@ def remove_stale_temporaries(path: Path) -> None:
             continue
         pid, _, token = name[len(head) : -len(TMP_SUFFIX)].partition(".")
         if pid.isdigit() and len(token) == 8 and all(c in "0123456789abcdef" for c in token):
-            try:
-                (directory / name).unlink()
-            except OSError:
-                pass
+            if not _alive(int(pid)):
+                _remove_if_leftover(directory / name)
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process other than this one (its temporary files are its
+    own, not leftovers)."""
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:  # another user's live process
+        return True
+    except (OSError, OverflowError):  # no such process
+        return False
+    return True
+
+
+def is_leftover(fd: int, there: os.stat_result) -> bool:
+    """Whether the file open as ``fd`` (what ``lstat`` found at its name: ``there``) is a
+    temporary file a writer of distfl made: a regular file of this user's, of one name,
+    whose first bytes are :data:`MARK`."""
+    mine = os.fstat(fd)
+    if not (
+        stat.S_ISREG(there.st_mode)
+        and os.path.samestat(mine, there)
+        and mine.st_nlink == 1
+        and mine.st_uid == os.geteuid()
+    ):
+        return False
+    return os.pread(fd, len(MARK), 0) == MARK
+
+
+def _remove_if_leftover(p: Path) -> None:
+    """Unlink ``p`` where it is a leftover (:func:`is_leftover`); never open or follow
+    anything but a regular file (``O_NOFOLLOW``, ``O_NONBLOCK``: a FIFO put there meanwhile
+    neither blocks nor is read)."""
+    try:
+        there = os.lstat(p)
+        if not stat.S_ISREG(there.st_mode):
+            return
+        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        if is_leftover(fd, there) and os.path.samestat(os.lstat(p), there):
+            p.unlink()
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def write_atomically(path: Path, data: bytes | memoryview, room: DiskReserve | None = None) -> None:
@@ -111,7 +171,8 @@ class DiskReserve:
         tmp = temporary_path(self.path)
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
         try:
-            os.posix_fallocate(fd, 0, max(int(nbytes), 1))
+            write_all(fd, MARK)  # first: a killed writer's room is known for a leftover
+            os.posix_fallocate(fd, 0, max(int(nbytes), len(MARK)))
         except BaseException:
             os.close(fd)
             unlink_quietly(tmp)
@@ -161,8 +222,11 @@ def fsync_dir(directory: Path) -> None:
 
 __all__ = [
     "DiskReserve",
+    "MARK",
     "RunFileWriteError",
     "TMP_SUFFIX",
+    "USERBLOCK",
+    "is_leftover",
     "remove_stale_temporaries",
     "temporary_path",
     "write_atomically",

@@ -45,8 +45,8 @@ from distfl.errors import CheckpointError, ConfigError
 from distfl.hierarchy import HierarchyNode
 from distfl.paths import regular_file
 from distfl.runfile import integrity, layout
-from distfl.runfile.atomic import DiskReserve, why, write_atomically
-from distfl.runfile.contents import Contents, check_contents
+from distfl.runfile.atomic import MARK, USERBLOCK, DiskReserve, why, write_atomically
+from distfl.runfile.contents import Contents
 from distfl.runfile.digest import (
     RESUMABLE_CHANGES,
     _flatten,
@@ -203,7 +203,7 @@ def write_run_file(
     path = Path(path)
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     image = io.BytesIO()
-    with h5py.File(image, "w") as f:
+    with h5py.File(image, "w", userblock_size=USERBLOCK) as f:
         f.attrs["distfl_version"] = __version__
         f.attrs["format"] = FORMAT
         f.attrs["config"] = config.to_json()
@@ -244,7 +244,9 @@ def write_run_file(
         s.attrs["sha256"] = tree_digest(state)
         s.attrs["config_sha256"] = config_digest(config)
         integrity.seal(f)
-    write_atomically(path, image.getbuffer(), room)
+    data = image.getbuffer()
+    data[: len(MARK)] = MARK  # the user block: HDF5 leaves it to the file's writer
+    write_atomically(path, data, room)
     return created or now
 
 
@@ -469,8 +471,11 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
     HDF5; it holds no link distfl never writes; its integrity record (when it has one) is
     of the form distfl writes and names exactly the parts the file has, by their names
     alone; no dataset claims more values than its bytes on disk give
-    (:func:`~distfl.runfile.integrity.check_storage`); every part matches its SHA-256; the
-    stored config is valid; and what the file says is what a run of that config could
+    (:func:`~distfl.runfile.integrity.check_storage`); the stored config matches its
+    SHA-256 and is valid; every part has the kind, dtype and shape a run of that config
+    gives it, from HDF5's metadata (:meth:`~distfl.runfile.contents.Contents.check_shapes`:
+    a file that claims more models than its tree has is refused before it is hashed);
+    every part matches its SHA-256; and the values are what a run of that config could
     have written (:mod:`distfl.runfile.contents`). A file without a record (distfl 0.1.0's)
     has its /state's SHA-256 checked, and is read with ``verified = False``.
 
@@ -496,12 +501,15 @@ def read_run_file(path: str | Path, *, state: bool = True, plugins: bool = False
             else:
                 _check_unsealed(f, path)
             integrity.check_storage(f, path)
-            if sealed:
-                integrity.check_digests(f, record, path)  # the stored config and /state too
+            if sealed:  # the stored config first: the shapes are checked against it
+                integrity.check_digests(f, record, path, only=("/@config",))
             config = _stored_config(f, path, plugins)
             contents = Contents(f, config, path)
-            done = check_contents(f, config, path)
+            done = contents.check_shapes()  # from the metadata: before anything is hashed
+            if sealed:
+                integrity.check_digests(f, record, path)  # /state's values too
             _check_format(f, config, contents)
+            contents.check_values()
             if not state:
                 own = f["state"].attrs
                 stored: dict[str, Any] = {

@@ -133,6 +133,13 @@ def digests(f: h5py.File) -> dict[str, str]:
     return out
 
 
+def _part_digest(f: h5py.File, name: str) -> str:
+    """The digest of the attribute ``name`` (``/@config``, ``/state@round``) as
+    :func:`digests` gives it."""
+    obj, _, key = name.partition("@")
+    return _attr_digest(f[obj or "/"].attrs[key])
+
+
 def seal(f: h5py.File) -> None:
     """Write the integrity record of everything ``f`` holds now (the writer's last step)."""
     parts = digests(f)
@@ -252,10 +259,14 @@ def check_parts(f: h5py.File, stored: dict[str, str], path: Any) -> None:
         )
 
 
-def check_digests(f: h5py.File, stored: dict[str, str], path: Any) -> None:
-    """Hash every part the record ``stored`` lists and refuse the first that differs."""
-    current = digests(f)
-    for name in sorted(stored):
+def check_digests(
+    f: h5py.File, stored: dict[str, str], path: Any, only: tuple[str, ...] | None = None
+) -> None:
+    """Hash every part the record ``stored`` lists (``only``: those of these names, which
+    it lists: attributes, such as the stored config ``/@config``, read before the rest)
+    and refuse the first that differs."""
+    current = digests(f) if only is None else {name: _part_digest(f, name) for name in only}
+    for name in sorted(current):
         if current[name] != stored[name]:
             raise CheckpointError(
                 f"run file {path} is damaged: {name} differs from what distfl wrote "

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from distfl.errors import UserError
 from distfl.runfile.atomic import (
+    MARK,
     RunFileWriteError,
     fsync_dir,
     temporary_path,
@@ -397,7 +398,11 @@ def check_output(path: Path, *, force: bool, resuming: Path | None, need_bytes: 
         ) from None
     probe = temporary_path(path)
     try:
-        os.close(os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644))
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:  # a leftover of a writer killed here is known by its mark
+            write_all(fd, MARK)
+        finally:
+            os.close(fd)
     except OSError as exc:
         raise RunFileWriteError(f"cannot write the run file {path}: {why(exc)}") from None
     finally:

@@ -28,6 +28,8 @@ import pytest
 from cliproc import assert_one_line_error
 from timing import limit
 
+from distfl.runfile.atomic import MARK
+
 pytestmark = pytest.mark.integration
 
 QUICK = ["--set", "run.rounds=2", "--set", 'run.progress="none"']
@@ -79,8 +81,9 @@ def test_a_name_that_is_not_utf8_gets_its_report(helpers, tmp_path):
 def test_a_glob_character_in_a_name_leaves_other_runs_temporaries(helpers, tmp_path):
     other = tmp_path / "run1.h5.4242.0123abcd.tmp"  # as a writer of run1.h5 leaves it
     other.write_bytes(b"another run's file")
-    own = tmp_path / "r*.h5.4242.89abcdef.tmp"  # a killed writer of r*.h5 left it
-    own.write_bytes(b"")
+    # a killed writer of r*.h5 left it (its pid no process has; its first bytes distfl's)
+    own = tmp_path / "r*.h5.99999999.89abcdef.tmp"
+    own.write_bytes(MARK)
     proc = helpers.cli(tmp_path, "run", "--out", "r*.h5", *QUICK)
     assert proc.returncode == 0, proc.stderr
     assert other.exists() and not own.exists()

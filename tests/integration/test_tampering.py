@@ -22,23 +22,21 @@ read, but every reader says it is unverified, and ``--resume`` of it needs
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import tracemalloc
 import warnings
 from pathlib import Path
-from unittest import mock
 
 import h5py
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
+from runfile import refused_by_every_reader, resealed, seal_anew, tampered
 from timing import limit
 
 import distfl
 from distfl.config import from_json
 from distfl.errors import CheckpointError, UnverifiedRunFile
-from distfl.runfile import integrity
 from distfl.runfile.checkpoint import config_digest
 
 pytestmark = pytest.mark.integration
@@ -102,35 +100,6 @@ def _record_of_integers(f: h5py.File) -> None:
     n = len(f["integrity/sha256"])
     del f["integrity/sha256"]
     f["integrity/sha256"] = np.arange(n, dtype=np.int64)
-
-
-def _resealed(change, *, digest: bool = False):
-    """``change``, then the integrity record written anew; ``digest``: also the digest of
-    the (changed) stored config in /state, as someone who knows distfl's code would."""
-
-    def tamper(f: h5py.File) -> None:
-        change(f)
-        if digest:
-            config = from_json(f.attrs["config"])
-            f["state"].attrs["config_sha256"] = config_digest(config)
-        del f["integrity"]
-        _seal(f)
-
-    tamper.__name__ = change.__name__
-    return tamper
-
-
-def _seal(f: h5py.File) -> None:
-    """:func:`integrity.seal`, with a made-up digest for a dataset that claims more than
-    its bytes on disk hold (hashing it would read all it claims)."""
-    real = integrity._dataset_digest
-
-    def digest(ds: h5py.Dataset) -> str:
-        claimed, held = ds.size * ds.dtype.itemsize, ds.id.get_storage_size()
-        return "0" * 64 if claimed > max(integrity.LZF_RATIO * held, 1 << 20) else real(ds)
-
-    with mock.patch.object(integrity, "_dataset_digest", digest):
-        integrity.seal(f)
 
 
 def _member_out_of_range(f: h5py.File) -> None:
@@ -245,85 +214,55 @@ TAMPERS = {
                                            "/metrics/x\\x1b[2J\\nmore was not written by"),
     "record of integers": (_record_of_integers,
                            "/integrity has a sha256 that is not a list of SHA-256 digests"),
-    "resealed: member out of range": (_resealed(_member_out_of_range),
+    "resealed: member out of range": (resealed(_member_out_of_range),
                                       "/hierarchy/0/members holds a client id outside"),
-    "resealed: clients/group deleted": (_resealed(_group_deleted), "/clients/group is missing"),
-    "resealed: undeclared part": (_resealed(_undeclared_part), "notes is no part"),
-    "resealed: soft link": (_resealed(_soft_link_resealed), "is a soft link"),
-    "resealed: an uneven table": (_resealed(_uneven_own_table),
+    "resealed: clients/group deleted": (resealed(_group_deleted), "/clients/group is missing"),
+    "resealed: undeclared part": (resealed(_undeclared_part), "notes is no part"),
+    "resealed: soft link": (resealed(_soft_link_resealed), "is a soft link"),
+    "resealed: an uneven table": (resealed(_uneven_own_table),
                                   "/metrics/tables/mine's columns are not of one length"),
-    "resealed: round -5": (_resealed(_round("-5")), "/state@round = -5 is not a round of this run"),
-    "resealed: round 1e999": (_resealed(_round("1e999")), "/state@round = inf is not a round"),
-    "resealed: round of text": (_resealed(_round('"abc"')), "/state@round = 'abc' is not a round"),
-    "resealed: round nested deep": (_resealed(_round(DEEP)),
+    "resealed: round -5": (resealed(_round("-5")), "/state@round = -5 is not a round of this run"),
+    "resealed: round 1e999": (resealed(_round("1e999")), "/state@round = inf is not a round"),
+    "resealed: round of text": (resealed(_round('"abc"')), "/state@round = 'abc' is not a round"),
+    "resealed: round nested deep": (resealed(_round(DEEP)),
                                     "/state@round is nested deeper than 32 levels"),
-    "resealed: round without its metrics": (_resealed(_round("1")),
+    "resealed: round without its metrics": (resealed(_round("1")),
                                             "/metrics/round holds 2 rows, not one for each"),
-    "resealed: config nested deep": (_resealed(_deep_config),
+    "resealed: config nested deep": (resealed(_deep_config),
                                      "its stored config is invalid: the stored config nests"),
-    "resealed: metric of text": (_resealed(_metric_as_text),
+    "resealed: metric of text": (resealed(_metric_as_text),
                                  "/metrics/accuracy holds object values; a run file's are float"),
-    "resealed: metric of two dimensions": (_resealed(_metric_in_two_dimensions),
+    "resealed: metric of two dimensions": (resealed(_metric_in_two_dimensions),
                                            "/metrics/accuracy has 2 dimensions"),
-    "resealed: accuracy of 7": (_resealed(_accuracy_of_seven),
+    "resealed: accuracy of 7": (resealed(_accuracy_of_seven),
                                 "/metrics/accuracy holds an accuracy outside 0..1"),
-    "resealed: negative class count": (_resealed(_negative_counts),
+    "resealed: negative class count": (resealed(_negative_counts),
                                        "/clients/class_counts holds a negative count"),
-    "resealed: a world of 10^18": (_resealed(_world_of_a_quintillion),
+    "resealed: a world of 10^18": (resealed(_world_of_a_quintillion),
                                    "@world_size = 1000000000000000000 is not a world of this run"),
-    "resealed: state models of another width": (_resealed(_wider_state_models),
+    "resealed: state models of another width": (resealed(_wider_state_models),
                                                 "/state/models holds 1 models of 4811 parameters"),
-    "resealed: models claimed, not held": (_resealed(_models_claimed),
+    "resealed: models claimed, not held": (resealed(_models_claimed),
                                            "/state/models claims 1.8 GiB of values but holds 0"),
-    "resealed: lr changed": (_resealed(_lr_changed),
+    "resealed: lr changed": (resealed(_lr_changed),
                              "the stored config is not the one /state was computed with"),
-    "resealed: parents in a loop": (_resealed(_parent_loop, digest=True), "parents loop back"),
-    "resealed: a node of another name": (_resealed(_node_of_another_name),
+    "resealed: parents in a loop": (resealed(_parent_loop, digest=True), "parents loop back"),
+    "resealed: a node of another name": (resealed(_node_of_another_name),
                                          "/hierarchy holds 'x\\x1b[2J', which is not a cluster id"),
 }  # fmt: skip
-
-READERS = {
-    "status": lambda f, d: ["status", f],
-    "inspect": lambda f, d: ["inspect", f],
-    "report": lambda f, d: ["report", f, "--out", d / "report"],
-    "gather": lambda f, d: ["gather", f],
-    "compare": lambda f, d: ["compare", f, d / "good.h5"],
-    "resume": lambda f, d: ["run", "--resume", f, "--set", f"run.rounds={ROUNDS + 1}"],
-}
-
-
-def tampered(written: Path, tmp_path: Path, tamper) -> Path:
-    path = tmp_path / "run.h5"
-    shutil.copy(written, path)
-    shutil.copy(written, tmp_path / "good.h5")
-    with h5py.File(path, "r+") as f:
-        tamper(f)
-    return path
 
 
 @pytest.mark.parametrize("name", list(TAMPERS))
 def test_every_reader_refuses_a_tampered_file(helpers, written, tmp_path, name):
     tamper, needle = TAMPERS[name]
     path = tampered(written, tmp_path, tamper)
-    before = path.read_bytes()
-    for reader, args in READERS.items():
-        proc = helpers.cli(tmp_path, *args(path, tmp_path), timeout=limit(30))
-        assert "\x1b" not in proc.stderr + proc.stdout, (reader, proc.stderr)
-        if reader == "gather":  # gather skips what it cannot read, says why, exits 1 or 2
-            assert proc.returncode in (1, 2) and needle in proc.stderr, (reader, proc.stderr)
-            continue
-        line = assert_one_line_error(proc, needle)
-        assert "run.h5" in line, (reader, line)
-    assert path.read_bytes() == before  # nothing rewrote it
-    assert not (tmp_path / "report").exists() or not any((tmp_path / "report").iterdir())
-    with pytest.raises(CheckpointError, match=re.escape(needle)):
-        distfl.open(path)
+    refused_by_every_reader(helpers, path, needle, rounds=ROUNDS)
 
 
 def test_a_huge_claim_is_refused_with_a_few_mib(helpers, written, tmp_path):
     """16 GB claimed by an added dataset, 1.8 GiB by /state/models (the file is a few
     hundred KB): each reader answers (within a hang's limit) with little memory."""
-    for tamper in (_huge_unsealed, _resealed(_models_claimed)):
+    for tamper in (_huge_unsealed, resealed(_models_claimed)):
         path = tampered(written, tmp_path, tamper)
         assert path.stat().st_size < 1 << 20
         for args in (["status", path], ["run", "--resume", path, "--set", "run.rounds=3"]):
@@ -357,7 +296,7 @@ def _two_million_clients(f: h5py.File) -> None:
 def test_a_file_claiming_two_million_clients_is_refused_with_little_memory(
     helpers, written, tmp_path
 ):
-    path = tampered(written, tmp_path, _resealed(_two_million_clients, digest=True))
+    path = tampered(written, tmp_path, resealed(_two_million_clients, digest=True))
     assert path.stat().st_size < 16 << 20
     tracemalloc.start()
     proc = helpers.cli(tmp_path, "inspect", path)
@@ -365,26 +304,6 @@ def test_a_file_claiming_two_million_clients_is_refused_with_little_memory(
     tracemalloc.stop()
     assert_one_line_error(proc, "client holds fewer than two samples")
     assert peak < 256 << 20, peak
-
-
-def test_the_models_of_another_model_are_not_resumed(helpers, written, tmp_path):
-    """/state/models and /final/models both one parameter wider than the stored config's
-    model, sealed anew: the readers that do not use the models read the file, a resume
-    refuses it in one line before its first round."""
-
-    def widen(f):
-        for name in ("state/models", "final/models"):
-            models = f[name][()]
-            del f[name]
-            f[name] = np.zeros((models.shape[0], models.shape[1] + 1), np.float32)
-
-    path = tampered(written, tmp_path, _resealed(widen))
-    assert helpers.cli(tmp_path, "status", path).returncode == 0
-    proc = helpers.cli(tmp_path, "run", "--resume", path, "--set", "run.rounds=3")
-    assert_one_line_error(
-        proc, "/state/models holds models of 4811 parameters; the stored config's model "
-        "(mlp on digits) has 4810",
-    )  # fmt: skip
 
 
 # -- a file without an integrity record ------------------------------------------------------
@@ -444,7 +363,7 @@ def test_text_from_a_file_is_printed_with_its_control_characters_escaped(
         f["world/host"][0] = "\x1b[31mred\x1b[0m"
         f.attrs["distfl_version"] = "0.1\x1b]0;title\x07"
 
-    path = tampered(written, tmp_path, _resealed(colour))
+    path = tampered(written, tmp_path, resealed(colour))
     proc = helpers.cli(tmp_path, "inspect", path)
     assert proc.returncode == 0, proc.stderr
     assert "\x1b" not in proc.stdout and "\x07" not in proc.stdout
@@ -470,8 +389,7 @@ def test_a_file_from_before_an_algorithm_key_existed_is_read(helpers, tmp_path):
         f["state"].attrs["config_sha256"] = config_digest(
             config, leave_out=frozenset({"algorithm.start"})
         )
-        del f["integrity"]
-        _seal(f)
+        seal_anew(f)
     run = distfl.open(old)
     assert run.config.algorithm.params.start == "personal"
     assert run.summary()["accuracy"] == distfl.open(tmp_path / "run.h5").summary()["accuracy"]
@@ -485,7 +403,6 @@ def test_a_file_from_before_an_algorithm_key_existed_is_read(helpers, tmp_path):
         del stored["algorithm"]["start"]
         stored["algorithm"]["lam"] = 0.5
         f.attrs["config"] = json.dumps(stored)
-        del f["integrity"]
-        _seal(f)
+        seal_anew(f)
     with pytest.raises(CheckpointError, match="config_sha256, differs"):
         distfl.open(changed)

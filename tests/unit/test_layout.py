@@ -36,12 +36,14 @@ def test_the_docs_listing_is_the_declaration():
 
 def small_file(path: Path) -> None:
     record = Record()
+    evaluated = {"accuracy": 0.5, "accuracy_plain": 0.5, "test_loss": 1.0}
     record.metrics.append({"round": 1, "num_clusters": 1, "num_participants": 2,
                            "num_splits": 0, "federation_bytes": 10, "unavailable": 0,
-                           "dropped": 0, "late": 0, "rejected": 0})  # fmt: skip
+                           "dropped": 0, "late": 0, "rejected": 0, "train_loss_first": 2.0,
+                           "train_loss_last": 1.5, **evaluated})  # fmt: skip
     record.clusters.append({"round": 1, "cluster": "0", "size": 2, "sampled": 2},
                            {"mse": 0.5, "regret": 1.0})  # fmt: skip
-    record.evaluation.append({"round": 1, "cluster": "0", "clients": 2})
+    record.evaluation.append({"round": 1, "cluster": "0", "clients": 2, **evaluated})
     record.membership.append({"round": 1, "cluster": "0", "group": 0, "clients": 2})
     record.timing.append({"round": 1, "elapsed_s": 0.5, "bytes": 0, "rss_mb": 100.0})
     record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2, "pooled": 0})
@@ -49,6 +51,7 @@ def small_file(path: Path) -> None:
     K = config.data.num_clients  # the per-client arrays hold a row for each client
     counts = np.zeros((K, 10), dtype=np.int64)
     counts[:, 0] = 4  # each client's samples, all of class 0: what a reader checks
+    P = 64 * 64 + 64 + 64 * 10 + 10  # the parameters of the digits' MLP (model.hidden = [64])
     write_run_file(
         path, config=config, world_size=1,
         clients={"group": np.zeros(K, dtype=np.int64), "class_counts": counts,
@@ -57,9 +60,9 @@ def small_file(path: Path) -> None:
         world={"host": ["h"], "local_rank": [0], "address": ["a"], "launcher": "single"},
         hierarchy=[HierarchyNode(id="0", parent="", created_round=0, members=np.arange(K))],
         leaves=["0"],
-        assignment=np.zeros(K, dtype=np.int64), leaf_models=np.zeros((1, 3)),
+        assignment=np.zeros(K, dtype=np.int64), leaf_models=np.zeros((1, P)),
         tables=record.arrays(),
-        state={"round": 1, "model_ids": ["0"], "models": np.zeros((1, 3), np.float32),
+        state={"round": 1, "model_ids": ["0"], "models": np.zeros((1, P), np.float32),
                "client_accuracy": np.zeros(K)},
     )  # fmt: skip
 
@@ -85,7 +88,7 @@ def test_a_written_file_holds_the_declared_tables(tmp_path):
     run = read_run_file(tmp_path / "run.h5")
     assert run.tables["clusters"]["regret"].tolist() == [1.0]
     assert run.tables["clusters"]["cluster"].tolist() == ["0"]  # str, not bytes
-    assert np.isnan(run.metrics["accuracy"][0])  # a float column not given: NaN
+    assert np.isnan(run.metrics["loss_in_sample"][0])  # a float column not given: NaN
     assert run.world["host"] == ["h"] and run.world["launcher"] == "single"
 
 

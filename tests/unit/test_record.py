@@ -13,7 +13,7 @@ import pytest
 
 from distfl.errors import CheckpointError, UserError
 from distfl.runfile import integrity
-from distfl.runfile.atomic import RunFileWriteError, remove_stale_temporaries, write_atomically
+from distfl.runfile.atomic import RunFileWriteError, write_atomically
 from distfl.runfile.output import OutputLock, check_output
 
 
@@ -201,17 +201,6 @@ def test_a_failed_write_keeps_the_previous_file(tmp_path):
     assert f"cannot write the run file {target}" in str(err.value)
     assert (tmp_path / "run.h5").read_bytes() == b"old"
     assert sorted(os.listdir(tmp_path)) == ["run.h5"]
-
-
-def test_stale_temporaries_are_removed_and_nothing_else(tmp_path):
-    target = tmp_path / "run.h5"
-    for name in ("run.h5.123.0a1b2c3d.tmp", "run.h5.9.ffffffff.tmp", "run.h5.tmp",
-                 "other.h5.123.0a1b2c3d.tmp", "run.h5.notes", "run.h5"):  # fmt: skip
-        (tmp_path / name).write_text("x")
-    remove_stale_temporaries(target)
-    assert sorted(os.listdir(tmp_path)) == [
-        "other.h5.123.0a1b2c3d.tmp", "run.h5", "run.h5.notes", "run.h5.tmp",
-    ]  # fmt: skip
 
 
 def test_the_lock_admits_one_writer(tmp_path):
