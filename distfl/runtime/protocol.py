@@ -55,6 +55,7 @@ import numpy as np
 import torch
 
 from distfl.comm.base import Communicator
+from distfl.errors import UserError
 from distfl.exact import SumLayout, grid_exponents
 
 # step kinds
@@ -293,6 +294,14 @@ def empty_output(
         else:
             out.sums = zeros
     return out
+
+
+def failure_exit_code(exc: BaseException) -> int:
+    """The exit code of a run whose round raised ``exc``: a UserError's own (2 for bad
+    input, such as a plug-in's ConfigError), else 1; never 0 (a SystemExit(0) of a
+    plug-in's fails the run all the same)."""
+    code = getattr(exc, "exit_code", 1) if isinstance(exc, UserError) else 1
+    return code if type(code) is int and 0 < code < 256 else 1
 
 
 def run_step(

@@ -54,6 +54,7 @@ class WorldSteps:
         self.worker = local_worker
         self.stop = stop
         self.timing = timing
+        self.stopped = False  # whether the workers were told to stop
 
     def run(
         self,
@@ -116,8 +117,11 @@ class WorldSteps:
         return clusters, out
 
     def stop_workers(self) -> None:
-        """The step that ends every worker's loop."""
+        """The step that ends every worker's loop (once: later calls do nothing)."""
+        if self.stopped:
+            return
         self.stop.settle()
+        self.stopped = True
         self._header(Plan.stop())
 
     def announce_pooled(self, may_leave: bool) -> None:

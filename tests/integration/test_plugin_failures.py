@@ -1,10 +1,19 @@
-"""No completed round is lost to a worker killed before the first periodic checkpoint: a
-worker rank killed (SIGKILL) under mpiexec, whose launcher then kills every rank, long
-before the first periodic checkpoint leaves the file written after the first round;
-``distfl status`` says the run stopped early and ``--resume`` completes it.
+"""No completed round is lost to what a plug-in raises, or to a worker killed before the
+first periodic checkpoint.
 
-The run that never fails and the resume run in the test's process (``helpers.cli``; the
-plug-in imported once for the module and forgotten after it), the launched world is real."""
+- an algorithm plug-in's update raising in round 7 at W = 1, with what ``except Exception``
+  does not catch (SystemExit with code 0 and 3, a BaseException of the plug-in's own) and
+  with a distfl UserError (ConfigError): the run exits non-zero (a UserError with its own
+  code, 2) in one line, the file holds rounds 1..6 and ``--resume`` ends on the bits of
+  the run that never failed; a plug-in whose state cannot be read (``state_dict`` raising
+  SystemExit(0)) leaves the file written after round 1 as it was;
+- a worker rank killed (SIGKILL) under mpiexec, whose launcher then kills every rank, long
+  before the first periodic checkpoint: the file written after the first round is there,
+  ``distfl status`` says the run stopped early and ``--resume`` completes it.
+
+The runs that fail in one process and the resumes run in the test's process
+(``helpers.cli``; the plug-in imported once for the module and forgotten after it), but
+for the SystemExit(0), whose exit code is the point, and the launched world."""
 
 from __future__ import annotations
 
@@ -13,10 +22,13 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from runfile import assert_same_run, fedgwc_toml, stored_round
 from timing import limit
+
+import distfl
 
 pytestmark = pytest.mark.integration
 
@@ -136,6 +148,17 @@ init = "random"
 every = 2
 """
 
+#: what each raised exception shows in the line, and the run's exit code
+SHOWN = {
+    "SystemExit(0)": ("SystemExit: 0", 1),
+    "SystemExit(3)": ("SystemExit: 3", 1),
+    "ConfigError": ("ConfigError: the plug-in refuses this round", 2),
+    "PluginsOwn": ("PluginsOwn: a plug-in's own exception", 1),
+}
+
+DISTFL_DIR = os.path.dirname(os.path.abspath(distfl.__file__))
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "checkpoints.md"
+
 
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, helpers):
@@ -155,9 +178,78 @@ def setup(tmp_path_factory, helpers):
         yield tmp
 
 
+def _resumed(helpers, tmp, out: Path, full: Path) -> None:
+    """``distfl run --resume OUT --trust-plugins`` (in this process) exits 0 and ends on
+    the bits of ``full``."""
+    proc = helpers.cli(tmp, "run", "--resume", str(out), "--trust-plugins")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert_same_run(full, out)
+
+
+def _on_the_page(line: str, out: Path) -> None:
+    """``line``, with ``out`` shown as ``run.h5``, is a block of docs/checkpoints.md."""
+    trace = f"{out}.traceback.txt"
+    shown = line.replace(trace, "run.h5.traceback.txt").replace(str(out), "run.h5")
+    assert f"```\n{shown}\n```" in PAGE.read_text(), shown
+
+
 def _round_of(line: str) -> int:
     """The round of a progress line (``round      3/100000 | ...``), 0 for another line."""
     return int(line.split()[1].split("/")[0]) if line.startswith("round ") else 0
+
+
+def _the_line(out: Path, cause: str, fail_round: int, phase: str) -> str:
+    trace = out.with_name(out.name + ".traceback.txt")
+    return (
+        f"distfl: error: round {fail_round} failed in {phase} ({cause}); {out} holds round "
+        f"{fail_round - 1}: continue with distfl run --resume {out}; the traceback is in {trace}"
+    )
+
+
+@pytest.mark.parametrize("raised", ["SystemExit(0)", "SystemExit(3)", "ConfigError", "PluginsOwn"])
+def test_what_a_plug_in_raises_in_a_round_keeps_every_completed_round(setup, helpers, raised):
+    """Round 7's update raises: exit code 1 (2 for the ConfigError, a SystemExit's own code
+    never), one line, the file holds rounds 1..6 (long before any periodic checkpoint) and
+    resumes to the bits of the run that never failed."""
+    tmp = setup
+    out = tmp / f"failed-{raised}.h5"
+    args = ["run", "--config", "fedgwc.toml", "--out", str(out)]
+    env = {"RAISE_ROUND": str(FAIL_ROUND), "RAISE": raised}
+    if raised == "SystemExit(0)":  # the exit code of the process itself
+        proc = subprocess.run(
+            [sys.executable, "-m", "distfl", *args], cwd=tmp, capture_output=True, text=True,
+            env={**helpers.clean_env(), **env}, timeout=limit(300),
+        )  # fmt: skip
+    else:
+        proc = helpers.cli(tmp, *args, env=env)
+    shown, code = SHOWN[raised]
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == _the_line(out, shown, FAIL_ROUND, "raising_fedgwc's update")
+    trace = out.with_name(out.name + ".traceback.txt").read_text()
+    assert shown.split(":")[0] in trace and "Traceback (most recent call last)" in trace
+    assert stored_round(out) == FAIL_ROUND - 1
+    _resumed(helpers, tmp, out, tmp / "full.h5")
+
+
+def test_a_state_that_cannot_be_read_leaves_the_file_as_it_was(setup, helpers):
+    """The plug-in's ``state_dict`` raises SystemExit(0) once round 3 is updated: in the copy
+    before round 4, then in the failure's own write. The file written after round 1 stays
+    as it was, the line says so (exit code 1), and it resumes to the bits of the run that
+    never failed."""
+    tmp = setup
+    out = tmp / "unsaved.h5"
+    args = ["run", "--config", "fedgwc.toml", "--out", str(out)]
+    proc = helpers.cli(tmp, *args, env={"STATE_RAISES": "3"})
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    line = proc.stderr.strip()
+    assert line == (
+        "distfl: error: round 4 failed in the copy of the last completed round (SystemExit: "
+        f"0); {out} could not be written (SystemExit: 0); {out} holds round 1: continue with "
+        f"distfl run --resume {out}; the traceback is in {out}.traceback.txt"
+    )
+    _on_the_page(line, out)
+    assert stored_round(out) == 1
+    _resumed(helpers, tmp, out, tmp / "full.h5")
 
 
 def test_a_worker_killed_under_mpiexec_before_the_first_checkpoint_leaves_the_file(setup, helpers):
