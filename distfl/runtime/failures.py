@@ -1,6 +1,6 @@
 """What the server does when a round does not complete: a round that raises (any exception
-of a plug-in's, SystemExit and a UserError included; a dead rank too) fails the run in one
-line, a KeyboardInterrupt ends it, a diverged model stops it;
+of a plug-in's, SystemExit and a UserError included; a dead rank; a worker whose tasks
+raised) fails the run in one line, a KeyboardInterrupt ends it, a diverged model stops it;
 each time the run file is written with the last completed round first (the live state when
 it is a completed round's, else the snapshot of the round before:
 :mod:`distfl.runtime.snapshots`), and the line says what the file holds and how to
@@ -15,12 +15,17 @@ from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed
 from distfl.runfile.atomic import RunFileWriteError
 from distfl.runfile.output import keep_traceback
 from distfl.runtime.components import write_server
-from distfl.runtime.protocol import failure_exit_code
+from distfl.runtime.protocol import WorkerRaised, failure_exit_code
 from distfl.runtime.snapshots import RoundSnapshots
-from distfl.text import exception_line
+from distfl.text import exception_line, printable
 
 if TYPE_CHECKING:
     from distfl.runtime.server import Server
+
+
+class WorkerTraceback(Exception):
+    """The traceback of what a worker's tasks raised, as the worker sent it (kept as the
+    cause of :class:`~distfl.runtime.protocol.WorkerRaised` in ``RUN.h5.traceback.txt``)."""
 
 
 class RoundFailures:
@@ -70,13 +75,16 @@ class RoundFailures:
     def fail(self, server: Server, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
         """Round ``t`` raised ``exc`` in ``server.phase``: the run file is written with the
         last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
-        rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
-        and RoundFailed says so in one line, with the exit code of the failure
+        rank died: the world is broken; a worker whose tasks raised sends what they raised
+        as it stops), the traceback goes to ``RUN.h5.traceback.txt``, and RoundFailed says
+        so in one line, with the exit code of the failure
         (:func:`~distfl.runtime.protocol.failure_exit_code`: a UserError's own, else 1)."""
         kept = self.keep_last_round(server, saved)
         code = failure_exit_code(exc)
         if isinstance(exc, CommError):
             cause = f"{_first_line(exc)}; {self.lost_ranks()}"
+        elif isinstance(exc, WorkerRaised):
+            cause, code, exc = self._worker_failure(server, exc)
         else:
             try:
                 server.stop_workers()
@@ -90,6 +98,27 @@ class RoundFailures:
         )
         failed.exit_code = code
         raise failed from exc
+
+    @staticmethod
+    def _worker_failure(server: Server, exc: WorkerRaised) -> tuple[str, int, BaseException]:
+        """The cause, the exit code and the exception to keep the traceback of, for tasks
+        that raised on worker ranks: each sends its report as the workers stop (the first
+        rank's says what raised; its traceback comes from the worker)."""
+        try:
+            reports = server.stop_workers(reports=True)
+        except Exception:
+            reports = {}
+        rank = exc.ranks[0]
+        report = reports.get(rank)
+        others = f" (and ranks {', '.join(map(str, exc.ranks[1:]))})" if exc.ranks[1:] else ""
+        if report is None:
+            return f"{exc}; what they raised did not reach rank 0", 1, exc
+        line = printable(report.get("line", ""))
+        kind = printable(report.get("type", "an exception"))
+        cause = f"rank {rank}: {kind}: {line}{others}" if line else f"rank {rank}: {kind}{others}"
+        code = report.get("code")
+        exc.__cause__ = WorkerTraceback(f"rank {rank}:\n{report.get('traceback', '')}")
+        return cause, code if type(code) is int and 0 < code < 256 else 1, exc
 
     def interrupted(self, server: Server, t: int, saved: dict | None) -> NoReturn:
         """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:

@@ -273,9 +273,10 @@ class Server:
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
 
-    def stop_workers(self) -> None:
-        """End every worker's loop (once)."""
-        self.steps.stop_workers()
+    def stop_workers(self, *, reports: bool = False) -> dict[int, dict]:
+        """End every worker's loop (once); with ``reports``, bring each failed worker's
+        report first (:meth:`WorldSteps.stop_workers`)."""
+        return self.steps.stop_workers(reports=reports)
 
     def stopping(self, t: int) -> bool:
         """Whether a signal asked the run to stop after round ``t`` (not its last)."""
@@ -578,7 +579,7 @@ class Server:
             if t == 1 and self.rounds_written is None:
                 raise  # no round to keep
             raise self.failures.diverged(self, exc, saved) from None
-        except BaseException as exc:  # a dead rank (CommError) too
+        except BaseException as exc:  # a dead rank (CommError) and a failed worker too
             self.failures.fail(self, t, exc, saved)
         self.snapshots.weigh(time.perf_counter() - round_started)
         return result

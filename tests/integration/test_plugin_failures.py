@@ -7,13 +7,17 @@ first periodic checkpoint.
   code, 2) in one line, the file holds rounds 1..6 and ``--resume`` ends on the bits of
   the run that never failed; a plug-in whose state cannot be read (``state_dict`` raising
   SystemExit(0)) leaves the file written after round 1 as it was;
+- the client half of an algorithm plug-in raising on worker rank 2 of a real torchrun world
+  of 3: the worker reports it to the server, which writes the last completed round; one
+  line names the rank and what it raised, with the UserError's exit code; so for a pooled
+  piece of the server's work calling ``sys.exit(0)`` on a worker;
 - a worker rank killed (SIGKILL) under mpiexec, whose launcher then kills every rank, long
   before the first periodic checkpoint: the file written after the first round is there,
   ``distfl status`` says the run stopped early and ``--resume`` completes it.
 
 The runs that fail in one process and the resumes run in the test's process
 (``helpers.cli``; the plug-in imported once for the module and forgotten after it), but
-for the SystemExit(0), whose exit code is the point, and the launched world."""
+for the SystemExit(0), whose exit code is the point, the launched worlds and the kill."""
 
 from __future__ import annotations
 
@@ -175,6 +179,7 @@ def setup(tmp_path_factory, helpers):
     (tmp / "ifca.toml").write_text(IFCA_TOML.format(rounds=8))
     with helpers.plugins_forgotten():
         helpers.run_alone(tmp, "--config", "fedgwc.toml", "--out", str(tmp / "full.h5"))
+        helpers.run_alone(tmp, "--config", "ifca.toml", "--out", str(tmp / "ifca-full.h5"))
         yield tmp
 
 
@@ -249,6 +254,64 @@ def test_a_state_that_cannot_be_read_leaves_the_file_as_it_was(setup, helpers):
     )
     _on_the_page(line, out)
     assert stored_round(out) == 1
+    _resumed(helpers, tmp, out, tmp / "full.h5")
+
+
+def test_a_worker_whose_plug_in_raises_under_torchrun_keeps_every_completed_round(setup, helpers):
+    """IFCA's client half raises a ConfigError on rank 2 while it answers round 4's probe,
+    in a real torchrun world of 3: the worker tells the server, which writes round 3; the
+    only line of distfl names the rank and what it raised (no traceback of distfl's), every
+    rank exits 2, and the file resumes (alone) to the bits of the run that never failed."""
+    tmp = setup
+    out = tmp / "worker.h5"
+    cmd = [
+        helpers.venv_tool("torchrun"), "--standalone", "--nproc-per-node", "3",
+        "-m", "distfl", "run", "--config", "ifca.toml", "--out", str(out), "--comm", "torch",
+    ]  # fmt: skip
+    env = helpers.clean_env(RAISE_ROUND="4", RAISE="ConfigError", RAISE_RANK="2")
+    proc = subprocess.Popen(
+        cmd, cwd=tmp, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        output, _ = proc.communicate(timeout=limit(300))
+    finally:
+        helpers.kill_tree([proc], marker=str(out))
+    assert proc.returncode != 0, output
+    lines = [line for line in output.splitlines() if line.startswith("distfl:")]
+    cause = "rank 2: ConfigError: the plug-in refuses this round"
+    assert lines == [_the_line(out, cause, 4, "the probe")], output
+    _on_the_page(lines[0], out)
+    # torchrun prints its own traceback and failure summary; none may come from distfl
+    assert f'File "{DISTFL_DIR}' not in output, output
+    assert "exitcode: 2" in output and "exitcode: 1" not in output, output
+    trace = out.with_name(out.name + ".traceback.txt").read_text()
+    # the worker's own traceback, through the plug-in's file
+    assert "rank 2:" in trace and "raising.py" in trace and "refuses this round" in trace
+    assert stored_round(out) == 3
+    _resumed(helpers, tmp, out, tmp / "ifca-full.h5")
+
+
+def test_a_pooled_piece_that_exits_on_a_worker_keeps_every_completed_round(setup, helpers):
+    """Piece 2 of the pooled work in round 7's update calls ``sys.exit(0)`` on its worker
+    (rank 1 of a world of 3 ranks, started as torchrun starts them): the worker tells the
+    server, which writes round 6 and says so in rank 0's one line (exit code 1); the
+    workers exit 0 and say nothing."""
+    tmp = setup
+    out = tmp / "pooled.h5"
+    env = {"RAISE_ROUND": str(FAIL_ROUND), "RAISE": "SystemExit(0)", "RAISE_IN": "piece"}
+    procs = helpers.start_ranks(
+        ["--config", "fedgwc.toml", "--out", str(out)], tmp, 3, env=env
+    )  # fmt: skip
+    try:
+        outs = [p.communicate(timeout=limit(300)) for p in procs]
+    finally:
+        helpers.kill_tree(procs, marker=str(out))
+    assert [p.returncode for p in procs] == [1, 0, 0], [err for _, err in outs]
+    phase = "raising_fedgwc's update"
+    assert outs[0][1].strip() == _the_line(out, "rank 1: SystemExit: 0", FAIL_ROUND, phase)
+    assert [err for _, err in outs[1:]] == ["", ""]
+    assert stored_round(out) == FAIL_ROUND - 1
     _resumed(helpers, tmp, out, tmp / "full.h5")
 
 
