@@ -52,15 +52,17 @@ class RoundFailures:
                 try:
                     RoundSnapshots.restore(server, saved)
                     server.live_round = saved["round"]
-                except BaseException:  # the live state stays a mix: never written
-                    pass
+                except BaseException as exc:  # the live state stays a mix: never written
+                    failed = (
+                        f"round {saved['round']} could not be put back ({exception_line(exc)}); "
+                    )
             if server.live_round is not None and server.live_round != server.rounds_written:
                 try:
                     write_server(server)
                 except RunFileWriteError as exc:
                     return f"{out} was not written ({exc})"
                 except BaseException as exc:  # the file on disk is as it was
-                    failed = f"{out} could not be written ({exception_line(exc)}); "
+                    failed += f"{out} could not be written ({exception_line(exc)}); "
         if server.rounds_written is None:
             return f"{failed}no run file was written"
         return f"{failed}{out} holds round {server.rounds_written}"

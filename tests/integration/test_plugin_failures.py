@@ -6,7 +6,8 @@ first periodic checkpoint.
   with a distfl UserError (ConfigError): the run exits non-zero (a UserError with its own
   code, 2) in one line, the file holds rounds 1..6 and ``--resume`` ends on the bits of
   the run that never failed; a plug-in whose state cannot be read (``state_dict`` raising
-  SystemExit(0)) leaves the file written after round 1 as it was;
+  SystemExit(0)) or put back (``load_state_dict``) leaves the file written after round 1 as
+  it was;
 - the client half of an algorithm plug-in raising on worker rank 2 of a real torchrun world
   of 3: the worker reports it to the server, which writes the last completed round; one
   line names the rank and what it raised, with the UserError's exit code; so for a pooled
@@ -96,6 +97,12 @@ class RaisingFedGWC(FedGWC):
         if after and getattr(self, "updated", 0) >= int(after):
             raise SystemExit(0)
         return super().state_dict()
+
+    def load_state_dict(self, state):
+        """SystemExit(0) where LOAD_RAISES is set."""
+        if os.environ.get("LOAD_RAISES"):
+            raise SystemExit(0)
+        return super().load_state_dict(state)
 
 
 @pooled
@@ -253,6 +260,26 @@ def test_a_state_that_cannot_be_read_leaves_the_file_as_it_was(setup, helpers):
         f"distfl run --resume {out}; the traceback is in {out}.traceback.txt"
     )
     _on_the_page(line, out)
+    assert stored_round(out) == 1
+    _resumed(helpers, tmp, out, tmp / "full.h5")
+
+
+def test_a_state_that_cannot_be_put_back_is_never_written(setup, helpers):
+    """Round 7's update raises a ConfigError, and the plug-in's ``load_state_dict`` raises
+    SystemExit(0) as the copy of round 6 is put back: the state, a mix of both rounds, is
+    not written; the file written after round 1 stays, the line says so (exit code 2), and
+    it resumes to the bits of the run that never failed."""
+    tmp = setup
+    out = tmp / "mixed.h5"
+    env = {"RAISE_ROUND": str(FAIL_ROUND), "RAISE": "ConfigError", "LOAD_RAISES": "1"}
+    proc = helpers.cli(tmp, "run", "--config", "fedgwc.toml", "--out", str(out), env=env)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip() == (
+        f"distfl: error: round {FAIL_ROUND} failed in raising_fedgwc's update (ConfigError: "
+        f"the plug-in refuses this round); round {FAIL_ROUND - 1} could not be put back "
+        f"(SystemExit: 0); {out} holds round 1: continue with distfl run --resume {out}; the "
+        f"traceback is in {out}.traceback.txt"
+    )
     assert stored_round(out) == 1
     _resumed(helpers, tmp, out, tmp / "full.h5")
 
