@@ -46,9 +46,10 @@ class DivergedError(FloatingPointError):
 
 
 class RoundFailed(Exception):
-    """A round raised an exception on the server: the run file holds the last completed
-    round (or the last checkpoint), the full traceback is in a file beside it. Printed as
-    one line, exit code 1."""
+    """A round raised on the server, or on a worker that told the server: the run file holds
+    the last completed round (or the last checkpoint), the full traceback is in a file
+    beside it. Printed as one line, exit code 1 (its ``exit_code``: a UserError's own where
+    the round raised one)."""
 
     exit_code = 1
 

@@ -452,9 +452,10 @@ class CheckpointSection:
     )
     seconds: float = setting(
         300.0, "float ≥ 0",
-        "also write the run file after a round once this many seconds passed since the last "
-        "write, and at least 20 times as long as that write took (0: off); what a kill that "
-        "no signal announces (SIGKILL, an out-of-memory kill, a power cut) can lose",
+        "also write the run file after the first round of a run (and of each resume), then "
+        "after a round once this many seconds passed since the last write, and at least 20 "
+        "times as long as that write took (0: neither); what a kill that no signal announces "
+        "(SIGKILL, an out-of-memory kill, a power cut) can lose",
     )  # fmt: skip
 
 

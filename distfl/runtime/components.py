@@ -309,13 +309,15 @@ class ProgressDisplay(Component):
 
 class Checkpoint(Component):
     label = "the checkpoint"
-    """The run file, every ``checkpoint.every`` rounds, after a round once
-    ``checkpoint.seconds`` passed since the last write (and 20 times that write's own
-    seconds: its cost stays under 5% of the run), before a round when the rounds not yet on
-    disk would otherwise wait longer than that for their write (a long evaluation or
-    update ahead: :meth:`before_round`), and at the end; not in a round the run stops after
-    (the end writes it). A write that fails stops the workers and ends the run
-    (RunFileWriteError); the previous file stays."""
+    """The run file, with ``checkpoint.seconds`` (> 0) after the first round this process
+    completes (a run, or a resume: a kill that no signal announces, an MPI launcher ending
+    every rank, finds a file from then on), then after a round once ``checkpoint.seconds``
+    passed since the last write (and 20 times that write's own seconds: its cost stays under
+    5% of the run); every ``checkpoint.every`` rounds; before a round when the rounds not yet
+    on disk would otherwise wait longer than ``checkpoint.seconds`` for their write (a long
+    evaluation or update ahead: :meth:`before_round`); and at the end; not in a round the
+    run stops after (the end writes it). A write that fails stops the workers and ends the
+    run (RunFileWriteError); the previous file stays."""
 
     #: a periodic write waits at least this many times as long as the last write took
     COST_FACTOR = 20
@@ -370,6 +372,8 @@ class Checkpoint(Component):
         if t >= server.config.run.rounds or server.stopping(t):
             return False
         if cfg.every and t % cfg.every == 0:
+            return True
+        if cfg.seconds and not self.wrote:  # the first round of this process
             return True
         waited = time.perf_counter() - self.last_write + ahead_s
         return bool(cfg.seconds) and waited >= max(cfg.seconds, self.COST_FACTOR * self.write_s)

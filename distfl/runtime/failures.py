@@ -1,5 +1,6 @@
-"""What the server does when a round does not complete: a round that raises (a dead rank
-too) fails the run in one line, a KeyboardInterrupt ends it, a diverged model stops it;
+"""What the server does when a round does not complete: a round that raises (any exception
+of a plug-in's, SystemExit and a UserError included; a dead rank; a worker whose tasks
+raised) fails the run in one line, a KeyboardInterrupt ends it, a diverged model stops it;
 each time the run file is written with the last completed round first (the live state when
 it is a completed round's, else the snapshot of the round before:
 :mod:`distfl.runtime.snapshots`), and the line says what the file holds and how to
@@ -14,11 +15,17 @@ from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed
 from distfl.runfile.atomic import RunFileWriteError
 from distfl.runfile.output import keep_traceback
 from distfl.runtime.components import write_server
+from distfl.runtime.protocol import WorkerRaised, failure_exit_code
 from distfl.runtime.snapshots import RoundSnapshots
-from distfl.text import exception_line
+from distfl.text import exception_line, printable
 
 if TYPE_CHECKING:
     from distfl.runtime.server import Server
+
+
+class WorkerTraceback(Exception):
+    """The traceback of what a worker's tasks raised, as the worker sent it (kept as the
+    cause of :class:`~distfl.runtime.protocol.WorkerRaised` in ``RUN.h5.traceback.txt``)."""
 
 
 class RoundFailures:
@@ -34,24 +41,31 @@ class RoundFailures:
         state when it is a completed round's, else the snapshot ``saved`` of the round
         before the one in progress; the file is not written again when it holds that round
         already. Returns what the run file holds, for a one-line message ("run.h5 holds
-        round 6")."""
+        round 6"). A snapshot that cannot be put back (a plug-in's ``load_state_dict``
+        raised) or a write that raises (a plug-in's ``state_dict``) leaves the file as it
+        was, and the message says so."""
         server.stop.settle()  # nothing is abandoned any more: this write completes
         out = server.config.run.out
+        failed = ""
         with server.stop.keeping():  # a further Ctrl-C is ignored until it is on disk
             if server.live_round is None and saved is not None:
                 try:
                     RoundSnapshots.restore(server, saved)
                     server.live_round = saved["round"]
-                except Exception:
-                    pass
+                except BaseException as exc:  # the live state stays a mix: never written
+                    failed = (
+                        f"round {saved['round']} could not be put back ({exception_line(exc)}); "
+                    )
             if server.live_round is not None and server.live_round != server.rounds_written:
                 try:
                     write_server(server)
                 except RunFileWriteError as exc:
                     return f"{out} was not written ({exc})"
+                except BaseException as exc:  # the file on disk is as it was
+                    failed += f"{out} could not be written ({exception_line(exc)}); "
         if server.rounds_written is None:
-            return "no run file was written"
-        return f"{out} holds round {server.rounds_written}"
+            return f"{failed}no run file was written"
+        return f"{failed}{out} holds round {server.rounds_written}"
 
     @staticmethod
     def resume_hint(server: Server) -> str:
@@ -63,22 +77,50 @@ class RoundFailures:
     def fail(self, server: Server, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
         """Round ``t`` raised ``exc`` in ``server.phase``: the run file is written with the
         last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
-        rank died: the world is broken), the traceback goes to ``RUN.h5.traceback.txt``,
-        and RoundFailed says so in one line."""
+        rank died: the world is broken; a worker whose tasks raised sends what they raised
+        as it stops), the traceback goes to ``RUN.h5.traceback.txt``, and RoundFailed says
+        so in one line, with the exit code of the failure
+        (:func:`~distfl.runtime.protocol.failure_exit_code`: a UserError's own, else 1)."""
         kept = self.keep_last_round(server, saved)
-        told = keep_traceback(server.config.run.out, f"round {t} failed in {server.phase}", exc)
+        code = failure_exit_code(exc)
         if isinstance(exc, CommError):
             cause = f"{_first_line(exc)}; {self.lost_ranks()}"
+        elif isinstance(exc, WorkerRaised):
+            cause, code, exc = self._worker_failure(server, exc)
         else:
             try:
                 server.stop_workers()
             except Exception:
                 pass  # a broken world: the launcher ends the other ranks
             cause = exception_line(exc)
-        raise RoundFailed(
+        told = keep_traceback(server.config.run.out, f"round {t} failed in {server.phase}", exc)
+        failed = RoundFailed(
             f"round {t} failed in {server.phase} ({cause}); {kept}{self.resume_hint(server)}; "
             f"{told}"
-        ) from exc
+        )
+        failed.exit_code = code
+        raise failed from exc
+
+    @staticmethod
+    def _worker_failure(server: Server, exc: WorkerRaised) -> tuple[str, int, BaseException]:
+        """The cause, the exit code and the exception to keep the traceback of, for tasks
+        that raised on worker ranks: each sends its report as the workers stop (the first
+        rank's says what raised; its traceback comes from the worker)."""
+        try:
+            reports = server.stop_workers(reports=True)
+        except Exception:
+            reports = {}
+        rank = exc.ranks[0]
+        report = reports.get(rank)
+        others = f" (and ranks {', '.join(map(str, exc.ranks[1:]))})" if exc.ranks[1:] else ""
+        if report is None:
+            return f"{exc}; what they raised did not reach rank 0", 1, exc
+        line = printable(report.get("line", ""))
+        kind = printable(report.get("type", "an exception"))
+        cause = f"rank {rank}: {kind}: {line}{others}" if line else f"rank {rank}: {kind}{others}"
+        code = report.get("code")
+        exc.__cause__ = WorkerTraceback(f"rank {rank}:\n{report.get('traceback', '')}")
+        return cause, code if type(code) is int and 0 < code < 256 else 1, exc
 
     def interrupted(self, server: Server, t: int, saved: dict | None) -> NoReturn:
         """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:

@@ -11,7 +11,10 @@ While the server clusters, the workers wait for the next step. An algorithm's
    dtype and shape) followed by the arrays' raw bytes. No pickle: a rank reads numbers only;
 3. task i runs on rank ``1 + i mod (W - 1)``;
 4. one gather of float64 rows: per task ``[ok, row...]``, and one row per worker
-   ``[tasks, seconds]``. The server puts the rows back in task order.
+   ``[tasks, seconds]``. The server puts the rows back in task order. A task that raised
+   an exception is ``ok`` 0 (the worker says why on stderr; :class:`PooledTaskFailed` on
+   the server); one that raised what is no Exception (SystemExit, a plug-in's own
+   BaseException) fails the round, as a step's tasks do (:class:`WorkerRaised`).
 
 A task's row depends on the payload and its index alone, so the result is the same on any
 world size (the one-process pool runs the same function on the same arrays).
@@ -35,11 +38,13 @@ from distfl.algorithms.pool import (
     pooled_row,
 )
 from distfl.comm.base import Communicator
-from distfl.runtime.protocol import gather_blocks
+from distfl.runtime.protocol import WorkerRaised, gather_blocks
 from distfl.runtime.stopping import StopNow
 
 #: a task's ``ok`` when its worker left it at a stop signal (1: computed, 0: it raised)
 LEFT = -1.0
+#: a task's ``ok`` when it, or one before it on its rank, raised what is no Exception
+RAISED = -2.0
 
 #: the dtypes a payload array may have (the job's description names them)
 DTYPES = ("bool", "int32", "int64", "uint64", "float32", "float64")
@@ -81,12 +86,13 @@ def tasks_of(rank: int, tasks: int, world_size: int) -> np.ndarray:
 
 
 def exchange(
-    comm: Communicator, job: tuple[bytes, int, int] | None, stop=None
+    comm: Communicator, job: tuple[bytes, int, int] | None, stop=None, raised=None
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """One pooled job over the world, after its header: ``job`` (rank 0: its bytes, its
     tasks and its row width) travels from rank 0, each worker decodes it and computes its
-    tasks (a worker whose ``stop`` flag is set leaves the rest, ``ok`` = LEFT), and rank 0
-    gets (``[tasks, 1 + width]`` rows ``[ok, row...]`` in task order,
+    tasks (a worker whose ``stop`` flag is set leaves the rest, ``ok`` = LEFT; one whose
+    task raised what is no Exception tells ``raised(exc)`` and leaves the rest, ``ok`` =
+    RAISED), and rank 0 gets (``[tasks, 1 + width]`` rows ``[ok, row...]`` in task order,
     ``[W - 1, 2]`` per worker ``[tasks, seconds]``); None on the workers."""
     size = torch.zeros(1, dtype=torch.int64)
     if job is not None:
@@ -105,20 +111,7 @@ def exchange(
         t0 = time.perf_counter()
         name, tasks, width, payload = decode_job(buf.numpy().tobytes())
         mine = tasks_of(comm.rank, tasks, W)
-        out = np.zeros((len(mine), 1 + width), dtype=np.float64)
-        fn = pooled_function(name)
-        for j, i in enumerate(mine):
-            if stop is not None and stop.name:  # the rest is left: the server abandons it
-                out[j:, 0] = LEFT
-                break
-            try:
-                out[j, 1:] = pooled_row(fn, payload, int(i), width)
-                out[j, 0] = 1.0
-            except Exception as e:
-                print(f"rank {comm.rank}: {name} task {i}: {type(e).__name__}: {e}",
-                      file=sys.stderr, flush=True)  # fmt: skip
-                out[j, 1:] = np.nan
-        rows = torch.from_numpy(out)
+        rows = torch.from_numpy(_compute(comm.rank, name, mine, payload, width, stop, raised))
         timing = torch.tensor([[len(mine), time.perf_counter() - t0]], dtype=torch.float64)
     counts = [0] + [len(tasks_of(r, tasks, W)) for r in range(1, W)]
     got = gather_blocks(comm, [(rows, counts), (timing, [0] + [1] * (W - 1))])
@@ -129,6 +122,32 @@ def exchange(
     result = np.empty_like(flat)
     result[order] = flat
     return result, per_rank
+
+
+def _compute(rank, name, mine, payload, width, stop, raised) -> np.ndarray:
+    """A worker's rows ``[ok, row...]`` of its tasks ``mine`` (:func:`exchange`)."""
+    out = np.zeros((len(mine), 1 + width), dtype=np.float64)
+    fn = pooled_function(name)
+    for j, i in enumerate(mine):
+        if stop is not None and stop.name:  # the rest is left: the server abandons it
+            out[j:, 0] = LEFT
+            break
+        try:
+            out[j, 1:] = pooled_row(fn, payload, int(i), width)
+            out[j, 0] = 1.0
+        except Exception as e:
+            print(f"rank {rank}: {name} task {i}: {type(e).__name__}: {e}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+            out[j, 1:] = np.nan
+        except KeyboardInterrupt:
+            raise
+        except BaseException as e:  # SystemExit, a plug-in's own: the round fails
+            if raised is None:
+                raise
+            raised(e)
+            out[j:, 0] = RAISED
+            break
+    return out
 
 
 class RankPool(ServerPool):
@@ -155,6 +174,9 @@ class RankPool(ServerPool):
             result, per_rank = exchange(self.comm, (job, int(tasks), int(width)))
         for r, (n, seconds) in enumerate(per_rank, start=1):
             self._account(r, int(n), float(seconds))
+        failed = np.flatnonzero(result[:, 0] == RAISED)
+        if len(failed):  # the rank of task i is 1 + i mod (W - 1)
+            raise WorkerRaised(sorted({1 + int(i) % self.ranks for i in failed}))
         if (result[:, 0] == LEFT).any():  # a worker left its tasks at a stop signal
             raise StopNow
         bad = np.flatnonzero(result[:, 0] != 1.0)

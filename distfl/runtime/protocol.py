@@ -33,21 +33,29 @@ One step:
    before any training, or after it for AFTER tasks), the loss rows ``[client,
    l_1..l_S]``, the evaluation rows ``[client, balanced acc, acc, loss, n_test]``, and one
    timing row per worker ``[rank, clients trained, train s, busy s, clients
-   materialised, cache MiB, peak RSS MiB, stop]`` (stop: 1 when a stop signal reached that rank);
-   a worker that left its training at a stop signal (tasks marked ``MAY_GIVE_UP``) still
-   joins every collective: zero sums, zero models, and loss rows ``[-1 - client, NaN...]``;
-   rows arrive in rank order, each worker's in client order: the server sorts them.
+   materialised, cache MiB, peak RSS MiB, stop, failed]`` (stop: 1 when a stop signal
+   reached that rank; failed: 1 when its tasks raised); a worker that left its training at a
+   stop signal (tasks marked ``MAY_GIVE_UP``) still joins every collective: zero sums, zero
+   models, and loss rows ``[-1 - client, NaN...]``; so does a worker whose tasks raised
+   (:func:`failed_output`); rows arrive in rank order, each worker's in client order: the
+   server sorts them.
 
 Both sides call :func:`run_step`; which collectives happen is read from the plan, so all
 ranks agree. With W=1 the server passes its own in-process worker. A header of kind
 ``COMPUTE`` is followed by a pooled job of the server's instead
-(:mod:`distfl.runtime.pool`).
+(:mod:`distfl.runtime.pool`). A header of kind ``STOP`` ends every worker's loop; one of
+kind ``FAILED`` (the server ends a run whose step a worker's tasks raised in) is followed by
+one gather of each worker's failure report (:func:`exchange_reports`), then every worker
+ends its loop.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import sys
 import time
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,6 +63,7 @@ import numpy as np
 import torch
 
 from distfl.comm.base import Communicator
+from distfl.errors import UserError
 from distfl.exact import SumLayout, grid_exponents
 
 # step kinds
@@ -62,6 +71,8 @@ STOP = 0
 STEP = 1
 #: a piece of the server's work for the workers (:mod:`distfl.runtime.pool`)
 COMPUTE = 2
+#: the run ends on a worker's failure: every worker sends its failure report, then stops
+FAILED = 3
 # per-client task bits
 TRAIN = 1
 EVAL = 2
@@ -77,9 +88,10 @@ AFTER = 32
 ANSWERS = PROBE | AFTER
 EVAL_WIDTH = 5  # client, balanced accuracy, accuracy, loss, num_test
 #: rank, clients trained, seconds in local training, seconds in the step, clients
-#: materialised, MiB of clients cached, peak resident MiB of the process, and 1 when a stop
-#: signal reached the rank (the server then stops the run after its last completed round)
-TIMING_WIDTH = 8
+#: materialised, MiB of clients cached, peak resident MiB of the process, 1 when a stop
+#: signal reached the rank (the server then stops the run after its last completed round),
+#: and 1 when the rank's tasks raised (the server then fails the round)
+TIMING_WIDTH = 9
 #: what the server sums per worker and round: the timing row's six numbers after the rank,
 #: then the server's pooled tasks the rank computed and their seconds
 WORKER_FIELDS = 8
@@ -94,6 +106,10 @@ TASK_WIDTH = 5  # client, model index, task bits, worker, weight (float64 bits)
 WEIGHT_BITS = 20
 #: tasks that travel inside the header's broadcast (a longer plan takes a second one)
 INLINE_TASKS = 128
+#: the characters of a worker's failure report: of its exception's first line, and of its
+#: traceback (the end of a longer one is kept)
+REPORT_LINE = 1000
+REPORT_TRACEBACK = 16384
 
 
 @dataclass
@@ -229,6 +245,13 @@ class Plan:
         return Plan(STOP, 0, 0, none, none, none, none)
 
     @staticmethod
+    def failed() -> Plan:
+        """The header that ends a run whose step a worker's tasks raised in
+        (:func:`exchange_reports` follows)."""
+        none = np.zeros(0, dtype=np.int64)
+        return Plan(FAILED, 0, 0, none, none, none, none)
+
+    @staticmethod
     def compute(may_leave: bool = False) -> Plan:
         """The header of a pooled job (:func:`distfl.runtime.pool.exchange` follows); its
         ``round`` holds MAY_GIVE_UP when the workers may leave the job's tasks at a stop
@@ -256,6 +279,8 @@ class StepOutput:
     cache_mb: float = 0.0
     #: whether a stop signal reached the worker's rank
     stopped: bool = False
+    #: whether the worker's tasks raised (:func:`failed_output`)
+    failed: bool = False
     #: [workers, TIMING_WIDTH] float64, gathered on the server
     timing_rows: torch.Tensor | None = None
     #: ``"scaled"``: this rank's bounds [M, L] (float64) and the function that puts its
@@ -295,6 +320,89 @@ def empty_output(
     return out
 
 
+def failed_output(
+    plan: Plan, *, rank: int, world_size: int, num_steps: int, layout: SumLayout,
+    device: torch.device,
+) -> StepOutput:  # fmt: skip
+    """The share of worker rank ``rank`` in a step its tasks raised in: it still joins every
+    collective, with zero sums and models and as many rows of NaN as the plan gives it, and
+    says it failed in its timing row (the server then fails the round)."""
+    out = empty_output(plan, num_steps=num_steps, layout=layout, device=device)
+
+    def nan_rows(bits: int, width: int, any_of: bool = False) -> torch.Tensor:
+        n = plan.rows_per_rank(bits, world_size, any_of)[rank]
+        return torch.full((n, width), math.nan, dtype=torch.float64)
+
+    out.probe_rows = nan_rows(ANSWERS, 1 + plan.probe_width(), any_of=True)
+    out.loss_rows = nan_rows(TRAIN, 1 + num_steps)
+    out.eval_rows = nan_rows(EVAL, EVAL_WIDTH)
+    returned = plan.rows_per_rank(TRAIN | RETURN_MODEL, world_size)[rank]
+    out.model_rows = torch.zeros((returned, layout.num_params), dtype=torch.float32)
+    out.failed = True
+    return out
+
+
+class WorkerRaised(BaseException):
+    """The tasks of worker ``ranks`` raised in a step or a pooled job: the round fails, and
+    what each raised comes with the ``FAILED`` step that ends the workers
+    (:func:`exchange_reports`). A BaseException, so that an algorithm's ``except
+    Exception`` around its pooled work does not take it for its own."""
+
+    def __init__(self, ranks: list[int]) -> None:
+        listed = ", ".join(map(str, ranks))
+        super().__init__(f"the tasks of rank{'s' if len(ranks) > 1 else ''} {listed} raised")
+        self.ranks = ranks
+
+
+def failure_exit_code(exc: BaseException) -> int:
+    """The exit code of a run whose round raised ``exc``: a UserError's own (2 for bad
+    input, such as a plug-in's ConfigError), else 1; never 0 (a SystemExit(0) of a
+    plug-in's fails the run all the same)."""
+    code = getattr(exc, "exit_code", 1) if isinstance(exc, UserError) else 1
+    return code if type(code) is int and 0 < code < 256 else 1
+
+
+def failure_report(exc: BaseException) -> bytes:
+    """What a worker tells the server of the exception its tasks raised: JSON of the exit
+    code the run is to end with (:func:`failure_exit_code`), the exception's type and first
+    line, and its traceback (:data:`REPORT_LINE` and :data:`REPORT_TRACEBACK` characters at
+    most)."""
+    exit_code = failure_exit_code(exc)
+    lines = str(exc).strip().splitlines()
+    text = "".join(traceback.format_exception(exc))
+    if len(text) > REPORT_TRACEBACK:
+        text = "...\n" + text[-REPORT_TRACEBACK:]
+    line = lines[0][:REPORT_LINE] if lines else ""
+    report = {"code": exit_code, "type": type(exc).__name__, "line": line, "traceback": text}
+    return json.dumps(report).encode()
+
+
+def exchange_reports(comm: Communicator, report: bytes | None) -> dict[int, dict] | None:
+    """After a ``FAILED`` header: each worker's failure report (:func:`failure_report`;
+    ``report`` None on rank 0 and on a worker whose tasks never raised) gathered on rank 0,
+    by rank, in two gathers (the reports' lengths, then their bytes); a report that does not
+    read as one is left out. None on the workers."""
+    data = report or b""
+    W = comm.world_size
+    length = torch.tensor([[len(data)]], dtype=torch.int64)
+    lengths = comm.gather_rows(length, 0, [1] * W)
+    mine = torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else torch.zeros(0)
+    flat = comm.gather_rows(mine.to(torch.uint8).view(-1, 1), 0)
+    if lengths is None or flat is None:
+        return None
+    blob = flat.view(-1).cpu().numpy().tobytes()
+    reports, pos = {}, 0
+    for rank, n in enumerate(lengths.view(-1).cpu().tolist()):
+        part, pos = blob[pos : pos + n], pos + n
+        try:
+            read = json.loads(part.decode()) if part else None
+        except ValueError:
+            read = None
+        if isinstance(read, dict):
+            reports[rank] = read
+    return reports
+
+
 def run_step(
     comm: Communicator,
     plan: Plan | None,
@@ -309,7 +417,7 @@ def run_step(
     on a rank that hosts no clients. Returns the plan and, on the server, the step's
     gathered output (None on workers)."""
     plan = _broadcast_plan(comm, plan)
-    if plan.kind in (STOP, COMPUTE):  # a pooled job's own exchange follows its header
+    if plan.kind in (STOP, COMPUTE, FAILED):  # a pooled job's own exchange follows its header
         return plan, None
     if models is None:
         models = torch.empty(
@@ -334,7 +442,7 @@ def run_step(
     timing = torch.zeros((0, TIMING_WIDTH), dtype=torch.float64)
     if execute is not None:
         row = [comm.rank, out.trained, out.train_s, busy, out.loaded, out.cache_mb, peak_rss_mb(),
-               float(out.stopped)]  # fmt: skip
+               float(out.stopped), float(out.failed)]  # fmt: skip
         timing = torch.tensor([row], dtype=torch.float64)
     _gather_step_rows(comm, plan, out, timing, result)
     return plan, (result if comm.rank == 0 else None)

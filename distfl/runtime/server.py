@@ -36,7 +36,7 @@ from distfl.algorithms import (
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import OwnerPopulation, Partition, Population
-from distfl.errors import CommError, DivergedError, Interrupted, UserError
+from distfl.errors import CommError, DivergedError, Interrupted
 from distfl.metrics import last_finite
 from distfl.models import flat_params, last_layer_span, last_linear, num_params
 from distfl.participation.model import Participation
@@ -273,8 +273,10 @@ class Server:
     def count(self, nbytes: int) -> None:
         self.round_bytes += int(nbytes)
 
-    def stop_workers(self) -> None:
-        self.steps.stop_workers()
+    def stop_workers(self, *, reports: bool = False) -> dict[int, dict]:
+        """End every worker's loop (once); with ``reports``, bring each failed worker's
+        report first (:meth:`WorldSteps.stop_workers`)."""
+        return self.steps.stop_workers(reports=reports)
 
     def stopping(self, t: int) -> bool:
         """Whether a signal asked the run to stop after round ``t`` (not its last)."""
@@ -519,18 +521,30 @@ class Server:
             raise  # the last completed round is written already
         except KeyboardInterrupt:  # a second Ctrl-C between rounds or after the last
             self.failures.interrupted(self, self.rounds_done + 1, None)
+        self._end(summary)
+        return summary
+
+    def _end(self, summary: dict) -> None:
+        """The components' work at the end (the last write of the file, the summary); what
+        raises there fails the run as a round would, the file written as far as it can be."""
         try:
             for component in self.components:
+                self.phase = component.label
                 component.at_end(self, summary)
         except KeyboardInterrupt:
             self.failures.interrupted(self, self.rounds_done + 1, None)
-        return summary
+        except RunFileWriteError:
+            raise  # it says what the file holds
+        except BaseException as exc:  # a plug-in's state, read for the file, say
+            self.failures.fail(self, self.rounds_done, exc, None)
 
     def _kept_round(self, t: int, first: int) -> RoundResult | None:
         """Round ``t`` with the components' work before and after it, its state copied
         before it changes (:class:`RoundSnapshots`); None: a signal stops the run after
         round ``t - 1`` (the live state is that round's). A round that raises fails the run
-        (:class:`RoundFailures`)."""
+        (:class:`RoundFailures`): any exception, a plug-in's UserError, SystemExit (whatever
+        its code) and a plug-in's own BaseException included; a KeyboardInterrupt (a second
+        Ctrl-C, or one a plug-in raised) interrupts it."""
         saved = None
         try:
             for component in self.components:  # (a hook a component may leave out)
@@ -539,6 +553,7 @@ class Server:
                     component.before_round(self, t)
             if self.stopping(t - 1):  # a signal while the rounds before were written
                 return None
+            self.phase = "the copy of the last completed round"
             saved = self.snapshots.take(self)
             round_started = time.perf_counter()
             self.live_round = None
@@ -564,9 +579,7 @@ class Server:
             if t == 1 and self.rounds_written is None:
                 raise  # no round to keep
             raise self.failures.diverged(self, exc, saved) from None
-        except UserError:
-            raise  # it says what happened itself (and every rank stops alike)
-        except Exception as exc:  # a dead rank (CommError) too
+        except BaseException as exc:  # a dead rank (CommError) and a failed worker too
             self.failures.fail(self, t, exc, saved)
         self.snapshots.weigh(time.perf_counter() - round_started)
         return result

@@ -1,9 +1,9 @@
 """The server's side of a step over the world (:func:`~distfl.runtime.protocol.run_step`):
 it places the step's tasks on the workers (:class:`~distfl.runtime.placement.Placement`),
 sends the plan and the cluster models, and puts the gathered rows back in client order; the
-workers' timing rows go to the round's timing, and a stop signal one of them reports stops
-the run. The pooled work of the algorithm and the step that stops the workers go the same
-way."""
+workers' timing rows go to the round's timing, a stop signal one of them reports stops
+the run, and tasks that raised on a worker fail the round (:class:`WorkerRaised`). The
+pooled work of the algorithm and the step that stops the workers go the same way."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ from distfl.runtime.protocol import (
     Plan,
     ProbeShape,
     StepOutput,
+    WorkerRaised,
+    exchange_reports,
     run_step,
 )
 from distfl.runtime.stopping import StopFlag
@@ -54,6 +56,7 @@ class WorldSteps:
         self.worker = local_worker
         self.stop = stop
         self.timing = timing
+        self.stopped = False  # whether the workers were told to stop
 
     def run(
         self,
@@ -106,19 +109,34 @@ class WorldSteps:
                 self.comm, plan, stacked, layout=self.layout, num_steps=self.local_steps,
                 execute=self.worker.execute if self.worker is not None else None,
             )  # fmt: skip
+            failed = []
             for row in out.timing_rows.cpu().numpy():
                 if row[7] and not self.stop.name:
                     # a signal that reached a worker only: the run stops as well
                     self.stop.name = "a stop signal at a worker"
+                if row[8]:
+                    failed.append(int(row[0]))
                 self.timing.add_step_row(row)
+        if failed:
+            raise WorkerRaised(failed)
         _in_client_order(plan, out)
         out.weight_bits = plan.weight_bits()
         return clusters, out
 
-    def stop_workers(self) -> None:
-        """The step that ends every worker's loop."""
+    def stop_workers(self, *, reports: bool = False) -> dict[int, dict]:
+        """The step that ends every worker's loop (once: later calls do nothing); with
+        ``reports`` (after :class:`WorkerRaised`), a ``FAILED`` step that brings each
+        failed worker's report first, returned by rank
+        (:func:`~distfl.runtime.protocol.exchange_reports`)."""
+        if self.stopped:
+            return {}
         self.stop.settle()
-        self._header(Plan.stop())
+        self.stopped = True
+        if not reports:
+            self._header(Plan.stop())
+            return {}
+        self._header(Plan.failed())
+        return exchange_reports(self.comm, None) or {}
 
     def announce_pooled(self, may_leave: bool) -> None:
         """The header of a step of the server's pooled work (the workers then compute)."""

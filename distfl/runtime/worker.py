@@ -37,6 +37,7 @@ from distfl.runtime.protocol import (
     COMPUTE,
     EVAL,
     EVAL_WIDTH,
+    FAILED,
     MAY_GIVE_UP,
     PROBE,
     RETURN_MODEL,
@@ -45,6 +46,9 @@ from distfl.runtime.protocol import (
     Plan,
     StepOutput,
     empty_output,
+    exchange_reports,
+    failed_output,
+    failure_report,
     run_step,
     sum_layout,
 )
@@ -530,7 +534,35 @@ class Worker:
 
 
 def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
-    """A worker rank: take part in every step until the server's stop."""
+    """A worker rank: take part in every step until the server's stop.
+
+    Its tasks raising (a plug-in's code: an algorithm's client half, a model, a dataset's
+    samples; any exception, SystemExit and a plug-in's own BaseException included; in a
+    pooled job, what is no Exception) do not end the process: the worker joins the rest of
+    the step with rows of NaN and says so in its timing row
+    (:func:`~distfl.runtime.protocol.failed_output`), the server writes the last completed
+    round, and at its ``FAILED`` step the worker sends the failure's report
+    (:func:`~distfl.runtime.protocol.exchange_reports`) and ends. A KeyboardInterrupt (a
+    second Ctrl-C) ends the process at once."""
+    report: bytes | None = None
+
+    def raised(exc: BaseException) -> None:
+        nonlocal report
+        report = failure_report(exc)
+
+    def execute(plan: Plan, models: torch.Tensor) -> StepOutput:
+        try:
+            return worker.execute(plan, models)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:
+            raised(exc)
+            return failed_output(
+                plan, rank=comm.rank, world_size=comm.world_size,
+                num_steps=config.train.local_steps, layout=worker.layout,
+                device=worker.comm_device,
+            )  # fmt: skip
+
     while True:
         plan, _ = run_step(
             comm,
@@ -538,9 +570,13 @@ def worker_loop(config: Config, comm: Communicator, worker: Worker) -> None:
             None,
             layout=worker.layout,
             num_steps=config.train.local_steps,
-            execute=worker.execute,
+            execute=execute,
         )
         if plan.kind == STOP:
             return
+        if plan.kind == FAILED:
+            exchange_reports(comm, report)
+            return
         if plan.kind == COMPUTE:
-            exchange(comm, None, stop=worker.stop if plan.round & MAY_GIVE_UP else None)
+            stop = worker.stop if plan.round & MAY_GIVE_UP else None
+            exchange(comm, None, stop=stop, raised=raised)

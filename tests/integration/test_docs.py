@@ -214,6 +214,8 @@ CHECKED_OUTPUTS = {
     ("docs/commands.md", "distfl gather: skipped sweep/x.h5"): "test_docs.py",
     ("docs/checkpoints.md", "distfl: stopped by SIGUSR1"): "test_resume.py",
     ("docs/checkpoints.md", "distfl: error: round 25 failed"): "test_round_failure.py",
+    # a plug-in's state that cannot be read, and a worker whose plug-in raised
+    ("docs/checkpoints.md", "distfl: error: round 4 failed"): "test_plugin_failures.py",
     ("docs/launching.md", "A  alone.h5"): "test_compare.py",
     ("docs/launching.md", "world      node1 ranks 0-1"): "test_multi_node.py",
     ("docs/run-file.md", "/"): "test_reference.py",  # the layout, written from the code
