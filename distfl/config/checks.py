@@ -9,7 +9,6 @@ import importlib.util
 import math
 import os
 
-from distfl.config.participation import check_selection
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
 from distfl.plugins import ALGORITHMS, DATASETS, MODELS
@@ -426,7 +425,6 @@ def _validate_participation(c: Config) -> None:
                 f"participation.{key} = {path!r}: a file is named when and only when "
                 f"participation.{name} = 'trace'"
             )
-    check_selection(c)
 
 
 def _validate_algorithm(c: Config) -> None:

@@ -5,12 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distfl.errors import ConfigError
-from distfl.plugins import ALGORITHMS
 from distfl.settings import setting
-
-#: the values of ``participation.selection``
-SELECTIONS = ("uniform", "fedcs", "fedpns")
 
 
 @dataclass(frozen=True)
@@ -91,23 +86,4 @@ class ParticipationSection:
     )
 
 
-def check_selection(c) -> None:
-    """Refuse (ConfigError) a selection strategy that cannot choose the algorithm's cohorts,
-    as the algorithm declares it (:meth:`ClusteringAlgorithm.selection_refusal
-    <distfl.algorithms.base.ClusteringAlgorithm.selection_refusal>`), naming the
-    strategies it takes; an algorithm that is not registered (a stored config's plug-in,
-    not imported) is not looked up."""
-    selection = c.participation.selection
-    if selection == "uniform" or c.algorithm.name not in ALGORITHMS.names():
-        return
-    cls = ALGORITHMS.get(c.algorithm.name)
-    why = cls.selection_refusal(selection)
-    if why:
-        taken = [s for s in SELECTIONS if not cls.selection_refusal(s)]
-        raise ConfigError(
-            f"participation.selection = {selection!r} cannot choose the clients of "
-            f"algorithm.name = {c.algorithm.name!r}: {why}; it takes {', '.join(taken)}"
-        )
-
-
-__all__ = ["SELECTIONS", "ParticipationSection", "check_selection"]
+__all__ = ["ParticipationSection"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distfl.config.groups import GroupSpec
-from distfl.config.participation import SELECTIONS, ParticipationSection
+from distfl.config.participation import ParticipationSection
 from distfl.config.seeds import RunSeeds
 from distfl.config.toml import toml_value
 from distfl.plugins import ALGORITHMS, DATASETS, MODELS
@@ -530,5 +530,5 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "comm.sums": ("scaled", "limbs"),
     "participation.availability": ("always", "fraction", "trace"),
     "participation.resources": ("off", "loguniform", "trace"),
-    "participation.selection": SELECTIONS,
+    "participation.selection": ("uniform", "fedcs", "fedpns"),
 }

@@ -169,10 +169,17 @@ def test_every_algorithm_refuses_what_the_docs_say_and_only_that():
     ("local", "fedpns", "every client is its own cluster"),
 ])  # fmt: skip
 def test_a_refused_strategy_is_a_config_error_naming_both(algorithm, selection, needle):
+    """The run's checks before any work refuse it; the config itself reads (a file written
+    with it before the refusal existed is still read)."""
+    from distfl.runtime.participation import check_selection
+
     sets = [f'algorithm.name="{algorithm}"', f'participation.selection="{selection}"',
             'participation.resources="loguniform"', "participation.deadline=5"]  # fmt: skip
+    config = C.load(preset="digits", overrides=sets)
+    stored = C.from_json(config.to_json(), plugins=False)  # what a reader of the file does
+    assert stored.participation.selection == selection
     with pytest.raises(ConfigError) as info:
-        C.load(preset="digits", overrides=sets)
+        check_selection(config)
     line = str(info.value)
     assert f"participation.selection = {selection!r}" in line
     assert f"algorithm.name = {algorithm!r}" in line and needle in line and "\n" not in line
