@@ -128,3 +128,30 @@ def test_fedcs_and_fedpns_choose_fedgwcs_priority_cohorts(helpers, tmp_path):
     assert m["rejected"].sum() > 0  # it labeled clients, whose probabilities fell
     free = default_job(helpers, tmp_path, "free.h5", 'participation.resources="loguniform"')
     assert not same_rows(cohorts(m), cohorts(free.tables["metrics"]))
+
+
+def test_fedpns_under_fedgwc_same_bits_at_every_world_size_and_resumed(helpers, tmp_path):
+    """FedGWC's priority sampling through FedPNS, with availability, dropouts and the clock:
+    one process, torchrun with 3 ranks and a run stopped after round 2 and resumed hold the
+    same bits (FedPNS's probabilities and counts, FedGWC's counts and generator)."""
+    from runfile import assert_same_run
+
+    def run_args(rounds):
+        sets = ["data.num_clients=16", "data.samples_per_client=40", "server.clients_per_round=8",
+                "data.groups=[{count = 11, alpha = 1000.0}, "
+                "{count = 5, alpha = 1000.0, permute_labels = true, availability = 0.5}]",
+                'participation.availability="fraction"', "participation.fraction=0.8",
+                "participation.dropout=0.1", 'participation.resources="loguniform"',
+                'participation.selection="fedpns"', "participation.pns_kept=0.5",
+                "train.local_steps=3", "eval.every=2", 'run.progress="none"',
+                f"run.rounds={rounds}"]  # fmt: skip
+        return tuple(a for s in sets for a in ("--set", s))
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, run_args, rounds=6)
+    for other in (multi, resumed):
+        assert_same_run(single, other)
+    run = read_run_file(single)
+    m = run.tables["metrics"]
+    assert m["dropped"].sum() > 0 and m["rejected"].sum() > 0
+    planned = m["num_participants"] + m["dropped"]
+    assert run.state["selection"]["times_selected"].sum() == planned.sum()
