@@ -188,7 +188,7 @@ class Participation:
             available = None if self.section.availability == "always" else self.available
             chosen = self.pns.draw(rng, pool, size, available, priority)
         elif own is not None:
-            chosen = np.asarray(own(), dtype=np.int64)
+            chosen = _own_draw(own(), pool)
             if self.section.selection == "fedcs":
                 chosen = self._fedcs(chosen[self.available(chosen)], trainings)
         elif self.everyone:
@@ -330,6 +330,24 @@ class Participation:
     def load_state_dict(self, state: dict) -> None:
         if self.pns is not None:
             self.pns.load_state_dict(state)
+
+
+def _own_draw(chosen, pool) -> np.ndarray:
+    """An algorithm's own draw (int64), checked: distinct client ids of ``pool`` (ValueError
+    otherwise: the round fails, naming it)."""
+    ids = np.asarray(chosen)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"an algorithm's own draw must be a vector of client ids, not an "
+                         f"array of {ids.dtype} of shape {ids.shape}")  # fmt: skip
+    ids = ids.astype(np.int64)
+    if isinstance(pool, (int, np.integer)):
+        inside = (ids >= 0) & (ids < int(pool))
+    else:
+        inside = np.isin(ids, np.asarray(pool))
+    if not inside.all() or len(np.unique(ids)) != len(ids):
+        raise ValueError(f"an algorithm's own draw must be distinct clients of the pool it "
+                         f"draws from: {ids[:5].tolist()}...")  # fmt: skip
+    return ids
 
 
 def _log_uniform(u: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -183,3 +183,20 @@ def test_a_refused_strategy_is_a_config_error_naming_both(algorithm, selection, 
     line = str(info.value)
     assert f"participation.selection = {selection!r}" in line
     assert f"algorithm.name = {algorithm!r}" in line and needle in line and "\n" not in line
+
+
+@pytest.mark.parametrize("own", [[3, 3], [25], [-1], [[1, 2]], [1.5]])
+def test_an_algorithms_own_draw_must_be_distinct_clients_of_its_pool(own):
+    p = participation('participation.availability="fraction"')
+    with pytest.raises(ValueError, match="own draw must be"):
+        p.draw(np.random.default_rng(0), 20, 2, own=lambda: np.array(own))
+    with pytest.raises(ValueError, match="own draw must be"):
+        p.draw(np.random.default_rng(0), np.arange(5, 15), 2, own=lambda: np.array([4]))
+
+
+def test_a_priority_must_be_a_finite_weight_for_each_client():
+    p = participation('participation.selection="fedpns"')
+    for bad in (lambda ids: np.full(len(ids), np.nan), lambda ids: -np.ones(len(ids)),
+                lambda ids: np.ones(len(ids) + 1)):  # fmt: skip
+        with pytest.raises(ValueError, match="priority must be a finite weight"):
+            p.draw(np.random.default_rng(0), np.arange(20), 3, priority=bad)
