@@ -245,6 +245,9 @@ class ClusteringAlgorithm(ABC):
     #: whether every member of a cluster trains and returns its model every round, whatever
     #: ``server.clients_per_round`` (CFL and FLCL, as their papers run them)
     every_member_trains: ClassVar[bool] = False
+    #: the selection strategies (``participation.selection``) that cannot act on its
+    #: rounds beyond those :meth:`selection_refusal` derives, each with why in a few words
+    refused_selections: ClassVar[Mapping[str, str]] = {}
     #: the key of its :attr:`Params` that sets how many clusters it forms (IFCA's
     #: ``num_clusters``), or None for an algorithm that finds the number itself: ``distfl
     #: suite --true-clusters`` sets this key to each scenario's number of data groups (the
@@ -406,13 +409,44 @@ class ClusteringAlgorithm(ABC):
         """Take the round's reports (and the aggregated cluster models); return what changed."""
         return RoundUpdate()
 
-    def sample_clients(self, pool, size: int, rng: np.random.Generator | None = None) -> np.ndarray:
+    def sample_clients(self, pool, size: int, rng: np.random.Generator | None = None, *,
+                       own=None, priority=None, trainings: int = 1) -> np.ndarray:  # fmt: skip
         """``size`` distinct clients of ``pool`` (an int K: clients 0..K-1; or an array of
         client ids) for this round, in the order drawn, from ``rng`` (default ``self.rng``):
         chosen by the run's selection among the clients available this round, so fewer when
         fewer are available. Without [participation] it is ``rng.choice(pool, size,
-        replace=False)``. Every cohort an algorithm samples goes through it."""
-        return self.participation.draw(self.rng if rng is None else rng, pool, size)
+        replace=False)``. Every cohort an algorithm samples goes through it: a selection
+        strategy other than ``uniform`` refuses a plan that trains a client it did not
+        choose.
+
+        The algorithm states what it prefers, the selection decides
+        (docs/participation.md): ``own`` is its own draw where that is not the
+        uniform one (a callable of no argument giving client ids of ``pool``: FedGWC's
+        priority sampling, a seeding round's every client), which the uniform selection
+        returns as it is and FedCS schedules into the deadline; ``priority`` its weight of
+        each client (a callable of an array of ids of ``pool``, giving weights of at least
+        0), by which FedPNS multiplies its probabilities; ``trainings`` the models each
+        client drawn trains (a soft plan's clusters), which FedCS's schedule counts."""
+        return self.participation.draw(self.rng if rng is None else rng, pool, size, own=own,
+                                       priority=priority, trainings=trainings)  # fmt: skip
+
+    @classmethod
+    def selection_refusal(cls, selection: str) -> str | None:
+        """Why the selection strategy ``selection`` (``participation.selection``) cannot
+        choose this algorithm's cohorts, in a few words (None: it can). The config refuses
+        such a run before any work. By default: every strategy but ``uniform`` for an
+        algorithm whose every member trains (no draw to choose in), FedPNS for soft
+        membership (its optimal aggregation compares one model a client), and what
+        :attr:`refused_selections` declares."""
+        if selection == "uniform":
+            return None
+        if cls.every_member_trains:
+            return ("it plans every member of its clusters every round: there is no draw "
+                    "for the selection to choose in")  # fmt: skip
+        if selection == "fedpns" and cls.membership == "largest weight":
+            return ("its clients train several clusters' models (soft membership), and "
+                    "FedPNS's optimal aggregation compares one model a client")  # fmt: skip
+        return cls.refused_selections.get(selection)
 
     # -- the rest ----------------------------------------------------------------------
 

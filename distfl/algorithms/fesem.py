@@ -49,6 +49,7 @@ The pure math is in module-level functions; :class:`FeSEM` holds the assignment.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -215,7 +216,9 @@ class FeSEM(ClusteringAlgorithm):
     def plan(self, round_index: int) -> RoundPlan:
         if self.unseeded and round_index > self.fedavg_rounds:  # seeding: every client
             size = seeding_size(self.federation.num_params, self.num_clusters)
-            chosen = seeding_clients(self.num_clients, self.rng, size)
+            own = partial(seeding_clients, self.num_clients, self.rng, size)
+            chosen = np.sort(self.sample_clients(self.num_clients, min(size, self.num_clients),
+                                                 own=own))  # fmt: skip
         else:
             n = min(self.clients_per_round, self.num_clients)
             chosen = np.sort(self.sample_clients(self.num_clients, n))

@@ -38,6 +38,7 @@ their last assignment.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -208,8 +209,10 @@ class IFCA(ClusteringAlgorithm):
             return RoundPlan(round=round_index, train=train)
         if self.seeding == 1:  # the seeding round: every client trains once from the start
             size = seeding_size(self.federation.num_params, self.num_clusters)
-            clients = seeding_clients(self.num_clients, self.rng, size)
-            train = dict.fromkeys(clients.tolist(), self.ids[0])
+            clients = self.sample_clients(self.num_clients, min(size, self.num_clients),
+                                          own=partial(seeding_clients, self.num_clients,
+                                                      self.rng, size))  # fmt: skip
+            train = dict.fromkeys(np.sort(clients).tolist(), self.ids[0])
             return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
         return RoundPlan(round=round_index, train=train)

@@ -41,6 +41,11 @@ def client_id(k: int) -> str:
 class Local(NoClustering):
     name = "local"
     record_idle_clusters = False
+    #: a cluster per client: never two reports of a cluster for FedPNS to compare
+    refused_selections = {
+        "fedpns": "every client is its own cluster, and FedPNS's optimal aggregation compares "
+        "the reports of a cluster (it would never lower a probability)"
+    }
 
     def __init__(self, **kwargs):
         K = int(kwargs["num_clients"])

@@ -53,10 +53,11 @@ class ModelsOfOwn(ClusteringAlgorithm):
         """Each cluster model from its own initialisation."""
         return {cid: j + 1 for j, cid in enumerate(self.ids)}
 
-    def draw(self) -> np.ndarray:
+    def draw(self, trainings: int = 1) -> np.ndarray:
         """The round's clients: ``clients_per_round`` drawn uniformly without replacement,
-        ascending (int64)."""
-        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
+        ascending (int64); each trains ``trainings`` models (for FedCS's schedule)."""
+        chosen = self.sample_clients(self.num_clients, self.clients_per_round,
+                                     trainings=trainings)  # fmt: skip
         return np.sort(chosen).astype(np.int64)
 
 

@@ -93,10 +93,15 @@ class Participation:
         #: whether the plans pass through admit() unchanged
         self.plain = (p.availability == "always" and not self.dropout.any() and not p.deadline
                       and self.pns is None)  # fmt: skip
+        #: the clients the selection chose this round (None under the uniform selection):
+        #: a strategy that chooses admits no plan naming a client it did not choose
+        self.drawn: set[int] | None = None if p.selection == "uniform" else set()
 
     def begin(self, round_index: int) -> None:
         """Round ``round_index`` starts: its availability and dropouts apply."""
         self.round = int(round_index)
+        if self.drawn is not None:
+            self.drawn = set()
 
     # -- what a client is ----------------------------------------------------------------
 
@@ -164,19 +169,36 @@ class Participation:
 
     # -- the round -----------------------------------------------------------------------
 
-    def draw(self, rng: np.random.Generator, pool, size: int) -> np.ndarray:
+    def draw(self, rng: np.random.Generator, pool, size: int, *, own=None, priority=None,
+             trainings: int = 1) -> np.ndarray:  # fmt: skip
         """``size`` distinct clients of ``pool`` (an int K: clients 0..K-1; or an array of
         client ids), chosen among those available this round by the run's selection; fewer
         when fewer are available (or when FedCS's deadline fits fewer). In the order drawn
-        (callers sort)."""
-        if self.everyone:
-            return rng.choice(pool, size=size, replace=False)
+        (callers sort).
+
+        What the algorithm prefers, the selection decides (:meth:`ClusteringAlgorithm.
+        sample_clients <distfl.algorithms.base.ClusteringAlgorithm.sample_clients>`):
+        ``own`` is the algorithm's own draw where it is not the uniform one (a callable
+        giving client ids), ``priority`` its weight of each client (a callable of an id
+        array), ``trainings`` the models each client trains. ``uniform`` returns ``own()``
+        as it is, or the uniform draw; ``fedcs`` schedules the available clients of that
+        draw into the deadline; ``fedpns`` draws in its place by its probabilities times
+        ``priority``."""
         if self.pns is not None:
             available = None if self.section.availability == "always" else self.available
-            return self.pns.draw(rng, pool, size, available)
-        chosen = self._uniform(rng, pool, size)
-        if self.section.selection == "fedcs":
-            chosen = self._fedcs(chosen)
+            chosen = self.pns.draw(rng, pool, size, available, priority)
+        elif own is not None:
+            chosen = _own_draw(own(), pool)
+            if self.section.selection == "fedcs":
+                chosen = self._fedcs(chosen[self.available(chosen)], trainings)
+        elif self.everyone:
+            return rng.choice(pool, size=size, replace=False)
+        else:
+            chosen = self._uniform(rng, pool, size)
+            if self.section.selection == "fedcs":
+                chosen = self._fedcs(chosen, trainings)
+        if self.drawn is not None:
+            self.drawn.update(int(k) for k in chosen)
         return chosen
 
     def _uniform(self, rng: np.random.Generator, pool, size: int) -> np.ndarray:
@@ -219,16 +241,18 @@ class Participation:
             picked.extend(int(k) for k in more)
         return np.array(picked, dtype=np.int64)
 
-    def _fedcs(self, candidates: np.ndarray) -> np.ndarray:
+    def _fedcs(self, candidates: np.ndarray, trainings: int = 1) -> np.ndarray:
         """FedCS's greedy schedule of ``candidates`` (the clients it asked for their
-        resources) under ``deadline``: those it selects, in the order it added them."""
+        resources), each training ``trainings`` models, under ``deadline``: those it
+        selects, in the order it added them."""
         from distfl.participation.fedcs import fedcs_select
 
         speed, bandwidth = self.resources(candidates)
-        _, compute, up = self._times(candidates, speed, bandwidth)
+        _, compute, up = self._times(candidates, speed, bandwidth, trainings)
         chosen = fedcs_select(
             compute, up, bandwidth * 1e6 / 8,
-            model_bytes=PARAM_BYTES * self.num_params, round_s=self.section.deadline,
+            model_bytes=trainings * PARAM_BYTES * self.num_params,
+            round_s=self.section.deadline,
         )  # fmt: skip
         return candidates[chosen]
 
@@ -237,6 +261,10 @@ class Participation:
         the deadline, and what that did (:class:`RoundParticipation`), with the round's
         simulated seconds: the slowest admitted client's download, training and upload, or
         the deadline when a report was lost to it or to a dropout."""
+        if self.drawn is not None:
+            self._chosen_only(plan)
+        if self.pns is not None:
+            self.pns.selected(plan)
         if self.plain and not self.clock:
             return plan, OFF
         ids = np.array(sorted(plan.train), dtype=np.int64)
@@ -274,6 +302,20 @@ class Participation:
             client_state={k: v for k, v in plan.client_state.items() if k in kept},
         ), outcome  # fmt: skip
 
+    def _chosen_only(self, plan) -> None:
+        """Refuse (RuntimeError: the round fails) a plan that trains a client the selection
+        did not choose this round: an algorithm that draws its cohort without
+        :meth:`~distfl.algorithms.base.ClusteringAlgorithm.sample_clients` would run a
+        uniform draw in place of the strategy asked for."""
+        others = sorted(set(plan.train) - self.drawn)
+        if others:
+            shown = ", ".join(str(k) for k in others[:5]) + (", ..." if len(others) > 5 else "")
+            raise RuntimeError(
+                f"participation.selection = {self.section.selection!r}: round {self.round}'s "
+                f"plan trains {len(others)} client(s) the selection did not choose ({shown}); "
+                "an algorithm draws its cohorts with sample_clients for a strategy to choose them"
+            )
+
     def after_training(self, plan, reports, starts: dict[str, np.ndarray]) -> tuple[dict, int]:
         """The selection's say after the round's training (FedPNS's optimal aggregation):
         the clusters' models it replaces and the reports it left out."""
@@ -288,6 +330,24 @@ class Participation:
     def load_state_dict(self, state: dict) -> None:
         if self.pns is not None:
             self.pns.load_state_dict(state)
+
+
+def _own_draw(chosen, pool) -> np.ndarray:
+    """An algorithm's own draw (int64), checked: distinct client ids of ``pool`` (ValueError
+    otherwise: the round fails, naming it)."""
+    ids = np.asarray(chosen)
+    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
+        raise ValueError(f"an algorithm's own draw must be a vector of client ids, not an "
+                         f"array of {ids.dtype} of shape {ids.shape}")  # fmt: skip
+    ids = ids.astype(np.int64)
+    if isinstance(pool, (int, np.integer)):
+        inside = (ids >= 0) & (ids < int(pool))
+    else:
+        inside = np.isin(ids, np.asarray(pool))
+    if not inside.all() or len(np.unique(ids)) != len(ids):
+        raise ValueError(f"an algorithm's own draw must be distinct clients of the pool it "
+                         f"draws from: {ids[:5].tolist()}...")  # fmt: skip
+    return ids
 
 
 def _log_uniform(u: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -333,8 +393,11 @@ class _Everyone:
     def available(self, clients) -> np.ndarray:
         return np.ones(len(clients), dtype=bool)
 
-    def draw(self, rng: np.random.Generator, pool, size: int) -> np.ndarray:
-        return rng.choice(pool, size=size, replace=False)
+    def draw(self, rng: np.random.Generator, pool, size: int, *, own=None, priority=None,
+             trainings: int = 1) -> np.ndarray:  # fmt: skip
+        """The algorithm's own draw (``own()``), or the uniform one."""
+        return np.asarray(own(), dtype=np.int64) if own is not None else rng.choice(
+            pool, size=size, replace=False)  # fmt: skip
 
 
 EVERYONE = _Everyone()

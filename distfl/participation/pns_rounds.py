@@ -24,11 +24,16 @@ class PnsRounds:
         #: the scale of a model change into the code's gradient, (θ_start − θ_k) / (S·lr)
         self.scale = 1.0 / (local_steps * lr)
 
-    def draw(self, rng: np.random.Generator, pool, size: int, available) -> np.ndarray:
+    def draw(self, rng: np.random.Generator, pool, size: int, available,
+             priority=None) -> np.ndarray:  # fmt: skip
         """``size`` clients of ``pool`` by successive sampling from the probabilities among
-        the available ones (fewer when fewer are available); each counted as selected."""
+        the available ones (fewer when fewer are available); the plan that trains them
+        counts them selected (:meth:`selected`).
+        ``priority``: the algorithm's weight of each client (a callable of the available
+        ids of the pool, listed whole), multiplied into the probabilities."""
         p = self.probabilities
-        if isinstance(pool, (int, np.integer)) and int(pool) == p.num_clients:
+        whole = isinstance(pool, (int, np.integer)) and int(pool) == p.num_clients
+        if whole and priority is None:
             try:
                 chosen = p.draw(rng, min(int(size), p.num_clients), accept=available)
             except RuntimeError:  # fewer available (or left with probability) than asked
@@ -36,15 +41,27 @@ class PnsRounds:
                                     available)  # fmt: skip
         else:
             ids = np.arange(int(pool), dtype=np.int64) if np.ndim(pool) == 0 else np.asarray(pool)
-            chosen = self._from(rng, ids.astype(np.int64), size, available)
-        p.record_selected(chosen)
+            chosen = self._from(rng, ids.astype(np.int64), size, available, priority)
         return chosen
 
-    def _from(self, rng, ids: np.ndarray, size: int, available) -> np.ndarray:
-        """Successive sampling among the available ``ids`` (a pool listed whole)."""
+    def selected(self, plan) -> None:
+        """The clients of an admitted round's plan (before availability, dropouts and the
+        deadline: those it selected) count once more as selected; a client drawn and left
+        out of the plan (IFCA's cohort in its seeding round) does not."""
+        self.probabilities.record_selected(np.array(sorted(plan.train), dtype=np.int64))
+
+    def _from(self, rng, ids: np.ndarray, size: int, available, priority=None) -> np.ndarray:
+        """Successive sampling among the available ``ids`` (a pool listed whole), by the
+        probabilities times ``priority`` where given."""
         if available is not None:
             ids = ids[available(ids)]
         weights = self.probabilities.prob(ids)
+        if priority is not None and len(ids):
+            own = np.asarray(priority(ids), dtype=np.float64)
+            if own.shape != ids.shape or not np.all(np.isfinite(own) & (own >= 0)):
+                raise ValueError(f"a draw's priority must be a finite weight of at least 0 "
+                                 f"for each of the {len(ids)} clients it is given")  # fmt: skip
+            weights = weights * own
         live = weights > 0
         ids, weights = ids[live], weights[live]
         n = min(int(size), len(ids))

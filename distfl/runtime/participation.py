@@ -1,6 +1,7 @@
-"""What [participation] is refused for before any work, on rank 0: a malformed or missing
-trace file (one line naming the key, the file and the line) and a deadline that no client
-could meet. Every other rank refuses alike (the run's start agreement)."""
+"""What [participation] is refused for before any work, on rank 0: a selection strategy that
+cannot choose the algorithm's cohorts, a malformed or missing trace file (one line naming
+the key, the file and the line) and a deadline that no client could meet. Every other rank
+refuses alike (the run's start agreement)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,11 @@ import numpy as np
 import torch
 
 from distfl.algorithms import ClientReports
+from distfl.config.schema import CHOICES
 from distfl.errors import ConfigError
 from distfl.participation.model import fastest_client_s
 from distfl.participation.traces import read_profiles, read_windows
+from distfl.plugins import ALGORITHMS
 
 
 def _fewest_samples_a_step(config) -> int:
@@ -29,9 +32,31 @@ def _fewest_samples_a_step(config) -> int:
     return max(1, min(config.train.batch_size, min(sizes)))
 
 
+def check_selection(config) -> None:
+    """Refuse (ConfigError) a selection strategy that cannot choose the algorithm's
+    cohorts, as the algorithm declares it (:meth:`ClusteringAlgorithm.selection_refusal
+    <distfl.algorithms.base.ClusteringAlgorithm.selection_refusal>`), naming the
+    strategies it takes. A run, not a config: a file written before the refusal existed
+    is read as it is (and refused a resume)."""
+    selection = config.participation.selection
+    name = config.algorithm.name
+    if selection == "uniform" or name not in ALGORITHMS.names():
+        return  # (an algorithm not registered is refused with the run's other checks)
+    cls = ALGORITHMS.get(name)
+    why = cls.selection_refusal(selection)
+    if why:
+        taken = [s for s in CHOICES["participation.selection"] if not cls.selection_refusal(s)]
+        raise ConfigError(
+            f"participation.selection = {selection!r} cannot choose the clients of "
+            f"algorithm.name = {name!r}: {why}; it takes {', '.join(taken)}"
+        )
+
+
 def check_participation(config) -> None:
-    """Refuse (ConfigError, exit 2) trace files that do not read and a deadline below the
-    time the fastest client the resources allow would need."""
+    """Refuse (ConfigError, exit 2) a selection strategy that cannot act
+    (:func:`check_selection`), trace files that do not read and a deadline below the time
+    the fastest client the resources allow would need."""
+    check_selection(config)
     p = config.participation
     if p.availability == "trace":
         read_windows("participation.trace", p.trace)
@@ -77,4 +102,4 @@ def admitted_training(server, plan, may_give_up: bool, took_part):
     return reports, dataclasses.replace(took_part, rejected=rejected)
 
 
-__all__ = ["admitted_training", "check_participation"]
+__all__ = ["admitted_training", "check_participation", "check_selection"]

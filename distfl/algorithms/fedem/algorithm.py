@@ -136,7 +136,7 @@ class FedEM(ModelsOfOwn):
         return 8 * num_clients * max(int(params.num_clusters), 1)
 
     def plan(self, round_index: int) -> RoundPlan:
-        clients = self.draw().tolist()
+        clients = self.draw(trainings=len(self.ids)).tolist()  # each trains every model
         every = dict.fromkeys(self.ids, 1.0)
         return RoundPlan(
             round=round_index,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import partial
 
 import numpy as np
 
@@ -47,6 +48,7 @@ from distfl.algorithms.fedgwc.reference import (
     lowest_score,
     participants,
     priority_sample,
+    priority_weights,
     reference_score,
 )
 from distfl.algorithms.fedgwc.rewards import (
@@ -218,17 +220,29 @@ class FedGWC(ClusteringAlgorithm):
         for cid, st in sorted(self.state.items()):
             members = self.tree.members(cid)
             n = participants(len(members), self.rate, self.min_clients)
-            if self.sampling == "priority":  # among the members available this round
-                here = np.flatnonzero(self.participation.available(members))
-                size = min(n, len(here))
-                pos = here[priority_sample(self.times_sampled[members[here]], size, self.rng)] \
-                    if size else here  # fmt: skip
+            if self.sampling == "priority":  # its own draw; the selection decides
+                chosen = self.sample_clients(members, n, own=partial(self._priority, members, n),
+                                             priority=self._weights)  # fmt: skip
             else:
-                pos = np.searchsorted(members, np.sort(self.sample_clients(members, n)))
+                chosen = self.sample_clients(members, n)
+            pos = np.searchsorted(members, np.sort(chosen))
             st.last_sampled = pos
             for k in members[pos]:
                 train[int(k)] = cid
         return RoundPlan(round=round_index, train=train)
+
+    def _priority(self, members: np.ndarray, n: int) -> np.ndarray:
+        """Its priority sampling of n of ``members`` among those available this round
+        (section 4.1), ascending ids."""
+        here = np.flatnonzero(self.participation.available(members))
+        size = min(n, len(here))
+        pos = here[priority_sample(self.times_sampled[members[here]], size, self.rng)] \
+            if size else here  # fmt: skip
+        return members[pos]
+
+    def _weights(self, ids: np.ndarray) -> np.ndarray:
+        """The priority sampling's weight of each of ``ids`` (clients of one draw)."""
+        return priority_weights(self.times_sampled[ids])
 
     def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
         """Eq. 1-3 on each cluster's sampled clients; the split test where P has converged.

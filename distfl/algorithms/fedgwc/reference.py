@@ -33,12 +33,17 @@ def participants(size: int, rate: float, min_clients: int) -> int:
     return min(size, max(min_clients, int(round(rate * size))))
 
 
+def priority_weights(counts: np.ndarray) -> np.ndarray:
+    """Each client's weight in a priority sampling (FedGWC section 4.1) among clients that
+    were sampled ``counts`` times: 1 / (1 + its count - the smallest count)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    return 1.0 / (1.0 + counts - counts.min())
+
+
 def priority_sample(counts: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """Sample n of len(counts) positions without replacement, uniformly but with priority
-    for rarely sampled clients (FedGWC section 4.1): a client's weight is
-    1 / (1 + its count - the smallest count)."""
-    counts = np.asarray(counts, dtype=np.float64)
-    w = 1.0 / (1.0 + counts - counts.min())
+    for rarely sampled clients (:func:`priority_weights`), ascending."""
+    w = priority_weights(counts)
     return np.sort(rng.choice(len(counts), size=n, replace=False, p=w / w.sum()))
 
 
