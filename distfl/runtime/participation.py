@@ -12,7 +12,7 @@ import torch
 from distfl.algorithms import ClientReports
 from distfl.errors import ConfigError
 from distfl.participation.model import fastest_client_s
-from distfl.participation.traces import read_profiles, read_windows
+from distfl.participation.traces import nothing, read_profiles, read_windows
 
 
 def _fewest_samples_a_step(config) -> int:
@@ -34,9 +34,9 @@ def check_participation(config) -> None:
     time the fastest client the resources allow would need."""
     p = config.participation
     if p.availability == "trace":
-        read_windows("participation.trace", p.trace)
+        read_windows("participation.trace", p.trace, keep=nothing)
     if p.resources == "trace":
-        read_profiles("participation.resource_trace", p.resource_trace)
+        read_profiles("participation.resource_trace", p.resource_trace, keep=nothing)
     if not p.deadline:
         return
     from distfl.runtime.model_size import config_parameters
