@@ -18,7 +18,9 @@ import os
 from typing import Any
 
 from distfl.config import Config
+from distfl.errors import ConfigError
 from distfl.model_specs import model_spec
+from distfl.plugins import raised
 
 #: the image models of :mod:`distfl.models`: (channels of the two convolutions, kernel
 #: size, dense widths before the classes); the other built-in model is the MLP of
@@ -118,6 +120,8 @@ def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any)
     import torch
     from torch.overrides import TorchFunctionMode
 
+    from distfl.models import built, model_named
+
     class Count(TorchFunctionMode):
         values = 0
 
@@ -130,7 +134,7 @@ def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any)
 
     def measure(device: str) -> tuple[int, int]:
         with torch.random.fork_rng(devices=[]), torch.device(device):
-            model = spec.build(shape, num_classes, params)
+            model = built(spec, tuple(shape), num_classes, params)
             count = sum(p.numel() for p in model.parameters())
             x = torch.zeros(1, *shape)
             with torch.no_grad(), Count() as counter:
@@ -139,8 +143,17 @@ def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any)
 
     try:
         return measure("meta")
-    except Exception:  # an operation without a meta kernel, a value read (.item())
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # an operation without a meta kernel, a value read (.item())
+        pass
+    try:
         return measure("cpu")
+    except (ConfigError, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # its forward pass: one line naming it (its sys.exit too)
+        raise ConfigError(f"{model_named(spec)}: a forward pass of one sample of shape "
+                          f"{list(shape)} raised {raised(exc)}") from None  # fmt: skip
 
 
 def workspace_config() -> str:
