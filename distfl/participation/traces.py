@@ -182,7 +182,7 @@ class _Trace:
             if cut:
                 yield rest[:cut]
                 rest = rest[cut:]
-            elif len(rest) > BLOCK_BYTES:  # read whole, a line of no end would cost O(n²)
+            elif len(rest) > BLOCK_BYTES:  # not read whole: a line of no end costs O(n²)
                 raise self.refuse(f"line {self.lines + 1}: longer than {BLOCK_BYTES >> 10} "
                                   "KiB, not a line of a trace")  # fmt: skip
         if rest:
@@ -237,7 +237,7 @@ class _Trace:
 
 
 def _wanted(keep: Keep, count: int) -> np.ndarray | None:
-    return None if keep is None else np.unique(np.asarray(keep(count), dtype=np.int64))
+    return None if keep is None else _distinct(np.asarray(keep(count), dtype=np.int64))
 
 
 @dataclass(frozen=True)
