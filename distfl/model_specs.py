@@ -60,7 +60,10 @@ class ModelSpec:
     def build(cls, input_shape: tuple[int, ...], num_classes: int, params: Any) -> nn.Module:
         """A freshly initialised network (its parameters drawn from torch's global generator,
         which the run seeds) taking a batch [B, *input_shape] to logits [B, num_classes];
-        ``params`` holds the model's own keys (an instance of its ``Params``)."""
+        ``params`` holds the model's own keys (an instance of its ``Params``). Checked
+        before round 1 (:func:`distfl.models.built`, :func:`distfl.models.check_logits`): a
+        ``torch.nn.Module`` with parameters whose last ``nn.Linear`` has ``num_classes``
+        outputs, and floating logits that require grad."""
         raise NotImplementedError(f"{cls.__name__} has no build")
 
     @classmethod

@@ -21,7 +21,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from distfl.plugins import MODELS
+from distfl.errors import ConfigError
+from distfl.plugins import MODELS, defined_in, raised
 
 
 def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
@@ -126,11 +127,78 @@ def build_model(
         params = spec.Params()
     if hidden is not None:
         params = spec.Params.made(params, {"hidden": tuple(hidden)})
-    model = spec.build(tuple(input_shape), num_classes, params)
+    model = built(spec, tuple(input_shape), num_classes, params)
     initial = {n: b.detach().clone() for n, b in model.named_buffers()}
     if initial:
         model._distfl_initial_buffers = initial
+    check_logits(model, tuple(input_shape), num_classes, who=model_named(spec))
     return model
+
+
+def model_named(spec: type) -> str:
+    """How a one-line error names a model: ``model.name = 'x' (the file defining it)``."""
+    return f"model.name = {spec.name!r} ({defined_in(spec)})"
+
+
+def built(spec: type, input_shape: tuple[int, ...], num_classes: int, params: Any) -> nn.Module:
+    """``spec.build(...)``, refused in one line naming the model (a ConfigError) where it
+    raises (its ``sys.exit`` too), gives no ``torch.nn.Module``, a module without
+    parameters or without an ``nn.Linear`` of ``num_classes`` outputs last (the classifier,
+    whose input is the embedding some algorithms read: :func:`last_linear`)."""
+    who = model_named(spec)
+    try:
+        model = spec.build(input_shape, num_classes, params)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise ConfigError(f"{who}: build() raised {raised(exc)}") from None
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"{who}: build() returned {type(model).__name__}, not a torch.nn.Module")
+    if next(iter(model.parameters()), None) is None:
+        raise ConfigError(f"{who}: build() gave a module without parameters: nothing to train")
+    linear = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    if not linear or linear[-1].out_features != num_classes:
+        last = f"its last gives {linear[-1].out_features}" if linear else "it has none"
+        raise ConfigError(
+            f"{who}: build() gave a module whose last nn.Linear is not a classifier of the "
+            f"{num_classes} classes ({last}); distfl reads the classes and the embedding from it"
+        )
+    return model
+
+
+def check_logits(model: nn.Module, input_shape: tuple[int, ...], num_classes: int, *,
+                 who: str) -> None:  # fmt: skip
+    """Refuse (a ConfigError that begins with ``who``) a model whose forward pass of a batch
+    of two zero samples raises or gives anything but logits of shape [2, num_classes], of a
+    floating dtype, that require grad (training could not change detached ones). The pass
+    runs in eval mode (no dropout draw, no running statistics moved) with torch's generator
+    put back after it: the model and the run's bits are as they were."""
+    modes = [(m, m.training) for m in model.modules()]
+    batch = f"a batch of 2 samples of shape {list(input_shape)}"
+    try:
+        with torch.random.fork_rng(devices=[]), torch.enable_grad():
+            model.eval()
+            out = model(torch.zeros(2, *input_shape))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        raise ConfigError(f"{who}: {batch} raised {raised(exc)}") from None
+    finally:
+        for m, mode in modes:
+            m.training = mode
+    want = f"[2, {num_classes}] ([batch, num_classes])"
+    wrong = ""
+    if not isinstance(out, torch.Tensor):
+        wrong = f"gave {type(out).__name__}, not a tensor of logits {want}"
+    elif tuple(out.shape) != (2, num_classes):
+        wrong = f"gave logits of shape {list(out.shape)}; expected {want}"
+    elif not out.dtype.is_floating_point:
+        wrong = f"gave logits of dtype {out.dtype}; expected a floating dtype"
+    elif not out.requires_grad:
+        wrong = ("gave logits that do not require grad (detached from its parameters): "
+                 "training could not change them")  # fmt: skip
+    if wrong:
+        raise ConfigError(f"{who}: {batch} {wrong}")
 
 
 def last_linear(model: nn.Module) -> nn.Linear:

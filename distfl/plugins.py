@@ -24,7 +24,8 @@ import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from distfl.errors import ConfigError, did_you_mean
+from distfl.errors import ConfigError, Interrupted, did_you_mean
+from distfl.text import exception_line
 
 
 def origin(cls: type) -> tuple[str, str]:
@@ -157,26 +158,50 @@ def load_plugins(specs: Iterable[str]) -> None:
         key = str(path) if path is not None else spec
         if key in _LOADED:
             continue
-        try:
-            if path is not None:
-                shown = Path(spec).expanduser()
-                if not path.is_file():
-                    raise ConfigError(
-                        f"run.plugins: {shown} does not exist; expected a Python file"
-                    )
-                _searchable(path.parent)
-                module = _import_file(path, shown)
-            else:
-                _searchable(Path.cwd())
-                module = importlib.import_module(spec).__name__
-        except ConfigError:
-            raise
-        except Exception as exc:  # an import error of the user's module: one line
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            raise ConfigError(
-                f"run.plugins: {spec!r} cannot be imported ({type(exc).__name__}: {first})"
-            ) from None
+        if path is not None:
+            shown = Path(spec).expanduser()
+            if not path.is_file():
+                raise ConfigError(f"run.plugins: {shown} does not exist; expected a Python file")
+            _searchable(path.parent)
+            module = _import_file(path, shown, spec)
+        else:
+            _searchable(Path.cwd())
+            module = _imported(spec, lambda spec=spec: importlib.import_module(spec).__name__)
         _LOADED[key] = module
+
+
+def _imported(spec: str, load: Callable[[], str]) -> str:
+    """``load()``, the import of the plug-in ``spec``: whatever it raises, an error of its
+    own (a distfl error too) or its ``sys.exit``, is one line naming it (a Ctrl-C is an
+    interruption, exit code 130)."""
+    try:
+        return load()
+    except KeyboardInterrupt:  # a Ctrl-C while it loads, or one it raised
+        raise Interrupted(
+            f"interrupted while run.plugins imported {spec!r}; nothing was run"
+        ) from None
+    except BaseException as exc:
+        raise ConfigError(f"run.plugins: {spec!r} cannot be imported ({raised(exc)})") from None
+
+
+def raised(exc: BaseException) -> str:
+    """What ``exc`` says, in one line: its type and its message's first line
+    (:func:`~distfl.text.exception_line`), ``SystemExit: sys.exit(0)`` for an exit;
+    never an error of its own (a plug-in's exception whose ``__str__`` raises)."""
+    if isinstance(exc, SystemExit):
+        code = repr(exc.code)
+        return f"SystemExit: sys.exit({code if len(code) <= 60 else code[:57] + '...'})"
+    try:
+        return exception_line(exc)
+    except Exception:
+        return type(exc).__name__
+
+
+def defined_in(cls: type) -> str:
+    """Where a plug-in's class is defined, as a message names it: its module's file, or its
+    module's name."""
+    module = sys.modules.get(cls.__module__)
+    return str(getattr(module, "__file__", None) or cls.__module__)
 
 
 def _searchable(directory: Path) -> None:
@@ -194,7 +219,7 @@ def _searchable(directory: Path) -> None:
         importlib.invalidate_caches()
 
 
-def _import_file(resolved: Path, shown: Path) -> str:
+def _import_file(resolved: Path, shown: Path, spec: str) -> str:
     digest = hashlib.sha256(str(resolved).encode()).hexdigest()[:12]
     name = f"distfl_plugin_{re.sub(r'[^0-9a-zA-Z_]', '_', resolved.stem)}_{digest}"
     if name in sys.modules:
@@ -205,11 +230,12 @@ def _import_file(resolved: Path, shown: Path) -> str:
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[name] = module
     try:
-        loader_spec.loader.exec_module(module)
+        _imported(spec, lambda: loader_spec.loader.exec_module(module) or name)
     except BaseException:
         del sys.modules[name]
         raise
     return name
 
 
-__all__ = ["ALGORITHMS", "DATASETS", "MODELS", "Registry", "load_plugins", "origin", "qualname"]
+__all__ = ["ALGORITHMS", "DATASETS", "MODELS", "Registry", "defined_in", "load_plugins", "origin",
+           "qualname", "raised"]  # fmt: skip

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from distfl.config import Config, GroupSpec
-from distfl.data.dataset import Dataset, as_float
+from distfl.data.dataset import Dataset, as_float, check_dataset
 from distfl.data.natural import OwnerPopulation, natural_partition
 from distfl.data.partition import (
     Partition,
@@ -29,14 +29,27 @@ from distfl.data.partition import (
 )
 from distfl.data.transforms import apply_group
 from distfl.errors import ConfigError
-from distfl.plugins import DATASETS
+from distfl.plugins import DATASETS, defined_in, raised
 
 
 def load_dataset(config: Config) -> Dataset:
     """The dataset of ``data.dataset``, by its registered spec's loader
     (:mod:`distfl.datasets`): built in, generated or read from files under ``data.root``
-    (a :class:`~distfl.errors.DataError` when they are missing or malformed)."""
-    return DATASETS.get(config.data.dataset).load(config)
+    (a :class:`~distfl.errors.DataError` when they are missing or malformed), checked
+    against its spec (:func:`~distfl.data.dataset.check_dataset`: a ConfigError naming the
+    dataset and where it is defined). A loader's ``sys.exit`` is such an error too; what
+    else it raises goes up as it is (a failed loader)."""
+    spec = DATASETS.get(config.data.dataset)
+    who = f"data.dataset = {config.data.dataset!r} ({defined_in(spec)})"
+    try:
+        dataset = spec.load(config)
+    except (Exception, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # its sys.exit: exit code 0 and no run, were it let through
+        raise ConfigError(f"{who}: load() raised {raised(exc)}") from None
+    check_dataset(dataset, who=who, shape=tuple(spec.input_shape(config)),
+                  num_classes=spec.classes(config))  # fmt: skip
+    return dataset
 
 
 def make_partition(config: Config, dataset: Dataset) -> Partition | Population | OwnerPopulation:
@@ -46,8 +59,11 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
     client per natural owner (``data.partition = "natural"``, or a dataset whose clients
     always are its owners: its spec's ``natural``)."""
     check_transforms(config.groups, dataset)
+    spec = DATASETS.get(config.data.dataset)
+    if not (spec.natural_partition(config) or spec.generated):
+        check_enough(config, dataset, spec)
     try:
-        if DATASETS.get(config.data.dataset).natural_partition(config):
+        if spec.natural_partition(config):
             if dataset.owner is None and dataset.owner_sizes is None:
                 raise ConfigError(
                     f"data.partition = 'natural': {dataset.name} has no natural owners"
@@ -74,6 +90,23 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
         )
     except ValueError as exc:
         raise ConfigError(f"data.groups / data.num_clients: {exc} in {dataset.name}") from None
+
+
+def check_enough(config: Config, dataset: Dataset, spec) -> None:
+    """Refuse a dataset of fewer samples than a client of the config holds: that client
+    would hold some of them several times, in its train and its test split alike."""
+    have = int(dataset.y.shape[0])
+    for i, g in enumerate(config.groups):
+        need = max(g.samples_per_client or config.data.samples_per_client,
+                   g.classes_per_client if g.partition == "classes_per_client" else 0)  # fmt: skip
+        if need > have:
+            key = f"data.groups[{i}].samples_per_client" if g.samples_per_client else (
+                "data.samples_per_client")  # fmt: skip
+            raise ConfigError(
+                f"{key} = {need:,}: data.dataset = {config.data.dataset!r} "
+                f"({defined_in(spec)}) holds {have:,} samples; a client needs at least as many "
+                "distinct samples as it holds, or its train and test splits share samples"
+            )
 
 
 def check_transforms(groups: tuple[GroupSpec, ...], dataset: Dataset) -> None:
@@ -237,6 +270,7 @@ __all__ = [
     "OwnerPopulation",
     "Population",
     "load_client",
+    "check_enough",
     "check_transforms",
     "Dataset",
     "Partition",

@@ -110,5 +110,6 @@ class DatasetSpec:
     def load(cls, config: Config) -> Dataset:
         """The whole dataset (a :class:`~distfl.data.dataset.Dataset`); a
         :class:`~distfl.errors.DataError` naming the path and the expected format when a
-        file is missing or malformed."""
+        file is missing or malformed. What it gives is checked against this spec before
+        anything is partitioned (:func:`~distfl.data.dataset.check_dataset`)."""
         raise NotImplementedError(f"{cls.__name__} has no loader")

@@ -19,7 +19,7 @@ import numpy as np
 
 from distfl.participation import draws
 from distfl.participation.pns_rounds import PnsRounds
-from distfl.participation.traces import Windows, read_profiles, read_windows
+from distfl.participation.traces import Profiles, Windows, nothing, read_profiles, read_windows
 
 #: bytes of one float32 parameter on the wire
 PARAM_BYTES = 4
@@ -73,12 +73,16 @@ class Participation:
         self.dropout = np.array([g.dropout if g.dropout >= 0 else p.dropout for g in groups])
         self.speed_scale = np.array([g.speed_scale for g in groups], dtype=np.float64)
         self.bandwidth_scale = np.array([g.bandwidth_scale for g in groups], dtype=np.float64)
+        # of a trace, what the run's clients follow (traces.py reads it as a stream)
+        everyone = np.arange(len(self.client_group), dtype=np.int64)
         self.windows: Windows | None = None
         if p.availability == "trace":
-            self.windows = read_windows("participation.trace", p.trace)
-        self.profiles: np.ndarray | None = None
+            self.windows = read_windows("participation.trace", p.trace,
+                keep=lambda n: self._pick(draws.TRACE_CLIENT, everyone, n))  # fmt: skip
+        self.profiles: Profiles | None = None
         if p.resources == "trace":
-            self.profiles = read_profiles("participation.resource_trace", p.resource_trace)
+            self.profiles = read_profiles("participation.resource_trace", p.resource_trace,
+                keep=lambda n: self._pick(draws.PROFILE, everyone, n))  # fmt: skip
         self.round = 0
         #: whether a draw is the plain uniform draw among every client (the old draw)
         self.everyone = p.availability == "always" and p.selection == "uniform"
@@ -361,8 +365,8 @@ def fastest_client_s(config, num_params: int, samples: int) -> float:
     steps = config.train.local_steps
     groups = config.groups
     if p.resources == "trace":
-        prof = read_profiles("participation.resource_trace", p.resource_trace)
-        speed, bandwidth = float(prof[:, 0].max()), float(prof[:, 1].max())
+        prof = read_profiles("participation.resource_trace", p.resource_trace, keep=nothing)
+        speed, bandwidth = prof.fastest
     else:
         speed, bandwidth = p.speed_max, p.bandwidth_max
     speed *= max(g.speed_scale for g in groups)

@@ -17,12 +17,14 @@ import os
 from typing import Any
 
 from distfl.config import Config
+from distfl.errors import ConfigError
 from distfl.model_specs import (
     CONV_MODELS,
     activations_per_sample,
     model_spec,
     parameter_count,
 )
+from distfl.plugins import raised
 
 
 def config_parameters(config) -> int:
@@ -71,6 +73,8 @@ def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any)
     import torch
     from torch.overrides import TorchFunctionMode
 
+    from distfl.models import built, model_named
+
     class Count(TorchFunctionMode):
         values = 0
 
@@ -83,7 +87,7 @@ def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any)
 
     def measure(device: str) -> tuple[int, int]:
         with torch.random.fork_rng(devices=[]), torch.device(device):
-            model = spec.build(shape, num_classes, params)
+            model = built(spec, tuple(shape), num_classes, params)
             count = sum(p.numel() for p in model.parameters())
             x = torch.zeros(1, *shape)
             with torch.no_grad(), Count() as counter:
@@ -92,8 +96,17 @@ def measured_counts(spec, shape: tuple[int, ...], num_classes: int, params: Any)
 
     try:
         return measure("meta")
-    except Exception:  # an operation without a meta kernel, a value read (.item())
+    except KeyboardInterrupt:
+        raise
+    except BaseException:  # an operation without a meta kernel, a value read (.item())
+        pass
+    try:
         return measure("cpu")
+    except (ConfigError, KeyboardInterrupt):
+        raise
+    except BaseException as exc:  # its forward pass: one line naming it (its sys.exit too)
+        raise ConfigError(f"{model_named(spec)}: a forward pass of one sample of shape "
+                          f"{list(shape)} raised {raised(exc)}") from None  # fmt: skip
 
 
 def workspace_config() -> str:

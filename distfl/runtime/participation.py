@@ -14,7 +14,7 @@ from distfl.algorithms import ClientReports
 from distfl.config.schema import CHOICES
 from distfl.errors import ConfigError
 from distfl.participation.model import fastest_client_s
-from distfl.participation.traces import read_profiles, read_windows
+from distfl.participation.traces import nothing, read_profiles, read_windows
 from distfl.plugins import ALGORITHMS
 
 
@@ -59,9 +59,9 @@ def check_participation(config) -> None:
     check_selection(config)
     p = config.participation
     if p.availability == "trace":
-        read_windows("participation.trace", p.trace)
+        read_windows("participation.trace", p.trace, keep=nothing)
     if p.resources == "trace":
-        read_profiles("participation.resource_trace", p.resource_trace)
+        read_profiles("participation.resource_trace", p.resource_trace, keep=nothing)
     if not p.deadline:
         return
     from distfl.runtime.model_size import config_parameters

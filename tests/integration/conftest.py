@@ -342,21 +342,24 @@ def run_alone(cwd, *args: str) -> str:
 def plugins_forgotten():
     """A block that loads plug-ins in this process (``run_alone``, ``cli`` with
     ``run.plugins``), undone after it: ``sys.path`` (a plug-in's folder goes on it), the
-    algorithms registered (a class the block registered is forgotten, one it replaced is
-    registered again) and the plug-in modules it imported, so that another test's file of
-    the same name or class registers afresh."""
-    from distfl.plugins import ALGORITHMS
+    algorithms, datasets and models registered (a class the block registered is forgotten,
+    one it replaced is registered again) and the plug-in modules it imported, so that
+    another test's file of the same name or class registers afresh."""
+    from distfl.plugins import ALGORITHMS, DATASETS, MODELS
 
-    path, registered, modules = list(sys.path), dict(ALGORITHMS.items()), set(sys.modules)
+    kinds = (ALGORITHMS, DATASETS, MODELS)
+    path, modules = list(sys.path), set(sys.modules)
+    registered = [dict(kind.items()) for kind in kinds]
     try:
         yield
     finally:
         sys.path[:] = path
-        for name, cls in ALGORITHMS.items():
-            if registered.get(name) is not cls:
-                ALGORITHMS.remove(name)
-                if name in registered:
-                    ALGORITHMS.add(registered[name])
+        for kind, before in zip(kinds, registered, strict=True):
+            for name, cls in kind.items():
+                if before.get(name) is not cls:
+                    kind.remove(name)
+                    if name in before:
+                        kind.add(before[name])
         for name in set(sys.modules) - modules:
             if name.startswith("distfl_plugin_"):
                 del sys.modules[name]

@@ -219,6 +219,8 @@ CHECKED_OUTPUTS = {
     ("docs/launching.md", "A  alone.h5"): "test_compare.py",
     ("docs/launching.md", "world      node1 ranks 0-1"): "test_multi_node.py",
     ("docs/run-file.md", "/"): "test_reference.py",  # the layout, written from the code
+    ("docs/adding-a-dataset.md", "distfl: error: run.plugins: 'blobs.py'"): "test_plugin_checks.py",
+    ("docs/adding-a-model.md", "distfl: error: model.name = 'resnet'"): "test_plugin_checks.py",
 }
 
 

@@ -50,7 +50,7 @@ def test_the_pages_blocks_are_python_or_run_elsewhere():
     kinds = {page.name: [lang for lang, _ in fences(page)] for page in PAGES}
     assert kinds == {
         "adding-an-algorithm.md": ["", "python", "python", "python"],
-        "adding-a-dataset.md": ["python", "toml", "bash"],
+        "adding-a-dataset.md": ["python", "toml", "bash", "text"],
     }
     (sketch,) = [body for lang, body in fences(PAGES[0]) if lang == ""]
     assert sketch.startswith("request = algorithm.plan_probe(t)")

@@ -214,7 +214,8 @@ def test_a_malformed_window_trace_is_refused_naming_the_line(tmp_path, text, nee
 def test_a_profile_trace_and_its_refusals(tmp_path):
     path = tmp_path / "p.csv"
     path.write_text("speed,bandwidth\n10,1\n100,50\n")
-    assert read_profiles("participation.resource_trace", str(path)).tolist() == [[10, 1], [100, 50]]
+    profiles = read_profiles("participation.resource_trace", str(path))
+    assert profiles.values.tolist() == [[10, 1], [100, 50]] and len(profiles) == 2
     for text, needle in (("speed,bandwidth\n10,0\n", "line 2: '10,0' is not two positive"),
                          ("speed,bandwidth\n10,nan\n", "line 2"),
                          ("speed\n10\n", "expected speed,bandwidth")):  # fmt: skip

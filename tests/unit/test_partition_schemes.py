@@ -321,7 +321,7 @@ def test_every_pooled_dataset_takes_both_partitions(tmp_path, name):
     from datafiles import mnist_arrays, write_cifar, write_mnist
 
     if name == "mnist":
-        write_mnist(tmp_path, mnist_arrays(n_train=60, n_test=20))
+        write_mnist(tmp_path, mnist_arrays(n_train=60, n_test=20, size=28))
     elif name.startswith("cifar"):
         write_cifar(tmp_path, 10 if name == "cifar10" else 100, sizes=(40,) * 5, n_test=40)
     elif name == "mnist5k":
