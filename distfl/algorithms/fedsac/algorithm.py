@@ -40,7 +40,13 @@ from distfl.algorithms.base import (
     setting,
 )
 from distfl.algorithms.fedsac.graph import ANGLES, sac_piece
-from distfl.algorithms.pfedgraph.algorithm import SIGNS, PFedGraph, lam_setting, sign_setting
+from distfl.algorithms.pfedgraph.algorithm import (
+    SIGN_CONDITIONS,
+    SIGNS,
+    PFedGraph,
+    lam_setting,
+    sign_setting,
+)
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
 
@@ -63,6 +69,7 @@ class FedSaCParams(Params):
     sign: str = sign_setting()
 
     choices = {"angles": ANGLES, "sign": SIGNS}
+    conditions = SIGN_CONDITIONS
 
     def check(self, config) -> None:
         require(self.lambda1 >= 0, "lambda1", self.lambda1, "0 or more")

@@ -50,6 +50,7 @@ from distfl.algorithms.local import Local, client_id
 from distfl.algorithms.pfedgraph.graph import aggregate_piece, graph_piece, update_directions
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
+from distfl.settings import Condition
 
 SIGNS = ("paper", "code")
 
@@ -57,6 +58,13 @@ SIGNS = ("paper", "code")
 def lam_setting():
     """The key ``lam``: λ of the local cosine term (pFedGraph's and FedSaC's)."""
     return setting(0.01, ">= 0", "λ of the local cosine term (the code's)")
+
+
+#: the local term's sign takes effect only with a term: ``lam`` > 0 (pFedGraph's and FedSaC's)
+SIGN_CONDITIONS = {
+    "sign": Condition(("algorithm.lam",), "algorithm.lam > 0 (a local cosine term)",
+                      lambda c: c.algorithm.lam > 0)
+}  # fmt: skip
 
 
 def sign_setting():
@@ -74,6 +82,7 @@ class PFedGraphParams(Params):
     sign: str = sign_setting()
 
     choices = {"sign": SIGNS}
+    conditions = SIGN_CONDITIONS
 
     def check(self, config) -> None:
         require(self.alpha > 0, "alpha", self.alpha, "a positive number")
@@ -129,4 +138,4 @@ class PFedGraph(Local):
         return A, {}
 
 
-__all__ = ["PFedGraph", "PFedGraphParams", "lam_setting", "sign_setting"]
+__all__ = ["SIGN_CONDITIONS", "PFedGraph", "PFedGraphParams", "lam_setting", "sign_setting"]
