@@ -203,3 +203,20 @@ def test_the_configuration_pages_example_lines_are_the_codes():
     cfl = C.load(overrides=[*BASE, 'algorithm.name="cfl"', "server.clients_per_round=5"])
     (warning,) = unused_keys(cfl)
     assert f"`distfl: warning: {warning.line}`" in text
+
+
+def test_distfl_keys_ends_the_runs_keys_with_those_without_effect():
+    from distfl.tools.keys import format_keys, key_rows
+
+    text = format_keys(key_rows("flcl-fig1"), "flcl-fig1")
+    head, _, rest = text.partition("keys without effect in this run")
+    tail = rest.split("the other algorithms' own keys", 1)[0]
+    assert "server.lr                " in head  # the run's keys first
+    assert ("\n  server.lr, server.momentum (here server.aggregator = 'fedavg'): it takes "
+            "effect only with server.aggregator = 'fedavgm'\n") in tail  # fmt: skip
+    assert "\n  server.clients_per_round (here algorithm.name = 'flcl'): every member" in tail
+    assert tail.count("(warned of)") == 2  # the cohort and the sampling seed
+    shown_keys = {k for line in tail.splitlines()[1:] for k in
+                  line.strip().split(" (here")[0].split(", ")}  # fmt: skip
+    config = C.load(preset="flcl-fig1")
+    assert shown_keys == {u.key for u in unused_keys(config, every=True) if "[" not in u.key}
