@@ -90,6 +90,7 @@ def register(cls: type[ModelSpec]) -> type[ModelSpec]:
         raise TypeError(f"{cls.__name__}.Params must subclass distfl.settings.Params")
     if "name" in cls.Params.keys():
         raise ValueError(f"{cls.__name__}.Params.name: model.name names the model; rename it")
+    cls.Params.check_declarations(cls.__name__)
     if cls.build.__func__ is ModelSpec.build.__func__:
         raise TypeError(f"{cls.__name__} has no build")
     return MODELS.add(cls)

@@ -62,6 +62,18 @@ class Params:
         the whole run config (for relations such as ``num_clusters <= data.num_clients``)."""
 
     @classmethod
+    def check_declarations(cls, owner: str) -> None:
+        """ValueError naming ``owner`` (the class that declares these keys) unless each of
+        ``conditions`` names one of the keys and holds a :class:`Condition` (checked when
+        its owner registers)."""
+        for key, condition in cls.conditions.items():
+            if key not in cls.keys() or not isinstance(condition, Condition):
+                raise ValueError(
+                    f"{owner}.Params.conditions[{key!r}]: each entry is a key of its Params "
+                    f"({', '.join(cls.keys()) or 'none'}) with a distfl.settings.Condition"
+                )
+
+    @classmethod
     def keys(cls) -> tuple[str, ...]:
         """The key names, in declaration order."""
         return tuple(f.name for f in dataclasses.fields(cls))

@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from distfl.config.groups import GroupSpec
-from distfl.config.schema import Config, StoredParams
+from distfl.config.schema import Config
 from distfl.errors import ConfigError
 from distfl.plugins import ALGORITHMS, DATASETS
 from distfl.settings import Condition, Params
+from distfl.text import exception_line
 
 
 def _is(key: str, *values: str) -> Condition:
@@ -49,7 +50,10 @@ def _is(key: str, *values: str) -> Condition:
 
 def _spec(c: Config):
     """The spec of ``data.dataset``; None for one that is not registered."""
-    return DATASETS.get(c.data.dataset) if c.data.dataset in DATASETS else None
+    try:
+        return DATASETS.get(c.data.dataset)
+    except ConfigError:  # a stored config's dataset of a plug-in not imported
+        return None
 
 
 def _pooled(c: Config) -> bool:
@@ -210,9 +214,17 @@ class Conditional:
     stored: Any = None
 
     def holds(self, c: Config) -> bool:
-        if self.group is None:
-            return self.condition.holds(c)
-        return self.condition.holds(c, c.data.groups[self.group])
+        """Whether the key takes effect in ``c``; a condition that cannot be evaluated (a
+        plug-in's that reads a key ``c`` lacks) is a ConfigError naming the key."""
+        try:
+            if self.group is None:
+                return bool(self.condition.holds(c))
+            return bool(self.condition.holds(c, c.data.groups[self.group]))
+        except Exception as exc:  # the declaring plug-in's code: whatever it raises
+            raise ConfigError(
+                f"the condition of {self.key} ({self.condition.where}) cannot be evaluated: "
+                f"{exception_line(exc)}"
+            ) from None
 
     def given(self, c: Config) -> str:
         """``key = value, ...`` of the keys that decide (a group's own within its group)."""
@@ -296,7 +308,7 @@ def ignored_by(cls: type) -> dict[str, str]:
 def algorithm_ignores(c: Config) -> dict[str, str]:
     """:func:`ignored_by` of the config's algorithm; none for a stored config's algorithm
     that is not registered."""
-    if isinstance(c.algorithm.params, StoredParams) or c.algorithm.name not in ALGORITHMS:
+    if not isinstance(c.algorithm.params, Params):  # StoredParams: not looked up
         return {}
     return ignored_by(ALGORITHMS.get(c.algorithm.name))
 
@@ -346,7 +358,7 @@ def check_unused(c: Config) -> None:
 
 
 def _carried(base: Config, key: str, value: Any) -> bool:
-    """Whether ``base`` holds ``key`` at ``value`` (and names the same plug-ins)."""
+    """Whether ``base`` holds ``key`` at ``value``."""
     try:
         if key.startswith("data.groups["):
             index, _, name = key.removeprefix("data.groups[").partition("].")

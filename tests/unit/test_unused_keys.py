@@ -220,3 +220,99 @@ def test_distfl_keys_ends_the_runs_keys_with_those_without_effect():
                   line.strip().split(" (here")[0].split(", ")}  # fmt: skip
     config = C.load(preset="flcl-fig1")
     assert shown_keys == {u.key for u in unused_keys(config, every=True) if "[" not in u.key}
+
+
+# -- a plug-in's declarations ---------------------------------------------------------------
+
+
+def _plugin(name: str, conditions: dict, ignored: dict | None = None):
+    """An algorithm class of one key ``x`` declaring ``conditions`` and ``ignored``."""
+    from dataclasses import dataclass
+
+    from distfl.algorithms import ClusteringAlgorithm, Params
+    from distfl.settings import setting
+
+    @dataclass(frozen=True)
+    class P(Params):
+        x: float = setting(0.0, "≥ 0", "a key")
+
+    P.conditions = conditions
+
+    class Toy(ClusteringAlgorithm):
+        Params = P
+        ignored_keys = ignored or {}
+
+        def plan(self, round_index):
+            raise NotImplementedError
+
+    Toy.name = name
+    return Toy
+
+
+def test_a_plugins_declarations_are_checked_when_it_registers():
+    from distfl.algorithms import register
+    from distfl.settings import Condition
+
+    never = Condition(("algorithm.x",), "never", lambda c: False)
+    with pytest.raises(ValueError, match=r"Toy.Params.conditions\['y'\]: each entry is a key"):
+        register(_plugin("toy_bad_condition", {"y": never}))
+    with pytest.raises(ValueError, match=r"Toy.Params.conditions\['x'\]"):
+        register(_plugin("toy_bad_condition", {"x": "never"}))
+    with pytest.raises(ValueError, match=r"Toy.ignored_keys\['server.nope'\]"):
+        register(_plugin("toy_bad_ignored", {}, {"server.nope": "why"}))
+    with pytest.raises(ValueError, match=r"Toy.ignored_keys\['algorithm.x'\]"):
+        register(_plugin("toy_bad_ignored", {}, {"algorithm.x": "why"}))
+    assert not {"toy_bad_condition", "toy_bad_ignored"} & set(algorithm_names())
+
+
+def test_a_plugins_condition_that_cannot_be_evaluated_is_one_line():
+    from distfl.algorithms import register
+    from distfl.plugins import ALGORITHMS
+    from distfl.settings import Condition
+
+    broken = Condition(("algorithm.z",), "algorithm.z > 0", lambda c: c.algorithm.z > 0)
+    register(_plugin("toy_broken_condition", {"x": broken}))
+    try:
+        with pytest.raises(ConfigError) as err:
+            C.load(overrides=['algorithm.name="toy_broken_condition"', "algorithm.x=1.0"])
+    finally:
+        ALGORITHMS.remove("toy_broken_condition")
+    assert str(err.value).startswith(
+        "the condition of algorithm.x (algorithm.z > 0) cannot be evaluated: AttributeError: "
+    )
+    assert "\n" not in str(err.value)
+
+
+def test_a_dataset_and_a_model_declare_their_conditions_alike():
+    from dataclasses import dataclass
+
+    from distfl.datasets import DatasetSpec
+    from distfl.datasets import register as register_dataset
+    from distfl.model_specs import ModelSpec
+    from distfl.model_specs import register as register_model
+    from distfl.settings import Condition, Params, setting
+
+    @dataclass(frozen=True)
+    class P(Params):
+        x: int = setting(1, "int ≥ 1", "a key")
+
+    P.conditions = {"w": Condition(("data.dataset",), "never", lambda c: False)}
+
+    class Data(DatasetSpec):
+        name, num_classes, sample_shape, Params = "toy_bad_data", 2, (3,), P
+
+        @classmethod
+        def load(cls, config):
+            raise NotImplementedError
+
+    class Model(ModelSpec):
+        name, Params = "toy_bad_model", P
+
+        @classmethod
+        def build(cls, input_shape, num_classes, params):
+            raise NotImplementedError
+
+    with pytest.raises(ValueError, match=r"Data.Params.conditions\['w'\]"):
+        register_dataset(Data)
+    with pytest.raises(ValueError, match=r"Model.Params.conditions\['w'\]"):
+        register_model(Model)
