@@ -29,6 +29,10 @@ class Aggregator:
     name = "fedavg"
     #: client weights w_k: the sample count (False) or 1 (True); the workers read this
     uniform = False
+    #: the keys of [server] it reads (FedAvgM's ``lr`` and ``momentum``): the only ones
+    #: :func:`build_aggregator` gives it, and the config's check refuses the others set
+    #: for an aggregator that does not read them (distfl.config.effects)
+    keys: tuple[str, ...] = ()
 
     def __init__(self, *, lr: float = 1.0, momentum: float = 0.0):
         self.lr = lr
@@ -54,6 +58,7 @@ class Aggregator:
 
 class FedAvgM(Aggregator):
     name = "fedavgm"
+    keys = ("lr", "momentum")
 
     def __init__(self, *, lr: float = 1.0, momentum: float = 0.9):
         super().__init__(lr=lr, momentum=momentum)
@@ -106,5 +111,7 @@ AGGREGATORS: dict[str, type[Aggregator]] = {
 
 
 def build_aggregator(server) -> Aggregator:
-    """The aggregator of ``server.aggregator`` with ``server.lr`` and ``server.momentum``."""
-    return AGGREGATORS[server.aggregator](lr=server.lr, momentum=server.momentum)
+    """The aggregator of ``server.aggregator`` with the keys of ``server`` it reads (its
+    ``keys``: FedAvgM's ``server.lr`` and ``server.momentum``)."""
+    cls = AGGREGATORS[server.aggregator]
+    return cls(**{key: getattr(server, key) for key in cls.keys})

@@ -25,8 +25,10 @@ def run_config(
     file's stored config, for ``--resume``) or the defaults, then ``preset`` (the
     ``default`` preset when none of ``base``, ``preset`` and ``path`` is given), then the
     TOML file at ``path``, then the ``--set`` items ``overrides``, then ``out`` (run.out)
-    and ``comm`` (comm.backend). Raises ConfigError."""
+    and ``comm`` (comm.backend). Raises ConfigError; a key without effect that ``base``
+    holds at the same value is not refused (the run warns of it)."""
     from distfl import config
+    from distfl.config.effects import carried_over
 
     items = list(overrides)
     if out is not None:  # --out '' is an empty path, refused, not the default
@@ -34,7 +36,8 @@ def run_config(
     if comm:
         items.append(f"comm.backend={config.toml_string(comm)}")
     preset = preset if preset or path or base else "default"
-    return config.load(path=path, preset=preset, overrides=items, base=base)
+    with carried_over(base):  # a stored key without effect is warned of, not refused
+        return config.load(path=path, preset=preset, overrides=items, base=base)
 
 
 def launch(

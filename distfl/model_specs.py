@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from distfl.errors import ConfigError
 from distfl.plugins import MODELS
-from distfl.settings import Params, setting
+from distfl.settings import Condition, Params, setting
 
 if TYPE_CHECKING:
     from torch import nn
@@ -94,6 +94,7 @@ def register(cls: type[ModelSpec]) -> type[ModelSpec]:
         raise TypeError(f"{cls.__name__}.Params must subclass distfl.settings.Params")
     if "name" in cls.Params.keys():
         raise ValueError(f"{cls.__name__}.Params.name: model.name names the model; rename it")
+    cls.Params.check_declarations(cls.__name__)
     if cls.build.__func__ is ModelSpec.build.__func__:
         raise TypeError(f"{cls.__name__} has no build")
     return MODELS.add(cls)
@@ -187,12 +188,18 @@ class ImageParams(Params):
     """The image models use no key of their own. ``model.hidden`` was a key of every model
     before each model declared its own: they take it still, unused, so that the configs and
     run files that give it read as they did (a run file's stored config is checked against
-    the digest its state was written with)."""
+    the digest its state was written with). Set to another value than its default, it is
+    refused: it would take no effect."""
 
     hidden: tuple[int, ...] = setting(
-        (64,), "list of int ≥ 1", "not used (the MLP's widths; taken so that configs and run "
-        "files that give it read as before)",
+        (64,), "`[64]`", "not used (the MLP's widths; taken at its default so that configs and "
+        "run files that give it read as before; another value is refused)",
     )  # fmt: skip
+
+    conditions = {
+        "hidden": Condition(("model.name",), "a model that reads it (the MLP's widths)",
+                            lambda c: False)
+    }  # fmt: skip
 
     def check(self, config: Any) -> None:
         _widths("hidden", self.hidden)

@@ -10,6 +10,7 @@ this module sits beneath all three.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -25,6 +26,19 @@ def setting(default: Any = dataclasses.MISSING, allowed: str = "", doc: str = ""
 
 
 @dataclass(frozen=True)
+class Condition:
+    """Where a key takes effect: in a config for which ``holds(config)`` is true, which
+    ``where`` says as the refusal and the docs write it (``algorithm.init = "kmeans++"``);
+    ``keys``: the other keys whose values decide (``section.key``), named with their values
+    in the refusal. A key set to a value other than its default in a config where the
+    condition fails is refused in one line (:mod:`distfl.config.effects`)."""
+
+    keys: tuple[str, ...]
+    where: str
+    holds: Callable[[Any], bool]
+
+
+@dataclass(frozen=True)
 class Params:
     """An algorithm's settings: a frozen dataclass whose fields are the keys
     ``algorithm.<field>`` (bool, int, float or str, each with a default).
@@ -33,16 +47,31 @@ class Params:
     its field (``epsilon``): it keeps working in config files and ``--set``. ``choices``
     lists the allowed values of a string field. ``stored_defaults`` gives a key added after
     run files were written the value that keeps an older file's run what it was when it is
-    resumed (the key's default may differ). :meth:`check` refuses impossible values with
-    one line naming the key (exit code 2)."""
+    resumed (the key's default may differ). ``conditions`` gives a key that takes effect
+    only with certain values of others (IFCA's ``fedavg_rounds``, only with ``init =
+    "kmeans++"``) its :class:`Condition`: set elsewhere, it is refused. :meth:`check`
+    refuses impossible values with one line naming the key (exit code 2)."""
 
     aliases: ClassVar[dict[str, str]] = {}
     choices: ClassVar[dict[str, tuple[str, ...]]] = {}
     stored_defaults: ClassVar[dict[str, Any]] = {}
+    conditions: ClassVar[dict[str, Condition]] = {}
 
     def check(self, config: Any) -> None:
         """Raise :class:`~distfl.errors.ConfigError` for an impossible value; ``config`` is
         the whole run config (for relations such as ``num_clusters <= data.num_clients``)."""
+
+    @classmethod
+    def check_declarations(cls, owner: str) -> None:
+        """ValueError naming ``owner`` (the class that declares these keys) unless each of
+        ``conditions`` names one of the keys and holds a :class:`Condition` (checked when
+        its owner registers)."""
+        for key, condition in cls.conditions.items():
+            if key not in cls.keys() or not isinstance(condition, Condition):
+                raise ValueError(
+                    f"{owner}.Params.conditions[{key!r}]: each entry is a key of its Params "
+                    f"({', '.join(cls.keys()) or 'none'}) with a distfl.settings.Condition"
+                )
 
     @classmethod
     def keys(cls) -> tuple[str, ...]:
@@ -75,4 +104,4 @@ def require(ok: bool, key: str, value: Any, what: str) -> None:
         raise ConfigError(f"algorithm.{key} = {value!r}: must be {what}")
 
 
-__all__ = ["Params", "require", "setting"]
+__all__ = ["Condition", "Params", "require", "setting"]

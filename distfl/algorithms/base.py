@@ -225,6 +225,12 @@ class ClusteringAlgorithm(ABC):
     name: ClassVar[str] = ""
     #: its settings under ``[algorithm]``
     Params: ClassVar[type[Params]] = Params
+    #: the keys of the config's sections (``section.key``) it leaves without effect whatever
+    #: the rest of the config, each with why in a few words (CFL's ``run.sampling_seed``: it
+    #: draws nothing); ``server.clients_per_round`` goes without saying where
+    #: :attr:`every_member_trains`. Set to another value than its default, such a key is
+    #: not refused (a scenario is meant for every algorithm) but warned of in one line
+    ignored_keys: ClassVar[Mapping[str, str]] = {}
     #: the probes its client half answers (ProbeRequest.op)
     client_ops: ClassVar[tuple[str, ...]] = ()
     #: its client half: a ClientHalf subclass, or "module:Class" to import on the workers

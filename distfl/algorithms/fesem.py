@@ -64,6 +64,7 @@ from distfl.algorithms.base import (
 )
 from distfl.algorithms.kmeans import (
     INIT_CHOICES,
+    WARM_UP_CONDITIONS,
     WARM_UP_STORED_DEFAULTS,
     check_cluster_count,
     check_init,
@@ -148,6 +149,7 @@ class FeSEMParams(Params):
 
     choices = {"init": INIT_CHOICES}
     stored_defaults = WARM_UP_STORED_DEFAULTS
+    conditions = WARM_UP_CONDITIONS
 
     def check(self, config) -> None:
         check_cluster_count(self, config)

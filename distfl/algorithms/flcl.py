@@ -347,6 +347,9 @@ class FLCL(ClusteringAlgorithm):
     working_bytes = 48
     #: every member trains and returns its model every round: all K at the root
     every_member_trains = True
+    #: with every member planned, nothing is drawn from the algorithm's seed
+    ignored_keys = {"run.sampling_seed": "it draws nothing: every member of a cluster "
+                    "trains every round"}  # fmt: skip
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)

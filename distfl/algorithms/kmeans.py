@@ -14,7 +14,7 @@ import dataclasses
 
 import numpy as np
 
-from distfl.settings import require, setting
+from distfl.settings import Condition, require, setting
 
 #: Lloyd's iterations at most (a handful suffice for the few models of one round)
 MAX_ITERATIONS = 100
@@ -53,6 +53,15 @@ def fedavg_rounds_setting(each_round: str):
         f'with `init = "kmeans++"`: rounds of FedAvg ({each_round}) before the seeding round, '
         "so that k-means sees models trained from a warmed-up model",
     )
+
+
+#: ``fedavg_rounds`` warms up the model that k-means seeds from: without the seeding round
+#: (``init = "random"``) it takes no effect
+WARM_UP_CONDITIONS = {
+    "fedavg_rounds": Condition(
+        ("algorithm.init",), "algorithm.init = 'kmeans++'", lambda c: c.algorithm.init == "kmeans++"
+    )
+}
 
 
 def check_warm_up(params) -> None:
@@ -171,6 +180,7 @@ def kmeans(
 
 __all__ = [
     "INIT_CHOICES",
+    "WARM_UP_CONDITIONS",
     "WARM_UP_STORED_DEFAULTS",
     "check_init",
     "check_warm_up",

@@ -60,6 +60,8 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
     for old, new in cls.Params.aliases.items():
         if new not in fields or old in fields:
             raise ValueError(f"{cls.__name__}.Params.aliases: {old!r} -> {new!r}")
+    cls.Params.check_declarations(cls.__name__)
+    _check_ignored_keys(cls)
     key = cls.clusters_key
     if key is not None and (key not in fields or not _int_field(cls.Params, key)):
         raise ValueError(
@@ -69,6 +71,26 @@ def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
     _check_figures(cls)
     _check_tables(cls)
     return ALGORITHMS.add(cls)
+
+
+def _check_ignored_keys(cls: type[ClusteringAlgorithm]) -> None:
+    """``cls.ignored_keys``: keys of the config's sections (``section.key``, not of
+    ``[algorithm]``), each with why in words."""
+    from distfl.config import Config
+
+    known = {
+        f"{s.name}.{f.name}"
+        for s in dataclasses.fields(Config)
+        if s.name != "algorithm"
+        for f in dataclasses.fields(s.default_factory())
+        if f.name != "params"
+    }
+    for key, why in cls.ignored_keys.items():
+        if key not in known or not (isinstance(why, str) and why):
+            raise ValueError(
+                f"{cls.__name__}.ignored_keys[{key!r}]: each entry is a key of the config's "
+                "sections (section.key, not of [algorithm]) with why, in a few words"
+            )
 
 
 def _int_field(params: type[Params], key: str) -> bool:

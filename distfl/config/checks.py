@@ -4,11 +4,11 @@ output path (:func:`check_out_path`) and the world a launch may have
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import math
 import os
 
+from distfl.config.effects import check_unused
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
 from distfl.plugins import ALGORITHMS, DATASETS, MODELS
@@ -133,11 +133,13 @@ def _range(key: str, value: float, lo: float | None, hi: float | None, what: str
         raise ConfigError(f"{key} = {value!r}: must be {what}")
 
 
-def validate(c: Config, *, unknown_dataset: bool = False) -> None:
+def validate(c: Config, *, unknown_dataset: bool = False, stored: bool = False) -> None:
     """Check values and the relations between them; raise ConfigError on the first problem.
     ``unknown_dataset``: a ``data.dataset`` or a ``model.name`` that is not registered (a
     stored config's plug-in, not imported) is kept, and the checks that need its spec are
-    skipped."""
+    skipped. Last, a key set to a value other than its default that takes no effect is
+    refused (:func:`~distfl.config.effects.check_unused`), unless ``stored``: a run file's
+    config reads as it was written."""
     _validate_choices(c)
     _validate_run(c)
     _validate_data(c)
@@ -152,6 +154,8 @@ def validate(c: Config, *, unknown_dataset: bool = False) -> None:
     _validate_eval(c)
     _validate_checkpoint(c)
     _validate_participation(c)
+    if not stored:
+        check_unused(c)
 
 
 def _validate_choices(c: Config) -> None:
@@ -340,33 +344,15 @@ def _validate_train(c: Config, spec) -> None:
         )
 
 
-#: the keys of train.optimizer "adam" and "adamw" only
-ADAM_KEYS = ("beta1", "beta2", "eps")
-
-
 def _validate_optimizer(c: Config) -> None:
-    """Adam's keys and SGD's momentum: each in range, and none set for an optimiser that
-    does not take it."""
+    """Adam's keys in range (an optimiser that does not take them refuses them set:
+    :mod:`~distfl.config.effects`)."""
     t = c.train
     for key in ("beta1", "beta2"):
         value = getattr(t, key)
         if not 0.0 <= value < 1.0:
             raise ConfigError(f"train.{key} = {value!r}: must be in [0, 1)")
     _float32_rate("train.eps", t.eps, " (Adam's epsilon)", positive=True)
-    if t.optimizer == "sgd":
-        defaults = {f.name: f.default for f in dataclasses.fields(t)}
-        for key in ADAM_KEYS:
-            if getattr(t, key) != defaults[key]:
-                raise ConfigError(
-                    f"train.{key} = {getattr(t, key)!r} is a key of train.optimizer 'adam' and "
-                    f"'adamw'; train.optimizer = 'sgd' does not take it (set "
-                    f"train.optimizer, or leave train.{key} out)"
-                )
-    elif t.momentum != 0:
-        raise ConfigError(
-            f"train.momentum = {t.momentum!r} is SGD's; train.optimizer = {t.optimizer!r} "
-            "takes beta1 (its gradient's running mean) instead: leave train.momentum at 0"
-        )
 
 
 def _validate_server(c: Config) -> None:
@@ -472,13 +458,10 @@ def _validate_participation(c: Config) -> None:
             "participation.selection = 'fedcs' schedules the clients into the round's "
             "deadline: set participation.deadline (seconds) and participation.resources"
         )
-    for key, name, needed in (("trace", "availability", "trace"),
-                              ("resource_trace", "resources", "trace")):  # fmt: skip
-        path = getattr(p, key)
-        if (getattr(p, name) == needed) != bool(path):
+    for key, name in (("trace", "availability"), ("resource_trace", "resources")):
+        if getattr(p, name) == "trace" and not getattr(p, key):
             raise ConfigError(
-                f"participation.{key} = {path!r}: a file is named when and only when "
-                f"participation.{name} = 'trace'"
+                f"participation.{name} = 'trace' needs participation.{key}: the CSV file it reads"
             )
 
 
@@ -533,16 +516,6 @@ def _check_group_partition(c: Config, key: str, g, spec) -> None:
         raise ConfigError(
             f"{key}.class_choice = {g.class_choice!r}: allowed: {', '.join(CLASS_CHOICES)}"
             f"{did_you_mean(str(g.class_choice), CLASS_CHOICES)}"
-        )
-    if g.partition != "classes_per_client" and g.classes_per_client:
-        raise ConfigError(
-            f"{key}.classes_per_client = {g.classes_per_client}: only a group with partition = "
-            f"'classes_per_client' takes it (this one's is {g.partition!r})"
-        )
-    if g.partition != "shards" and g.shards_per_client:
-        raise ConfigError(
-            f"{key}.shards_per_client = {g.shards_per_client}: only a group with partition = "
-            f"'shards' takes it (this one's is {g.partition!r})"
         )
     if g.partition == "dirichlet":
         return

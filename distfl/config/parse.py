@@ -358,7 +358,7 @@ def build(raw: dict[str, Any], *, stored: bool = False, plugins: bool = True) ->
     built["model"] = _model(raw.get("model", {}), stored=stored, unknown=not plugins)
     built["algorithm"] = _algorithm(raw.get("algorithm", {}), stored=stored, unknown=not plugins)
     config = Config(**built)
-    validate(config, unknown_dataset=not plugins)
+    validate(config, unknown_dataset=not plugins, stored=stored)
     return config
 
 

@@ -12,6 +12,7 @@ import re
 
 from distfl.datasets.base import NATURAL, DatasetSpec
 from distfl.plugins import DATASETS
+from distfl.settings import Params
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -37,6 +38,8 @@ def register(cls: type[DatasetSpec]) -> type[DatasetSpec]:
         raise ValueError(f"{cls.__name__}.sample_shape = {shape!r}: a tuple of positive ints")
     if cls.load.__func__ is DatasetSpec.load.__func__:
         raise TypeError(f"{cls.__name__} has no loader (its load)")
+    if isinstance(cls.Params, type) and issubclass(cls.Params, Params):
+        cls.Params.check_declarations(cls.__name__)
     return DATASETS.add(cls)
 
 

@@ -16,6 +16,7 @@ from distfl.comm.base import Communicator
 from distfl.comm.env import LaunchInfo
 from distfl.comm.world import describe_world
 from distfl.config import Config, check_world
+from distfl.config.effects import warning_lines
 from distfl.data import load_dataset, make_partition
 from distfl.errors import LoaderFailed, UserError
 from distfl.runfile.atomic import remove_stale_temporaries
@@ -209,6 +210,9 @@ def _load_dataset(config: Config, rank: int):
 def _run_role(
     config: Config, comm, saved, stop: StopFlag, stream: TextIO, world: dict | None
 ) -> dict | None:
+    if comm.rank == 0:  # the keys without effect the config did not refuse
+        for line in warning_lines(config):
+            print(f"distfl: warning: {line}", file=sys.stderr, flush=True)
     device = _train_device(config, comm)
     dataset = _load_dataset(config, comm.rank)
     partition = make_partition(config, dataset)

@@ -7,7 +7,9 @@ NAME`` those of ``distfl run --preset NAME``. A key the preset sets has the sour
 ``preset NAME``; every other key has the source ``built-in default`` (the config sections'
 defaults, and the chosen algorithm's ``Params`` defaults). The own keys of the algorithms
 the preset does not choose follow with their defaults: they apply once ``algorithm.name``
-names their algorithm. Values are written as ``--set KEY=VALUE`` takes them (TOML).
+names their algorithm. Values are written as ``--set KEY=VALUE`` takes them (TOML). Last,
+the run's keys that take no effect in it, with where each would
+(:mod:`distfl.config.effects`): set to another value, each is refused.
 """
 
 from __future__ import annotations
@@ -29,13 +31,17 @@ class KeyRow:
     """One config key: ``key`` (``section.key``), ``kind`` (its type, or ``one of ...`` for
     a key with a fixed set of values), ``value`` (as in :meth:`Config.to_dict`), ``source``
     (``preset NAME`` or :data:`BUILT_IN`) and ``algorithm``: empty for a key of the run
-    shown, else the algorithm (not the run's) whose own key this is, at its default."""
+    shown, else the algorithm (not the run's) whose own key this is, at its default.
+    ``unused``: for a key of the run that takes no effect in it, why (where it would), and
+    ``refused``: whether another value of it is refused (else warned of)."""
 
     key: str
     kind: str
     value: Any
     source: str
     algorithm: str = ""
+    unused: str = ""
+    refused: bool = True
 
     @property
     def text(self) -> str:
@@ -131,6 +137,7 @@ def key_rows(preset: str | None = None) -> list[KeyRow]:
     presets."""
     from distfl.algorithms import algorithm_class, algorithm_names
     from distfl.config import load
+    from distfl.config.effects import unused_keys
 
     name = PLAIN_RUN_PRESET if preset is None else preset
     config = load(preset=name)  # the checked config that `distfl run --preset NAME` builds
@@ -138,11 +145,14 @@ def key_rows(preset: str | None = None) -> list[KeyRow]:
     source = f"preset {name}"
     kinds = (_kinds() | _algorithm_kinds(config.algorithm.name)
              | _dataset_kinds(config.data.dataset) | _model_kinds(config.model.name))  # fmt: skip
-    rows = [
-        KeyRow(key, kinds.get(key, ""), value, source if key in given else BUILT_IN)
-        for section, values in config.to_dict().items()
-        for key, value in ((f"{section}.{k}", v) for k, v in values.items())
-    ]
+    unused = {u.key: u for u in unused_keys(config, every=True)}
+    rows = []
+    for section, values in config.to_dict().items():
+        for key, value in ((f"{section}.{k}", v) for k, v in values.items()):
+            why = unused.get(key)
+            rows.append(KeyRow(key, kinds.get(key, ""), value, source if key in given else BUILT_IN,
+                               unused=f"(here {why.given}): {why.why}" if why else "",
+                               refused=why.refused if why else True))  # fmt: skip
     for other in algorithm_names():
         if other == config.algorithm.name:
             continue
@@ -153,6 +163,21 @@ def key_rows(preset: str | None = None) -> list[KeyRow]:
             for k, v in dataclasses.asdict(params).items()
         )
     return rows
+
+
+def _unused_lines(rows: list[KeyRow]) -> list[str]:
+    """The run's keys that take no effect in it, those of one reason on one line."""
+    reasons: dict[tuple[str, bool], list[str]] = {}
+    for r in rows:
+        if r.unused:
+            reasons.setdefault((r.unused, r.refused), []).append(r.key)
+    if not reasons:
+        return []
+    out = ["keys without effect in this run (set to another value, each is refused, or warned "
+           "of where the algorithm alone leaves it without effect):\n"]  # fmt: skip
+    for (why, refused), keys in reasons.items():
+        out.append(f"  {', '.join(keys)} {why}{'' if refused else ' (warned of)'}\n")
+    return out
 
 
 #: widest value shown in the value column; a longer one (a preset's ``data.groups``) is
@@ -190,6 +215,7 @@ def format_keys(rows: list[KeyRow], preset: str | None = None) -> str:
         title = f"values of `distfl run --preset {preset}`\n"
     out = [title, line("key", "value", "source", "type or allowed values")]
     out.extend(line(r.key, r.text, r.source, r.kind) for r in mine)
+    out.extend(_unused_lines(mine))
     if others:
         out.append("the other algorithms' own keys, at their defaults:\n")
     for name, own in others.items():

@@ -218,6 +218,44 @@ def records_table() -> str:
     return _table(("algorithm", "name", "where", "what it is"), rows)
 
 
+def conditional_rows() -> list[tuple[str, str, str, str]]:
+    """(key, the keys that decide, where it takes effect, what a value other than its
+    default gets elsewhere) of every key that takes effect only with certain values of
+    others (:mod:`distfl.config.effects`): the sections', a group's, distfl's algorithms',
+    datasets' and models' own, and the sections' keys some algorithms leave without
+    effect."""
+    from distfl.config.effects import GROUP_RULES, RULES, STORED_DEFAULTS, ignored_by
+
+    def row(key: str, c, stored: Any = None) -> tuple[str, str, str, str]:
+        said = "refused"
+        if stored is not None:
+            said += f"; at `{_value(stored)}`, what older run files hold, warned of"
+        return key, ", ".join(f"`{k}`" for k in c.keys), c.where, said
+
+    rows = [row(f"`{key}`", c, STORED_DEFAULTS.get(key)) for key, c in RULES.items()]
+    rows += [row(f"`data.groups[].{key}`", c) for key, c in GROUP_RULES.items()]
+    owners = [("algorithm", n, algorithm_class(n).Params) for n in own_algorithm_names()]
+    owners += [("data", s.name, s.Params) for s in own_dataset_specs()]
+    owners += [("model", n, model_spec(n).Params) for n in _models_in_order()]
+    for section, name, params in owners:
+        for key, c in params.conditions.items():
+            rows.append(row(f"`{section}.{key}` of `{name}`", c, params.stored_defaults.get(key)))
+    ignored: dict[tuple[str, str], list[str]] = {}
+    for name in own_algorithm_names():
+        for key, why in ignored_by(algorithm_class(name)).items():
+            ignored.setdefault((key, why), []).append(f"`{name}`")
+    for (key, why), names in ignored.items():
+        rows.append((f"`{key}`", "`algorithm.name`",
+                     f"an algorithm other than {', '.join(names)} ({why})",
+                     "warned of, once, when the run starts"))  # fmt: skip
+    return rows
+
+
+def conditional_table() -> str:
+    header = ("key", "decided by", "takes effect only with", "set elsewhere")
+    return _table(header, conditional_rows())
+
+
 def layout_listing() -> str:
     """The run file's layout (:func:`distfl.runfile.layout.describe`) as a code block."""
     from distfl.runfile.layout import describe
@@ -231,6 +269,7 @@ MARKERS = {
     "<!-- distfl:config-keys -->": config_table,
     "<!-- distfl:group-keys -->": group_table,
     "<!-- distfl:algorithm-keys -->": algorithm_table,
+    "<!-- distfl:conditional-keys -->": conditional_table,
     "<!-- distfl:datasets -->": dataset_table,
     "<!-- distfl:dataset-keys -->": dataset_keys_table,
     "<!-- distfl:models -->": model_table,

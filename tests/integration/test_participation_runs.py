@@ -23,6 +23,12 @@ FEDERATION = [
     "--set", "server.clients_per_round=5", "--set", "train.local_steps=3",
     "--set", "eval.every=2", "--set", 'run.progress="none"', "--set", "run.seed=5",
 ]  # fmt: skip
+#: the same federation without the minority's availability, which only
+#: participation.availability = "fraction" reads (elsewhere it is refused)
+PLAIN = [
+    *FEDERATION[:4], "--set", "data.groups=[{count = 8, alpha = 1000.0}, "
+    "{count = 4, alpha = 1000.0, permute_labels = true, dropout = 0.3}]", *FEDERATION[6:],
+]  # fmt: skip
 #: more clients a round, for the selection strategies to choose among
 LARGER = [
     "--set", "data.num_clients=24", *FEDERATION[2:4],
@@ -98,7 +104,7 @@ def test_trace_files_same_bits_in_one_process_and_under_torchrun(helpers, tmp_pa
     windows.write_text("client,start,end\n0,1,3\n1,2,6\n2,1,1\n2,4,6\n3,3,5\n")
     profiles = tmp_path / "devices.csv"
     profiles.write_text("speed,bandwidth\n40,2\n400,20\n90,5\n")
-    args = (*FEDERATION, "--set", 'participation.availability="trace"',
+    args = (*PLAIN, "--set", 'participation.availability="trace"',
             "--set", f"participation.trace={str(windows)!r}",
             "--set", 'participation.resources="trace"',
             "--set", f"participation.resource_trace={str(profiles)!r}",
@@ -158,7 +164,7 @@ def test_the_clock_alone_changes_no_model(helpers, tmp_path):
 def test_what_cannot_run_is_refused_in_one_line(helpers, tmp_path, sets, needles):
     (tmp_path / "bad.csv").write_text("client,start,end\n1,1,2\n2,x,4\n")
     args = [a for s in sets for a in ("--set", s)]
-    proc = helpers.cli(tmp_path, "run", *FEDERATION, *args, "--out", "r.h5")
+    proc = helpers.cli(tmp_path, "run", *PLAIN, *args, "--out", "r.h5")
     assert_one_line_error(proc, *needles)
     assert not (tmp_path / "r.h5").exists()
 

@@ -534,7 +534,7 @@ def test_every_new_key_parses(tmp_path):
 [data]
 dataset = "femnist"
 root = "/srv/leaf/femnist"
-partition = "natural"
+partition = "dirichlet"
 num_clients = 10
 samples_per_client = 50
 test_fraction = 0.2
@@ -561,7 +561,7 @@ clients_per_round = 5
 """
     c = load(path=write(tmp_path, text))
     assert c.data.dataset == "femnist" and c.data.root == "/srv/leaf/femnist"
-    assert c.data.partition == "natural"
+    assert c.data.partition == "dirichlet"  # "natural" takes no sizes (test_unused_keys.py)
     assert c.data.quantity_skew == 0.75 and not c.data.params.keys()
     assert c.data.groups[0] == GroupSpec(count=6, alpha=0.5, name="clean")
     odd = c.data.groups[1]

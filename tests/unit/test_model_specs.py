@@ -127,14 +127,22 @@ def test_build_model_gives_the_modules_and_bits_it_gave(name, cls):
 def test_the_built_in_models_store_their_config_as_before():
     """Every built-in model's [model] table is {name, hidden}, as before each model had keys
     of its own (a stored config is checked against the digest its state was written with);
-    a later layer naming another built-in model keeps model.hidden."""
+    a later layer naming another built-in model keeps model.hidden. The image models read
+    no width: another value than the default is refused, but a stored one reads as
+    written."""
     for name in ("mlp", "cnn", "lenet5", "mnist_cnn"):
-        config = C.load(preset="digits", overrides=[f'model.name="{name}"', "model.hidden=[8]"])
-        assert config.to_dict()["model"] == {"name": name, "hidden": (8,)}
-        assert json.loads(config.to_json())["model"] == {"hidden": [8], "name": name}
+        hidden = (8,) if name == "mlp" else (64,)
+        config = C.load(preset="digits", overrides=[f'model.name="{name}"',
+                                                    f"model.hidden={list(hidden)}"])  # fmt: skip
+        assert config.to_dict()["model"] == {"name": name, "hidden": hidden}
+        assert json.loads(config.to_json())["model"] == {"hidden": list(hidden), "name": name}
         assert C.from_json(config.to_json()) == config
     base = C.load(preset="digits", overrides=["model.hidden=[8]"])
-    assert C.load(base=base, overrides=['model.name="lenet5"']).model.hidden == (8,)
+    with pytest.raises(ConfigError, match=r"^model.hidden = \[8\] has no effect with model.name"):
+        C.load(base=base, overrides=['model.name="lenet5"'])
+    stored = json.loads(base.to_json())
+    stored["model"]["name"] = "lenet5"
+    assert C.from_json(json.dumps(stored)).model.hidden == (8,)
 
 
 def test_the_model_keys_are_checked_as_before():

@@ -194,10 +194,18 @@ def test_sgd_is_the_default_and_adams_keys_default_to_the_papers():
 @pytest.mark.parametrize(
     "sets,key,needle",
     [
-        (['train.optimizer="adam"', "train.momentum=0.9"], "train.momentum", "is SGD's"),
-        (['train.optimizer="adamw"', "train.momentum=0.5"], "train.momentum", "beta1"),
-        (["train.beta1=0.8"], "train.beta1", "train.optimizer = 'sgd' does not take it"),
-        (["train.eps=1e-6"], "train.eps", "'adam' and 'adamw'"),
+        (
+            ['train.optimizer="adam"', "train.momentum=0.9"],
+            "train.momentum",
+            "has no effect with train.optimizer = 'adam'",
+        ),
+        (
+            ['train.optimizer="adamw"', "train.momentum=0.5"],
+            "train.momentum",
+            "takes effect only with train.optimizer = 'sgd'",
+        ),
+        (["train.beta1=0.8"], "train.beta1", "has no effect with train.optimizer = 'sgd'"),
+        (["train.eps=1e-6"], "train.eps", "only with train.optimizer = 'adam' or 'adamw'"),
         (['train.optimizer="adam"', "train.beta1=1.0"], "train.beta1", "[0, 1)"),
         (['train.optimizer="adam"', "train.beta2=-0.1"], "train.beta2", "[0, 1)"),
         (['train.optimizer="adam"', "train.eps=0"], "train.eps", "positive"),

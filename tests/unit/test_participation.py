@@ -296,8 +296,8 @@ def test_a_draw_from_a_large_pool_with_few_available_still_finds_them():
         ),
         (["participation.deadline=5"], "participation.deadline needs the clients' resources"),
         (['participation.selection="fedcs"'], "selection = 'fedcs' schedules"),
-        (['participation.availability="trace"'], "participation.trace = ''"),
-        (['participation.trace="a.csv"'], "when and only when participation.availability"),
+        (['participation.availability="trace"'], "needs participation.trace"),
+        (['participation.trace="a.csv"'], "only with participation.availability = 'trace'"),
         (['participation.availability="sometimes"'], "participation.availability = 'sometimes'"),
     ],
 )

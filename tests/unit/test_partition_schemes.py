@@ -21,6 +21,7 @@ from distfl.data.partition import (
     per_client_population,
     split_counts,
 )
+from distfl.datasets import dataset_spec
 from distfl.datasets.digits import load_digits_dataset
 from distfl.errors import ConfigError
 
@@ -269,7 +270,7 @@ def group_error(group: str, *extra: str) -> str:
      ("{count=10, partition=\"classes_per_client\", classes_per_client=2, class_choice=\"first\"}",
       ["class_choice = 'first'", "random, first_deterministic, deterministic"]),
      ("{count=10, alpha=0.5, classes_per_client=2}",
-      ["classes_per_client = 2", "only a group with partition = 'classes_per_client'"]),
+      ["classes_per_client = 2", "only with a group of partition = 'classes_per_client'"]),
      ("{count=10, partition=\"shards\"}",
       ["shards_per_client = 0", "from 1 to the group's 80 samples per client"]),
      ("{count=10, partition=\"shards\", shards_per_client=81}",
@@ -310,8 +311,9 @@ def test_natural_owners_refuse_the_class_and_shard_partitions():
 
 # ------------------------------------------------------------------------- every pooled dataset
 def dataset_config(name: str, root: str, group: str):
+    where = [f'data.root="{root}"'] if dataset_spec(name).needs_root else []
     return C.load(overrides=[
-        f'data.dataset="{name}"', f'data.root="{root}"', "data.num_clients=6",
+        f'data.dataset="{name}"', *where, "data.num_clients=6",
         "data.samples_per_client=4", "server.clients_per_round=2", f"data.groups=[{group}]",
     ])  # fmt: skip
 

@@ -169,6 +169,9 @@ class CFL(ClusteringAlgorithm):
     working_bytes = 48
     #: every member trains and returns its model every round: all K at the root
     every_member_trains = True
+    #: with every member planned, nothing is drawn from the algorithm's seed
+    ignored_keys = {"run.sampling_seed": "it draws nothing: every member of a cluster "
+                    "trains every round"}  # fmt: skip
 
     #: each cluster's update norms against ε₁ and ε₂
     figures = (

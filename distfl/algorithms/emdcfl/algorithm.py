@@ -60,6 +60,7 @@ from distfl.algorithms.oracle import sample_sizes
 from distfl.algorithms.registry import register
 from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
+from distfl.settings import Condition
 
 ROOT = "0"
 
@@ -384,6 +385,10 @@ class EMDCFLParams(Params):
     aliases = {f"emd_{k}": k for k in ("epsilon", "steps", "samples", "projection", "solver",
                                         "reg")}  # fmt: skip
     choices = {"solver": ("exact", "sinkhorn")}
+    conditions = {
+        "reg": Condition(("algorithm.solver",), "algorithm.solver = 'sinkhorn'",
+                         lambda c: c.algorithm.solver == "sinkhorn")
+    }  # fmt: skip
     #: run files written before the estimate ran every pair, without a limit
     stored_defaults = {"anchors": 0, "max_hours": 0.0}
 

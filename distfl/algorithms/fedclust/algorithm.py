@@ -36,6 +36,7 @@ from distfl.algorithms.agglomerative import LINKAGES
 from distfl.algorithms.base import Params, pooled, require, setting
 from distfl.algorithms.oneshot import BLOCK, OneShotClustering, block_rows, blocks
 from distfl.algorithms.registry import register
+from distfl.settings import Condition
 
 #: the most local steps a client trains before sending its weights
 MAX_STEPS = 1_000_000
@@ -96,6 +97,10 @@ class FedClustParams(Params):
     )
 
     choices = {"linkage": LINKAGES}
+    conditions = {
+        "threshold": Condition(("algorithm.num_clusters",), "algorithm.num_clusters = -1 "
+                               "(the cut at the threshold)", lambda c: c.algorithm.num_clusters < 0)
+    }  # fmt: skip
 
     def check(self, config) -> None:
         K = config.data.num_clients

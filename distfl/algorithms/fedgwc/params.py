@@ -12,6 +12,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
+from distfl.settings import Condition
 
 # -- the algorithm -----------------------------------------------------------------
 
@@ -112,6 +113,13 @@ class FedGWCParams(Params):
         "interaction": ("auto", "dense", "observed"),
         "reward": ("auto", "steps", "round"),
     }
+    conditions = {
+        "min_alpha": Condition(("algorithm.alpha",), "algorithm.alpha = 0 (the participation "
+                               "rate, at least min_alpha)", lambda c: c.algorithm.alpha == 0),
+        "reference_ratio": Condition(("algorithm.reference_draws",),
+                                     "algorithm.reference_draws ≥ 1",
+                                     lambda c: c.algorithm.reference_draws >= 1),
+    }  # fmt: skip
     #: what a run file written before these keys (or before their defaults changed) did
     stored_defaults = {
         "stable_tests": 1,

@@ -41,6 +41,7 @@ from distfl.algorithms.base import (
 )
 from distfl.algorithms.fedsac.graph import ANGLES, sac_piece
 from distfl.algorithms.pfedgraph.algorithm import (
+    SIGN_CONDITIONS,
     SIGNS,
     PFedGraph,
     check_lam,
@@ -80,6 +81,7 @@ class FedSaCParams(Params):
     sign: str = sign_setting()
 
     choices = {"angles": ANGLES, "sign": SIGNS}
+    conditions = SIGN_CONDITIONS
 
     def check(self, config) -> None:
         for key in ("lambda1", "lambda2"):

@@ -49,6 +49,7 @@ from distfl.algorithms.agglomerative import LINKAGES
 from distfl.algorithms.base import Params, pooled, require, setting
 from distfl.algorithms.oneshot import BLOCK, OneShotClustering, block_rows, blocks
 from distfl.algorithms.registry import register
+from distfl.settings import Condition
 
 # -- pure math -------------------------------------------------------------------------
 
@@ -168,6 +169,10 @@ class PACFLParams(Params):
     )
 
     choices = {"proximity": ("smallest", "sum"), "linkage": LINKAGES}
+    conditions = {
+        "threshold": Condition(("algorithm.num_clusters",), "algorithm.num_clusters = -1 "
+                               "(the cut at the threshold)", lambda c: c.algorithm.num_clusters < 0)
+    }  # fmt: skip
 
     def check(self, config) -> None:
         from distfl.datasets import dataset_spec

@@ -50,6 +50,7 @@ from distfl.algorithms.local import Local, client_id
 from distfl.algorithms.pfedgraph.graph import aggregate_piece, graph_piece, update_directions
 from distfl.algorithms.registry import register
 from distfl.runfile.layout import Column
+from distfl.settings import Condition
 
 SIGNS = ("paper", "code")
 
@@ -72,6 +73,13 @@ def check_lam(lam: float) -> None:
             f"from 0 to {MAX_LAM:.4g} (it scales a float32 loss)")  # fmt: skip
 
 
+#: the local term's sign takes effect only with a term: ``lam`` > 0 (pFedGraph's and FedSaC's)
+SIGN_CONDITIONS = {
+    "sign": Condition(("algorithm.lam",), "algorithm.lam > 0 (a local cosine term)",
+                      lambda c: c.algorithm.lam > 0)
+}  # fmt: skip
+
+
 def sign_setting():
     """The key ``sign``: the local cosine term's sign (pFedGraph's and FedSaC's)."""
     return setting(
@@ -89,6 +97,7 @@ class PFedGraphParams(Params):
     sign: str = sign_setting()
 
     choices = {"sign": SIGNS}
+    conditions = SIGN_CONDITIONS
 
     def check(self, config) -> None:
         require(self.alpha >= MIN_ALPHA, "alpha", self.alpha,
@@ -145,4 +154,11 @@ class PFedGraph(Local):
         return A, {}
 
 
-__all__ = ["PFedGraph", "PFedGraphParams", "check_lam", "lam_setting", "sign_setting"]
+__all__ = [
+    "SIGN_CONDITIONS",
+    "PFedGraph",
+    "PFedGraphParams",
+    "check_lam",
+    "lam_setting",
+    "sign_setting",
+]
