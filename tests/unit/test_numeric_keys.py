@@ -48,9 +48,11 @@ def numeric_keys() -> list[tuple[str, Any, tuple[str, ...]]]:
     owners = [("algorithm", "algorithm.name", name, cls.Params) for name, cls in ALGORITHMS.items()]
     owners += [("data", "data.dataset", s.name, s.Params) for s in DATASETS.classes()]
     owners += [("model", "model.name", s.name, s.Params) for s in MODELS.classes()]
+    roots = {s.name for s in DATASETS.classes() if s.needs_root}
     for section, selector, name, params in owners:
-        pick = (f'{selector}="{name}"', 'data.root="/data"') if section == "data" else ()
-        pick = pick or (f'{selector}="{name}"',)
+        pick = (f'{selector}="{name}"',)
+        if section == "data" and name in roots:  # (a dataset that reads no file takes none)
+            pick += ('data.root="/data"',)
         out += [(f"{section}.{k}", tp, pick) for k, tp in get_type_hints(params).items()
                 if _numeric(tp)]  # fmt: skip
     return out

@@ -100,13 +100,18 @@ def trained(digits, name, sets):
 
 @pytest.mark.parametrize("sets", ADAM_OPTIONS)
 def test_the_mlp_trains_the_sequential_trainers_models(digits, sets):
-    """SGD's standard (tests/unit/test_vectorised.py, test_batched.py): the models and losses
-    of the sequential trainer to float32 rounding; the vectorised trainer, whose gradients
-    are the sequential's bits for the MLP, gives its very models."""
+    """The losses of the sequential trainer to float32 rounding; the vectorised trainer,
+    whose gradients are the sequential's bits for the MLP, gives its very models; the batched
+    trainer's updates agree to 1e-4 of their length (measured: 2e-6 on an Intel Xeon without
+    AVX-512, where one parameter differed by 3.5e-6, beyond SGD's 1e-6 per parameter: the
+    batched trainer reduces a gradient in its own order, and Adam divides by √v + ε, so a
+    gradient that float32 rounding leaves near zero moves its parameter by up to lr)."""
     start, models, losses, others = trained(digits, "mlp", sets)
+    update = (models - start).norm(dim=1)
     for name, got, got_losses in others:
-        assert torch.allclose(got, models, rtol=1e-5, atol=1e-6), (name, sets)
         assert np.allclose(got_losses, losses, rtol=1e-5, atol=1e-6), (name, sets)
+        gap = (got - models).norm(dim=1) / update
+        assert float(gap.max()) < 1e-4, (name, sets, gap)
         assert not torch.equal(got[0], start)
     assert torch.equal(others[0][1], models)
 
