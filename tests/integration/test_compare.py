@@ -128,20 +128,23 @@ def test_one_ulp_in_one_metric_is_found_with_its_index_and_both_values(page, tmp
     assert out.splitlines()[-1] == "distfl compare: the runs differ (metrics)"
 
 
-def test_a_differing_tree_names_the_node_and_both_values(page, tmp_path):
-    def member_moved(f):
-        members = f["hierarchy/0/members"]
-        values = members[()]
-        members[0], members[1] = values[1], values[0]
+def test_a_differing_tree_names_the_place_and_both_values(page, tmp_path):
+    # (members swapped out of order would be a file no run writes, refused by every reader:
+    # one float32 step in a cluster's final model is a tree no run of this page wrote)
+    def model_moved(f):
+        models = f["final/models"]
+        value = models[0, 0]
+        models[0, 0] = np.nextafter(value, np.float32(np.inf), dtype=np.float32)
 
-    path = changed(page, tmp_path, member_moved)
+    path = changed(page, tmp_path, model_moved)
     code, out, _ = compare(str(page[0] / "alone.h5"), str(path))
-    with h5py.File(path, "r") as f:
-        first, second = f["hierarchy/0/members"][:2]
+    with h5py.File(page[0] / "alone.h5", "r") as f, h5py.File(path, "r") as g:
+        first, second = f["final/models"][0, 0], g["final/models"][0, 0]
+    assert first != second
     assert code == 1
     assert lines(out)["tree"] == (
-        f"tree     differs at 1 place; first: /hierarchy/0/members[0]: {second} in A, {first} "
-        "in B (1 of 2 entries that differ)"
+        f"tree     differs at 1 place; first: /final/models[0, 0]: {float(first)!r} in A, "
+        f"{float(second)!r} in B"
     )
     assert lines(out)["metrics"].split()[1] == "same"
 

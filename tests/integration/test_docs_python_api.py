@@ -27,6 +27,6 @@ def test_every_shown_output_of_the_python_api_page_is_what_its_block_prints(tmp_
     assert NEEDS_PANDAS in PAGE.read_text(encoding="utf-8")
     env = {k: v for k, v in helpers.clean_env().items() if k != "PYTHONPATH"}
     printed = run_page(PAGE, tmp_path, env)
-    problems = differences(PAGE, printed)
+    problems = differences(PAGE, printed, of_a_run=True)
     assert not problems, "\n\n".join(problems)
     assert (tmp_path / "accuracy.png").is_file() and (tmp_path / "split.png").is_file()

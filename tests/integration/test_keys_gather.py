@@ -43,6 +43,8 @@ def key_lines(stdout: str) -> dict[str, list[str]]:
             if line.startswith("the other"):
                 break
             continue
+        if line.startswith("keys without effect"):  # (then the keys this run leaves unused)
+            break
         key, value, *rest = line.split()
         if value == "(next":
             value, rest = lines[i + 1].strip(), rest[1:]

@@ -25,10 +25,13 @@ FEDERATION = [
     "data.groups=[{count = 6, alpha = 1000.0}, {count = 6, alpha = 1000.0, rotation = 180.0}]",
     'participation.resources="loguniform"',
 ]  # fmt: skip
-#: each strategy's own keys, given to the uniform run it is compared with too: FedCS's
-#: deadline (3 s: some of the clients the resources allow miss it, most meet it); FedPNS
-#: without one (a cohort whole for its optimal aggregation), keeping at least half
+#: each strategy's own keys: FedCS's deadline (3 s: some of the clients the resources allow
+#: miss it, most meet it), given to the uniform run it is compared with too; FedPNS without
+#: one (a cohort whole for its optimal aggregation), keeping at least half (a key the uniform
+#: run would refuse: it takes no effect there)
 STRATEGY = {"fedcs": ("participation.deadline=3",), "fedpns": ("participation.pns_kept=0.5",)}
+#: those of a strategy's keys its uniform comparison takes too
+SHARED = {"fedcs": STRATEGY["fedcs"], "fedpns": ()}
 #: keys that make an algorithm's rounds fit 3 (given to those that take them)
 SHORTER = ("algorithm.warmup=1", "algorithm.emd_steps=4", "algorithm.emd_samples=8",
            "algorithm.min_clients=2")  # fmt: skip
@@ -63,7 +66,7 @@ def uniform(tmp_path_factory):
     def get(helpers, algorithm: str, strategy: str) -> dict:
         if (algorithm, strategy) not in runs:
             out = f"{algorithm}-{strategy}.h5"
-            helpers.run_alone(folder, *args(algorithm, "uniform", out, *STRATEGY[strategy]))
+            helpers.run_alone(folder, *args(algorithm, "uniform", out, *SHARED[strategy]))
             runs[algorithm, strategy] = read_run_file(folder / out).tables["metrics"]
         return runs[algorithm, strategy]
 
