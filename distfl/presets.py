@@ -167,13 +167,13 @@ PRESETS: dict[str, dict[str, Any]] = {
             "participation": {"resources": "loguniform"},
         }
         for name, span, groups in (
-            ("flcl-fig1", 0.5, [{"count": 40, "alpha": 1.0, "name": "input"}]),
+            ("flcl-fig1", 0.5, [{"count": 40, "name": "input"}]),
             (
                 "flcl-fig2",
                 1.0,
                 [
-                    {"count": 28, "alpha": 1.0, "name": "input"},
-                    {"count": 12, "alpha": 1.0, "name": "flipped", "permute_labels": True},
+                    {"count": 28, "name": "input"},
+                    {"count": 12, "name": "flipped", "permute_labels": True},
                 ],
             ),
         )

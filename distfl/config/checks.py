@@ -9,6 +9,7 @@ import math
 import os
 
 from distfl.config.effects import check_unused
+from distfl.config.groups import ALPHA_NOT_GIVEN
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
 from distfl.plugins import ALGORITHMS, DATASETS, MODELS
@@ -262,9 +263,17 @@ def _validate_group(c: Config, i: int, g, spec) -> None:
     """One group of ``data.groups``: its count, classes, partition and transforms."""
     key = f"data.groups[{i}]"
     _range(f"{key}.count", g.count, 1, None, "at least 1")
-    _range(f"{key}.alpha", g.alpha, 0.0, MAX_ALPHA,
-           f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every class "
-           "equally likely to within 0.01%)")  # fmt: skip
+    if g.alpha == ALPHA_NOT_GIVEN and g.partition == "dirichlet":
+        if spec is None or not spec.natural_partition(c):
+            raise ConfigError(
+                f"{key}.alpha is missing; each group needs count and alpha (a group with "
+                "partition = 'classes_per_client' or 'shards', or of a natural partition, "
+                "needs no alpha)"
+            )
+    else:
+        _range(f"{key}.alpha", g.alpha, 0.0, MAX_ALPHA,
+               f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every "
+               "class equally likely to within 0.01%)")  # fmt: skip
     if g.samples_per_client:
         _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
                f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip

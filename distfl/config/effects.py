@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from distfl.config.groups import GroupSpec
+from distfl.config.groups import ALPHA_NOT_GIVEN, GroupSpec
 from distfl.config.schema import Config
 from distfl.errors import ConfigError
 from distfl.plugins import ALGORITHMS, DATASETS
@@ -150,6 +150,12 @@ class GroupCondition:
     keys: tuple[str, ...]
     where: str
     holds: Any
+    #: where it takes no effect, whether it is warned of, not refused (``warned(config,
+    #: group)``): a value configs were required to give before the key could be left out
+    #: (a dirichlet group's alpha of a natural partition); None: refused
+    warned: Any = None
+    #: where it is warned of, said (the key reference's table)
+    warned_where: str = ""
 
 
 def _partition(*values: str) -> GroupCondition:
@@ -159,12 +165,15 @@ def _partition(*values: str) -> GroupCondition:
 
 #: the keys of a group that take effect only where their condition holds
 GROUP_RULES: dict[str, GroupCondition] = {
-    # a natural partition ignores alpha too, but a group of partition = "dirichlet" (the
-    # only one a natural partition takes) must give it: there it is not refused
+    # (a group that gives none holds 0, or ALPHA_NOT_GIVEN where its partition is dirichlet;
+    # every dirichlet group had to give one before a natural partition could leave it out:
+    # there it is warned of)
     "alpha": GroupCondition(
-        ("partition",),
-        "a group of partition = 'dirichlet'",
-        lambda c, g: g.partition == "dirichlet",
+        ("partition", *POOLED.keys),
+        "a group of partition = 'dirichlet' drawn from the pooled dataset",
+        lambda c, g: g.partition == "dirichlet" and _pooled(c),
+        warned=lambda c, g: g.partition == "dirichlet",
+        warned_where="a dirichlet group's of a natural partition",
     ),  # fmt: skip
     "classes": GroupCondition(POOLED.keys, POOLED.where, lambda c, g: _pooled(c)),
     "classes_per_client": _partition("classes_per_client"),
@@ -212,6 +221,14 @@ class Conditional:
     #: a Params' ``stored_defaults``): its config, written out and run again, is warned of
     #: at it, not refused
     stored: Any = None
+
+    def warned(self, c: Config) -> bool:
+        """Whether, without effect in ``c``, the key is warned of rather than refused
+        (:attr:`GroupCondition.warned`)."""
+        warned = getattr(self.condition, "warned", None)
+        return (
+            self.group is not None and warned is not None and warned(c, c.data.groups[self.group])
+        )
 
     def holds(self, c: Config) -> bool:
         """Whether the key takes effect in ``c``; a condition that cannot be evaluated (a
@@ -277,8 +294,10 @@ def conditional_keys(c: Config) -> list[Conditional]:
         default = _field_defaults(type(getattr(c, section)))[key]
         out.append(Conditional(dotted, _value(c, dotted), default, condition,
                                stored=STORED_DEFAULTS.get(dotted)))  # fmt: skip
-    group_defaults = _field_defaults(GroupSpec) | GROUP_DEFAULTS
     for i, g in enumerate(c.data.groups):
+        group_defaults = _field_defaults(GroupSpec) | GROUP_DEFAULTS
+        if g.partition == "dirichlet":
+            group_defaults["alpha"] = ALPHA_NOT_GIVEN
         for key, condition in GROUP_RULES.items():
             out.append(Conditional(f"data.groups[{i}].{key}", getattr(g, key),
                                    group_defaults[key], condition, i))  # fmt: skip
@@ -320,7 +339,7 @@ def unused_keys(c: Config, *, every: bool = False) -> list[Unused]:
     for entry in conditional_keys(c):
         if (entry.value != entry.default or every) and not entry.holds(c):
             why = f"it takes effect only with {entry.condition.where}"
-            refused = entry.stored is None or entry.value != entry.stored
+            refused = (entry.stored is None or entry.value != entry.stored) and not entry.warned(c)
             out.append(Unused(entry.key, entry.value, entry.given(c), why, refused))
     for key, why in algorithm_ignores(c).items():
         section, name = key.split(".")

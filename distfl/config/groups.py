@@ -7,6 +7,10 @@ from dataclasses import dataclass
 
 from distfl.settings import setting
 
+#: a dirichlet group's ``alpha`` where the config gives none: a natural partition needs none,
+#: a group drawn from a pooled dataset is refused without one (distfl.config.checks)
+ALPHA_NOT_GIVEN = -1.0
+
 
 @dataclass(frozen=True)
 class GroupSpec:
@@ -17,8 +21,9 @@ class GroupSpec:
     alpha: float = setting(
         allowed="0 to 1e6",
         doc="class proportions of each client ~ Dir(α·1): α = 0 one class per client, "
-        "α = 1000 near-IID (required by a `dirichlet` group, ignored by the other partitions "
-        "and by natural ones)",
+        "α = 1000 near-IID (required by a `dirichlet` group drawn from a pooled dataset; "
+        "refused by the other partitions; a natural partition needs none, and one given "
+        "there is warned of)",
     )
     name: str = setting("", "string", "a label for tables and plots")
     samples_per_client: int = setting(
@@ -114,4 +119,4 @@ class GroupSpec:
     )
 
 
-__all__ = ["GroupSpec"]
+__all__ = ["ALPHA_NOT_GIVEN", "GroupSpec"]

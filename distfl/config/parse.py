@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, get_args, get_origin, get_type_hints
 
 from distfl.config.checks import shown, validate
+from distfl.config.groups import ALPHA_NOT_GIVEN
 from distfl.config.schema import (
     AlgorithmSection,
     Config,
@@ -114,13 +115,11 @@ def _group(key: str, item: Any) -> GroupSpec:
             raise ConfigError(f"unknown key {key}.{name}; allowed: {', '.join(allowed)}")
     if "count" not in item:
         raise ConfigError(f"{key}.count is missing; each group needs count and alpha")
-    if "alpha" not in item and item.get("partition", "dirichlet") == "dirichlet":
-        raise ConfigError(
-            f"{key}.alpha is missing; each group needs count and alpha (a group with "
-            "partition = 'classes_per_client' or 'shards' needs no alpha)"
-        )
     kwargs = {name: _coerce(f"{key}.{name}", item[name], hints[name]) for name in item}
-    kwargs.setdefault("alpha", 0.0)  # ignored by the group's partition
+    if "alpha" not in kwargs:  # ignored by the group's partition, or not given (the checks
+        # refuse a dirichlet group drawn from a pooled dataset without it)
+        dirichlet = kwargs.get("partition", "dirichlet") == "dirichlet"
+        kwargs["alpha"] = ALPHA_NOT_GIVEN if dirichlet else 0.0
     return GroupSpec(**kwargs)
 
 

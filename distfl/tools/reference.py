@@ -230,6 +230,8 @@ def conditional_rows() -> list[tuple[str, str, str, str]]:
         said = "refused"
         if stored is not None:
             said += f"; at `{_value(stored)}`, what older run files hold, warned of"
+        if getattr(c, "warned_where", ""):
+            said += f"; {c.warned_where} warned of"
         return key, ", ".join(f"`{k}`" for k in c.keys), c.where, said
 
     rows = [row(f"`{key}`", c, STORED_DEFAULTS.get(key)) for key, c in RULES.items()]

@@ -43,8 +43,9 @@ DROPPED = [
     (["participation.pns_kept=0.5"], "participation.pns_kept"),
     ([GROUPS % 'partition="shards", shards_per_client=2, alpha=0.3'], "data.groups[1].alpha"),
     ([GROUPS % 'alpha=1.0, class_choice="deterministic"'], "data.groups[1].class_choice"),
-    (['data.dataset="gaussian"', GROUPS % "alpha=1.0, classes=[0]"], "data.groups[1].classes"),
-    ([*FEMNIST, GROUPS % "alpha=1.0, samples_per_client=30"],
+    (['data.dataset="gaussian"', "data.groups=[{count=10}, {count=10, classes=[0]}]"],
+     "data.groups[1].classes"),
+    ([*FEMNIST, "data.groups=[{count=10}, {count=10, samples_per_client=30}]"],
      "data.groups[1].samples_per_client"),
     ([GROUPS % "alpha=1.0, availability=0.5"], "data.groups[1].availability"),
     ([GROUPS % "alpha=1.0, speed_scale=2.0"], "data.groups[1].speed_scale"),
@@ -91,6 +92,8 @@ def test_the_same_keys_are_taken_where_they_take_effect():
         ['data.dataset="femnist"', 'data.root="/srv"', 'data.draw="sequential"',
          "data.samples_per_client=50", "data.quantity_skew=0.5"],
         ['data.dataset="gaussian"', "data.samples_per_client=50", "data.quantity_skew=0.5"],
+        ['data.dataset="gaussian"', "data.groups=[{count=12}, {count=8, rotation=90.0}]"],
+        [*FEMNIST, "data.groups=[{count=10}, {count=10, name='b'}]"],
         ['participation.availability="fraction"', "participation.fraction=0.5",
          "participation.diurnal=0.3", "participation.period=12"],
         ['participation.resources="loguniform"', "participation.speed_min=10",
@@ -102,3 +105,25 @@ def test_the_same_keys_are_taken_where_they_take_effect():
         ['model.name="mlp"', "model.hidden=[128]"],
     ):  # fmt: skip
         C.load(overrides=["data.num_clients=20", *sets])
+
+
+@pytest.mark.parametrize(
+    ("sets", "key"),
+    [([*FEMNIST, "data.groups=[{count=10}, {count=10, alpha=1.0}]"], "data.groups[1].alpha"),
+     (['data.dataset="gaussian"', "data.groups=[{count=20, alpha=0.5}]"],
+      "data.groups[0].alpha")],
+)  # fmt: skip
+def test_a_natural_partitions_group_alpha_is_warned_of(sets, key):
+    """A dirichlet group had to give alpha whatever the partition (distfl 7850ae6 refused
+    one without it, and a natural partition dropped it silently): it now needs none there,
+    and one given is warned of in one line, not refused (the configs written before)."""
+    from distfl.config.effects import warning_lines
+
+    (line,) = warning_lines(C.load(overrides=["data.num_clients=20", *sets]))
+    assert line.startswith(f"{key} = ") and " has no effect with " in line, line
+    assert "drawn from the pooled dataset" in line and "\n" not in line
+
+
+def test_a_pooled_dirichlet_group_without_alpha_is_refused():
+    with pytest.raises(ConfigError, match=r"data.groups\[0\].alpha is missing"):
+        C.load(overrides=["data.num_clients=20", "data.groups=[{count=20}]"])

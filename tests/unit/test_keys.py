@@ -75,11 +75,20 @@ def expected_rows(preset: str) -> dict[str, tuple[object, str]]:
                 value = given[key]
                 if key == "groups":  # a preset gives each group's keys that differ
                     base = dataclasses.asdict(GroupSpec(count=0, alpha=0.0))
-                    value = [base | g for g in value]
+                    value = [base | _alpha(g) | g for g in value]
                 out[f"{section}.{key}"] = (plain(value), f"preset {preset}")
             else:
                 out[f"{section}.{key}"] = (plain(default), BUILT_IN)
     return out
+
+
+def _alpha(group: dict) -> dict:
+    """A group's alpha where it gives none: ALPHA_NOT_GIVEN for a dirichlet one (which a
+    natural partition takes without), 0 for another partition."""
+    from distfl.config.groups import ALPHA_NOT_GIVEN
+
+    dirichlet = group.get("partition", "dirichlet") == "dirichlet"
+    return {"alpha": ALPHA_NOT_GIVEN if dirichlet else 0.0}
 
 
 def run_rows(rows):
