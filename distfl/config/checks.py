@@ -259,6 +259,13 @@ def _validate_groups(c: Config, spec) -> None:
         )
 
 
+def check_alpha(key: str, alpha: float) -> None:
+    """Refuse a group's alpha outside [0, MAX_ALPHA]."""
+    _range(key, alpha, 0.0, MAX_ALPHA,
+           f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every "
+           "class equally likely to within 0.01%)")  # fmt: skip
+
+
 def _validate_group(c: Config, i: int, g, spec) -> None:
     """One group of ``data.groups``: its count, classes, partition and transforms."""
     key = f"data.groups[{i}]"
@@ -266,14 +273,13 @@ def _validate_group(c: Config, i: int, g, spec) -> None:
     if g.alpha == ALPHA_NOT_GIVEN and g.partition == "dirichlet":
         if spec is None or not spec.natural_partition(c):
             raise ConfigError(
-                f"{key}.alpha is missing; each group needs count and alpha (a group with "
-                "partition = 'classes_per_client' or 'shards', or of a natural partition, "
-                "needs no alpha)"
+                f"{key}.alpha is missing (-1.0, what a group without one holds); a group "
+                f"drawn from the pooled dataset needs count and alpha from 0 (one class per "
+                f"client) to {MAX_ALPHA:.0e} (a group with partition = 'classes_per_client' "
+                "or 'shards', or of a natural partition, needs no alpha)"
             )
     else:
-        _range(f"{key}.alpha", g.alpha, 0.0, MAX_ALPHA,
-               f"from 0 (one class per client) to {MAX_ALPHA:.0e} (IID already: every "
-               "class equally likely to within 0.01%)")  # fmt: skip
+        check_alpha(f"{key}.alpha", g.alpha)
     if g.samples_per_client:
         _range(f"{key}.samples_per_client", g.samples_per_client, 2, MAX_SAMPLES_PER_CLIENT,
                f"0 or between 2 and {MAX_SAMPLES_PER_CLIENT:,} (counted in int32)")  # fmt: skip
