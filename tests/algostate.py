@@ -39,11 +39,12 @@ def restore_from(target, source) -> None:
 
 #: the settings the FedGWC unit tests are written for: the paper's plain algorithm (a split
 #: test each round below ε = 1e-5, each test deciding alone, no Gaussian references, the
-#: dense K×K P, eq. 1 at every local step, no observation floor, α the participation rate),
-#: not the tool's defaults (FedGWCParams)
+#: dense K×K P, eq. 1 at every local step, no observation floor, α the participation rate,
+#: a client never moved after a split), not the tool's defaults (FedGWCParams)
 FEDGWC_PAPER = {
     "epsilon": 1e-5, "patience": 1, "stable_tests": 1, "reference_draws": 0,
     "interaction": "dense", "reward": "steps", "min_observations": 0, "min_alpha": 0.0,
+    "reassign": "none",
 }  # fmt: skip
 
 

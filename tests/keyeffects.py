@@ -68,6 +68,7 @@ OWN_CONTEXTS: dict[str, tuple[str, tuple[str, ...]]] = {
     "emdcfl sinkhorn": ("emdcfl", ('algorithm.solver="sinkhorn"',)),
     "fedgwc alpha": ("fedgwc", ("algorithm.alpha=0.5",)),
     "fedgwc no references": ("fedgwc", ("algorithm.reference_draws=0",)),
+    "fedgwc paper's members": ("fedgwc", ('algorithm.reassign="none"',)),
     "fedclust two": ("fedclust", ("algorithm.num_clusters=2",)),
     "pacfl two": ("pacfl", ("algorithm.num_clusters=2",)),
     "pfedgraph no term": ("pfedgraph", ("algorithm.lam=0",)),

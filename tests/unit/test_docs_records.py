@@ -33,6 +33,8 @@ TABLES = {
     ("docs/benchmarks.md", "| algorithm | model | K | cohort"): RECORD,
     ("docs/benchmarks.md", "| commit | launch to the first round"): RECORD,
     ("docs/benchmarks.md", "|      K | affinity s"): RECORD,
+    ("docs/fidelity.md", "| seeds 0–19 | ARI | seeds with a client"): RECORD,
+    ("docs/fidelity.md", "| seed | split at round | ARI, paper's"): RECORD,
     ("docs/fidelity.md", "| scenario | algorithm | groups | clusters"): RECORD,
     ("docs/fidelity.md", "| method | seeds | Avg Acc"): RECORD,
     ("docs/fidelity.md", "| scenario | algorithm | clusters | Rand"): RECORD,

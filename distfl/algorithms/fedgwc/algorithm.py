@@ -12,6 +12,7 @@ from distfl.algorithms.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
+    ProbeRequest,
     ReportFigure,
     RoundPlan,
     RoundUpdate,
@@ -42,6 +43,7 @@ from distfl.algorithms.fedgwc.perception import (
     affinity,
     block_contrast,
 )
+from distfl.algorithms.fedgwc.reassign import moves
 from distfl.algorithms.fedgwc.reference import (
     coordinates_reference,
     coordinates_split,
@@ -63,6 +65,10 @@ from distfl.algorithms.fedgwc.spectral import (
 )
 from distfl.algorithms.registry import register
 from distfl.hierarchy import Split
+
+#: the re-assignment's probe (:mod:`distfl.algorithms.losses_client`'s op; that module
+#: imports torch, which a server half does not)
+LOSSES = "losses"
 
 
 @dataclass
@@ -87,6 +93,9 @@ class FedGWC(ClusteringAlgorithm):
     Params = FedGWCParams
     #: P (float64), the affinity and the Gram product (float32) of a split test
     pair_bytes = 16
+    #: the re-assignment's probe: each sampled client's train loss under every cluster's model
+    client_ops = (LOSSES,)
+    client = "distfl.algorithms.losses_client:LossesClient"
 
     @classmethod
     def working_pair_bytes(cls, params: Params) -> int:
@@ -181,6 +190,12 @@ class FedGWC(ClusteringAlgorithm):
             "with observed entries: the valley between the proposed clusters in P's coordinates",
         ),
         Statistic("valley_reference", "the same of uniform references"),
+        Statistic(
+            "joined",
+            "members the re-assignment moved into the cluster this round (recorded where any "
+            "moved)",
+        ),
+        Statistic("left", "members the re-assignment moved out of the cluster this round"),
     )
 
     def __init__(self, **kwargs):
@@ -198,6 +213,11 @@ class FedGWC(ClusteringAlgorithm):
         self.times_sampled = np.zeros(K, dtype=np.int64)
         self.state: dict[str, ClusterState] = {"0": ClusterState(P=self._empty_p(K))}
         self.split_tests = 0
+        #: this round's cohort of each cluster (ascending ids), drawn by :meth:`plan_probe`
+        self._cohorts: dict[str, np.ndarray] = {}
+        self._drawn_round: int | None = None
+        #: the re-assignment's moves this round: cluster -> (joined, left)
+        self._moved: dict[str, list[int]] = {}
 
     def _empty_p(self, n: int) -> np.ndarray | PairStore | BlockStore:
         """P⁰ = 0: dense, or observed entries (above BLOCKS_ABOVE clients, where neither the
@@ -215,9 +235,11 @@ class FedGWC(ClusteringAlgorithm):
             return st.P
         return st.P.dense() if st.P.n <= (COORDINATES_ABOVE if up_to is None else up_to) else None
 
-    def plan(self, round_index: int) -> RoundPlan:
-        train: dict[int, str] = {}
-        for cid, st in sorted(self.state.items()):
+    def _draw(self, round_index: int) -> None:
+        """Each cluster's cohort of the round (section 4.1's sampling, through the run's
+        selection), in the order of the cluster ids."""
+        self._cohorts, self._moved = {}, {}
+        for cid in sorted(self.state):
             members = self.tree.members(cid)
             n = participants(len(members), self.rate, self.min_clients)
             if self.sampling == "priority":  # its own draw; the selection decides
@@ -225,7 +247,65 @@ class FedGWC(ClusteringAlgorithm):
                                              priority=self._weights)  # fmt: skip
             else:
                 chosen = self.sample_clients(members, n)
-            pos = np.searchsorted(members, np.sort(chosen))
+            self._cohorts[cid] = np.sort(np.asarray(chosen, dtype=np.int64))
+        self._drawn_round = round_index
+
+    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+        """The round's cohorts; with ``reassign = "loss"``, two clusters or more and every
+        ``reassign_every`` rounds, their train losses under every cluster's model."""
+        self._draw(round_index)
+        leaves = sorted(self.state)
+        if self.reassign != "loss" or len(leaves) < 2 or round_index % self.reassign_every:
+            return None
+        clients = np.sort(np.concatenate([self._cohorts[c] for c in leaves]))
+        if not len(clients):
+            return None
+        # each client downloads the other clusters' models (its own it trains, counted
+        # there) and uploads a loss each
+        other = len(clients) * ((len(leaves) - 1) * 4 * self.federation.num_params
+                                + 8 * len(leaves))  # fmt: skip
+        return ProbeRequest(clients=clients, clusters=leaves, op=LOSSES, federation_bytes=other)
+
+    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+        """The probed clients that another cluster's model fits far better move there
+        (:func:`~distfl.algorithms.fedgwc.reassign.moves`, :meth:`_reassign`); a mover
+        trains in its new cluster this round."""
+        leaves = list(request.clusters)
+        if leaves != sorted(self.state):
+            raise ValueError(f"round {round_index}: a probe over clusters {leaves}")
+        own = {int(k): cid for cid in leaves for k in self._cohorts[cid]}
+        clients = np.asarray(request.clients, dtype=np.int64)
+        sizes = {cid: len(self.tree.members(cid)) for cid in leaves}
+        moved = moves(clients, [own[int(k)] for k in clients], leaves, rows, sizes,
+                      ratio=self.reassign_ratio, min_clients=self.min_clients)  # fmt: skip
+        if not moved:
+            return
+        for k, b in moved.items():
+            self._moved.setdefault(own[k], [0, 0])[1] += 1
+            self._moved.setdefault(b, [0, 0])[0] += 1
+        self._reassign(np.asarray(list(moved), dtype=np.int64), list(moved.values()))
+        own.update(moved)
+        for cid in leaves:
+            self._cohorts[cid] = np.asarray(sorted(k for k, c in own.items() if c == cid),
+                                            dtype=np.int64)  # fmt: skip
+
+    def _reassign(self, movers: np.ndarray, targets: list[str]) -> None:
+        """Move ``movers`` to the clusters ``targets``. Each cluster that changed starts its
+        P afresh (P⁰ = 0, its MSE 1, as a new cluster's): the rewards its members earned
+        beside a client that did not belong (or without one that did) are not those of its
+        members now, and a split test on them finds that past, not a group."""
+        self.tree.reassign(movers, targets)
+        for cid in self._moved:
+            self.state[cid] = ClusterState(P=self._empty_p(len(self.tree.members(cid))))
+
+    def plan(self, round_index: int) -> RoundPlan:
+        if self._drawn_round != round_index:  # a plan without its probe: draw here
+            self._draw(round_index)
+        train: dict[int, str] = {}
+        for cid, st in sorted(self.state.items()):
+            members = self.tree.members(cid)
+            chosen = self._cohorts.get(cid, np.zeros(0, dtype=np.int64))
+            pos = np.searchsorted(members, chosen)
             st.last_sampled = pos
             for k in members[pos]:
                 train[int(k)] = cid
@@ -272,6 +352,8 @@ class FedGWC(ClusteringAlgorithm):
                 st.mse = interaction_mse(new - old, block, st.P.shape)
                 st.P[block] = new
             out.stats[cid] = {"mse": st.mse}
+            if cid in self._moved:
+                out.stats[cid]["joined"], out.stats[cid]["left"] = map(float, self._moved[cid])
             st.quiet = st.quiet + 1 if st.mse < self.epsilon else 0
             testing = (
                 st.quiet >= self.patience

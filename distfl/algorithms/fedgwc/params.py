@@ -107,11 +107,36 @@ class FedGWCParams(Params):
         "(0, 1]",
         "how far below the Gaussian references' median Davies–Bouldin score a split's must be",
     )
+    reassign: str = setting(
+        "loss",
+        "`loss`, `none`",
+        "`loss`: once there are two clusters or more, each round's sampled clients report "
+        "their train loss under every cluster's model before training (IFCA's probe), and a "
+        "client whose loss another cluster's model cuts below `reassign_ratio` times its own "
+        "cluster's moves there (a cluster keeps `min_clients` members at least): a split "
+        "that put a client on the wrong side is mended (see [Giving a member "
+        "back](algorithms.md#giving-a-member-back)); `none`: a client stays in the cluster a "
+        "split gave it (the paper's)",
+    )
+    reassign_ratio: float = setting(
+        0.5,
+        "(0, 1)",
+        "a client moves only where another cluster's model gives it less than this share of "
+        "its own cluster's loss: models alike (as after a split, whose children start from "
+        "the parent's) move nobody",
+    )
+    reassign_every: int = setting(
+        1,
+        "int ≥ 1",
+        "the probe runs every this many rounds (its cost: each sampled client evaluates every "
+        "cluster's model on its train split)",
+    )
 
     choices = {
         "sampling": ("priority", "uniform"),
         "interaction": ("auto", "dense", "observed"),
         "reward": ("auto", "steps", "round"),
+        "reassign": ("loss", "none"),
     }
     conditions = {
         "min_alpha": Condition(("algorithm.alpha",), "algorithm.alpha = 0 (the participation "
@@ -119,6 +144,9 @@ class FedGWCParams(Params):
         "reference_ratio": Condition(("algorithm.reference_draws",),
                                      "algorithm.reference_draws ≥ 1",
                                      lambda c: c.algorithm.reference_draws >= 1),
+        **dict.fromkeys(("reassign_ratio", "reassign_every"), Condition(
+            ("algorithm.reassign",), 'algorithm.reassign = "loss"',
+            lambda c: c.algorithm.reassign == "loss")),
     }  # fmt: skip
     #: what a run file written before these keys (or before their defaults changed) did
     stored_defaults = {
@@ -128,6 +156,9 @@ class FedGWCParams(Params):
         "reward": "steps",
         "min_observations": 0,
         "min_alpha": 0.0,
+        "reassign": "none",
+        "reassign_ratio": 0.5,
+        "reassign_every": 1,
     }
 
     def check(self, config) -> None:
@@ -147,6 +178,10 @@ class FedGWCParams(Params):
                 self.reference_draws, f"between 0 and {MAX_REFERENCE_DRAWS}")  # fmt: skip
         require(0.0 < self.reference_ratio <= 1.0, "reference_ratio", self.reference_ratio,
                 "in (0, 1]")  # fmt: skip
+        require(0.0 < self.reassign_ratio < 1.0, "reassign_ratio", self.reassign_ratio,
+                "in (0, 1)")  # fmt: skip
+        require(1 <= self.reassign_every <= 2**31, "reassign_every", self.reassign_every,
+                "at least 1")  # fmt: skip
 
 
 #: the population is far larger than the cohort where at most this share of it is sampled
