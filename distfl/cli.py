@@ -276,7 +276,8 @@ def _add_suite(sub: argparse._SubParsersAction) -> None:
     )
     su.add_argument(
         "--seeds", default=None, metavar="S,T",
-        help="seeds, comma-separated (0; a --table's own, 0,1,2)",
+        help="seeds, comma-separated, and ranges: 0-9 is 0,1,...,9 (0; a --table's own, "
+        "0,1,2)",
     )  # fmt: skip
     su.add_argument(
         "--table",

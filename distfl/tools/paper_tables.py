@@ -292,7 +292,8 @@ def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, 
     """One row per method of the suite's ``rows`` (in the order they came): the method,
     the paper's label, the seeds that finished, and for each of the table's columns ours
     (mean ± sd over the seeds, accuracies in percent), the number of seeds it is over
-    (``<column>_n``) and the paper's."""
+    (``<column>_n``), its worst seed's value and seed (``<column>_worst_seed``:
+    :func:`worst_seed`) and the paper's."""
     by_method: dict[str, list[dict[str, Any]]] = {}
     for row in rows:
         by_method.setdefault(row["algorithm"], []).append(row)
@@ -310,9 +311,31 @@ def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, 
             values = [r[column] * scale for r in done if r.get(column) is not None]
             line[column] = stats(values)
             line[f"{column}_n"] = len(_finite(values))
+            line[f"{column}_worst_seed"] = worst_seed(
+                [(r[column] * scale, r.get("seed")) for r in done if r.get(column) is not None],
+                column,
+            )  # fmt: skip
             line[f"paper_{column}"] = paper.values.get(column) if paper else None
         out.append(line)
     return out
+
+
+#: the columns where more is better (their worst seed has the least) and where less is
+#: (the most); the others (clusters, a split's round) have no worst
+HIGHER_BETTER = frozenset({"accuracy", "accuracy_worst", "ari", "rand", "was"})
+LOWER_BETTER = frozenset({"test_loss", "rounds_to_target", "bytes_to_target", "wadb"})
+
+
+def worst_seed(values: list[tuple[Any, Any]], column: str) -> tuple[float, Any] | None:
+    """(value, seed) of the worst of ``values`` ((value, seed) pairs, the finite ones
+    counted) for ``column``: the least where more is better, the most where less is (the
+    first seed of equal ones); None for a column without a worst, or fewer than 2 values."""
+    finite = [(float(v), seed) for v, seed in values
+              if v is not None and math.isfinite(float(v))]  # fmt: skip
+    if len(finite) < 2 or column not in HIGHER_BETTER | LOWER_BETTER:
+        return None
+    pick = min if column in HIGHER_BETTER else max
+    return pick(finite, key=lambda pair: pair[0])
 
 
 #: the columns that count (rounds, bytes, clusters): printed as whole numbers
@@ -327,9 +350,11 @@ def _number(value: float, column: str) -> str:
     return f"{value:.{2 if column in PERCENT or column == 'ari' else 3}f}"
 
 
-def _cell(value: Value, column: str, n: int | None = None) -> str:
+def _cell(value: Value, column: str, n: int | None = None,
+          worst: tuple[float, Any] | None = None) -> str:  # fmt: skip
     """A cell of the comparison: ``-`` for none; the paper's mean ± sd; ours with the
-    number of seeds, ``n = 1`` in place of a deviation that one seed cannot have."""
+    number of seeds, ``n = 1`` in place of a deviation that one seed cannot have, and the
+    worst seed's value (:func:`worst_seed`) where there is one."""
     if value is None:
         return "-"
     mean, sd = value
@@ -337,7 +362,10 @@ def _cell(value: Value, column: str, n: int | None = None) -> str:
         return f"{_number(mean, column)} ± {_number(sd, column)}"
     if n == 1:
         return f"{_number(mean, column)} (n = 1)"
-    return f"{_number(mean, column)} ± {_number(sd, column)} (n = {n})"
+    worst_text = "" if worst is None else (
+        f", worst {_number(worst[0], column)}"
+        + ("" if worst[1] is None else f" at seed {worst[1]}"))  # fmt: skip
+    return f"{_number(mean, column)} ± {_number(sd, column)} (n = {n}{worst_text})"
 
 
 def comparison_cells(
@@ -355,7 +383,8 @@ def comparison_cells(
             name = f"{name} ({line['paper_label']})"
         row = [name, str(line["seeds"])]
         for column, _ in table.columns:
-            row += [_cell(line[column], column, line[f"{column}_n"]),
+            row += [_cell(line[column], column, line[f"{column}_n"],
+                          line.get(f"{column}_worst_seed")),
                     _cell(line[f"paper_{column}"], column)]  # fmt: skip
         cells.append(row)
     return head, cells
@@ -377,6 +406,8 @@ def format_comparison(table: PaperTable, lines: list[dict[str, Any]], absent: li
 ABSENT = "not methods of distfl (paper's rows left out)"
 
 __all__ = [
+    "HIGHER_BETTER",
+    "LOWER_BETTER",
     "TABLES",
     "PaperRow",
     "PaperTable",
@@ -386,4 +417,5 @@ __all__ = [
     "format_comparison",
     "stats",
     "table_titled",
+    "worst_seed",
 ]

@@ -28,6 +28,7 @@ percentile), round of the first split and wall time.
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -413,16 +414,46 @@ def table_arguments(kw: dict[str, Any], table: str) -> dict[str, Any]:
     }
 
 
+#: the most seeds one ``--seeds`` may name
+MAX_SEEDS = 10_000
+_SEED_ITEM = re.compile(r"(\d{1,18})(?:-(\d{1,18}))?")
+
+
+def seed_list(text: str) -> list[int]:
+    """The seeds of ``--seeds``: comma-separated integers and ranges ``A-B`` (A to B, both
+    included), in the order given: ``0-9`` is 0,1,...,9 and ``0-2,7`` 0,1,2,7. A seed
+    named twice, a range that runs backwards, more than :data:`MAX_SEEDS` seeds or anything
+    else is a UserError naming what was wrong."""
+    seeds: list[int] = []
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        m = _SEED_ITEM.fullmatch(item)
+        if m is None:
+            raise UserError(f"--seeds {text!r}: {item!r} is neither a seed nor a range; "
+                            "expected integers and ranges like 0-9,12")  # fmt: skip
+        first = int(m.group(1))
+        last = first if m.group(2) is None else int(m.group(2))
+        if last < first:
+            raise UserError(f"--seeds {text!r}: the range {item!r} runs backwards")
+        if len(seeds) + last - first + 1 > MAX_SEEDS:
+            raise UserError(f"--seeds {text!r}: more than {MAX_SEEDS:,} seeds")
+        seeds.extend(range(first, last + 1))
+    twice = sorted({s for s in seeds if seeds.count(s) > 1}) if len(set(seeds)) < len(seeds) \
+        else []  # fmt: skip
+    if twice:
+        raise UserError(f"--seeds {text!r}: seed {twice[0]} is named twice")
+    return seeds
+
+
 def suite_arguments(args) -> dict[str, Any]:
     """``distfl suite``'s parsed arguments as :func:`suite`'s: the scenarios (the default
     ones where none are named), the algorithms and seeds as lists, and the rest; with
     ``--table``, the table's (:func:`table_arguments`)."""
     table = getattr(args, "table", None)
     seeds_text = args.seeds if args.seeds is not None else ("" if table else "0")
-    try:
-        seeds = [int(s) for s in seeds_text.split(",") if s]
-    except ValueError:
-        raise UserError(f"--seeds {args.seeds!r}: expected integers like 0,1,2") from None
+    seeds = seed_list(seeds_text)
     algorithms_text = (
         args.algorithms if args.algorithms is not None else ("" if table else "fedgwc,none")
     )

@@ -12,8 +12,8 @@ import pytest
 from distfl.algorithms import algorithm_names, key_owners
 from distfl.cli import _parser
 from distfl.errors import UserError
-from distfl.tools.paper_tables import TABLES, comparison, format_comparison, stats
-from distfl.tools.suite import plan_jobs, suite_arguments
+from distfl.tools.paper_tables import TABLES, comparison, format_comparison, stats, worst_seed
+from distfl.tools.suite import plan_jobs, seed_list, suite_arguments
 
 
 def suite_args(*argv: str) -> argparse.Namespace:
@@ -103,8 +103,8 @@ def test_without_a_table_the_defaults_stay():
 def test_the_comparison_is_our_mean_and_deviation_beside_the_papers():
     spec = TABLES["emdcfl-table1-quick"]
     rows = [
-        {"algorithm": "oracle", "accuracy": 0.9, "accuracy_worst": 0.8, "ari": 1.0},
-        {"algorithm": "oracle", "accuracy": 0.8, "accuracy_worst": 0.6, "ari": 1.0},
+        {"algorithm": "oracle", "accuracy": 0.9, "accuracy_worst": 0.8, "ari": 1.0, "seed": 0},
+        {"algorithm": "oracle", "accuracy": 0.8, "accuracy_worst": 0.6, "ari": 1.0, "seed": 1},
         {"algorithm": "fedgwc", "accuracy": 0.7, "accuracy_worst": 0.5, "ari": 0.0},
         {"algorithm": "fedgwc", "accuracy": None, "accuracy_worst": None, "ari": None},
     ]
@@ -119,7 +119,8 @@ def test_the_comparison_is_our_mean_and_deviation_beside_the_papers():
     assert lines["fedgwc"]["seeds"] == 1 and lines["fedgwc"]["paper_ari"] is None
     assert oracle["accuracy_n"] == 2 and lines["fedgwc"]["accuracy_n"] == 1
     text = format_comparison(spec, list(lines.values()), ["FedEM"])
-    assert "| oracle | 2 | 85.00 ± 7.07 (n = 2) | 98.86 ± 0.05 |" in text, text
+    assert "| oracle | 2 | 85.00 ± 7.07 (n = 2, worst 80.00 at seed 1) | 98.86 ± 0.05 |" in text
+    assert "| 1.00 ± 0.00 (n = 2, worst 1.00 at seed 0) |" in text, text  # the first of ties
     assert "| fedgwc | 1 | 70.00 (n = 1) | - |" in text, text
     assert "not methods of distfl (paper's rows left out): FedEM" in text
 
@@ -140,13 +141,15 @@ def test_one_seed_says_n_1_and_counts_are_whole_numbers():
     lines = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines()}
     assert lines["flcl"] == "| flcl | 1 | 0.250 (n = 1) | - | 152 (n = 1) | - |"
     sd = statistics.stdev([150, 153, 153])
+    # the worst loss is the highest, the worst round count the latest (no seed recorded)
     assert lines["fedavg"] == (
-        f"| fedavg | 3 | 0.300 ± 0.100 (n = 3) | - | 152 ± {sd:.1f} (n = 3) | - |"
+        f"| fedavg | 3 | 0.300 ± 0.100 (n = 3, worst 0.400) | - | 152 ± {sd:.1f} (n = 3, "
+        "worst 153) | - |"
     )
     assert lines["fedcs"] == "| fedcs | 1 | 0.500 (n = 1) | - | - | - |"
     rows[1]["rounds_to_target"] = 151  # a mean of 152.33...: one decimal
     text = format_comparison(spec, comparison(spec, rows), [])
-    assert "| 152.3 ± 1.2 (n = 3) |" in text, text
+    assert "| 152.3 ± 1.2 (n = 3, worst 153) |" in text, text
     assert "± 0.00" not in text and ".000" not in text
 
 
@@ -197,3 +200,30 @@ def test_each_table_has_a_title_of_its_own():
     for name, spec in TABLES.items():
         assert table_titled(spec.title) == name
     assert table_titled("Table 1") is None
+
+
+def test_the_worst_seed_is_the_least_where_more_is_better_and_the_most_where_less_is():
+    assert worst_seed([(0.9, 0), (0.6, 3), (0.6, 5), (1.0, 1)], "ari") == (0.6, 3)
+    assert worst_seed([(0.2, 0), (0.5, 2), (float("nan"), 4)], "test_loss") == (0.5, 2)
+    assert worst_seed([(3, 0), (2, 1)], "clusters") is None  # no worst for a count
+    assert worst_seed([(0.9, 0), (None, 1)], "ari") is None  # one value: no worst
+
+
+@pytest.mark.parametrize(("text", "seeds"), [
+    ("0-9", list(range(10))), ("0-2,7", [0, 1, 2, 7]), ("3", [3]), ("5-5", [5]),
+    (" 1 , 4-6 ", [1, 4, 5, 6]), ("", []),
+])  # fmt: skip
+def test_seeds_take_ranges(text, seeds):
+    assert seed_list(text) == seeds
+    assert suite_arguments(suite_args("--seeds", text or "0"))["seeds"] == (seeds or [0])
+
+
+@pytest.mark.parametrize(("text", "says"), [
+    ("9-0", "runs backwards"), ("1,2,1", "seed 1 is named twice"), ("0-3,2", "seed 2"),
+    ("a", "neither a seed nor a range"), ("-1", "neither"), ("1.5", "neither"),
+    ("0-99999", "more than 10,000 seeds"), ("1-2-3", "neither"),
+])  # fmt: skip
+def test_a_bad_seed_list_is_refused_in_one_line(text, says):
+    with pytest.raises(UserError) as err:
+        seed_list(text)
+    assert says in str(err.value) and "\n" not in str(err.value)
