@@ -38,6 +38,20 @@ def test_importance_weights_by_hand():
     assert importance_weights(np.zeros((4, 0)), 0.01).tolist() == [0.25] * 4
 
 
+def test_a_diverged_model_takes_no_sample_where_the_codes_argmin_gives_it_every_one():
+    """The deviation docs/algorithms.md names: a model whose loss is NaN on every sample
+    (diverged) gets σ here; an argmin over the raw losses, the code's (torch's argmin
+    returns a NaN's index as numpy's does), would give it all 3 samples."""
+    import torch
+
+    losses = np.array([[0.2, 0.4, 0.3], [np.nan, np.nan, np.nan]])
+    assert importance_weights(losses, 1e-4).tolist() == [1.0, 1e-4]
+    assert torch.argmin(torch.tensor(losses), dim=0).tolist() == [1, 1, 1]
+    assert np.argmin(losses, axis=0).tolist() == [1, 1, 1]
+    every = np.full((2, 3), np.nan)  # every model NaN: the first takes them
+    assert importance_weights(every, 1e-4).tolist() == [1.0, 1e-4]
+
+
 def test_mix_and_state_rows_by_hand():
     models = np.array([[1.0, 2.0], [3.0, 6.0]])
     assert mix_of(models, np.array([0.75, 0.25])).tolist() == [1.5, 3.0]
