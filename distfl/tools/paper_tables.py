@@ -312,8 +312,8 @@ def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, 
             line[column] = stats(values)
             line[f"{column}_n"] = len(_finite(values))
             line[f"{column}_worst_seed"] = worst_seed(
-                [(r[column] * scale, r.get("seed")) for r in done if r.get(column) is not None],
-                column,
+                [(None if r.get(column) is None else r[column] * scale, r.get("seed"))
+                 for r in done], column,
             )  # fmt: skip
             line[f"paper_{column}"] = paper.values.get(column) if paper else None
         out.append(line)
@@ -326,16 +326,28 @@ HIGHER_BETTER = frozenset({"accuracy", "accuracy_worst", "ari", "rand", "was"})
 LOWER_BETTER = frozenset({"test_loss", "rounds_to_target", "bytes_to_target", "wadb"})
 
 
+#: the columns where a finished run without a value never reached the target: the worst
+NEVER = frozenset({"rounds_to_target", "bytes_to_target"})
+
+
 def worst_seed(values: list[tuple[Any, Any]], column: str) -> tuple[float, Any] | None:
-    """(value, seed) of the worst of ``values`` ((value, seed) pairs, the finite ones
-    counted) for ``column``: the least where more is better, the most where less is (the
-    first seed of equal ones); None for a column without a worst, or fewer than 2 values."""
-    finite = [(float(v), seed) for v, seed in values
-              if v is not None and math.isfinite(float(v))]  # fmt: skip
-    if len(finite) < 2 or column not in HIGHER_BETTER | LOWER_BETTER:
+    """(value, seed) of the worst of ``values`` ((value, seed) pairs of the finished runs)
+    for ``column``: the least where more is better, the most where less is (the first seed
+    of equal ones), ``inf`` for a run of a :data:`NEVER` column without a value (it never
+    reached the target); None for a column without a worst, or fewer than 2 values. Other
+    missing or non-finite values are left out."""
+    if column not in HIGHER_BETTER | LOWER_BETTER:
+        return None
+    kept = []
+    for v, seed in values:
+        if v is None and column in NEVER:
+            kept.append((math.inf, seed))
+        elif v is not None and math.isfinite(float(v)):
+            kept.append((float(v), seed))
+    if len(kept) < 2:
         return None
     pick = min if column in HIGHER_BETTER else max
-    return pick(finite, key=lambda pair: pair[0])
+    return pick(kept, key=lambda pair: pair[0])
 
 
 #: the columns that count (rounds, bytes, clusters): printed as whole numbers
@@ -360,11 +372,11 @@ def _cell(value: Value, column: str, n: int | None = None,
     mean, sd = value
     if n is None:
         return f"{_number(mean, column)} ± {_number(sd, column)}"
-    if n == 1:
-        return f"{_number(mean, column)} (n = 1)"
     worst_text = "" if worst is None else (
-        f", worst {_number(worst[0], column)}"
+        f", worst {'never' if math.isinf(worst[0]) else _number(worst[0], column)}"
         + ("" if worst[1] is None else f" at seed {worst[1]}"))  # fmt: skip
+    if n == 1:  # (a worst beside one value: a seed that never reached the target)
+        return f"{_number(mean, column)} (n = 1{worst_text})"
     return f"{_number(mean, column)} ± {_number(sd, column)} (n = {n}{worst_text})"
 
 

@@ -5,6 +5,7 @@ standard deviation over the seeds beside the paper's values."""
 from __future__ import annotations
 
 import argparse
+import math
 import statistics
 
 import pytest
@@ -147,6 +148,16 @@ def test_one_seed_says_n_1_and_counts_are_whole_numbers():
         "worst 153) | - |"
     )
     assert lines["fedcs"] == "| fedcs | 1 | 0.500 (n = 1) | - | - | - |"
+    rows.append({**rows[0], "rounds_to_target": None, "seed": 4})  # flcl's second seed
+    text = format_comparison(spec, comparison(spec, rows), [])
+    assert (
+        "| flcl | 2 | 0.250 ± 0.000 (n = 2, worst 0.250) | - | 152 (n = 1, worst never at seed 4) |"
+        in text
+    ), text
+    rows.append({**rows[0], "seed": 5})
+    text = format_comparison(spec, comparison(spec, rows), [])
+    assert "152 ± 0 (n = 2, worst never at seed 4) |" in text, text
+    del rows[-2:]
     rows[1]["rounds_to_target"] = 151  # a mean of 152.33...: one decimal
     text = format_comparison(spec, comparison(spec, rows), [])
     assert "| 152.3 ± 1.2 (n = 3, worst 153) |" in text, text
@@ -207,6 +218,8 @@ def test_the_worst_seed_is_the_least_where_more_is_better_and_the_most_where_les
     assert worst_seed([(0.2, 0), (0.5, 2), (float("nan"), 4)], "test_loss") == (0.5, 2)
     assert worst_seed([(3, 0), (2, 1)], "clusters") is None  # no worst for a count
     assert worst_seed([(0.9, 0), (None, 1)], "ari") is None  # one value: no worst
+    # a finished run that never reached the target is the worst of the rounds to it
+    assert worst_seed([(152, 0), (None, 1), (174, 2)], "rounds_to_target") == (math.inf, 1)
 
 
 @pytest.mark.parametrize(("text", "seeds"), [
