@@ -1,6 +1,7 @@
 """FedGWC giving members back, in real runs: on the default federation with splits forced
-early (a split test every round, no references) and a ratio of 0.99 (a client moves where
-another cluster's model fits it 1 % better), members move in several rounds; the run is
+early (a split test every round, no references), a ratio of 0.99 and an outlier factor of
+1.01 (a client moves where another cluster's model fits it 1 % better, the other way round
+for its cluster's members, and its loss is above theirs), members move in several rounds; the run is
 the same, bit for bit, in one process, under torchrun with 3 ranks, under mpiexec with 3
 ranks, and resumed from a file that ended half-way. Each cluster's members after a move are
 the tree's, and the statistics ``joined`` and ``left`` balance."""
@@ -23,7 +24,8 @@ pytestmark = pytest.mark.integration
 EARLY = ["--set", "run.seed=0", "--set", 'run.progress="none"', "--set", "algorithm.epsilon=1",
          "--set", "algorithm.patience=1", "--set", "algorithm.min_observations=2",
          "--set", "algorithm.reference_draws=0", "--set", "algorithm.stable_tests=1",
-         "--set", "algorithm.n_max=2", "--set", "algorithm.reassign_ratio=0.99"]  # fmt: skip
+         "--set", "algorithm.n_max=2", "--set", "algorithm.reassign_ratio=0.99",
+         "--set", "algorithm.reassign_outlier=1.01"]  # fmt: skip
 ROUNDS = 60
 
 

@@ -16,51 +16,77 @@ from distfl.algorithms.fedgwc.reassign import moves
 LEAVES = ["0.0", "0.1"]
 
 
-def _moves(losses, own, sizes=None, ratio=0.5, min_clients=1, clients=None):
+def _moves(losses, own, sizes=None, ratio=0.5, outlier=2.0, min_clients=1, clients=None):
     clients = np.arange(len(own)) if clients is None else np.asarray(clients)
     sizes = sizes or {"0.0": 10, "0.1": 10}
     return moves(clients, own, LEAVES, np.asarray(losses, dtype=float), sizes,
-                 ratio=ratio, min_clients=min_clients)  # fmt: skip
+                 ratio=ratio, outlier=outlier, min_clients=min_clients)  # fmt: skip
 
 
-def test_a_client_moves_where_another_model_cuts_its_loss_below_the_ratio():
-    # client 0: 4.0 at home, 0.3 in 0.1 (0.3 < 0.5 * 4.0): moves; client 1: 0.2 at home
-    # and 3.0 away: stays; client 2 of 0.1: 0.9 at home, 0.5 in 0.0 (0.5 ≥ 0.45): stays
-    out = _moves([[4.0, 0.3], [0.2, 3.0], [0.5, 0.9]], ["0.0", "0.0", "0.1"])
-    assert out == {0: "0.1"}
+#: two members of each cluster that fit their own model (0.2) and not the other (3.0)
+PEERS = [[0.2, 3.0], [0.2, 3.0], [3.0, 0.2], [3.0, 0.2]]
+PEERS_OWN = ["0.0", "0.0", "0.1", "0.1"]
 
 
-def test_models_alike_move_nobody_and_the_ratio_is_strict():
-    assert _moves([[1.0, 1.0], [2.0, 2.0]], ["0.0", "0.1"]) == {}
-    assert _moves([[1.0, 0.5]], ["0.0"]) == {}  # exactly half: no move
-    assert _moves([[1.0, 0.4999]], ["0.0"]) == {0: "0.1"}
-    assert _moves([[1.0, 0.7]], ["0.0"], ratio=0.75) == {0: "0.1"}
+def test_a_client_far_from_its_cluster_that_the_other_model_fits_moves():
+    # client 4 of 0.0: 4.0 at home (above 2 x 0.2), 0.3 in 0.1 (< 0.5 x 4.0), and 0.0's
+    # members find 0.1's model 15 times worse: it moves. Client 5 of 0.1 fits its own: stays
+    out = _moves([*PEERS, [4.0, 0.3], [3.0, 0.25]], [*PEERS_OWN, "0.0", "0.1"])
+    assert out == {4: "0.1"}
+
+
+def test_each_condition_alone_keeps_the_client():
+    # another model far better, but its cluster's members find that model better too (a
+    # better model for all, as for one-class clients under near-IID ones): stays
+    assert _moves([[0.4, 0.3], [0.4, 0.3], [4.0, 0.3]], ["0.0", "0.0", "0.0"]) == {}
+    # the other model far better, but the client is not far from its members (1.0 is not
+    # above 2 x 0.6, the median of 0.2, 0.6 and 3.0): stays
+    assert _moves([[0.2, 3.0], [0.6, 3.0], [3.0, 30.0], [1.0, 0.3]],
+                  ["0.0", "0.0", "0.0", "0.0"]) == {}  # fmt: skip
+    # far from its members, but the other model is not far better (2.5 is not below 0.5 x 4)
+    assert _moves([*PEERS, [4.0, 2.5]], [*PEERS_OWN, "0.0"]) == {}
+    # probed alone in its cluster: no evidence, stays
+    assert _moves([[3.0, 0.2], [4.0, 0.1]], ["0.1", "0.0"]) == {}
+
+
+def test_models_alike_move_nobody_and_the_ratios_are_strict():
+    assert _moves([[1.0, 1.0], [1.0, 1.0], [2.0, 2.0]], ["0.0", "0.0", "0.0"]) == {}
+    assert _moves([*PEERS, [4.0, 2.0]], [*PEERS_OWN, "0.0"]) == {}  # exactly half: stays
+    assert _moves([*PEERS, [4.0, 1.999]], [*PEERS_OWN, "0.0"]) == {4: "0.1"}
+    assert _moves([*PEERS, [0.4, 0.1]], [*PEERS_OWN, "0.0"]) == {}  # exactly 2 x 0.2
+    # the members' ratio exactly 1 / ratio counts (at least): 0.4 / 0.2 = 2
+    assert _moves([[0.2, 0.4], [0.2, 0.4], [4.0, 0.1]], ["0.0", "0.0", "0.0"]) == {2: "0.1"}
 
 
 def test_nan_never_wins_and_a_nan_home_loss_counts_as_infinite():
-    assert _moves([[np.nan, 0.3]], ["0.0"]) == {0: "0.1"}
-    assert _moves([[0.3, np.nan]], ["0.0"]) == {}
-    assert _moves([[np.nan, np.nan]], ["0.0"]) == {}
-    assert _moves([[np.inf, np.inf]], ["0.0"]) == {}
+    assert _moves([*PEERS, [np.nan, 0.3]], [*PEERS_OWN, "0.0"]) == {4: "0.1"}
+    assert _moves([*PEERS, [4.0, np.nan]], [*PEERS_OWN, "0.0"]) == {}
+    assert _moves([*PEERS, [np.nan, np.nan]], [*PEERS_OWN, "0.0"]) == {}
+    # a member whose losses are NaN tells nothing of the models: no evidence, no move
+    assert _moves([[np.nan, np.nan], [4.0, 0.3]], ["0.0", "0.0"]) == {}
 
 
 def test_a_cluster_keeps_min_clients_counted_in_ascending_client_order():
-    # clients 7 and 3 of 0.0 (4 members, floor 3) both fit 0.1 far better: only 3 moves
-    out = _moves([[5.0, 0.1], [5.0, 0.1]], ["0.0", "0.0"], sizes={"0.0": 4, "0.1": 4},
-                 min_clients=3, clients=[7, 3])  # fmt: skip
+    # clients 7 and 3 of 0.0 (4 members, floor 3) both belong in 0.1 (probed together,
+    # each far above the median of its cluster's others): only 3 moves
+    out = _moves([*PEERS, [5.0, 0.1], [5.0, 0.1]], [*PEERS_OWN, "0.0", "0.0"],
+                 sizes={"0.0": 4, "0.1": 4}, min_clients=3,
+                 clients=[0, 1, 2, 4, 7, 3])  # fmt: skip
     assert out == {3: "0.1"}
-    # client 0 joining 0.0 (3 members, at the floor) makes room for client 1 to leave it
-    out = _moves([[0.1, 5.0], [5.0, 0.1]], ["0.1", "0.0"], sizes={"0.0": 3, "0.1": 4},
+    # client 5 joining 0.0 (3 members, at the floor) makes room for client 6 to leave it
+    out = _moves([*PEERS, [0.1, 5.0], [5.0, 0.1]], [*PEERS_OWN, "0.1", "0.0"],
+                 sizes={"0.0": 3, "0.1": 4}, min_clients=3, clients=[0, 1, 2, 3, 5, 6])  # fmt: skip
+    assert out == {5: "0.0", 6: "0.1"}
+    out = _moves([*PEERS, [5.0, 0.1]], [*PEERS_OWN, "0.0"], sizes={"0.0": 3, "0.1": 4},
                  min_clients=3)  # fmt: skip
-    assert out == {0: "0.0", 1: "0.1"}
-    out = _moves([[5.0, 0.1]], ["0.0"], sizes={"0.0": 3, "0.1": 4}, min_clients=3)
     assert out == {}
 
 
 def test_ties_among_other_models_go_to_the_first_cluster():
-    out = moves(np.array([0]), ["0.1"], ["0.0", "0.1", "0.2"], np.array([[0.1, 3.0, 0.1]]),
-                {"0.0": 5, "0.1": 5, "0.2": 5}, ratio=0.5, min_clients=1)  # fmt: skip
-    assert out == {0: "0.0"}
+    out = moves(np.array([0, 1, 2]), ["0.1", "0.1", "0.1"], ["0.0", "0.1", "0.2"],
+                np.array([[3.0, 0.2, 3.0], [3.0, 0.2, 3.0], [0.1, 3.0, 0.1]]),
+                {"0.0": 5, "0.1": 5, "0.2": 5}, ratio=0.5, outlier=2.0, min_clients=1)  # fmt: skip
+    assert out == {2: "0.0"}
 
 
 def test_losses_of_another_shape_are_refused():
@@ -87,7 +113,8 @@ def _split_fedgwc(**kwargs):
 
 
 def _losses(request) -> np.ndarray:
-    """Client 6 fits 0.1's model (0.2 against 3.0 at home); the others their own."""
+    """Client 6 fits 0.1's model (0.2 against 3.0 at home, where the others have 0.2);
+    every other client its own (0.2, and 3.0 under the other model)."""
     rows = []
     for k in request.clients:
         home = 0 if k < 6 else 1

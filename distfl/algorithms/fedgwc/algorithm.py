@@ -277,7 +277,8 @@ class FedGWC(ClusteringAlgorithm):
         clients = np.asarray(request.clients, dtype=np.int64)
         sizes = {cid: len(self.tree.members(cid)) for cid in leaves}
         moved = moves(clients, [own[int(k)] for k in clients], leaves, rows, sizes,
-                      ratio=self.reassign_ratio, min_clients=self.min_clients)  # fmt: skip
+                      ratio=self.reassign_ratio, outlier=self.reassign_outlier,
+                      min_clients=self.min_clients)  # fmt: skip
         if not moved:
             return
         for k, b in moved.items():

@@ -112,18 +112,25 @@ class FedGWCParams(Params):
         "`loss`, `none`",
         "`loss`: once there are two clusters or more, each round's sampled clients report "
         "their train loss under every cluster's model before training (IFCA's probe), and a "
-        "client whose loss another cluster's model cuts below `reassign_ratio` times its own "
-        "cluster's moves there (a cluster keeps `min_clients` members at least): a split "
-        "that put a client on the wrong side is mended (see [Giving a member "
-        "back](algorithms.md#giving-a-member-back)); `none`: a client stays in the cluster a "
-        "split gave it (the paper's)",
+        "client that another cluster's model fits `1 / reassign_ratio` times better, whose "
+        "own cluster's other sampled members that model fits as many times worse, and whose "
+        "loss is above `reassign_outlier` times their median, moves there (a cluster keeps "
+        "`min_clients` members at least): a split that put a client on the wrong side is "
+        "mended (see [Giving a member back](algorithms.md#giving-a-member-back)); `none`: a "
+        "client stays in the cluster a split gave it (the paper's)",
     )
     reassign_ratio: float = setting(
-        0.5,
+        0.2,
         "(0, 1)",
         "a client moves only where another cluster's model gives it less than this share of "
-        "its own cluster's loss: models alike (as after a split, whose children start from "
-        "the parent's) move nobody",
+        "its own cluster's loss, and its own cluster's other sampled members at least 1 / "
+        "this times theirs (models alike, as after a split, move nobody)",
+    )
+    reassign_outlier: float = setting(
+        4.0,
+        "> 1",
+        "a client moves only where its own cluster's loss is above this many times the "
+        "median of the other sampled members' of its cluster",
     )
     reassign_every: int = setting(
         1,
@@ -144,7 +151,7 @@ class FedGWCParams(Params):
         "reference_ratio": Condition(("algorithm.reference_draws",),
                                      "algorithm.reference_draws ≥ 1",
                                      lambda c: c.algorithm.reference_draws >= 1),
-        **dict.fromkeys(("reassign_ratio", "reassign_every"), Condition(
+        **dict.fromkeys(("reassign_ratio", "reassign_outlier", "reassign_every"), Condition(
             ("algorithm.reassign",), 'algorithm.reassign = "loss"',
             lambda c: c.algorithm.reassign == "loss")),
     }  # fmt: skip
@@ -157,7 +164,8 @@ class FedGWCParams(Params):
         "min_observations": 0,
         "min_alpha": 0.0,
         "reassign": "none",
-        "reassign_ratio": 0.5,
+        "reassign_ratio": 0.2,
+        "reassign_outlier": 4.0,
         "reassign_every": 1,
     }
 
@@ -180,6 +188,8 @@ class FedGWCParams(Params):
                 "in (0, 1]")  # fmt: skip
         require(0.0 < self.reassign_ratio < 1.0, "reassign_ratio", self.reassign_ratio,
                 "in (0, 1)")  # fmt: skip
+        require(1.0 < self.reassign_outlier < 1e300, "reassign_outlier", self.reassign_outlier,
+                "above 1")  # fmt: skip
         require(1 <= self.reassign_every <= 2**31, "reassign_every", self.reassign_every,
                 "at least 1")  # fmt: skip
 
