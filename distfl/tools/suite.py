@@ -33,6 +33,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -440,10 +441,9 @@ def seed_list(text: str) -> list[int]:
         if len(seeds) + last - first + 1 > MAX_SEEDS:
             raise UserError(f"--seeds {text!r}: more than {MAX_SEEDS:,} seeds")
         seeds.extend(range(first, last + 1))
-    twice = sorted({s for s in seeds if seeds.count(s) > 1}) if len(set(seeds)) < len(seeds) \
-        else []  # fmt: skip
+    twice = [s for s, n in Counter(seeds).items() if n > 1]
     if twice:
-        raise UserError(f"--seeds {text!r}: seed {twice[0]} is named twice")
+        raise UserError(f"--seeds {text!r}: seed {min(twice)} is named twice")
     return seeds
 
 
