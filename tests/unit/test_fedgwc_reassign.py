@@ -157,6 +157,19 @@ def test_fedgwc_moves_the_misplaced_client_and_starts_both_clusters_afresh():
     assert "joined" not in stats["0.0"] and "left" not in stats["0.1"]
 
 
+def test_a_move_is_recorded_where_none_of_the_cluster_reported():
+    alg = _split_fedgwc(reassign="loss", min_clients=3)
+    request = alg.plan_probe(2)
+    alg.update_probe(2, request, _losses(request))
+    plan = alg.plan(2)
+    ids = np.arange(6, dtype=np.int64)  # only 0.0's clients report (0.1's dropped out)
+    reports = ClientReports(clients=ids, losses=np.full((6, 4), 0.5),
+                            num_samples=np.full(6, 10, dtype=np.int64))  # fmt: skip
+    stats = alg.update(2, plan, reports).stats
+    assert stats["0.1"] == {"joined": 1.0, "left": 0.0}
+    assert (stats["0.0"]["joined"], stats["0.0"]["left"]) == (0.0, 1.0) and "mse" in stats["0.0"]
+
+
 def test_the_state_after_a_move_is_what_the_run_file_gives_back():
     alg = _split_fedgwc(reassign="loss", min_clients=3)
     request = alg.plan_probe(2)

@@ -331,6 +331,8 @@ class FedGWC(ClusteringAlgorithm):
         block contrast of its P and W by ground-truth group (:meth:`_diagnose`)."""
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
         out = RoundUpdate()
+        for cid, (joined, left) in self._moved.items():  # even where none of it reported
+            out.stats[cid] = {"joined": float(joined), "left": float(left)}
         for cid in sorted(self.state):
             st = self.state[cid]
             members = self.tree.members(cid)
@@ -352,9 +354,7 @@ class FedGWC(ClusteringAlgorithm):
                 new = (1.0 - self.alpha) * old + self.alpha * omega[:, None]
                 st.mse = interaction_mse(new - old, block, st.P.shape)
                 st.P[block] = new
-            out.stats[cid] = {"mse": st.mse}
-            if cid in self._moved:
-                out.stats[cid]["joined"], out.stats[cid]["left"] = map(float, self._moved[cid])
+            out.stats.setdefault(cid, {})["mse"] = st.mse
             st.quiet = st.quiet + 1 if st.mse < self.epsilon else 0
             testing = (
                 st.quiet >= self.patience
