@@ -315,6 +315,8 @@ def suite(
     failed run's scores are None) and each job's outcome. ``stream``: by default the
     ``sys.stdout`` of the call."""
     from distfl.tools.gather import format_table
+    from distfl.tools.seed_summary import several_seeds, summarize
+    from distfl.tools.seed_summary import text as seed_text
 
     stream = sys.stdout if stream is None else stream
 
@@ -344,6 +346,8 @@ def suite(
     )
     write_outputs(rows, out, force=force, table=table)
     stream.write("\n" + format_table(rows))
+    if several_seeds(rows):
+        stream.write("\nover the seeds (mean ± sd, the worst seed):\n" + seed_text(summarize(rows)))
     failed = [o for o in outcomes if o.returncode != 0]
     stream.write("\n" + summary_line(outcomes, time.perf_counter() - start, Path(out)))
     for o in failed:

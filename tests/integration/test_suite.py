@@ -150,6 +150,25 @@ def base(tmp_path_factory, helpers):
                                  proc=proc)  # fmt: skip
 
 
+def test_the_suite_sums_up_each_pair_over_its_seeds(base):
+    """Two seeds of each scenario and algorithm: after the table of runs, one line per pair
+    with the mean ± sd over its seeds and the worst seed, of the rows in suite.json."""
+    from distfl.tools.seed_summary import summarize, text
+
+    rows = json.loads((base.out / "suite.json").read_text())["rows"]
+    head = "over the seeds (mean ± sd, the worst seed):\n"
+    assert head in base.proc.stdout, base.proc.stdout
+    printed = base.proc.stdout.split(head, 1)[1]
+    lines = summarize(rows)
+    assert printed.startswith(text(lines)), printed
+    assert len(lines) == len(SCENARIOS) * len(ALGORITHMS)
+    for line in lines:
+        pair = (line["scenario"], line["algorithm"])
+        aris = [r["ari"] for r in rows if (r["scenario"], r["algorithm"]) == pair]
+        assert len(aris) == len(SEEDS) and line["seeds"] == str(len(SEEDS))
+        assert line["ari"].startswith(f"{sum(aris) / len(aris):.3f} ± ")
+
+
 def test_suite_runs_every_job_and_tabulates_it(helpers, base):
     proc = base.proc
     assert proc.returncode == 0, proc.stdout + proc.stderr
