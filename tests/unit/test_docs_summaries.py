@@ -22,12 +22,14 @@ ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "fidelity.md"
 #: the header of a summary table, as it starts
 HEADER = "| " + " | ".join(h for _, h in COLUMNS[:3]) + " |"
-#: (the heading of the section) -> the rows its summary table sums up, and the number of
-#: commands of the section whose jobs those rows are
+#: (the heading of the section, the summary table's place among the section's) -> the
+#: rows it sums up, and the number of commands (shown between it and the section's table
+#: before it) whose jobs those rows are
 SUMMARIES = {
-    "## The suite on digits": ("suite-digits.csv", 1),
-    "## FedGWC's calibrated split test": ("fidelity-digits-fedgwc.csv", 2),
-    "### Fidelity on digits": ("fidelity-digits.csv", 1),
+    ("## The suite on digits", 0): ("suite-digits.csv", 1),
+    ("## FedGWC's calibrated split test", 0): ("fidelity-digits-fedgwc.csv", 2),
+    ("## FedGWC's calibrated split test", 1): ("fidelity-mnist5k-default600.csv", 1),
+    ("### Fidelity on digits", 0): ("fidelity-digits.csv", 1),
 }
 INTS = ("seed", "groups", "clusters", "first_split", "rounds_to_target", "bytes_to_target")
 
@@ -53,10 +55,26 @@ def section(heading: str) -> str:
     return text[start : min(ends) if ends else len(text)]
 
 
-def summary_table(text: str) -> list[list[str]]:
-    """The cells of the section's first summary table (the header's columns only)."""
-    lines = text.splitlines()
-    at = next(i for i, ln in enumerate(lines) if ln.startswith(HEADER))
+def table_at(text: str, place: int) -> int:
+    """Where the section's summary table of that place (0: the first) starts."""
+    at = -1
+    for _ in range(place + 1):
+        at = text.index(HEADER, at + 1)
+    return at
+
+
+def above(text: str, place: int) -> str:
+    """The text between the summary table of that place and the section's table before it
+    (or its heading)."""
+    at = table_at(text, place)
+    before = text.rfind("\n|", 0, text.rfind("\n", 0, at))
+    return text[max(before, 0) : at]
+
+
+def summary_table(text: str, place: int = 0) -> list[list[str]]:
+    """The cells of the section's summary table of that place (the header's columns only)."""
+    lines = text[table_at(text, place) :].splitlines()
+    at = 0
     out = []
     for ln in lines[at + 2 :]:
         if not ln.startswith("|"):
@@ -76,26 +94,28 @@ def commands(text: str) -> list[list[str]]:
     return out
 
 
-@pytest.mark.parametrize("heading", list(SUMMARIES))
-def test_the_table_is_the_summary_of_its_rows(heading):
-    name, n_commands = SUMMARIES[heading]
+KEYS = list(SUMMARIES)
+IDS = [f"{h.lstrip('# ')}-{i}" for h, i in KEYS]
+
+
+@pytest.mark.parametrize("heading,place", KEYS, ids=IDS)
+def test_the_table_is_the_summary_of_its_rows(heading, place):
+    name, _ = SUMMARIES[(heading, place)]
     rows = read_rows(ROOT / "docs" / "records" / name)
-    text = section(heading)
-    shown = summary_table(text)
+    shown = summary_table(section(heading), place)
     want = [[line[c] for c, _ in COLUMNS] for line in summarize(rows)]
     for line in want:
         line[0] = f"`{line[0]}`"
     assert shown == want
 
 
-@pytest.mark.parametrize("heading", list(SUMMARIES))
-def test_the_rows_are_the_jobs_of_the_commands_shown(heading):
-    """Every job of the section's commands has its row (scenario, algorithm, seed), and
-    no row is of another; the rows sum up over ten seeds or more."""
-    name, n_commands = SUMMARIES[heading]
+@pytest.mark.parametrize("heading,place", KEYS, ids=IDS)
+def test_the_rows_are_the_jobs_of_the_commands_shown(heading, place):
+    """Every job of the commands shown above the table has its row (scenario, algorithm,
+    seed), and no row is of another; the rows sum up over ten seeds or more."""
+    name, n_commands = SUMMARIES[(heading, place)]
     rows = read_rows(ROOT / "docs" / "records" / name)
-    text = section(heading)
-    argvs = commands(text[: text.index(HEADER)])  # the commands shown above the table
+    argvs = commands(above(section(heading), place))
     assert len(argvs) == n_commands, argvs
     jobs = set()
     for argv in argvs:
@@ -117,8 +137,17 @@ def test_the_rows_are_the_jobs_of_the_commands_shown(heading):
     assert all(r["ari"] is not None for r in rows), "a failed run among the rows"
 
 
+def test_every_summary_table_of_the_page_is_checked():
+    text = PAGE.read_text(encoding="utf-8")
+    shown = text.count("\n" + HEADER)
+    assert shown == len(SUMMARIES), f"{shown} summary tables on the page, {len(SUMMARIES)} checked"
+
+
 def test_the_reading_of_a_section_and_its_table():
     text = "## A\n\n```\ndistfl suite x --seeds 0-9\n```\n\n" + HEADER + " x |\n"
     text += "|---|\n| `a` | b | 10 |\n\nend\n"
     assert summary_table(text) == [["`a`", "b", "10"]]
-    assert commands(text) == [["suite", "x", "--seeds", "0-9"]]
+    assert commands(above(text, 0)) == [["suite", "x", "--seeds", "0-9"]]
+    two = text + "\n```\ndistfl suite y\n```\n\n" + HEADER + " x |\n|---|\n| `c` | d | 9 |\n"
+    assert summary_table(two, 1) == [["`c`", "d", "9"]]
+    assert commands(above(two, 1)) == [["suite", "y"]]
