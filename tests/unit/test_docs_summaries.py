@@ -28,7 +28,8 @@ HEADER = "| " + " | ".join(h for _, h in COLUMNS[:3]) + " |"
 SUMMARIES = {
     ("## The suite on digits", 0): ("suite-digits.csv", 1),
     ("## FedGWC's calibrated split test", 0): ("fidelity-digits-fedgwc.csv", 2),
-    ("## FedGWC's calibrated split test", 1): ("fidelity-mnist5k-default600.csv", 1),
+    ("## FedGWC's calibrated split test", 1): ("fidelity-mnist5k-fedgwc.csv", 1),
+    ("## FedGWC's calibrated split test", 2): ("fidelity-mnist5k-default600.csv", 1),
     ("### Fidelity on digits", 0): ("fidelity-digits.csv", 1),
 }
 INTS = ("seed", "groups", "clusters", "first_split", "rounds_to_target", "bytes_to_target")
