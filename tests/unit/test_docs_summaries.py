@@ -30,6 +30,7 @@ SUMMARIES = {
     ("## FedGWC's calibrated split test", 0): ("fidelity-digits-fedgwc.csv", 2),
     ("## FedGWC's calibrated split test", 1): ("fidelity-mnist5k-fedgwc.csv", 1),
     ("## FedGWC's calibrated split test", 2): ("fidelity-mnist5k-default600.csv", 1),
+    ("### Fidelity on mnist5k", 0): ("fidelity-mnist5k-domains.csv", 1),
     ("### Fidelity on digits", 0): ("fidelity-digits.csv", 1),
 }
 INTS = ("seed", "groups", "clusters", "first_split", "rounds_to_target", "bytes_to_target")
