@@ -288,6 +288,11 @@ def _finite(values: list[Any]) -> list[float]:
     return [float(v) for v in values if v is not None and math.isfinite(float(v))]
 
 
+def finished(row: dict[str, Any]) -> bool:
+    """Whether a suite's ``row`` is of a run that finished (a failed run has no scores)."""
+    return row.get("ari") is not None or row.get("accuracy") is not None
+
+
 def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per method of the suite's ``rows`` (in the order they came): the method,
     the paper's label, the seeds that finished, and for each of the table's columns ours
@@ -300,7 +305,7 @@ def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, 
     out = []
     for method, runs in by_method.items():
         paper = table.rows.get(method)
-        done = [r for r in runs if r.get("ari") is not None or r.get("accuracy") is not None]
+        done = [r for r in runs if finished(r)]
         line: dict[str, Any] = {
             "method": method,
             "paper_label": paper.label if paper else "",

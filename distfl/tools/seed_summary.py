@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from distfl.tools.paper_tables import stats, worst_seed
+from distfl.tools.gather import format_table
+from distfl.tools.paper_tables import finished, stats, worst_seed
 
 #: the summary's columns, in order, each with its heading in the tables
 COLUMNS = (
@@ -40,10 +41,6 @@ COLUMNS = (
     ("accuracy_worst", "worst client"),
     ("first_split", "first split"),
 )
-
-
-def _finished(row: dict[str, Any]) -> bool:
-    return row.get("ari") is not None or row.get("accuracy") is not None
 
 
 def _number(value: float) -> str:
@@ -88,7 +85,7 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
         pairs.setdefault((row["scenario"], row["algorithm"]), []).append(row)
     out = []
     for (scenario, algorithm), runs in pairs.items():
-        done = [r for r in runs if _finished(r)]
+        done = [r for r in runs if finished(r)]
         clusters = [int(r["clusters"]) for r in done if r.get("clusters") is not None]
         seeds = f"{len(done)}" if len(done) == len(runs) else f"{len(done)} of {len(runs)}"
         out.append({
@@ -115,14 +112,11 @@ def several_seeds(rows: list[dict[str, Any]]) -> bool:
 
 
 def text(lines: list[dict[str, str]]) -> str:
-    """The summary as an aligned text table for the terminal, a header line first."""
-    head = [h for _, h in COLUMNS]
-    cells = [[line[c] for c, _ in COLUMNS] for line in lines]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(head)]
-    return "".join(
-        "  ".join(t.ljust(w) for t, w in zip(r, widths, strict=True)).rstrip() + "\n"
-        for r in [head, *cells]
-    )
+    """The summary as an aligned text table for the terminal, a header line first (the
+    table of ``distfl gather``, :func:`~distfl.tools.gather.format_table`, of its cells)."""
+    if not lines:
+        return "  ".join(h for _, h in COLUMNS) + "\n"
+    return format_table([{h: line[c] for c, h in COLUMNS} for line in lines])
 
 
 def markdown(lines: list[dict[str, str]]) -> str:

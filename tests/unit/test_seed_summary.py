@@ -75,3 +75,5 @@ def test_several_seeds_and_the_two_forms():
     assert md[2].startswith("| `s` | a | 1 | 2 |") and len(md) == 4
     printed = text(lines).splitlines()
     assert printed[0].split()[:3] == ["scenario", "algorithm", "seeds"] and len(printed) == 3
+    assert text([]).split() == printed[0].split()  # no line: the header alone
+    assert printed[1].index(" a ") + 1 == len("scenario  ")  # cells left-aligned
