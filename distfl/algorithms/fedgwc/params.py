@@ -120,14 +120,14 @@ class FedGWCParams(Params):
         "client stays in the cluster a split gave it (the paper's)",
     )
     reassign_ratio: float = setting(
-        0.2,
+        0.1,
         "(0, 1)",
         "a client moves only where another cluster's model gives it less than this share of "
         "its own cluster's loss, and its own cluster's other sampled members at least 1 / "
         "this times theirs (models alike, as after a split, move nobody)",
     )
     reassign_outlier: float = setting(
-        4.0,
+        10.0,
         "> 1",
         "a client moves only where its own cluster's loss is above this many times the "
         "median of the other sampled members' of its cluster",
