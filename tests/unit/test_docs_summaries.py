@@ -29,7 +29,12 @@ SUMMARIES = {
     ("## The suite on digits", 0): ("suite-digits.csv", 1),
     ("## FedGWC's calibrated split test", 0): ("fidelity-digits-fedgwc.csv", 2),
     ("## FedGWC's calibrated split test", 1): ("fidelity-mnist5k-fedgwc.csv", 1),
-    ("## FedGWC's calibrated split test", 2): ("fidelity-mnist5k-default600.csv", 1),
+    ("## FedGWC's calibrated split test", 2): ("fidelity-mnist5k-long.csv", 1),
+    ("## FedGWC's calibrated split test", 3): ("fidelity-mnist5k-default600.csv", 1),
+    ("## FedGWC on mnist5k: the calibrated test and the paper's", 0): (
+        "fidelity-mnist5k-paper.csv",
+        1,
+    ),
     ("### Fidelity on mnist5k", 0): ("fidelity-mnist5k-domains.csv", 1),
     ("### Fidelity on digits", 0): ("fidelity-digits.csv", 1),
 }
