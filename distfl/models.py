@@ -23,6 +23,7 @@ from torch import nn
 
 from distfl.errors import ConfigError
 from distfl.plugins import MODELS, defined_in, raised
+from distfl.pooling import MaxPool2x2
 
 
 def _flat_size(features: nn.Module, input_shape: tuple[int, ...]) -> int:
@@ -66,10 +67,10 @@ class ConvNet(nn.Module):
         self.features = nn.Sequential(
             nn.Conv2d(input_shape[0], c1, kernel, padding=pad),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2x2(),
             nn.Conv2d(c1, c2, kernel, padding=pad),
             nn.ReLU(),
-            nn.MaxPool2d(2),
+            MaxPool2x2(),
             nn.Flatten(),
         )
         width = _flat_size(self.features, input_shape)

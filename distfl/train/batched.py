@@ -37,6 +37,7 @@ from torch.nn import functional as F
 from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
+from distfl.pooling import max_pool
 from distfl.train.optim import StackedOptimiser, state_copies
 from distfl.train.sequential import clients_per_chunk, stream_rows
 
@@ -333,10 +334,7 @@ class BatchedTrainer:
             elif isinstance(layer, nn.ReLU):
                 h = torch.relu(h)
             elif isinstance(layer, nn.MaxPool2d):
-                pooled = F.max_pool2d(
-                    h.reshape(C * B, *h.shape[2:]), layer.kernel_size, layer.stride,
-                    layer.padding, layer.dilation, ceil_mode=layer.ceil_mode,
-                )  # fmt: skip
+                pooled = max_pool(layer, h.reshape(C * B, *h.shape[2:]))
                 h = pooled.reshape(C, B, *pooled.shape[1:])
             else:  # nn.Flatten (supports_batched admits nothing else)
                 h = h.reshape(C, B, -1)
