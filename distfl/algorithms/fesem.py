@@ -64,11 +64,13 @@ from distfl.algorithms.base import (
 )
 from distfl.algorithms.kmeans import (
     INIT_CHOICES,
+    PAPERS_GIVE,
     WARM_UP_CONDITIONS,
     WARM_UP_STORED_DEFAULTS,
     check_cluster_count,
     check_init,
     check_warm_up,
+    cluster_count_setting,
     fedavg_rounds_setting,
     init_setting,
     kmeans,
@@ -133,12 +135,10 @@ def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Gener
 
 @dataclass(frozen=True)
 class FeSEMParams(Params):
-    num_clusters: int = setting(
+    num_clusters: int = cluster_count_setting(
         2,
-        "0..K",
-        "the fixed number of cluster models; 0: one per ground-truth data group (the papers give "
-        "these methods the true number of clusters; a suite-wide `--set algorithm.num_clusters=0` "
-        "fits every scenario)",
+        "the fixed number of cluster models",
+        PAPERS_GIVE + "; a suite-wide `--set algorithm.num_clusters=0` fits every scenario",
     )
     reassign_every: int = setting(1, "int ≥ 1", "rounds between re-assignments")
     init: str = init_setting()

@@ -64,7 +64,12 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import check_cluster_count, kmeans, with_group_count
+from distfl.algorithms.kmeans import (
+    check_cluster_count,
+    cluster_count_setting,
+    kmeans,
+    with_group_count,
+)
 from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
@@ -138,12 +143,7 @@ def inter_group(models: np.ndarray, deltas: np.ndarray, trained: np.ndarray,
 
 @dataclass(frozen=True)
 class FlexCFLParams(Params):
-    num_clusters: int = setting(
-        2,
-        "0..K",
-        "the number of groups m; 0: one per ground-truth data group (the papers give "
-        "these methods the true number of clusters)",
-    )
+    num_clusters: int = cluster_count_setting(2, "the number of groups m")
     pretrain_scale: int = setting(
         20,
         "int ≥ 1",

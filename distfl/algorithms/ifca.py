@@ -49,15 +49,16 @@ from distfl.algorithms.base import (
     ProbeRequest,
     RoundPlan,
     RoundUpdate,
-    setting,
 )
 from distfl.algorithms.kmeans import (
     INIT_CHOICES,
+    PAPERS_GIVE,
     WARM_UP_CONDITIONS,
     WARM_UP_STORED_DEFAULTS,
     check_cluster_count,
     check_init,
     check_warm_up,
+    cluster_count_setting,
     fedavg_rounds_setting,
     init_setting,
     kmeans,
@@ -81,12 +82,10 @@ def assign_by_loss(losses: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class IFCAParams(Params):
-    num_clusters: int = setting(
+    num_clusters: int = cluster_count_setting(
         2,
-        "0..K",
-        "the fixed number of cluster models; 0: one per ground-truth data group (the papers give "
-        "these methods the true number of clusters; a suite-wide `--set algorithm.num_clusters=0` "
-        "fits every scenario)",
+        "the fixed number of cluster models",
+        PAPERS_GIVE + "; a suite-wide `--set algorithm.num_clusters=0` fits every scenario",
     )
     init: str = init_setting()
     fedavg_rounds: int = fedavg_rounds_setting(

@@ -75,6 +75,18 @@ def check_init(init: str) -> None:
         raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
 
 
+#: who gives a method the true number of clusters, said by ``num_clusters = 0``
+PAPERS_GIVE = "the papers give these methods the true number of clusters"
+EMDCFL_GIVES = "what EMD-CFL gives it"
+
+
+def cluster_count_setting(default: int, what: str, given: str = PAPERS_GIVE):
+    """The ``num_clusters`` key of a method with a fixed number of cluster models: ``what``
+    it counts, and 0 for one per ground-truth data group (``given``: who gives the method
+    that number; :func:`with_group_count` puts it in)."""
+    return setting(default, "0..K", f"{what}; 0: one per ground-truth data group ({given})")
+
+
 def check_cluster_count(params, config) -> None:
     """``num_clusters`` of ``params`` is 0 (the number of data groups) or 1 to
     ``data.num_clients`` (ConfigError naming the key otherwise)."""

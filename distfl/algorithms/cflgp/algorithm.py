@@ -76,7 +76,13 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import check_cluster_count, kmeans, sq_distances, with_group_count
+from distfl.algorithms.kmeans import (
+    check_cluster_count,
+    cluster_count_setting,
+    kmeans,
+    sq_distances,
+    with_group_count,
+)
 from distfl.algorithms.registry import register
 
 #: the most rounds between two clusterings
@@ -175,11 +181,8 @@ def clustering_rounds(period: int, stop_round: int, rounds: int) -> int:
 
 @dataclass(frozen=True)
 class CFLGPParams(Params):
-    num_clusters: int = setting(
-        4,
-        "0..K",
-        "M, the number of cluster models (the reference code's 4); 0: one per ground-truth data "
-        "group (the papers give these methods the true number of clusters)",
+    num_clusters: int = cluster_count_setting(
+        4, "M, the number of cluster models (the reference code's 4)"
     )
     period: int = setting(
         2, "int ≥ 1", "rounds between two clustering rounds (the reference code's 2)"

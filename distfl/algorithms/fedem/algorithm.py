@@ -40,10 +40,9 @@ from distfl.algorithms.base import (
     Params,
     RoundPlan,
     RoundUpdate,
-    setting,
 )
 from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
-from distfl.algorithms.kmeans import check_cluster_count
+from distfl.algorithms.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.registry import register
 
@@ -96,11 +95,8 @@ def mixture_weights(q: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FedEMParams(Params):
-    num_clusters: int = setting(
-        3,
-        "0..K",
-        "M, the mixture's components (the paper's default 3); 0: one per ground-truth data "
-        "group (what EMD-CFL gives it)",
+    num_clusters: int = cluster_count_setting(
+        3, "M, the mixture's components (the paper's default 3)", EMDCFL_GIVES
     )
 
     def check(self, config) -> None:

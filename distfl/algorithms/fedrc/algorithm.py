@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import RoundPlan, RoundUpdate, setting
+from distfl.algorithms.base import RoundPlan, RoundUpdate
 from distfl.algorithms.fedem.algorithm import (
     ESTEP,
     FedEM,
@@ -36,6 +36,7 @@ from distfl.algorithms.fedem.algorithm import (
     responsibilities,
     weight_rows,
 )
+from distfl.algorithms.kmeans import EMDCFL_GIVES, cluster_count_setting
 from distfl.algorithms.registry import register
 
 #: the floor of a label's share before P_m is normalised (the code's 1e-8)
@@ -69,11 +70,8 @@ def label_shares(counts: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class FedRCParams(FedEMParams):
-    num_clusters: int = setting(
-        3,
-        "0..K",
-        "the clusters (the code's n_learners, 3 by default); 0: one per ground-truth data "
-        "group (what EMD-CFL gives it)",
+    num_clusters: int = cluster_count_setting(
+        3, "the clusters (the code's n_learners, 3 by default)", EMDCFL_GIVES
     )
 
 

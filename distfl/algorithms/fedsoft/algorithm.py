@@ -52,7 +52,7 @@ from distfl.algorithms.base import (
 )
 from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
 from distfl.algorithms.fedem.algorithm import weight_rows
-from distfl.algorithms.kmeans import check_cluster_count
+from distfl.algorithms.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
 from distfl.algorithms.models_of_own import ModelsOfOwn
 from distfl.algorithms.pfedgraph.algorithm import check_lam
 from distfl.algorithms.pfedgraph.graph import aggregate_rows
@@ -100,11 +100,8 @@ def split_row(row: np.ndarray, num_clusters: int) -> tuple[bool, np.ndarray, np.
 
 @dataclass(frozen=True)
 class FedSoftParams(Params):
-    num_clusters: int = setting(
-        2,
-        "0..K",
-        "S, the cluster models (the code's shipped experiment: 2); 0: one per ground-truth "
-        "data group (what EMD-CFL gives it)",
+    num_clusters: int = cluster_count_setting(
+        2, "S, the cluster models (the code's shipped experiment: 2)", EMDCFL_GIVES
     )
     lam: float = setting(0.1, "0 to 3.4e38", "λ of the proximal term (the code's MNIST setting)")
     sigma: float = setting(
