@@ -10,14 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from distfl.config import GroupSpec
-from distfl.data.partition import (
-    Partition,
-    split_counts,
-)
+from distfl.data.partition import LazyClients, split_counts
 
 
 @dataclass(frozen=True)
-class OwnerPopulation:
+class OwnerPopulation(LazyClients):
     """A natural partition, each client's samples drawn when it is used: client k is owner
     ``owners[k]`` and holds ``order[start[k] : start[k] + count[k]]`` (the dataset's indices,
     owner by owner), split into train and test by the provider's split where the owner has
@@ -38,15 +35,8 @@ class OwnerPopulation:
     #: [K, C] class counts of each client where the dataset knows them without its labels
     counts: np.ndarray | None = None
 
-    @property
-    def num_clients(self) -> int:
-        return len(self.group)
-
     def num_train(self) -> np.ndarray:
         return self.count - self.n_test
-
-    def num_test(self) -> np.ndarray:
-        return self.n_test.copy()
 
     def class_counts(self, labels: np.ndarray) -> np.ndarray:
         """[K, C] counts of each class over each client's train and test samples: per class,
@@ -72,17 +62,6 @@ class OwnerPopulation:
         perm = np.random.default_rng([self.seed, 0x0A7E, 2, k]).permutation(idx)
         n_test = int(self.n_test[k])
         return np.sort(perm[n_test:]), np.sort(perm[:n_test])
-
-    def eager(self) -> Partition:
-        """Every client's indices drawn (small populations, tests)."""
-        both = [self.indices(k) for k in range(self.num_clients)]
-        return Partition(
-            train=tuple(b[0] for b in both),
-            test=tuple(b[1] for b in both),
-            group=self.group,
-            num_classes=self.num_classes,
-            owners=self.owners,
-        )
 
 
 def natural_partition(

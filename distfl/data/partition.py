@@ -60,8 +60,39 @@ class Partition:
         return self
 
 
+class LazyClients:
+    """What a partition that draws each client's samples when it is used shares: [K] arrays
+    ``group`` and ``n_test``, ``indices(k)``, and :meth:`eager`."""
+
+    group: np.ndarray
+    n_test: np.ndarray
+    num_classes: int
+    owners: np.ndarray | None
+
+    @property
+    def num_clients(self) -> int:
+        return len(self.group)
+
+    def num_test(self) -> np.ndarray:
+        return self.n_test.copy()
+
+    def indices(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def eager(self) -> Partition:
+        """Every client's indices drawn (small populations, tests)."""
+        both = [self.indices(k) for k in range(self.num_clients)]
+        return Partition(
+            train=tuple(b[0] for b in both),
+            test=tuple(b[1] for b in both),
+            group=self.group,
+            num_classes=self.num_classes,
+            owners=self.owners,
+        )
+
+
 @dataclass(frozen=True)
-class Population:
+class Population(LazyClients):
     """The ``per_client`` draw: client k holds ``quota[k, c]`` samples of class c, taken
     from class c's shuffled pool starting at ``start[k, c]`` (wrapping around the pool),
     and splits them into train and test with its own generator, (seed, k). Nothing of a
@@ -80,15 +111,8 @@ class Population:
     #: clients' rows of ``quota`` are then their class counts, and ``start`` is unused)
     deals: tuple[ShardDeal | None, ...] = ()
 
-    @property
-    def num_clients(self) -> int:
-        return len(self.group)
-
     def num_train(self) -> np.ndarray:
         return self.quota.sum(axis=1, dtype=np.int64) - self.n_test
-
-    def num_test(self) -> np.ndarray:
-        return self.n_test.copy()
 
     def class_counts(self, labels: np.ndarray | None = None) -> np.ndarray:
         """[K, C] counts of each class over each client's train and test samples: the
@@ -109,17 +133,6 @@ class Population:
         idx = np.random.default_rng([self.seed, 0x5EED, 4, k]).permutation(np.concatenate(parts))
         n_test = int(self.n_test[k])
         return np.sort(idx[n_test:]), np.sort(idx[:n_test])
-
-    def eager(self) -> Partition:
-        """Every client's indices drawn (small populations, tests)."""
-        both = [self.indices(k) for k in range(self.num_clients)]
-        return Partition(
-            train=tuple(b[0] for b in both),
-            test=tuple(b[1] for b in both),
-            group=self.group,
-            num_classes=self.num_classes,
-            owners=self.owners,
-        )
 
 
 def dirichlet_proportions(alpha: float, num_classes: int, rng: np.random.Generator) -> np.ndarray:
