@@ -14,6 +14,12 @@ path) with the command that wrote it, and the steps. DIR must be empty or absent
 when every step succeeded.
 
 default         ``distfl run --out default.h5``: the embedded default (FedGWC on digits).
+participation   ``distfl run`` of the default job with FedPNS's selection (its state is
+                the run's selection state), 60% of the clients available and 20%
+                dropping out, 60 rounds: participation.h5.
+soft            the default job with FedEM (soft clustering), 40 rounds: soft.h5.
+resume          the default job stopped after 120 rounds and resumed from its /state to
+                240 (``--resume``): resume.h5.
 suite-table1    ``distfl suite --table emdcfl-table1-quick --seeds 0 --workers 2 --out
                 suite-table1 --set run.rounds=20 --set eval.every=10``: EMD-CFL's Table 1 in
                 its quick form (rotated digits, the MLP, all 40 clients a round) with its
@@ -33,7 +39,8 @@ bench-runs      each config of that JSON's ``configs`` (the grid's definition, a
 
 On a 2-core machine shared with other jobs (load 4-5), two writes took: default 14 and 28 s,
 suite-table1 155 and 232 s, suite-fidelity 191 and 276 s, bench 48 and 52 s, bench-runs 50
-and 79 s (8 and 11 minutes in all); compare of the 30 run files, under 2 minutes.
+and 79 s (8 and 11 minutes in all); compare of the 30 run files, under 2 minutes (33 with
+the three single runs above, added after those timings).
 
 ``compare`` runs ``distfl compare --ignore timing A/f B/f`` (exit 0: the same bits in config,
 clients, metrics, tree and state; timing, the wall clock, differs between any two runs and
@@ -60,6 +67,17 @@ ROOT = Path(__file__).resolve().parents[1]
 MANIFEST = "manifest.json"
 PY = ["python"]  # how commands are written in the manifest (sys.executable runs them)
 #: the suites' commands (after ``python -m distfl``), run in DIR
+#: single runs, each a list of ``distfl run`` arguments run in turn
+RUNS = {
+    "participation": [
+        "--set participation.selection='fedpns' --set participation.availability='fraction' "
+        "--set participation.fraction=0.6 --set participation.dropout=0.2 --set run.rounds=60 "
+        "--out participation.h5"
+    ],
+    "soft": ["--set algorithm.name='fedem' --set run.rounds=40 --out soft.h5"],
+    "resume": ["--set run.rounds=120 --out resume.h5", "--resume resume.h5 --set run.rounds=240"],
+}
+
 SUITES = {
     "suite-table1": "suite --table emdcfl-table1-quick --seeds 0 --workers 2 --out suite-table1"
     " --set run.rounds=20 --set eval.every=10",
@@ -167,6 +185,17 @@ def write(out: Path, repo: Path) -> int:
         rc, status = run_child(argv, out, env, logs / "default.log", 600)
         return status, ({"default.h5": shlex.join(PY + argv)} if rc == 0 else {})
 
+    def runs(name: str, *commands: str):
+        """``distfl run`` commands in turn (each a string of arguments); the run file is the
+        last command's ``--out`` or ``--resume``."""
+        for args in commands:
+            argv = ["-m", "distfl", "run", *shlex.split(args)]
+            rc, status = run_child(argv, out, env, logs / f"{name}.log", 600)
+            if rc != 0:
+                return status, {}
+        flag = "--out" if "--out" in argv else "--resume"
+        return status, {argv[argv.index(flag) + 1]: shlex.join(PY + argv)}
+
     def suite(name: str):
         argv = ["-m", "distfl", *shlex.split(SUITES[name])]
         rc, status = run_child(argv, out, env, logs / f"{name}.log", 900)
@@ -210,6 +239,8 @@ def write(out: Path, repo: Path) -> int:
     dirty = ", uncommitted changes" if manifest["dirty"] else ""
     print(f"distfl at {repo} ({manifest['commit'] or 'no git'}{dirty}) -> {out}", flush=True)
     step("default", default)
+    for name, commands in RUNS.items():
+        step(name, lambda name=name, commands=commands: runs(name, *commands))
     for name in SUITES:
         step(name, lambda name=name: suite(name))
     step("bench", bench)
