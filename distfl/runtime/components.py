@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from distfl.algorithms import ClusteringAlgorithm
     from distfl.config import Config
     from distfl.hierarchy import ClusterTree
-    from distfl.runfile.tables import Record
+    from distfl.runtime.run_state import RunState
     from distfl.runtime.timing import RoundTiming
 
 
@@ -62,25 +62,18 @@ class ServerView(Protocol):
     world: dict | None  # where the ranks ran (/world)
     trainer: str
     stream: TextIO
-    # the clusters and the results so far
+    # the clusters and the results so far: the models, the record of the file's tables,
+    # the clients' accuracies, the rounds done (state_dict() is the file's /state)
     tree: ClusterTree
-    models: dict[str, torch.Tensor]
-    record: Record
-    client_accuracy: np.ndarray
-    #: the clients that have trained so far (eval.coverage)
-    trained_ids: np.ndarray
+    state: RunState
     round_bytes: int
-    sum_bytes_per_param: float
     # the file
-    rounds_done: int
     rounds_written: int | None
     created: str
     room: DiskReserve  # the disk's room held for the file's next write
     live_round: int | None  # the completed round the live state holds (None mid-round)
     # the loop's start, the last round's seconds, each worker's time this round
     timing: RoundTiming
-
-    def state(self) -> dict: ...  # /state of the run file
 
     def expected_round_s(self, t: int) -> float: ...
 
@@ -189,7 +182,7 @@ class Recorder(Component):
     /metrics/clusters, /metrics/membership, /timing and /timing/workers."""
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
-        record, t = server.record, r.round
+        record, t = server.state.record, r.round
         idle = type(server.algorithm).record_idle_clusters
         for cid in r.trained:  # a split parent with the members it split
             if not idle and not r.sampled.get(cid, 0) and cid not in r.update.stats:
@@ -204,7 +197,7 @@ class Recorder(Component):
         self._membership(server, t, None if idle else r.sampled)
         record.metrics.append({
             "round": t,
-            "num_clusters": len(server.models),
+            "num_clusters": len(server.state.models),
             "num_participants": len(r.reports.clients),
             "num_splits": len(r.update.splits),
             "train_loss_first": _mean(r.reports.losses[:, 0]),
@@ -262,7 +255,7 @@ class Recorder(Component):
                         f"{source} gave rows of table {name!r} for cluster {cid!r}, which is "
                         "not in its tree"
                     )
-            server.record.tables[ALGORITHM_PREFIX + name].extend(values, source=source)
+            server.state.record.tables[ALGORITHM_PREFIX + name].extend(values, source=source)
 
     @staticmethod
     def _membership(server: ServerView, t: int, sampled: dict[str, int] | None = None) -> None:
@@ -282,7 +275,7 @@ class Recorder(Component):
             assign[placed] * G + groups[placed], minlength=len(leaves) * G
         ).reshape(len(leaves), G)
         for i, g in zip(*np.nonzero(counts), strict=True):
-            server.record.membership.append(
+            server.state.record.membership.append(
                 {"round": t, "cluster": leaves[int(i)], "group": g, "clients": counts[i, g]}
             )
 
@@ -301,10 +294,10 @@ class ProgressDisplay(Component):
         self.progress.evaluation(t, done, total, seconds)
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
-        self.progress.update(r.round, clusters=len(server.models), accuracy=r.accuracy,
+        self.progress.update(r.round, clusters=len(server.state.models), accuracy=r.accuracy,
                              rounds_per_s=r.rate, loss=float(r.reports.losses[:, -1].mean())
                              if len(r.reports.losses) else math.nan,
-                             sim_s=_last(server.record.metrics["sim_elapsed_s"]))  # fmt: skip
+                             sim_s=_last(server.state.record.metrics["sim_elapsed_s"]))  # fmt: skip
 
 
 class Checkpoint(Component):
@@ -383,7 +376,7 @@ class Checkpoint(Component):
         so long (an evaluation of many clients, a long update) that they would wait longer
         than ``checkpoint.seconds`` after it began: a kill during that round loses none of
         them."""
-        done = server.rounds_done
+        done = server.state.rounds_done
         if done <= (server.rounds_written or 0):
             return
         expected = server.expected_round_s(t)
@@ -402,7 +395,7 @@ class Checkpoint(Component):
             raise
 
     def at_end(self, server: ServerView, summary: dict[str, Any]) -> None:
-        if not (server.rounds_written == server.rounds_done and self.wrote):
+        if not (server.rounds_written == server.state.rounds_done and self.wrote):
             self.write(server)  # (unless a stop came while this process wrote that round)
         server.room.release()
 
@@ -433,22 +426,22 @@ def _write_server(server: ServerView) -> None:
             "class_counts": partition.class_counts(server.labels),
             "num_train": partition.num_train(),
             "num_test": partition.num_test(),
-            "accuracy": server.client_accuracy,
+            "accuracy": server.state.client_accuracy,
             **({} if partition.owners is None else {"owner": partition.owners}),
         },
         hierarchy=server.tree.to_nodes(),
         leaves=leaves,
         assignment=assignment,
-        leaf_models=torch.stack([server.models[c] for c in leaves]).numpy(),
-        tables=server.record.arrays(),
+        leaf_models=torch.stack([server.state.models[c] for c in leaves]).numpy(),
+        tables=server.state.record.arrays(),
         trainer=server.trainer,
         loop_started=server.timing.loop_started,
-        sum_bytes_per_param=server.sum_bytes_per_param,
-        state=server.state(),
+        sum_bytes_per_param=server.state.sum_bytes_per_param,
+        state=server.state.state_dict(),
         created=server.created,
         room=server.room,
     )
-    server.rounds_written = server.rounds_done
+    server.rounds_written = server.state.rounds_done
 
 
 class Summary(Component):
@@ -490,7 +483,7 @@ class Summary(Component):
             "(clients and server of a real deployment)",
             f"  run file                 {cfg.run.out}",
         ]
-        if took_part := participation_line(server.record.metrics.columns):
+        if took_part := participation_line(server.state.record.metrics.columns):
             lines.insert(-1, f"  participation            {took_part}")
         server.stream.write("\n".join(lines) + "\n")
         server.stream.flush()

@@ -142,14 +142,14 @@ class Evaluation:
         server.count(total * (4 * server.num_params + 8 * 5))
         rows = np.concatenate(parts) if parts else np.zeros((0, EVAL_WIDTH))
         evaluated = rows[:, 0].astype(np.int64)
-        server.client_accuracy[evaluated] = rows[:, 1]
+        server.state.client_accuracy[evaluated] = rows[:, 1]
         weights = rows[:, 4] if server.config.eval.weighted else None
         leaf_index = assign[evaluated]
         for i in sorted(set(leaf_index.tolist()), key=lambda i: node_order(leaves[i])):
             mine = leaf_index == i
             w = None if weights is None else weights[mine]
             worst, p10 = low_tail(rows[mine, 1])
-            server.record.evaluation.append({
+            server.state.record.evaluation.append({
                 "round": t,
                 "cluster": leaves[i],
                 "clients": int(mine.sum()),
@@ -162,7 +162,7 @@ class Evaluation:
         worst, p10 = low_tail(rows[:, 1])
         sample = {}
         if server.config.eval.coverage:
-            seen = np.isin(evaluated, server.trained_ids)
+            seen = np.isin(evaluated, server.state.trained_ids)
             for name, part in (("loss_in_sample", seen), ("loss_out_of_sample", ~seen)):
                 w = None if weights is None else weights[part]
                 sample[name] = federation_mean(rows[part, 3], w) if part.any() else math.nan

@@ -208,7 +208,7 @@ class LiveExport:
         if "jsonl" in kinds:
             self.sinks.append(JsonLines(jsonl))
         if "tensorboard" in kinds:
-            self.sinks.append(TensorBoard(tb, first_round=server.rounds_done + 1))
+            self.sinks.append(TensorBoard(tb, first_round=server.state.rounds_done + 1))
         self.written = {}
         self._emit(server)  # the rows a resumed run's file holds
 
@@ -227,7 +227,7 @@ class LiveExport:
     def _emit(self, server: Any) -> None:
         if not self.sinks:
             return
-        for key, table in server.record.tables.items():
+        for key, table in server.state.record.tables.items():
             start, end = self.written.get(key, 0), len(table)
             if end <= start:
                 continue

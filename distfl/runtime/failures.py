@@ -9,18 +9,33 @@ continue it."""
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, NoReturn, Protocol
 
 from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed
 from distfl.runfile.atomic import RunFileWriteError
 from distfl.runfile.output import keep_traceback
 from distfl.runtime.components import write_server
 from distfl.runtime.protocol import WorkerRaised, failure_exit_code
-from distfl.runtime.snapshots import RoundSnapshots
 from distfl.text import exception_line, printable
 
 if TYPE_CHECKING:
-    from distfl.runtime.server import Server
+    from distfl.config import Config
+    from distfl.runtime.run_state import RunState
+    from distfl.runtime.stopping import StopFlag
+
+
+class Server(Protocol):
+    """What the failure handling uses of the server (:class:`distfl.runtime.server.Server`),
+    besides what the checkpoint writes (:func:`~distfl.runtime.components.write_server`)."""
+
+    config: Config
+    stop: StopFlag
+    state: RunState
+    phase: str  # what the round was doing
+    live_round: int | None  # the completed round the live state holds (None mid-round)
+    rounds_written: int | None  # the round of the run file on disk
+
+    def stop_workers(self, *, reports: bool = False) -> dict[int, dict]: ...
 
 
 class WorkerTraceback(Exception):
@@ -50,7 +65,7 @@ class RoundFailures:
         with server.stop.keeping():  # a further Ctrl-C is ignored until it is on disk
             if server.live_round is None and saved is not None:
                 try:
-                    RoundSnapshots.restore(server, saved)
+                    server.state.put_back(saved)
                     server.live_round = saved["round"]
                 except BaseException as exc:  # the live state stays a mix: never written
                     failed = (

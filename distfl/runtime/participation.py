@@ -86,19 +86,19 @@ def admitted_training(server, plan, may_give_up: bool, took_part):
     out, counted in ``took_part``) and the clients trained so far (``eval.coverage``).
     (None, ...) when a stop signal gave the training up."""
     if not plan.train:
-        now = {c: m.numpy() for c, m in server.models.items()}
+        now = {c: m.numpy() for c, m in server.state.models.items()}
         return ClientReports.none(now, server.local_steps), took_part
     pns = server.participation.pns is not None
-    starts = {c: server.models[c].numpy().copy() for c in plan.clusters()} if pns else {}
+    starts = {c: server.state.models[c].numpy().copy() for c in plan.clusters()} if pns else {}
     reports = server.train_round(plan, may_give_up)
     if reports is None:
         return None, took_part
     chosen, rejected = server.participation.after_training(plan, reports, starts)
     for cid, flat in chosen.items():
-        server.models[cid] = torch.from_numpy(flat)
+        server.state.models[cid] = torch.from_numpy(flat)
         reports.cluster_models[cid] = flat
     if server.config.eval.coverage:
-        server.trained_ids = np.union1d(server.trained_ids, reports.clients)
+        server.state.trained_ids = np.union1d(server.state.trained_ids, reports.clients)
     return reports, dataclasses.replace(took_part, rejected=rejected)
 
 

@@ -42,7 +42,7 @@ from distfl.models import flat_params, last_layer_span, last_linear, num_params
 from distfl.participation.model import Participation
 from distfl.progress import QuietOnBrokenPipe
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError
-from distfl.runfile.checkpoint import RunFile, storable
+from distfl.runfile.checkpoint import RunFile
 from distfl.runfile.tables import Record
 from distfl.runtime.aggregation import ClusterAggregation
 from distfl.runtime.components import Component, RoundResult, default_components
@@ -60,6 +60,7 @@ from distfl.runtime.protocol import (
     StepOutput,
     sum_layout,
 )
+from distfl.runtime.run_state import RunState
 from distfl.runtime.seeding import ModelSeeding
 from distfl.runtime.snapshots import RoundSnapshots
 from distfl.runtime.steps import WorldSteps
@@ -130,13 +131,18 @@ class Server:
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
         aggregator = build_aggregator(config.server)
-        self.models: dict[str, torch.Tensor] = seeding.cluster_models(
-            model, self.algorithm.initial_models(), self.tree.leaf_ids()
-        )
         layout = sum_layout(config.comm.sums, model)
         self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
-        #: the per-row tables of the run file (distfl.runfile.layout.TABLES)
-        self.record = self._record()
+        #: what a round changes (distfl.runtime.run_state): models, record, accuracies, ...
+        self.state = RunState(
+            algorithm=self.algorithm, aggregation=self.aggregation,
+            participation=self.participation,
+            models=seeding.cluster_models(
+                model, self.algorithm.initial_models(), self.tree.leaf_ids()
+            ),
+            record=self._record(), client_accuracy=np.full(self.num_clients, np.nan),
+            coverage=bool(config.eval.coverage),
+        )  # fmt: skip
         self.timing = RoundTiming()
         self.steps = WorldSteps(
             comm, layout=layout, local_steps=self.local_steps, placement=placement,
@@ -150,13 +156,7 @@ class Server:
         self._init_state(config)
 
     def _init_state(self, config: Config) -> None:
-        """The state of a run before its first round (:meth:`restore` continues one)."""
-        self.client_accuracy = np.full(self.num_clients, np.nan)
-        #: the clients that have trained so far, ascending (``eval.coverage`` only)
-        self.trained_ids = np.zeros(0, dtype=np.int64)
-        self.rounds_done = 0
-        #: bytes per model parameter of the last exact sums reduce (each rank's share)
-        self.sum_bytes_per_param = 0.0
+        """The run's bookkeeping before its first round (:meth:`restore` continues one)."""
         #: when the run's first file was written ("": not yet; kept on resume)
         self.created = ""
         self.round_bytes = 0
@@ -198,44 +198,13 @@ class Server:
 
     def restore(self, saved: RunFile) -> None:
         """Continue from a run file's /state, exactly where it stopped."""
-        st = saved.state
-        self.rounds_done = int(st["round"])
-        ids = [str(i) for i in st["model_ids"]]
-        self.models = {
-            cid: torch.from_numpy(np.array(st["models"][i])) for i, cid in enumerate(ids)
-        }
-        self.tree.restore(saved.hierarchy)
-        self.algorithm.load_state_dict(st["algorithm"])
-        self.client_accuracy = np.array(st["client_accuracy"], dtype=np.float64)
-        if self.config.eval.coverage:
-            self.trained_ids = np.asarray(st["trained_ids"], dtype=np.int64).reshape(-1)
-        self.aggregation.load_state_dict(st.get("aggregator", {}))
-        if self.participation.pns is not None:
-            self.participation.load_state_dict(st["selection"])
-        self.record = self._record(saved.tables)
-        if len(self.record.timing):
-            self.timing.elapsed_before = float(self.record.timing["elapsed_s"][-1])
-        self.sum_bytes_per_param = saved.sum_bytes_per_param
+        self.state.load(saved)
+        self.state.record = self._record(saved.tables)
+        if len(self.state.record.timing):
+            self.timing.elapsed_before = float(self.state.record.timing["elapsed_s"][-1])
         self.created = saved.created
-        self.rounds_written = self.rounds_done  # the file resumed holds it
-        self.live_round = self.rounds_done
-
-    def state(self) -> dict:
-        ids = sorted(self.models)
-        return {
-            "round": self.rounds_done,
-            "model_ids": ids,
-            "models": torch.stack([self.models[c] for c in ids]).numpy(),
-            "client_accuracy": self.client_accuracy.copy(),
-            **({"trained_ids": self.trained_ids.copy()} if self.config.eval.coverage else {}),
-            "algorithm": storable(self.algorithm.state_dict()),
-            "aggregator": storable(self.aggregation.state_dict()),
-            **(
-                {"selection": storable(self.participation.state_dict())}
-                if self.participation.pns is not None
-                else {}
-            ),  # fmt: skip
-        }
+        self.rounds_written = self.state.rounds_done  # the file resumed holds it
+        self.live_round = self.state.rounds_done
 
     # -- what the components call ------------------------------------------------------
 
@@ -256,7 +225,7 @@ class Server:
         clients' ``state`` rows for the client half. The gathered rows come back sorted by
         client (:meth:`WorldSteps.run`)."""
         return self.steps.run(
-            self.models, model_of, tasks, round_index, clusters=models, probe_op=probe_op,
+            self.state.models, model_of, tasks, round_index, clusters=models, probe_op=probe_op,
             probe=probe, cost=cost, state=state,
         )  # fmt: skip
 
@@ -355,8 +324,8 @@ class Server:
         if may_give_up and (out.loss_rows[:, 0] < 0).any():
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
-        self.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
-        self.aggregation.apply(self.models, clusters, sums, out.exponents, out.weight_bits)
+        self.state.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
+        self.aggregation.apply(self.state.models, clusters, sums, out.exponents, out.weight_bits)
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
         expected = np.array([k for k in sorted(targets) for _ in targets[k]], dtype=np.int64)
@@ -380,7 +349,7 @@ class Server:
             losses=rows[:, 1:],
             num_samples=self.num_train[clients],
             models=models,
-            cluster_models={c: m.numpy() for c, m in self.models.items()},
+            cluster_models={c: m.numpy() for c, m in self.state.models.items()},
             clusters=[c for k in sorted(targets) for c, _ in targets[k]] if soft else None,
             weights=(
                 np.array([g for k in sorted(targets) for _, g in targets[k]]) if soft else None
@@ -463,12 +432,12 @@ class Server:
         update_s = self.timing.update_s = time.perf_counter() - update_started
         self.phase = "applying the update"
         for cid, flat in update.models.items():
-            self.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
-        self.aggregation.split(self.models, update.splits)
+            self.state.models[cid] = torch.as_tensor(np.asarray(flat, dtype=np.float32))
+        self.aggregation.split(self.state.models, update.splits)
         self.phase = "the evaluation"
         evaluated = self.evaluation.due(self, t)
         scores = self.evaluation(self, t) if evaluated else NO_SCORES
-        self.rounds_done = t
+        self.state.rounds_done = t
         now = time.perf_counter()
         return RoundResult(
             round=t, reports=reports, update=update, trained=trained, sampled=sampled,
@@ -499,9 +468,9 @@ class Server:
         for component in self.components:
             component.at_start(self)
         self.timing.start_loop()
-        first = self.rounds_done + 1
-        self.live_round = self.rounds_done
-        accuracy = last_finite(self.record.metrics["accuracy"])
+        first = self.state.rounds_done + 1
+        self.live_round = self.state.rounds_done
+        accuracy = last_finite(self.state.record.metrics["accuracy"])
         try:
             for t in range(first, self.config.run.rounds + 1):
                 result = self._kept_round(t, first)
@@ -515,12 +484,12 @@ class Server:
                 self.phase = "stopping the workers"
                 self.stop_workers()
             except CommError as exc:  # a rank died after the last round: the file is complete
-                self.failures.fail(self, self.rounds_done, exc, None)
+                self.failures.fail(self, self.state.rounds_done, exc, None)
             summary = run_summary(self, first, accuracy)
         except Interrupted:
             raise  # the last completed round is written already
         except KeyboardInterrupt:  # a second Ctrl-C between rounds or after the last
-            self.failures.interrupted(self, self.rounds_done + 1, None)
+            self.failures.interrupted(self, self.state.rounds_done + 1, None)
         self._end(summary)
         return summary
 
@@ -532,11 +501,11 @@ class Server:
                 self.phase = component.label
                 component.at_end(self, summary)
         except KeyboardInterrupt:
-            self.failures.interrupted(self, self.rounds_done + 1, None)
+            self.failures.interrupted(self, self.state.rounds_done + 1, None)
         except RunFileWriteError:
             raise  # it says what the file holds
         except BaseException as exc:  # a plug-in's state, read for the file, say
-            self.failures.fail(self, self.rounds_done, exc, None)
+            self.failures.fail(self, self.state.rounds_done, exc, None)
 
     def _kept_round(self, t: int, first: int) -> RoundResult | None:
         """Round ``t`` with the components' work before and after it, its state copied
@@ -554,7 +523,7 @@ class Server:
             if self.stopping(t - 1):  # a signal while the rounds before were written
                 return None
             self.phase = "the copy of the last completed round"
-            saved = self.snapshots.take(self)
+            saved = self.snapshots.take(self.state)
             round_started = time.perf_counter()
             self.live_round = None
             with self.stop.abandonable(saved is not None):
@@ -589,7 +558,7 @@ class Server:
         snapshot ``saved`` of the round before (when the round had changed it)."""
         self.stop.settle()
         if saved is not None and self.live_round is None:
-            RoundSnapshots.restore(self, saved)
+            self.state.put_back(saved)
             self.live_round = saved["round"]
         if not self.stop.name:
             self.stop.name = "a stop signal at a worker"

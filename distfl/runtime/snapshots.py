@@ -10,16 +10,17 @@ covers such runs."""
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from distfl.runtime.server import Server
+    from distfl.runtime.run_state import RunState
 
 
 class RoundSnapshots:
-    """Takes, weighs and puts back the copies of the server's state."""
+    """Takes and weighs the copies of the run's state (:meth:`RunState.snapshot
+    <distfl.runtime.run_state.RunState.snapshot>`; :meth:`RunState.put_back
+    <distfl.runtime.run_state.RunState.put_back>` puts one back)."""
 
     #: the share of a round a copy may cost, the seconds always allowed, and the rounds in a
     #: row over that budget after which no copy is taken any more
@@ -32,24 +33,13 @@ class RoundSnapshots:
         self.strikes = 0  # rounds in a row whose copy cost too much
         self.copy_s = 0.0  # seconds the last copy took
 
-    def take(self, server: Server) -> dict | None:
+    def take(self, state: RunState) -> dict | None:
         """What a run file of the last completed round needs, copied before a round changes
         it (None once copying costs too much)."""
         if not self.enabled:
             return None
         started = time.perf_counter()
-        saved = {
-            "round": server.rounds_done,
-            "models": {c: m.clone() for c, m in server.models.items()},
-            "algorithm": copy.deepcopy(server.algorithm.state_dict()),
-            "aggregator": copy.deepcopy(server.aggregation.state_dict()),
-            "selection": copy.deepcopy(server.participation.state_dict()),
-            "client_accuracy": server.client_accuracy.copy(),
-            "trained_ids": server.trained_ids,  # (replaced, never changed in place)
-            "hierarchy": copy.deepcopy(server.tree.to_nodes()),
-            "record": server.record.mark(),
-            "sum_bytes_per_param": server.sum_bytes_per_param,
-        }
+        saved = state.snapshot()
         self.copy_s = time.perf_counter() - started
         return saved
 
@@ -62,20 +52,6 @@ class RoundSnapshots:
             self.enabled = self.strikes < self.STRIKES
         else:
             self.strikes = 0
-
-    @staticmethod
-    def restore(server: Server, saved: dict) -> None:
-        """Put the server's state back to the copy ``saved``."""
-        server.rounds_done = saved["round"]
-        server.models = saved["models"]
-        server.algorithm.load_state_dict(saved["algorithm"])
-        server.aggregation.load_state_dict(saved["aggregator"])
-        server.participation.load_state_dict(saved["selection"])
-        server.client_accuracy = saved["client_accuracy"]
-        server.trained_ids = saved["trained_ids"]
-        server.tree.restore(saved["hierarchy"])
-        server.record.rollback(saved["record"])
-        server.sum_bytes_per_param = saved["sum_bytes_per_param"]
 
 
 __all__ = ["RoundSnapshots"]

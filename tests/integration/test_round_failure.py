@@ -38,7 +38,7 @@ import signal
 from distfl.algorithms import register
 from distfl.algorithms.fedgwc import FedGWC
 from distfl.runtime.server import Server
-from distfl.runtime.snapshots import RoundSnapshots
+from distfl.runtime.run_state import RunState
 
 
 def _second_ctrl_c(cls, name, after):
@@ -59,7 +59,7 @@ def _second_ctrl_c(cls, name, after):
 
 
 if os.environ.get("SECOND_CTRL_C") == "restore":  # the abandoned round's state put back
-    _second_ctrl_c(RoundSnapshots, "restore", after=True)
+    _second_ctrl_c(RunState, "put_back", after=True)
 elif os.environ.get("SECOND_CTRL_C") == "stop_workers":  # the rounds' loop has ended
     _second_ctrl_c(Server, "stop_workers", after=False)
 

@@ -138,10 +138,10 @@ def recorded(rows: dict) -> Record:
     algorithm.tree.split("0", {"0.0": np.array([0, 1]), "0.1": np.array([2, 3])}, 1, {})
     server = SimpleNamespace(
         algorithm=algorithm, num_clients=4, tree=algorithm.tree,
-        record=Record(own=[t.table() for t in Mine.tables]),
+        state=SimpleNamespace(record=Record(own=[t.table() for t in Mine.tables])),
     )  # fmt: skip
     Recorder._own_rows(server, 5, rows)
-    return server.record
+    return server.state.record
 
 
 def test_the_runtime_adds_the_round_to_the_rows_it_is_given():
