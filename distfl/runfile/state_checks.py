@@ -30,7 +30,7 @@ import numpy as np
 from distfl.runfile import integrity
 
 if TYPE_CHECKING:
-    from distfl.runfile.contents import Contents
+    from distfl.runfile.opened import OpenedFile
 
 #: /state's own attributes: the file's digests, not values of the state
 OWN = ("sha256", "config_sha256")
@@ -53,7 +53,7 @@ KINDS = {
 GENERATOR = "rng"
 
 
-def check(c: Contents) -> None:
+def check(c: OpenedFile) -> None:
     """Every check of this module on ``c``'s file (its shapes checked before)."""
     builtin = _builtin_algorithm(c)
     values: dict[str, Any] = {}
@@ -83,7 +83,7 @@ def check(c: Contents) -> None:
         _check_finite(c, c.f[where])
 
 
-def _check_arrays(c: Contents, builtin: bool, values: dict[str, Any]) -> None:
+def _check_arrays(c: OpenedFile, builtin: bool, values: dict[str, Any]) -> None:
     """The arrays of distfl's own state that every reader can tell: a built-in algorithm's
     per-client rewards and counts (one per client), FedAvgM's velocities (one model per
     cluster of its ids, finite) and FedPNS's clients, probabilities and counts."""
@@ -129,7 +129,7 @@ def _rows(group: h5py.Group, name: str) -> int | None:
     return ds.shape[0] if isinstance(ds, h5py.Dataset) and ds.ndim else None
 
 
-def _builtin_algorithm(c: Contents) -> bool:
+def _builtin_algorithm(c: OpenedFile) -> bool:
     from distfl.errors import ConfigError
     from distfl.plugins import ALGORITHMS
 
@@ -140,7 +140,7 @@ def _builtin_algorithm(c: Contents) -> bool:
     return cls.__module__.startswith("distfl.")
 
 
-def _check_value(c: Contents, where: str, value: Any) -> None:
+def _check_value(c: OpenedFile, where: str, value: Any) -> None:
     """``value`` (parsed) finite throughout, and of the kind :data:`KINDS` gives its name."""
     if not _finite(value):
         raise c.bad(f"{where} = {_shown(value)} holds NaN or Infinity, which distfl's "
@@ -188,7 +188,7 @@ def _generators(group: h5py.Group, path: str = "/state/algorithm") -> list[str]:
     return out
 
 
-def _check_generator(c: Contents, where: str, values: dict[str, Any]) -> None:
+def _check_generator(c: OpenedFile, where: str, values: dict[str, Any]) -> None:
     """A numpy bit generator's state, as ``bit_generator.state`` gives it: numpy itself
     must take it."""
     state = {k.rpartition("@")[2]: v for k, v in values.items() if k.startswith(f"{where}@")}
@@ -205,7 +205,7 @@ def _check_generator(c: Contents, where: str, values: dict[str, Any]) -> None:
         raise c.bad(f"{where} is not the state of a random generator numpy has") from None
 
 
-def _check_finite(c: Contents, ds: h5py.Dataset) -> None:
+def _check_finite(c: OpenedFile, ds: h5py.Dataset) -> None:
     """Every value of ``ds`` finite, read in slabs of :data:`integrity.SLAB_BYTES`."""
     if not ds.size:
         return

@@ -28,7 +28,7 @@ import numpy as np
 from distfl.runfile import layout
 
 if TYPE_CHECKING:
-    from distfl.runfile.contents import Contents
+    from distfl.runfile.opened import OpenedFile
 
 TIMING_ATTRS = {"trainer", "loop_started", "sum_bytes_per_param"}
 #: the columns of the tables whose values are a fraction (balanced or plain accuracy)
@@ -41,7 +41,7 @@ WALL_CLOCK = {"timing": ("elapsed_s", "rss_mb", "update_s"),
               "workers": ("train_s", "busy_s", "cache_mb", "rss_mb", "pooled_s")}  # fmt: skip
 
 
-def check_shapes(c: Contents) -> None:
+def check_shapes(c: OpenedFile) -> None:
     """Every table's kind, columns, dtypes and length, from the metadata; /timing's
     attributes."""
     f = c.f
@@ -82,7 +82,7 @@ def check_shapes(c: Contents) -> None:
         _table_shape(c, g, _own_table(c, name, g), own_table=True)
 
 
-def _own_table(c: Contents, name: str, g) -> layout.Table:
+def _own_table(c: OpenedFile, name: str, g) -> layout.Table:
     """The declaration of an algorithm's own table as the file holds it (its form checked:
     a group of columns of one dimension and its ``columns`` attribute)."""
     where = f"/{layout.ALGORITHM_TABLES}/{name}"
@@ -113,7 +113,7 @@ def _kind(table: layout.Table, name: str, own_table: bool) -> str:
     return table.column(name).kind
 
 
-def _table_shape(c: Contents, g, table: layout.Table, *, own_table: bool = False) -> int | None:
+def _table_shape(c: OpenedFile, g, table: layout.Table, *, own_table: bool = False) -> int | None:
     """Each column of ``g`` one dimension of its kind, all of one length: that length
     (None: no column)."""
     where = f"/{table.path}"
@@ -134,7 +134,7 @@ def _table_shape(c: Contents, g, table: layout.Table, *, own_table: bool = False
     return lengths.pop() if lengths else None
 
 
-def check_values(c: Contents, done: int, nodes) -> None:
+def check_values(c: OpenedFile, done: int, nodes) -> None:
     """Every table's values (shapes checked before)."""
     for table in layout.TABLES:
         g = c.f.get(table.path)
@@ -154,7 +154,7 @@ def _columns(g) -> dict[str, np.ndarray]:
     return {k: v[()] for k, v in g.items() if isinstance(v, h5py.Dataset) and v.dtype.kind != "O"}
 
 
-def _table_values(c: Contents, g, table, done: int, nodes, *, own_table=False) -> None:
+def _table_values(c: OpenedFile, g, table, done: int, nodes, *, own_table=False) -> None:
     """Rounds within the rounds done, text columns text (cluster ids of the tree), client
     ids of the run, declared counts not negative, accuracies from 0 to 1."""
     where = f"/{table.path}"
@@ -180,7 +180,7 @@ def _table_values(c: Contents, g, table, done: int, nodes, *, own_table=False) -
             c.fractions(values, f"{where}/{name}")
 
 
-def check_missing(c: Contents, t: dict[str, dict[str, np.ndarray]]) -> None:
+def check_missing(c: OpenedFile, t: dict[str, dict[str, np.ndarray]]) -> None:
     """NaN where a run writes NaN, and nowhere else (the module's docstring)."""
     metrics, evaluation = t["metrics"], t["evaluation"]
     every_client_tests = bool(c.K) and int(c.f["clients/num_test"][()].min()) > 0
@@ -228,7 +228,7 @@ def check_missing(c: Contents, t: dict[str, dict[str, np.ndarray]]) -> None:
                             "or MiB")  # fmt: skip
 
 
-def _check_evaluation_rounds(c: Contents, membership, evaluated, every_client_tests) -> None:
+def _check_evaluation_rounds(c: OpenedFile, membership, evaluated, every_client_tests) -> None:
     """A round that evaluates (every ``eval.every`` rounds, and the last of a finished
     run) has an evaluation where every client had test data and was in a leaf at the
     round's end (its rows of /metrics/membership count every client): then any client it
@@ -245,7 +245,7 @@ def _check_evaluation_rounds(c: Contents, membership, evaluated, every_client_te
                         "(/metrics/membership)")  # fmt: skip
 
 
-def check_counts(c: Contents, t: dict[str, dict[str, np.ndarray]]) -> None:
+def check_counts(c: OpenedFile, t: dict[str, dict[str, np.ndarray]]) -> None:
     """Counts of clients within the run's (of clusters within the tree's, of training
     clients within a client per cluster of the tree: an algorithm of soft clusters trains
     a client for several), groups of ``data.groups``, one row per worker rank and round."""
