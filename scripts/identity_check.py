@@ -23,7 +23,7 @@ resume          the default job stopped after 120 rounds and resumed from its /s
 suite-table1    ``distfl suite --table emdcfl-table1-quick --seeds 0 --workers 2 --out
                 suite-table1 --set run.rounds=20 --set eval.every=10``: EMD-CFL's Table 1 in
                 its quick form (rotated digits, the MLP, all 40 clients a round) with its
-                100 rounds cut to 20, seed 0: its 14 methods, 14 run files.
+                100 rounds cut to 20, seed 0: one run file per method of the table (21).
 suite-fidelity  docs/fidelity.md's "Fidelity on digits" command (SUITES below) on the slice
                 its test (tests/integration/test_fidelity_table.py) runs: ``backdoor``, seed
                 0, the preset's rounds, its 11 algorithms and variants: 11 run files.
@@ -37,10 +37,9 @@ bench-runs      each config of that JSON's ``configs`` (the grid's definition, a
                 --standalone --nproc-per-node 3 ... --comm torch``), with the bench's
                 environment (OMP_NUM_THREADS=1): 4 run files.
 
-On a 2-core machine shared with other jobs (load 4-5), two writes took: default 14 and 28 s,
-suite-table1 155 and 232 s, suite-fidelity 191 and 276 s, bench 48 and 52 s, bench-runs 50
-and 79 s (8 and 11 minutes in all); compare of the 30 run files, under 2 minutes (33 with
-the three single runs above, added after those timings).
+40 run files in all. On a 2-core machine beside two CPU-bound runs, two writes took 146 and
+127 s (default 5 s, the three single runs 9 s, suite-table1 58 s, suite-fidelity 44 s, bench
+15 s, bench-runs 15 s); compare, under 2 minutes.
 
 ``compare`` runs ``distfl compare --ignore timing A/f B/f`` (exit 0: the same bits in config,
 clients, metrics, tree and state; timing, the wall clock, differs between any two runs and
