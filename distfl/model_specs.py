@@ -13,7 +13,6 @@ it needs when it runs.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -23,8 +22,6 @@ from distfl.settings import Condition, Params, setting
 
 if TYPE_CHECKING:
     from torch import nn
-
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -83,13 +80,7 @@ class ModelSpec:
 
 def register(cls: type[ModelSpec]) -> type[ModelSpec]:
     """Class decorator: make ``cls`` available as ``model.name = cls.name``."""
-    if not (isinstance(cls, type) and issubclass(cls, ModelSpec)):
-        raise TypeError(f"{cls!r} is not a ModelSpec subclass")
-    name = getattr(cls, "name", "")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"{cls.__name__}.name = {name!r}: a model needs a lower-case name (letters, digits, _)"
-        )
+    MODELS.check_class(cls, ModelSpec)
     if not (isinstance(cls.Params, type) and issubclass(cls.Params, Params)):
         raise TypeError(f"{cls.__name__}.Params must subclass distfl.settings.Params")
     if "name" in cls.Params.keys():

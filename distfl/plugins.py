@@ -1,5 +1,5 @@
-"""Plug-ins by kind and name: the one registry mechanism behind algorithms, datasets and
-models.
+"""Plug-ins by kind and name: the one registry mechanism behind algorithms, datasets,
+models and selection strategies.
 
 A :class:`Registry` holds the classes of one kind by name. The modules of its package (or
 the one module it names) are found and imported the first time a name is looked up (by
@@ -10,7 +10,8 @@ the config before it is checked.
 
 What a class of each kind must declare is checked by that kind's own ``register``
 (:mod:`distfl.algorithms.registry`, :mod:`distfl.datasets.registry`,
-:mod:`distfl.model_specs`), which then adds it here.
+:mod:`distfl.model_specs`, :mod:`distfl.participation.selection.base`), which then adds it
+here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ from pathlib import Path
 
 from distfl.errors import ConfigError, Interrupted, did_you_mean
 from distfl.text import exception_line
+
+#: a plug-in's name (and a table's column's): lower-case letters, digits and _
+NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def origin(cls: type) -> tuple[str, str]:
@@ -65,6 +69,19 @@ class Registry:
             )
         self._classes[name] = cls
         return cls
+
+    def check_class(self, cls: type, base: type) -> None:
+        """What every kind's ``register`` asks first: ``cls`` subclasses ``base`` (TypeError
+        otherwise) and its ``name`` is lower-case letters, digits and _ (ValueError)."""
+        if not (isinstance(cls, type) and issubclass(cls, base)):
+            raise TypeError(f"{cls!r} is not a {base.__name__} subclass")
+        name = getattr(cls, "name", "")
+        if not isinstance(name, str) or not NAME.match(name):
+            article = "an" if self.kind[0] in "aeiou" else "a"
+            raise ValueError(
+                f"{cls.__name__}.name = {name!r}: {article} {self.kind} needs a lower-case name "
+                "(letters, digits, _)"
+            )
 
     def remove(self, name: str) -> None:
         """Forget ``name`` (a plug-in of a test that must not outlive it)."""
@@ -138,6 +155,12 @@ DATASETS = Registry(
 #: the models (``model.name``): the built-in ones are declared in distfl/model_specs.py,
 #: which imports no torch (a config naming one is read without it)
 MODELS = Registry("model", "model.name", "distfl.model_specs", skip=lambda module: False)
+#: the selection strategies (``participation.selection``): one module of
+#: distfl/participation/selection each
+SELECTIONS = Registry(
+    "selection strategy", "participation.selection", "distfl.participation.selection",
+    skip=lambda module: module == "base",
+)  # fmt: skip
 
 _LOADED: dict[str, str] = {}  # a module name, or a file's resolved path -> module name
 

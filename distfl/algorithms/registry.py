@@ -37,14 +37,7 @@ _RESERVED = {n for n in dir(ClusteringAlgorithm) if not n.startswith("__")} | {
 
 def register(cls: type[ClusteringAlgorithm]) -> type[ClusteringAlgorithm]:
     """Class decorator: make ``cls`` available as ``algorithm.name = cls.name``."""
-    if not (isinstance(cls, type) and issubclass(cls, ClusteringAlgorithm)):
-        raise TypeError(f"{cls!r} is not a ClusteringAlgorithm subclass")
-    name = getattr(cls, "name", "")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"{cls.__name__}.name = {name!r}: an algorithm needs a lower-case name "
-            "(letters, digits, _)"
-        )
+    ALGORITHMS.check_class(cls, ClusteringAlgorithm)
     if not (isinstance(cls.Params, type) and issubclass(cls.Params, Params)):
         raise TypeError(f"{cls.__name__}.Params must subclass distfl.algorithms.Params")
     if cls.client_ops and cls.client is None:

@@ -12,7 +12,7 @@ from distfl.config.effects import check_unused
 from distfl.config.groups import ALPHA_NOT_GIVEN
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
-from distfl.plugins import ALGORITHMS, DATASETS, MODELS
+from distfl.plugins import ALGORITHMS, DATASETS, MODELS, SELECTIONS
 from distfl.settings import Params
 
 NAME_MAX = 255
@@ -154,7 +154,7 @@ def validate(c: Config, *, unknown_dataset: bool = False, stored: bool = False) 
     _validate_comm(c)
     _validate_eval(c)
     _validate_checkpoint(c)
-    _validate_participation(c)
+    _validate_participation(c, unknown=unknown_dataset)
     if not stored:
         check_unused(c)
 
@@ -430,11 +430,13 @@ def _validate_checkpoint(c: Config) -> None:
 MAX_DROPOUT = 1.0 - 2**-20
 
 
-def _validate_participation(c: Config) -> None:
+def _validate_participation(c: Config, *, unknown: bool = False) -> None:
     """The ``participation`` section: shares and probabilities in range, positive finite
-    resources, and the keys that need others (a deadline needs resources, FedCS a
-    deadline). The trace files and whether any client can meet the deadline are checked on
-    rank 0 before any work (:func:`distfl.participation.checks.check_participation`)."""
+    resources, the keys that need others (a deadline needs resources), and the selection
+    strategy's own refusals (FedCS needs a deadline, FedPNS the fedavg aggregator; none for
+    a stored config's strategy of a plug-in not imported, with ``unknown``). The trace
+    files and whether any client can meet the deadline are checked on rank 0 before any
+    work (:func:`distfl.runtime.participation.check_participation`)."""
     p = c.participation
     _range("participation.fraction", p.fraction, 0.0, 1.0, "a share of rounds in [0, 1]")
     _range("participation.diurnal", p.diurnal, 0.0, 1.0, "an amplitude in [0, 1]")
@@ -457,21 +459,12 @@ def _validate_participation(c: Config) -> None:
     _range("participation.pns_alpha", p.pns_alpha, 1e-9, 1e6, "positive (FedPNS's α)")
     _range("participation.pns_beta", p.pns_beta, 0.0, 1e6, "0 or more (FedPNS's β)")
     _range("participation.pns_kept", p.pns_kept, 1e-9, 1.0, "a share in (0, 1]")
-    if p.selection == "fedpns" and c.server.aggregator != "fedavg":
-        raise ConfigError(
-            f"participation.selection = 'fedpns' makes each cluster's model the weighted mean "
-            f"of the reports it keeps: it needs server.aggregator = 'fedavg', not "
-            f"{c.server.aggregator!r}"
-        )
+    if not (unknown and p.selection not in SELECTIONS.names()):  # (a stored plug-in's)
+        SELECTIONS.get(p.selection).check(c)  # its own refusals
     if p.deadline and p.resources == "off":
         raise ConfigError(
             "participation.deadline needs the clients' resources for the virtual clock: set "
             "participation.resources to loguniform or trace"
-        )
-    if p.selection == "fedcs" and not p.deadline:
-        raise ConfigError(
-            "participation.selection = 'fedcs' schedules the clients into the round's "
-            "deadline: set participation.deadline (seconds) and participation.resources"
         )
     for key, name in (("trace", "availability"), ("resource_trace", "resources")):
         if getattr(p, name) == "trace" and not getattr(p, key):

@@ -531,5 +531,4 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "comm.sums": ("scaled", "limbs"),
     "participation.availability": ("always", "fraction", "trace"),
     "participation.resources": ("off", "loguniform", "trace"),
-    "participation.selection": ("uniform", "fedcs", "fedpns"),
 }

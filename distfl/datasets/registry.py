@@ -8,25 +8,14 @@ up; a dataset defined elsewhere registers when its module is imported, e.g. thro
 
 from __future__ import annotations
 
-import re
-
 from distfl.datasets.base import NATURAL, DatasetSpec
 from distfl.plugins import DATASETS
 from distfl.settings import Params
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-
 
 def register(cls: type[DatasetSpec]) -> type[DatasetSpec]:
     """Class decorator: make ``cls`` available as ``data.dataset = cls.name``."""
-    if not (isinstance(cls, type) and issubclass(cls, DatasetSpec)):
-        raise TypeError(f"{cls!r} is not a DatasetSpec subclass")
-    name = getattr(cls, "name", "")
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise ValueError(
-            f"{cls.__name__}.name = {name!r}: a dataset needs a lower-case name "
-            "(letters, digits, _)"
-        )
+    DATASETS.check_class(cls, DatasetSpec)
     if not isinstance(cls.num_classes, int) or cls.num_classes < 2:
         raise ValueError(f"{cls.__name__}.num_classes = {cls.num_classes!r}: at least 2")
     if cls.natural not in NATURAL:

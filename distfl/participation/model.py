@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from distfl.participation import draws
-from distfl.participation.pns_rounds import PnsRounds
 from distfl.participation.traces import Profiles, Windows, nothing, read_profiles, read_windows
+from distfl.plugins import SELECTIONS
 
 #: bytes of one float32 parameter on the wire
 PARAM_BYTES = 4
@@ -84,22 +84,18 @@ class Participation:
             self.profiles = read_profiles("participation.resource_trace", p.resource_trace,
                 keep=lambda n: self._pick(draws.PROFILE, everyone, n))  # fmt: skip
         self.round = 0
+        #: the selection strategy (distfl.participation.selection): it chooses the clients
+        #: of each draw, and keeps what it keeps between rounds
+        self.selection = SELECTIONS.get(p.selection)(self, config)
         #: whether a draw is the plain uniform draw among every client (the old draw)
-        self.everyone = p.availability == "always" and p.selection == "uniform"
+        self.everyone = p.availability == "always" and not self.selection.chooses
         self.clock = p.resources != "off"
-        #: FedPNS's probabilities and aggregation (None for another selection)
-        self.pns: PnsRounds | None = None
-        if p.selection == "fedpns":
-            self.pns = PnsRounds(
-                len(self.client_group), alpha=p.pns_alpha, beta=p.pns_beta, kept=p.pns_kept,
-                local_steps=self.local_steps, lr=config.train.lr,
-            )  # fmt: skip
         #: whether the plans pass through admit() unchanged
         self.plain = (p.availability == "always" and not self.dropout.any() and not p.deadline
-                      and self.pns is None)  # fmt: skip
-        #: the clients the selection chose this round (None under the uniform selection):
-        #: a strategy that chooses admits no plan naming a client it did not choose
-        self.drawn: set[int] | None = None if p.selection == "uniform" else set()
+                      and not self.selection.reads_models)  # fmt: skip
+        #: the clients the selection chose this round (None where it does not choose): a
+        #: strategy that chooses admits no plan naming a client it did not choose
+        self.drawn: set[int] | None = set() if self.selection.chooses else None
 
     def begin(self, round_index: int) -> None:
         """Round ``round_index`` starts: its availability and dropouts apply."""
@@ -162,9 +158,9 @@ class Participation:
         client's bandwidth; S local steps of min(B, its train samples) samples at its
         speed."""
         ids = np.asarray(clients, dtype=np.int64)
-        return self._times(ids, *self.resources(ids), trainings)
+        return self.client_times(ids, *self.resources(ids), trainings)
 
-    def _times(self, ids: np.ndarray, speed, bandwidth, trainings=1):
+    def client_times(self, ids: np.ndarray, speed, bandwidth, trainings=1):
         """:meth:`times` of ``ids`` whose resources are known."""
         samples = np.minimum(self.batch_size, self.num_train[ids]).astype(np.float64)
         return training_seconds(speed, bandwidth, num_params=self.num_params,
@@ -188,24 +184,14 @@ class Participation:
         as it is, or the uniform draw; ``fedcs`` schedules the available clients of that
         draw into the deadline; ``fedpns`` draws in its place by its probabilities times
         ``priority``."""
-        if self.pns is not None:
-            available = None if self.section.availability == "always" else self.available
-            chosen = self.pns.draw(rng, pool, size, available, priority)
-        elif own is not None:
-            chosen = _own_draw(own(), pool)
-            if self.section.selection == "fedcs":
-                chosen = self._fedcs(chosen[self.available(chosen)], trainings)
-        elif self.everyone:
-            return rng.choice(pool, size=size, replace=False)
-        else:
-            chosen = self._uniform(rng, pool, size)
-            if self.section.selection == "fedcs":
-                chosen = self._fedcs(chosen, trainings)
+        chosen = self.selection.choose(
+            rng, pool, size, own=own, priority=priority, trainings=trainings
+        )
         if self.drawn is not None:
             self.drawn.update(int(k) for k in chosen)
         return chosen
 
-    def _uniform(self, rng: np.random.Generator, pool, size: int) -> np.ndarray:
+    def uniform(self, rng: np.random.Generator, pool, size: int) -> np.ndarray:
         """A uniform draw without replacement among the available clients of ``pool``:
         uniform proposals, each new one kept when available, so that a round costs
         O(size / availability) whatever the pool's size; a small pool (or one whose
@@ -245,21 +231,6 @@ class Participation:
             picked.extend(int(k) for k in more)
         return np.array(picked, dtype=np.int64)
 
-    def _fedcs(self, candidates: np.ndarray, trainings: int = 1) -> np.ndarray:
-        """FedCS's greedy schedule of ``candidates`` (the clients it asked for their
-        resources), each training ``trainings`` models, under ``deadline``: those it
-        selects, in the order it added them."""
-        from distfl.participation.fedcs import fedcs_select
-
-        speed, bandwidth = self.resources(candidates)
-        _, compute, up = self._times(candidates, speed, bandwidth, trainings)
-        chosen = fedcs_select(
-            compute, up, bandwidth * 1e6 / 8,
-            model_bytes=trainings * PARAM_BYTES * self.num_params,
-            round_s=self.section.deadline,
-        )  # fmt: skip
-        return candidates[chosen]
-
     def admit(self, plan):
         """The plan without the clients that are not available, drop out or report after
         the deadline, and what that did (:class:`RoundParticipation`), with the round's
@@ -267,8 +238,7 @@ class Participation:
         the deadline when a report was lost to it or to a dropout."""
         if self.drawn is not None:
             self._chosen_only(plan)
-        if self.pns is not None:
-            self.pns.selected(plan)
+        self.selection.selected(plan)
         if self.plain and not self.clock:
             return plan, OFF
         ids = np.array(sorted(plan.train), dtype=np.int64)
@@ -296,7 +266,7 @@ class Participation:
             round_s=round_s, lost_trainings=int(trainings[gone | late].sum()),
         )  # fmt: skip
         kept = {int(k) for k in ids[keep]}
-        back = frozenset(kept) if self.pns is not None else frozenset()  # FedPNS reads them
+        back = frozenset(kept) if self.selection.reads_models else frozenset()
         if keep.all() and back <= plan.return_models:
             return plan, outcome
         return dataclasses.replace(
@@ -323,35 +293,14 @@ class Participation:
     def after_training(self, plan, reports, starts: dict[str, np.ndarray]) -> tuple[dict, int]:
         """The selection's say after the round's training (FedPNS's optimal aggregation):
         the clusters' models it replaces and the reports it left out."""
-        if self.pns is None:
-            return {}, 0
-        return self.pns.aggregate(plan, reports, starts)
+        return self.selection.after_training(plan, reports, starts)
 
     def state_dict(self) -> dict:
         """What the selection keeps between rounds (FedPNS's probabilities), or {}."""
-        return {} if self.pns is None else self.pns.state_dict()
+        return self.selection.state_dict()
 
     def load_state_dict(self, state: dict) -> None:
-        if self.pns is not None:
-            self.pns.load_state_dict(state)
-
-
-def _own_draw(chosen, pool) -> np.ndarray:
-    """An algorithm's own draw (int64), checked: distinct client ids of ``pool`` (ValueError
-    otherwise: the round fails, naming it)."""
-    ids = np.asarray(chosen)
-    if ids.ndim != 1 or (ids.size and ids.dtype.kind not in "iu"):
-        raise ValueError(f"an algorithm's own draw must be a vector of client ids, not an "
-                         f"array of {ids.dtype} of shape {ids.shape}")  # fmt: skip
-    ids = ids.astype(np.int64)
-    if isinstance(pool, (int, np.integer)):
-        inside = (ids >= 0) & (ids < int(pool))
-    else:
-        inside = np.isin(ids, np.asarray(pool))
-    if not inside.all() or len(np.unique(ids)) != len(ids):
-        raise ValueError(f"an algorithm's own draw must be distinct clients of the pool it "
-                         f"draws from: {ids[:5].tolist()}...")  # fmt: skip
-    return ids
+        self.selection.load_state_dict(state)
 
 
 def _log_uniform(u: np.ndarray, lo: float, hi: float) -> np.ndarray:

@@ -11,11 +11,10 @@ import numpy as np
 import torch
 
 from distfl.algorithms import ClientReports
-from distfl.config.schema import CHOICES
 from distfl.errors import ConfigError
 from distfl.participation.model import fastest_client_s
 from distfl.participation.traces import nothing, read_profiles, read_windows
-from distfl.plugins import ALGORITHMS
+from distfl.plugins import ALGORITHMS, SELECTIONS
 
 
 def _fewest_samples_a_step(config) -> int:
@@ -45,7 +44,9 @@ def check_selection(config) -> None:
     cls = ALGORITHMS.get(name)
     why = cls.selection_refusal(selection)
     if why:
-        taken = [s for s in CHOICES["participation.selection"] if not cls.selection_refusal(s)]
+        taken = [
+            s for s in SELECTIONS.first_then_by_name("uniform") if not cls.selection_refusal(s)
+        ]
         raise ConfigError(
             f"participation.selection = {selection!r} cannot choose the clients of "
             f"algorithm.name = {name!r}: {why}; it takes {', '.join(taken)}"
@@ -88,8 +89,8 @@ def admitted_training(server, plan, may_give_up: bool, took_part):
     if not plan.train:
         now = {c: m.numpy() for c, m in server.state.models.items()}
         return ClientReports.none(now, server.local_steps), took_part
-    pns = server.participation.pns is not None
-    starts = {c: server.state.models[c].numpy().copy() for c in plan.clusters()} if pns else {}
+    reads = server.participation.selection.reads_models
+    starts = {c: server.state.models[c].numpy().copy() for c in plan.clusters()} if reads else {}
     reports = server.train_round(plan, may_give_up)
     if reports is None:
         return None, took_part

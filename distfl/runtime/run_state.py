@@ -55,8 +55,8 @@ class RunState:
 
     @property
     def selects(self) -> bool:
-        """Whether the selection strategy has a state of its own (FedPNS's)."""
-        return self.participation.pns is not None
+        """Whether the selection strategy keeps a state in the run file (FedPNS's)."""
+        return self.participation.selection.keeps_state
 
     def state_dict(self) -> dict:
         """The run file's /state."""

@@ -86,6 +86,7 @@ def _kinds() -> dict[str, str]:
     from distfl.config import CHOICES, describe_keys
     from distfl.datasets import dataset_names
     from distfl.model_specs import model_names
+    from distfl.plugins import SELECTIONS
 
     kinds = {row[0]: row[1] for row in describe_keys()}
     for dotted, allowed in CHOICES.items():
@@ -93,6 +94,9 @@ def _kinds() -> dict[str, str]:
     kinds["algorithm.name"] = "one of " + ", ".join(algorithm_names())
     kinds["data.dataset"] = "one of " + ", ".join(dataset_names())
     kinds["model.name"] = "one of " + ", ".join(model_names())
+    kinds["participation.selection"] = "one of " + ", ".join(
+        SELECTIONS.first_then_by_name("uniform")
+    )
     return kinds
 
 

@@ -358,13 +358,13 @@ def test_fedpns_aggregates_the_reports_it_keeps_and_lowers_the_labeled():
     plan = RoundPlan(round=1, train={int(k): "0" for k in clients})
     reports = ClientReports(clients=clients, losses=np.zeros((4, 2)), num_samples=n,
                             models=models)  # fmt: skip
-    p.pns.probabilities.record_selected(clients)
+    p.selection.probabilities.record_selected(clients)
     chosen, rejected = p.after_training(plan, reports, {"0": np.zeros(2, dtype=np.float32)})
     assert rejected == 1
     kept = models[:3].astype(np.float64)
     expected = ((n[:3, None] * kept).sum(axis=0) / n[:3].sum()).astype(np.float32)
     assert np.array_equal(chosen["0"], expected)
-    prob = p.pns.probabilities.prob(np.arange(20))
+    prob = p.selection.probabilities.prob(np.arange(20))
     assert prob[9] < prob[1] == prob[0] and prob.sum() == pytest.approx(1.0)
     # its loss: p·min((1/1 + 0.7)², 1) = all of it
     assert prob[9] == 0.0

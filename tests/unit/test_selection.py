@@ -74,7 +74,7 @@ def test_fedpns_draws_by_its_probabilities_times_the_algorithms_priority():
     the four 1, 1, 3, 0: one client drawn 4,000 times follows p_k·w_k normalised, and the
     client of weight 0 is never drawn."""
     p = participation('participation.selection="fedpns"')
-    probs = p.pns.probabilities
+    probs = p.selection.probabilities
     probs.penalise([5], [0.1])  # p_5 falls by p·(0.1 + 0.7)² = 64%
     pool = np.array([2, 5, 9, 11])
     weights = {2: 1.0, 5: 1.0, 9: 3.0, 11: 0.0}
@@ -136,7 +136,7 @@ def test_fedpns_counts_the_clients_a_plan_names_not_every_draw():
     drawn = p.draw(np.random.default_rng(0), 20, 6)
     seeding = p.draw(np.random.default_rng(1), 20, 20)
     p.admit(RoundPlan(round=1, train={int(k): "0" for k in seeding}))
-    selected, _ = p.pns.probabilities.counts(np.arange(20))
+    selected, _ = p.selection.probabilities.counts(np.arange(20))
     assert selected.tolist() == [1] * 20 and len(drawn) == 6
 
 

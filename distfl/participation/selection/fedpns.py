@@ -1,8 +1,8 @@
-"""FedPNS in a run (:mod:`distfl.participation.fedpns` holds its math): its draws by the
-selection probabilities among the available clients, and after each round's training the
-optimal aggregation of each cluster's reports, the clients it leaves out labeled and their
-probabilities lowered. Its state (the probabilities and counts of the clients ever selected)
-is the run's /state/selection."""
+"""``fedpns`` (Wu and Wang 2022) in a run (:mod:`distfl.participation.fedpns` holds its
+math): its draws by the selection probabilities among the available clients, and after each
+round's training the optimal aggregation of each cluster's reports, the clients it leaves out
+labeled and their probabilities lowered. Its state (the probabilities and counts of the
+clients ever selected) is the run's /state/selection."""
 
 from __future__ import annotations
 
@@ -10,27 +10,46 @@ import math
 
 import numpy as np
 
+from distfl.errors import ConfigError
 from distfl.participation.fedpns import PnsProbabilities, optimal_aggregation
+from distfl.participation.selection.base import SelectionStrategy, register
 
 
-class PnsRounds:
-    """FedPNS over a run's rounds; ``available``: the participation's availability test
-    (None: every client always available)."""
+@register
+class FedPNS(SelectionStrategy):
+    """FedPNS over a run's rounds (``participation.pns_alpha``, ``pns_beta``, ``pns_kept``);
+    the algorithm's own draw is not used: FedPNS draws in its place."""
 
-    def __init__(self, num_clients: int, *, alpha: float, beta: float, kept: float,
-                 local_steps: int, lr: float) -> None:  # fmt: skip
-        self.probabilities = PnsProbabilities(num_clients)
-        self.alpha, self.beta, self.kept = float(alpha), float(beta), float(kept)
+    name = "fedpns"
+    reads_models = True
+    keeps_state = True
+
+    def __init__(self, participation, config) -> None:
+        super().__init__(participation, config)
+        p = config.participation
+        self.probabilities = PnsProbabilities(len(participation.client_group))
+        self.alpha, self.beta, self.kept = float(p.pns_alpha), float(p.pns_beta), float(p.pns_kept)
         #: the scale of a model change into the code's gradient, (θ_start − θ_k) / (S·lr)
-        self.scale = 1.0 / (local_steps * lr)
+        self.scale = 1.0 / (config.train.local_steps * config.train.lr)
 
-    def draw(self, rng: np.random.Generator, pool, size: int, available,
-             priority=None) -> np.ndarray:  # fmt: skip
+    @classmethod
+    def check(cls, config) -> None:
+        if config.server.aggregator != "fedavg":
+            raise ConfigError(
+                f"participation.selection = 'fedpns' makes each cluster's model the weighted "
+                f"mean of the reports it keeps: it needs server.aggregator = 'fedavg', not "
+                f"{config.server.aggregator!r}"
+            )
+
+    def choose(self, rng: np.random.Generator, pool, size: int, *, own=None, priority=None,
+               trainings: int = 1) -> np.ndarray:  # fmt: skip
         """``size`` clients of ``pool`` by successive sampling from the probabilities among
         the available ones (fewer when fewer are available); the plan that trains them
         counts them selected (:meth:`selected`).
         ``priority``: the algorithm's weight of each client (a callable of the available
         ids of the pool, listed whole), multiplied into the probabilities."""
+        always = self.section.availability == "always"
+        available = None if always else self.participation.available
         p = self.probabilities
         whole = isinstance(pool, (int, np.integer)) and int(pool) == p.num_clients
         if whole and priority is None:
@@ -69,7 +88,7 @@ class PnsRounds:
             return np.zeros(0, dtype=np.int64)
         return rng.choice(ids, size=n, replace=False, p=weights / weights.sum()).astype(np.int64)
 
-    def aggregate(self, plan, reports, starts: dict[str, np.ndarray]) -> tuple[dict, int]:
+    def after_training(self, plan, reports, starts: dict[str, np.ndarray]) -> tuple[dict, int]:
         """The optimal aggregation of each cluster's reports (one model a client: a soft
         plan is left as the aggregator made it), from the round's start models ``starts``:
         the clients it leaves out are labeled and lose probability, and a cluster that lost
@@ -106,4 +125,4 @@ class PnsRounds:
         self.probabilities.load_state_dict(state)
 
 
-__all__ = ["PnsRounds"]
+__all__ = ["FedPNS"]
