@@ -15,12 +15,34 @@ serves every cluster; per-cluster state is keyed by cluster id and inherited at 
 - ``fairavg`` — FairAvg (Michieli & Ozay, "Are all users treated fairly in federated
   learning systems?", CVPR Workshops 2021): uniform aggregation, w_k = 1, so a client
   with few samples counts as much as one with many.
+
+An aggregator of one's own subclasses :class:`Aggregator` in a file that ``run.plugins``
+names and registers with :func:`register` (every rank imports it: the workers read its
+``uniform``); ``server.aggregator`` then names it.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+
+from distfl.errors import ConfigError
+from distfl.plugins import AGGREGATORS
+
+
+def register(cls: type[Aggregator]) -> type[Aggregator]:
+    """Class decorator: make ``cls`` available as ``server.aggregator = cls.name``."""
+    AGGREGATORS.check_class(cls, Aggregator)
+    if not isinstance(cls.keys, tuple) or not set(cls.keys) <= SERVER_KEYS:
+        raise ValueError(
+            f"{cls.__name__}.keys = {cls.keys!r}: a tuple of the [server] keys an aggregator "
+            f"reads ({', '.join(sorted(SERVER_KEYS))})"
+        )
+    return AGGREGATORS.add(cls)
+
+
+#: the keys of [server] an aggregator may read (its ``keys``)
+SERVER_KEYS = frozenset({"lr", "momentum"})
 
 
 class Aggregator:
@@ -37,6 +59,10 @@ class Aggregator:
     def __init__(self, *, lr: float = 1.0, momentum: float = 0.0):
         self.lr = lr
         self.momentum = momentum
+
+    @classmethod
+    def check(cls, config) -> None:
+        """Refuse (ConfigError, one line) a config the aggregator cannot act on."""
 
     def __call__(
         self, cid: str, model: torch.Tensor, delta_sum: torch.Tensor, weight_sum: float
@@ -56,6 +82,7 @@ class Aggregator:
         pass
 
 
+@register
 class FedAvgM(Aggregator):
     name = "fedavgm"
     keys = ("lr", "momentum")
@@ -96,22 +123,30 @@ class FedAvgM(Aggregator):
         self.velocity = {c: torch.from_numpy(np.array(vel[i])) for i, c in enumerate(ids)}
 
 
+@register
 class FedProx(Aggregator):
     name = "fedprox"
 
+    @classmethod
+    def check(cls, config) -> None:
+        if not config.train.prox_mu > 0:
+            raise ConfigError(
+                "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
+                "e.g. --set train.prox_mu=0.01)"
+            )
 
+
+@register
 class FairAvg(Aggregator):
     name = "fairavg"
     uniform = True
 
 
-AGGREGATORS: dict[str, type[Aggregator]] = {
-    cls.name: cls for cls in (Aggregator, FedAvgM, FedProx, FairAvg)
-}
+register(Aggregator)  # FedAvg (the base is defined before register can check it)
 
 
 def build_aggregator(server) -> Aggregator:
     """The aggregator of ``server.aggregator`` with the keys of ``server`` it reads (its
     ``keys``: FedAvgM's ``server.lr`` and ``server.momentum``)."""
-    cls = AGGREGATORS[server.aggregator]
+    cls = AGGREGATORS.get(server.aggregator)
     return cls(**{key: getattr(server, key) for key in cls.keys})

@@ -1,5 +1,5 @@
 """Plug-ins by kind and name: the one registry mechanism behind algorithms, datasets,
-models and selection strategies.
+models, aggregators and selection strategies.
 
 A :class:`Registry` holds the classes of one kind by name. The modules of its package (or
 the one module it names) are found and imported the first time a name is looked up (by
@@ -10,8 +10,8 @@ the config before it is checked.
 
 What a class of each kind must declare is checked by that kind's own ``register``
 (:mod:`distfl.algorithms.registry`, :mod:`distfl.datasets.registry`,
-:mod:`distfl.model_specs`, :mod:`distfl.participation.selection.base`), which then adds it
-here.
+:mod:`distfl.model_specs`, :mod:`distfl.aggregators`,
+:mod:`distfl.participation.selection.base`), which then adds it here.
 """
 
 from __future__ import annotations
@@ -155,6 +155,10 @@ DATASETS = Registry(
 #: the models (``model.name``): the built-in ones are declared in distfl/model_specs.py,
 #: which imports no torch (a config naming one is read without it)
 MODELS = Registry("model", "model.name", "distfl.model_specs", skip=lambda module: False)
+#: the server's aggregators (``server.aggregator``): the built-in ones in distfl/aggregators.py
+AGGREGATORS = Registry(
+    "aggregator", "server.aggregator", "distfl.aggregators", skip=lambda module: False
+)
 #: the selection strategies (``participation.selection``): one module of
 #: distfl/participation/selection each
 SELECTIONS = Registry(

@@ -12,7 +12,7 @@ from distfl.config.effects import check_unused
 from distfl.config.groups import ALPHA_NOT_GIVEN
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
-from distfl.plugins import ALGORITHMS, DATASETS, MODELS, SELECTIONS
+from distfl.plugins import AGGREGATORS, ALGORITHMS, DATASETS, MODELS, SELECTIONS
 from distfl.settings import Params
 
 NAME_MAX = 255
@@ -149,7 +149,7 @@ def validate(c: Config, *, unknown_dataset: bool = False, stored: bool = False) 
     _validate_groups(c, spec)
     _validate_model(c, spec, unknown=unknown_dataset)
     _validate_train(c, spec)
-    _validate_server(c)
+    _validate_server(c, unknown=unknown_dataset)
     _validate_algorithm(c)
     _validate_comm(c)
     _validate_eval(c)
@@ -370,8 +370,10 @@ def _validate_optimizer(c: Config) -> None:
     _float32_rate("train.eps", t.eps, " (Adam's epsilon)", positive=True)
 
 
-def _validate_server(c: Config) -> None:
-    """The ``server`` section, and its aggregator against ``train.prox_mu``."""
+def _validate_server(c: Config, *, unknown: bool = False) -> None:
+    """The ``server`` section, and its aggregator's own refusals (FedProx needs
+    ``train.prox_mu``; none for a stored config's aggregator of a plug-in not imported,
+    with ``unknown``)."""
     _range(
         "server.clients_per_round",
         c.server.clients_per_round,
@@ -381,11 +383,8 @@ def _validate_server(c: Config) -> None:
     )
     _float32_rate("server.lr", c.server.lr, " (FedAvgM's η)", positive=True)
     _range("server.momentum", c.server.momentum, 0.0, 0.999999, "in [0, 1) (FedAvgM's β)")
-    if c.server.aggregator == "fedprox" and not c.train.prox_mu > 0:
-        raise ConfigError(
-            "server.aggregator = 'fedprox' needs train.prox_mu > 0 (the proximal term μ, "
-            "e.g. --set train.prox_mu=0.01)"
-        )
+    if not (unknown and c.server.aggregator not in AGGREGATORS.names()):  # (a stored plug-in's)
+        AGGREGATORS.get(c.server.aggregator).check(c)  # its own refusals (FedProx's μ)
 
 
 def _validate_comm(c: Config) -> None:

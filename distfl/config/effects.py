@@ -36,7 +36,7 @@ from typing import Any
 from distfl.config.groups import ALPHA_NOT_GIVEN, GroupSpec
 from distfl.config.schema import Config
 from distfl.errors import ConfigError
-from distfl.plugins import ALGORITHMS, DATASETS
+from distfl.plugins import AGGREGATORS, ALGORITHMS, DATASETS
 from distfl.settings import Condition, Params
 from distfl.text import exception_line
 
@@ -46,6 +46,20 @@ def _is(key: str, *values: str) -> Condition:
     section, name = key.split(".")
     where = f"{key} = " + " or ".join(repr(v) for v in values)
     return Condition((key,), where, lambda c: getattr(getattr(c, section), name) in values)
+
+
+def _aggregator_reads(name: str) -> Condition:
+    """The condition that ``server.aggregator`` reads ``server.<name>`` (its ``keys``:
+    FedAvgM's ``lr`` and ``momentum``, or an aggregator of one's own)."""
+
+    def holds(c: Config) -> bool:
+        try:
+            return name in AGGREGATORS.get(c.server.aggregator).keys
+        except ConfigError:  # a stored config's aggregator of a plug-in not imported
+            return True
+
+    where = "server.aggregator = 'fedavgm' (or an aggregator of one's own that reads it)"
+    return Condition(("server.aggregator",), where, holds)
 
 
 def _spec(c: Config):
@@ -99,8 +113,8 @@ COLLECTIVES = Condition(
 
 #: the sections' keys that take effect only where their condition holds
 RULES: dict[str, Condition] = {
-    "server.lr": _is("server.aggregator", "fedavgm"),
-    "server.momentum": _is("server.aggregator", "fedavgm"),
+    "server.lr": _aggregator_reads("lr"),
+    "server.momentum": _aggregator_reads("momentum"),
     "server.placement": COLLECTIVES,
     "comm.timeout_s": COLLECTIVES,
     "train.momentum": _is("train.optimizer", "sgd"),

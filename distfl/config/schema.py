@@ -526,7 +526,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
     "train.loss": ("cross_entropy", "hinge"),
     "train.optimizer": ("sgd", "adam", "adamw"),
-    "server.aggregator": ("fedavg", "fedavgm", "fedprox", "fairavg"),
     "comm.backend": ("auto", "local", "torch", "gloo", "mpi"),
     "comm.sums": ("scaled", "limbs"),
     "participation.availability": ("always", "fraction", "trace"),

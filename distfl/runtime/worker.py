@@ -15,7 +15,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from distfl.aggregators import AGGREGATORS
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
 from distfl.algorithms.client_side import Prepared, ProbeAbandoned
 from distfl.comm.base import Communicator
@@ -31,6 +30,7 @@ from distfl.data import (
 )
 from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds, to_limbs
 from distfl.models import build_model, load_flat, num_params
+from distfl.plugins import AGGREGATORS
 from distfl.runtime.pool import exchange
 from distfl.runtime.protocol import (
     AFTER,
@@ -102,7 +102,7 @@ class Worker:
         self.cache = ClientCache(self._load, config.data.cache_mb * 2**20)
         self._client_half: ClientHalf | None = None
         # the aggregator's client weights: sample counts, or 1 each (FairAvg)
-        self.uniform = AGGREGATORS[config.server.aggregator].uniform
+        self.uniform = AGGREGATORS.get(config.server.aggregator).uniform
         self.num_train = partition.num_train()
         self.train_seconds = 0.0
         self.client_steps = 0

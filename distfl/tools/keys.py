@@ -86,7 +86,7 @@ def _kinds() -> dict[str, str]:
     from distfl.config import CHOICES, describe_keys
     from distfl.datasets import dataset_names
     from distfl.model_specs import model_names
-    from distfl.plugins import SELECTIONS
+    from distfl.plugins import AGGREGATORS, SELECTIONS
 
     kinds = {row[0]: row[1] for row in describe_keys()}
     for dotted, allowed in CHOICES.items():
@@ -97,6 +97,7 @@ def _kinds() -> dict[str, str]:
     kinds["participation.selection"] = "one of " + ", ".join(
         SELECTIONS.first_then_by_name("uniform")
     )
+    kinds["server.aggregator"] = "one of " + ", ".join(AGGREGATORS.first_then_by_name("fedavg"))
     return kinds
 
 

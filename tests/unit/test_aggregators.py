@@ -7,18 +7,21 @@ import pytest
 import torch
 
 from distfl import config as cfg
-from distfl.aggregators import AGGREGATORS, Aggregator, FairAvg, FedAvgM, build_aggregator
+from distfl.aggregators import Aggregator, FairAvg, FedAvgM, build_aggregator
 from distfl.errors import ConfigError
+from distfl.plugins import AGGREGATORS
 
 
 def f64(*values):
     return torch.tensor(values, dtype=torch.float64)
 
 
-def test_registry_names_match_config_choices():
-    assert set(AGGREGATORS) == set(cfg.CHOICES["server.aggregator"])
+def test_the_registry_holds_the_four_and_the_settings_text_names_them():
+    assert AGGREGATORS.first_then_by_name("fedavg") == ["fedavg", "fairavg", "fedavgm", "fedprox"]
     for name, cls in AGGREGATORS.items():
-        assert cls.name == name
+        assert cls.name == name and issubclass(cls, Aggregator)
+    allowed = cfg.ServerSection.__dataclass_fields__["aggregator"].metadata["allowed"]
+    assert allowed == ", ".join(f"`{n}`" for n in ("fedavg", "fedavgm", "fedprox", "fairavg"))
 
 
 def test_fedavg_hand_computed():
@@ -106,7 +109,7 @@ def test_fedavgm_state_round_trip_continues_identically():
 
 
 def test_fairavg_weights_clients_uniformly_and_averages_like_fedavg():
-    assert FairAvg.uniform and not Aggregator.uniform and not AGGREGATORS["fedprox"].uniform
+    assert FairAvg.uniform and not Aggregator.uniform and not AGGREGATORS.get("fedprox").uniform
     # with uniform weights the reduced sums are Σ Δθ_k and the count of clients
     out = FairAvg()("0", torch.tensor([1.0]), f64(3.0 + 1.0), 2)
     assert out.tolist() == [3.0]

@@ -199,10 +199,10 @@ def test_every_listed_value_is_accepted(tmp_path):
     the aggregators, losses and placements registered."""
     from datafiles import load_files
 
-    from distfl.aggregators import AGGREGATORS
     from distfl.datasets import dataset_specs
     from distfl.errors import DataError
     from distfl.models import build_model
+    from distfl.plugins import AGGREGATORS
     from distfl.runtime.placement import PLACEMENTS
     from distfl.train.sequential import LOSSES
 
@@ -214,7 +214,7 @@ def test_every_listed_value_is_accepted(tmp_path):
         assert str(tmp_path) in str(err.value), spec.name
     for name in model_names():
         assert build_model(name, (1, 28, 28), 10) is not None
-    assert set(CHOICES["server.aggregator"]) == set(AGGREGATORS)
+    assert set(AGGREGATORS.names()) == {"fedavg", "fedavgm", "fedprox", "fairavg"}
     assert set(CHOICES["train.loss"]) == set(LOSSES)
     assert set(CHOICES["server.placement"]) == set(PLACEMENTS)
 

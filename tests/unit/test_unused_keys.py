@@ -213,7 +213,8 @@ def test_distfl_keys_ends_the_runs_keys_with_those_without_effect():
     tail = rest.split("the other algorithms' own keys", 1)[0]
     assert "server.lr                " in head  # the run's keys first
     assert ("\n  server.lr, server.momentum (here server.aggregator = 'fedavg'): it takes "
-            "effect only with server.aggregator = 'fedavgm'\n") in tail  # fmt: skip
+            "effect only with server.aggregator = 'fedavgm' (or an aggregator of one's own "
+            "that reads it)\n") in tail  # fmt: skip
     assert "\n  server.clients_per_round (here algorithm.name = 'flcl'): every member" in tail
     assert tail.count("(warned of)") == 2  # the cohort and the sampling seed
     shown_keys = {k for line in tail.splitlines()[1:] for k in
