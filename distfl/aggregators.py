@@ -23,11 +23,15 @@ names and registers with :func:`register` (every rank imports it: the workers re
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 
 from distfl.errors import ConfigError
 from distfl.plugins import AGGREGATORS
+
+if TYPE_CHECKING:  # (no torch at import: a config names an aggregator without it)
+    import torch
 
 
 def register(cls: type[Aggregator]) -> type[Aggregator]:
@@ -70,7 +74,7 @@ class Aggregator:
         """The new model of cluster ``cid``; with no participant it is unchanged."""
         if weight_sum <= 0:
             return model.clone()
-        return (model.to(torch.float64) + delta_sum / float(weight_sum)).to(torch.float32)
+        return (model.double() + delta_sum / float(weight_sum)).float()
 
     def split(self, parent: str, children: list[str]) -> None:
         """Children inherit the parent's state."""
@@ -94,11 +98,11 @@ class FedAvgM(Aggregator):
     def __call__(self, cid, model, delta_sum, weight_sum):
         if weight_sum <= 0:
             return model.clone()
-        mean = delta_sum.to(torch.float64) / float(weight_sum)
+        mean = delta_sum.double() / float(weight_sum)
         v = self.velocity.get(cid)
         v = mean if v is None else self.momentum * v + mean
         self.velocity[cid] = v
-        return (model.to(torch.float64) + self.lr * v).to(torch.float32)
+        return (model.double() + self.lr * v).float()
 
     def split(self, parent, children):
         v = self.velocity.pop(parent, None)
@@ -111,7 +115,7 @@ class FedAvgM(Aggregator):
         return {
             "ids": ids,
             "velocity": (
-                torch.stack([self.velocity[c] for c in ids]).numpy()
+                np.stack([self.velocity[c].numpy() for c in ids])
                 if ids
                 else np.zeros((0, 0), dtype=np.float64)
             ),
@@ -120,6 +124,8 @@ class FedAvgM(Aggregator):
     def load_state_dict(self, state: dict) -> None:
         ids = [str(i) for i in state.get("ids", [])]
         vel = np.asarray(state.get("velocity", np.zeros((0, 0))))
+        import torch
+
         self.velocity = {c: torch.from_numpy(np.array(vel[i])) for i, c in enumerate(ids)}
 
 

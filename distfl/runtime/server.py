@@ -134,15 +134,7 @@ class Server:
         layout = sum_layout(config.comm.sums, model)
         self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
         #: what a round changes (distfl.runtime.run_state): models, record, accuracies, ...
-        self.state = RunState(
-            algorithm=self.algorithm, aggregation=self.aggregation,
-            participation=self.participation,
-            models=seeding.cluster_models(
-                model, self.algorithm.initial_models(), self.tree.leaf_ids()
-            ),
-            record=self._record(), client_accuracy=np.full(self.num_clients, np.nan),
-            coverage=bool(config.eval.coverage),
-        )  # fmt: skip
+        self.state = self._first_state(seeding, model)
         self.timing = RoundTiming()
         self.steps = WorldSteps(
             comm, layout=layout, local_steps=self.local_steps, placement=placement,
@@ -169,6 +161,18 @@ class Server:
         self.live_round: int | None = None
         #: the room on the run file's disk held for its next write (the checkpoint holds it)
         self.room = DiskReserve(Path(config.run.out))
+
+    def _first_state(self, seeding: ModelSeeding, model: torch.nn.Module) -> RunState:
+        """The run's state before its first round (:meth:`restore` continues one)."""
+        models = seeding.cluster_models(
+            model, self.algorithm.initial_models(), self.tree.leaf_ids()
+        )
+        return RunState(
+            algorithm=self.algorithm, aggregation=self.aggregation,
+            participation=self.participation, models=models, record=self._record(),
+            client_accuracy=np.full(self.num_clients, np.nan),
+            coverage=bool(self.config.eval.coverage),
+        )  # fmt: skip
 
     def _federation(self, model: torch.nn.Module, input_shape: tuple[int, ...]) -> Federation:
         """What the algorithm is told of the federation and the model."""
