@@ -174,6 +174,19 @@ def test_the_reading_page_lists_these_layers():
     assert listed == [tuple(members) for members in LAYERS]
 
 
+@pytest.mark.parametrize("package", ["algorithms", "runtime", "participation"])
+def test_the_reading_page_names_every_module_of_these_packages(package):
+    """docs/code.md's line of the layer names each module of ``package`` (``name.py``) and
+    each of its folders (``name/``): a file added there is said on the page."""
+    text = (ROOT / "docs" / "code.md").read_text(encoding="utf-8")
+    (line,) = [ln for ln in text.splitlines() if re.match(rf"^\d+\. `distfl/{package}/`", ln)]
+    folder = PACKAGE / package
+    names = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
+    names += [f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()]
+    missing = sorted(n for n in names if f"`{n}`" not in line)
+    assert not missing, f"docs/code.md does not name, on its {package} line: {missing}"
+
+
 def circle(graph: dict[str, set[str]]) -> list[str] | None:
     """A circle of ``graph`` (each node's successors), first node repeated at its end, or
     None when there is none (depth-first, in sorted order)."""
