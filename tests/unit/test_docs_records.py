@@ -38,7 +38,6 @@ TABLES = {
     ("docs/fidelity.md", "| scenario | ARI, paper's mode | its worst seed"): RECORD,
     ("docs/fidelity.md", "| scenario | algorithm | seeds | clusters"): "test_docs_summaries.py",
     ("docs/fidelity.md", "| method | seeds | Avg Acc"): RECORD,
-    ("docs/fidelity.md", "| scenario | algorithm | clusters | Rand"): RECORD,
     ("docs/fidelity.md", "| dataset | FedGWC | seed"): RECORD,
     ("docs/fidelity.md", "| FedGWC | what the tests propose"): RECORD,
     ("docs/fidelity.md", "| pool | method | final test loss"): RECORD,

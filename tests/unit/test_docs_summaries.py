@@ -36,7 +36,8 @@ SUMMARIES = {
         1,
     ),
     ("### Fidelity on mnist5k", 0): ("fidelity-mnist5k-rotated.csv", 1),
-    ("### Fidelity on mnist5k", 1): ("fidelity-mnist5k-domains.csv", 1),
+    ("### Fidelity on mnist5k", 1): ("fidelity-mnist5k-ifca-warm.csv", 1),
+    ("### Fidelity on mnist5k", 2): ("fidelity-mnist5k-domains.csv", 1),
     ("### Fidelity on digits", 0): ("fidelity-digits.csv", 1),
 }
 INTS = ("seed", "groups", "clusters", "first_split", "rounds_to_target", "bytes_to_target")
