@@ -19,6 +19,7 @@ import json
 import os
 import pprint
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -93,6 +94,44 @@ def blocks(page: Path) -> list[tuple[str, str | None]]:
                 shown = nxt_body
         out.append((body, shown))
     return out
+
+
+def fenced(page: Path, kind: str) -> list[str]:
+    """The page's fenced blocks of ``kind`` (python, toml, bash), in order."""
+    return [body for lang, body in FENCE.findall(page.read_text(encoding="utf-8")) if lang == kind]
+
+
+def run_commands(block: str, cwd: Path, helpers) -> list[subprocess.CompletedProcess]:
+    """Each line of a page's bash ``block`` run in ``cwd`` as the page shows it: ``distfl``
+    as this Python's ``-m distfl``, ``torchrun`` from its environment; each must exit 0."""
+    done = []
+    for line in block.strip().splitlines():
+        words = shlex.split(line)
+        if words[0] == "distfl":
+            argv = [sys.executable, "-m", "distfl", *words[1:]]
+        else:
+            argv = [helpers.venv_tool(words[0]), *words[1:]]
+        env = helpers.clean_env()
+        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
+        proc = subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=limit(600))  # fmt: skip
+        assert proc.returncode == 0, f"{line}:\n{proc.stdout}\n{proc.stderr}"
+        done.append(proc)
+    return done
+
+
+def without_plugin(plugin: Path, argv: list[str], helpers) -> subprocess.CompletedProcess:
+    """``python -m distfl *argv`` in the plug-in file's folder with the file moved away
+    (put back after): what a reader does where the plug-in is not."""
+    gone = plugin.parent / "elsewhere"
+    gone.mkdir(exist_ok=True)
+    plugin.rename(gone / plugin.name)
+    try:
+        return subprocess.run([sys.executable, "-m", "distfl", *argv], cwd=plugin.parent,
+                              env=helpers.clean_env(), capture_output=True, text=True,
+                              timeout=limit(120))  # fmt: skip
+    finally:
+        (gone / plugin.name).rename(plugin)
 
 
 def masked(text: str) -> str:

@@ -6,14 +6,12 @@ files hold the same bits, record the plug-in's dataset, and are read without imp
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import subprocess
-import sys
 from pathlib import Path
 
 import h5py
 import pytest
+from docpage import fenced, run_commands, without_plugin
 from runfile import assert_same, read_run
 from timing import limit
 
@@ -25,8 +23,7 @@ PAGE = ROOT / "docs" / "adding-a-dataset.md"
 
 def blocks(kind: str) -> list[str]:
     """The page's fenced blocks of ``kind`` (python, toml, bash), in order."""
-    text = PAGE.read_text(encoding="utf-8")
-    return re.findall(rf"```{kind}\n(.*?)```", text, flags=re.S)
+    return fenced(PAGE, kind)
 
 
 @pytest.fixture(scope="module")
@@ -37,21 +34,10 @@ def runs(tmp_path_factory, helpers):
     (tmp / "blobs.py").write_text(python)
     (tmp / "blobs.toml").write_text(toml)
     (commands,) = blocks("bash")
-    lines = [shlex.split(line) for line in commands.strip().splitlines()]
-    assert [line[0] for line in lines] == ["distfl", "torchrun", "distfl"]
-    done = []
-    for line in lines:
-        if line[0] == "distfl":
-            argv = [sys.executable, "-m", "distfl", *line[1:]]
-        else:
-            argv = [helpers.venv_tool("torchrun"), *line[1:]]
-        env = helpers.clean_env()
-        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-        proc = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True,
-                              timeout=limit(600))  # fmt: skip
-        assert proc.returncode == 0, f"{line}:\n{proc.stdout}\n{proc.stderr}"
-        done.append(proc)
-    return tmp, done
+    assert [ln.split()[0] for ln in commands.strip().splitlines()] == [
+        "distfl", "torchrun", "distfl",
+    ]  # fmt: skip
+    return tmp, run_commands(commands, tmp, helpers)
 
 
 def test_the_plugin_dataset_runs_alone_and_under_torchrun_to_the_same_bits(runs):
@@ -71,15 +57,7 @@ def test_a_reader_reads_the_file_without_the_plugin(runs, helpers):
     never imports what the file names) and names the dataset from the stored config."""
     tmp, done = runs
     assert "blobs" in done[-1].stdout
-    gone = tmp / "elsewhere"
-    gone.mkdir(exist_ok=True)
-    (tmp / "blobs.py").rename(gone / "blobs.py")
-    try:
-        proc = subprocess.run([sys.executable, "-m", "distfl", "inspect", "blobs.h5"], cwd=tmp,
-                              env=helpers.clean_env(), capture_output=True, text=True,
-                              timeout=limit(120))  # fmt: skip
-    finally:
-        (gone / "blobs.py").rename(tmp / "blobs.py")
+    proc = without_plugin(tmp / "blobs.py", ["inspect", "blobs.h5"], helpers)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == done[-1].stdout
 

@@ -7,8 +7,6 @@ torchrun, the same models, tree and state resumed, and each client chosen 7 or 8
 from __future__ import annotations
 
 import json
-import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +14,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from docpage import fenced, run_commands, without_plugin
 from runfile import assert_same, read_run
 from timing import limit
 
@@ -27,32 +26,18 @@ PAGE = ROOT / "docs" / "adding-a-selection.md"
 EVALUATION = ("test_loss", "federation_bytes")
 
 
-def blocks(kind: str) -> list[str]:
-    """The page's fenced blocks of ``kind`` (python, toml, bash), in order."""
-    text = PAGE.read_text(encoding="utf-8")
-    return re.findall(rf"```{kind}\n(.*?)```", text, flags=re.S)
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, helpers):
     tmp = tmp_path_factory.mktemp("selection-plugin")
-    (python,) = blocks("python")
-    (toml,) = blocks("toml")
+    (python,) = fenced(PAGE, "python")
+    (toml,) = fenced(PAGE, "toml")
     (tmp / "fewest.py").write_text(python)
     (tmp / "fewest.toml").write_text(toml)
-    (commands,) = blocks("bash")
-    lines = [shlex.split(line) for line in commands.strip().splitlines()]
-    assert [line[0] for line in lines] == ["distfl", "torchrun", "distfl", "distfl"]
-    for line in lines:
-        if line[0] == "distfl":
-            argv = [sys.executable, "-m", "distfl", *line[1:]]
-        else:
-            argv = [helpers.venv_tool("torchrun"), *line[1:]]
-        env = helpers.clean_env()
-        env["PATH"] = f"{Path(sys.executable).parent}:{env.get('PATH', '')}"
-        proc = subprocess.run(argv, cwd=tmp, env=env, capture_output=True, text=True,
-                              timeout=limit(600))  # fmt: skip
-        assert proc.returncode == 0, f"{line}:\n{proc.stdout}\n{proc.stderr}"
+    (commands,) = fenced(PAGE, "bash")
+    assert [ln.split()[0] for ln in commands.strip().splitlines()] == [
+        "distfl", "torchrun", "distfl", "distfl",
+    ]  # fmt: skip
+    run_commands(commands, tmp, helpers)
     return tmp
 
 
@@ -100,15 +85,7 @@ def test_resumed_from_its_file_as_if_never_stopped(runs):
 
 
 def test_a_reader_reads_the_files_without_the_plugin(runs, helpers):
-    gone = runs / "elsewhere"
-    gone.mkdir(exist_ok=True)
-    (runs / "fewest.py").rename(gone / "fewest.py")
-    try:
-        proc = subprocess.run([sys.executable, "-m", "distfl", "inspect", "fewest.h5"], cwd=runs,
-                              env=helpers.clean_env(), capture_output=True, text=True,
-                              timeout=limit(120))  # fmt: skip
-    finally:
-        (gone / "fewest.py").rename(runs / "fewest.py")
+    proc = without_plugin(runs / "fewest.py", ["inspect", "fewest.h5"], helpers)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "fedgwc on digits" in proc.stdout
 
