@@ -33,6 +33,9 @@ from distfl.plugins import AGGREGATORS
 if TYPE_CHECKING:  # (no torch at import: a config names an aggregator without it)
     import torch
 
+#: the keys of [server] an aggregator may read (its ``keys``)
+SERVER_KEYS = frozenset({"lr", "momentum"})
+
 
 def register(cls: type[Aggregator]) -> type[Aggregator]:
     """Class decorator: make ``cls`` available as ``server.aggregator = cls.name``."""
@@ -43,10 +46,6 @@ def register(cls: type[Aggregator]) -> type[Aggregator]:
             f"reads ({', '.join(sorted(SERVER_KEYS))})"
         )
     return AGGREGATORS.add(cls)
-
-
-#: the keys of [server] an aggregator may read (its ``keys``)
-SERVER_KEYS = frozenset({"lr", "momentum"})
 
 
 class Aggregator:

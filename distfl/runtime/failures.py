@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from distfl.runtime.stopping import StopFlag
 
 
-class Server(Protocol):
+class FailingServer(Protocol):
     """What the failure handling uses of the server (:class:`distfl.runtime.server.Server`),
     besides what the checkpoint writes (:func:`~distfl.runtime.components.write_server`)."""
 
@@ -51,7 +51,7 @@ class RoundFailures:
         self.rank_pids: list[int] = list((world or {}).get("pid", []))
         self.hosts: list[str] = list((world or {}).get("host") or [])
 
-    def keep_last_round(self, server: Server, saved: dict | None) -> str:
+    def keep_last_round(self, server: FailingServer, saved: dict | None) -> str:
         """Put the last completed round on disk, as far as the server holds it: the live
         state when it is a completed round's, else the snapshot ``saved`` of the round
         before the one in progress; the file is not written again when it holds that round
@@ -83,13 +83,15 @@ class RoundFailures:
         return f"{failed}{out} holds round {server.rounds_written}"
 
     @staticmethod
-    def resume_hint(server: Server) -> str:
+    def resume_hint(server: FailingServer) -> str:
         written = server.rounds_written
         if written is not None and written < server.config.run.rounds:
             return f": continue with distfl run --resume {server.config.run.out}"
         return ""
 
-    def fail(self, server: Server, t: int, exc: BaseException, saved: dict | None) -> NoReturn:
+    def fail(
+        self, server: FailingServer, t: int, exc: BaseException, saved: dict | None
+    ) -> NoReturn:
         """Round ``t`` raised ``exc`` in ``server.phase``: the run file is written with the
         last completed round (:meth:`keep_last_round`), the workers are stopped (unless a
         rank died: the world is broken; a worker whose tasks raised sends what they raised
@@ -117,7 +119,7 @@ class RoundFailures:
         raise failed from exc
 
     @staticmethod
-    def _worker_failure(server: Server, exc: WorkerRaised) -> tuple[str, int, BaseException]:
+    def _worker_failure(server: FailingServer, exc: WorkerRaised) -> tuple[str, int, BaseException]:
         """The cause, the exit code and the exception to keep the traceback of, for tasks
         that raised on worker ranks: each sends its report as the workers stop (the first
         rank's says what raised; its traceback comes from the worker)."""
@@ -137,7 +139,7 @@ class RoundFailures:
         exc.__cause__ = WorkerTraceback(f"rank {rank}:\n{report.get('traceback', '')}")
         return cause, code if type(code) is int and 0 < code < 256 else 1, exc
 
-    def interrupted(self, server: Server, t: int, saved: dict | None) -> NoReturn:
+    def interrupted(self, server: FailingServer, t: int, saved: dict | None) -> NoReturn:
         """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:
         the last completed round is written before the process exits (code 130)."""
         live = server.live_round
@@ -145,7 +147,9 @@ class RoundFailures:
         kept = self.keep_last_round(server, saved)
         raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint(server)}")
 
-    def diverged(self, server: Server, exc: DivergedError, saved: dict | None) -> DivergedError:
+    def diverged(
+        self, server: FailingServer, exc: DivergedError, saved: dict | None
+    ) -> DivergedError:
         """The error to raise for a round that diverged (every rank stops alike on the same
         bounds), once the last completed round is written."""
         kept = self.keep_last_round(server, saved)

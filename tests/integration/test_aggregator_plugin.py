@@ -13,6 +13,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from runfile import assert_same, read_run
 from timing import limit
 
@@ -82,10 +83,9 @@ def test_alone_and_under_torchrun_the_same_bits(runs):
 def test_a_server_key_it_does_not_read_is_refused(runs, helpers):
     mine = ["--set", 'run.plugins=["half_step.py"]', "--set", 'server.aggregator="half_step"']
     proc = _run(helpers, runs, *mine, "--set", "server.lr=0.5", "--out", "x.h5")
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+    assert assert_one_line_error(proc) == (
         "distfl: error: server.lr = 0.5 has no effect with server.aggregator = 'half_step': it "
         "takes effect only with server.aggregator = 'fedavgm' (or an aggregator of one's own "
         "that reads it)"
-    ]
+    )
     assert not (runs / "x.h5").exists()

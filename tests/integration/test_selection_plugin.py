@@ -14,6 +14,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import pytest
+from cliproc import assert_one_line_error
 from docpage import fenced, run_commands, without_plugin
 from runfile import assert_same, read_run
 from timing import limit
@@ -96,10 +97,9 @@ def test_an_unknown_strategy_names_the_registered_ones(runs, helpers):
          "--out", "x.h5"], cwd=runs, env=helpers.clean_env(), capture_output=True, text=True,
         timeout=limit(120),
     )  # fmt: skip
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == [
+    assert assert_one_line_error(proc) == (
         "distfl: error: participation.selection = 'fewest': allowed values are fedcs, fedpns, "
         "uniform (a selection strategy of your own registers when its module is imported: "
         "run.plugins)"
-    ]
+    )
     assert not (runs / "x.h5").exists()
