@@ -81,9 +81,9 @@ def check_participation(config) -> None:
 
 
 def admitted_training(server, plan, may_give_up: bool, took_part):
-    """The training of a plan the participation admitted (:meth:`Server.train_round
-    <distfl.runtime.server.Server.train_round>`; reports of no client when it holds none),
-    then the selection's say (FedPNS: the clusters' models it replaces, the reports it left
+    """The training of a plan the participation admitted (:meth:`ClientSteps.train
+    <distfl.runtime.client_steps.ClientSteps.train>`; reports of no client when it holds
+    none), then the selection's say (FedPNS: the clusters' models it replaces, the reports it left
     out, counted in ``took_part``) and the clients trained so far (``eval.coverage``).
     (None, ...) when a stop signal gave the training up."""
     if not plan.train:
@@ -91,7 +91,7 @@ def admitted_training(server, plan, may_give_up: bool, took_part):
         return ClientReports.none(now, server.local_steps), took_part
     reads = server.participation.selection.reads_models
     starts = {c: server.state.models[c].numpy().copy() for c in plan.clusters()} if reads else {}
-    reports = server.train_round(plan, may_give_up)
+    reports = server.clients.train(plan, may_give_up)
     if reports is None:
         return None, took_part
     chosen, rejected = server.participation.after_training(plan, reports, starts)
