@@ -207,6 +207,19 @@ def last_linear(model: nn.Module) -> nn.Linear:
     return [m for m in model.modules() if isinstance(m, nn.Linear)][-1]
 
 
+def last_linear_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """The penultimate-layer embedding: the input of the model's last nn.Linear."""
+    last = last_linear(model)
+    seen: list[torch.Tensor] = []
+    handle = last.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0]))
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        handle.remove()
+    return seen[0].reshape(len(x), -1)
+
+
 def last_layer_span(model: nn.Module) -> tuple[int, int]:
     """[start, stop) of the last ``nn.Linear``'s parameters (weight, then bias) in the flat
     model (:func:`flat_params`' order); (0, 0) when they do not lie together there."""

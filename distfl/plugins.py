@@ -9,7 +9,7 @@ imported, e.g. through ``run.plugins`` (:func:`load_plugins`), which every rank 
 the config before it is checked.
 
 What a class of each kind must declare is checked by that kind's own ``register``
-(:mod:`distfl.algorithms.registry`, :mod:`distfl.datasets.registry`,
+(:mod:`distfl.algorithms.api.registry`, :mod:`distfl.datasets.registry`,
 :mod:`distfl.model_specs`, :mod:`distfl.aggregators`,
 :mod:`distfl.participation.selection.base`), which then adds it here.
 """
@@ -139,8 +139,9 @@ class Registry:
         return names
 
 
-#: the modules of distfl/algorithms that hold the interface, not an algorithm
-INTERFACE = ("base", "client_side", "declarations", "pool", "registry")
+#: the packages of distfl/algorithms that hold the interface (api) and what algorithms
+#: share (common), not an algorithm
+INTERFACE = ("api", "common")
 #: the clustering algorithms (``algorithm.name``): one module of distfl/algorithms each;
 #: the client halves (``*_client``) are left to the workers
 ALGORITHMS = Registry(

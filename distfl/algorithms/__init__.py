@@ -1,5 +1,5 @@
-"""Clustering algorithms: the interface (:mod:`~distfl.algorithms.base`), the registry
-(:mod:`~distfl.algorithms.registry`) and one module per algorithm, each registering itself.
+"""Clustering algorithms: the interface (:mod:`~distfl.algorithms.api.base`), the registry
+(:mod:`~distfl.algorithms.api.registry`) and one module per algorithm, each registering itself.
 
 Nothing here imports an algorithm module: the registry finds them when a name is first
 looked up (:func:`algorithm_class`).
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     FIXED_CLUSTER_COLUMNS,
     ClientContext,
     ClientHalf,
@@ -29,7 +29,7 @@ from distfl.algorithms.base import (
     pooled,
     require,
 )
-from distfl.algorithms.registry import (
+from distfl.algorithms.api.registry import (
     algorithm_class,
     algorithm_names,
     client_half,

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distfl.algorithms.base import Params, require, setting
-from distfl.algorithms.none import NoClustering
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.base import Params, require, setting
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.plain import GlobalModel
 
 #: the most fine-tuning steps (as EMD-CFL's local steps before its distances)
 MAX_FINETUNE_STEPS = 1_000_000
@@ -55,7 +55,7 @@ class FedAvgFTParams(Params):
 
 
 @register
-class FedAvgFT(NoClustering):
+class FedAvgFT(GlobalModel):
     name = "fedavg_ft"
     Params = FedAvgFTParams
     #: the key of the steps of evaluation_finetune (the size check names it)

@@ -12,10 +12,10 @@ How the centres start is ``init``:
   every client at its random centre: the clustering is the random start's.
 - ``"kmeans++"`` (the default): every centre starts from the run's one initial model, and
   round 1 is a seeding round in which every client (up to 2,048 and 1 GiB of float32
-  models, :func:`~distfl.algorithms.kmeans.seeding_size`; a uniform sample of that many
+  models, :func:`~distfl.algorithms.common.kmeans.seeding_size`; a uniform sample of that many
   above, the others keeping their random start) trains from it once and sends its
   model (K models reach the server once, as IFCA's round 1 probes every client); the
-  server runs k-means on them, seeded k-means++ style (:mod:`distfl.algorithms.kmeans`),
+  server runs k-means on them, seeded k-means++ style (:mod:`distfl.algorithms.common.kmeans`),
   puts each client in its k-means cluster and sets the centres to the clusters' weighted
   means. Seeding from one round's sample instead left the clients outside it at their
   random start, and the E-step rarely moves a client away from the centre it trained
@@ -53,7 +53,7 @@ from functools import partial
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -62,7 +62,8 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import (
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.kmeans import (
     INIT_CHOICES,
     PAPERS_GIVE,
     WARM_UP_CONDITIONS,
@@ -79,7 +80,6 @@ from distfl.algorithms.kmeans import (
     seeding_size,
     with_group_count,
 )
-from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
 

@@ -88,7 +88,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -98,7 +98,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.registry import register
 from distfl.errors import ConfigError
 from distfl.hierarchy import Split
 

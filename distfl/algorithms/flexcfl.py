@@ -38,7 +38,7 @@ Deviations, all stated in docs/algorithms.md:
   next draw on (the paper's newcomer also trains in its group in the same round).
 - Pre-training takes the run's ``train.local_steps`` (the paper's own pre-training epochs).
 - The SVD is exact (numpy), not sklearn's randomised ``TruncatedSVD``; k-means is distfl's
-  (:mod:`distfl.algorithms.kmeans`: one k-means++ start, Lloyd's iterations to a fixed
+  (:mod:`distfl.algorithms.common.kmeans`: one k-means++ start, Lloyd's iterations to a fixed
   point) on the EDC rows, not sklearn's ``KMeans`` (10 starts, 20 iterations).
 - The inter-group form is the paper's update form; the reference code instead averages
   the group models with weights η/‖w_h‖ (1 for the group itself).
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -64,13 +64,13 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import (
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.kmeans import (
     check_cluster_count,
     cluster_count_setting,
     kmeans,
     with_group_count,
 )
-from distfl.algorithms.registry import register
 
 # -- pure functions --------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ The server keeps ``num_clusters`` models. How they start is ``init``:
   1 is a seeding round without a probe (every loss would tie): every client (as many as
   FeSEM's seeding round takes) trains once from that model and sends it (as in FeSEM's
   seeding round); the server runs k-means on them (k-means++ seeds,
-  :mod:`distfl.algorithms.kmeans`) and sets the cluster models to the k-means centres;
+  :mod:`distfl.algorithms.common.kmeans`) and sets the cluster models to the k-means centres;
   round 2 probes every client. Seeding
   from one round's sample of 4 of 12 clients instead collapsed one seed in three on the
   0°/180° digits federation. ``fedavg_rounds`` = W > 0 puts W rounds of FedAvg before the
@@ -42,7 +42,7 @@ from functools import partial
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -50,7 +50,8 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
 )
-from distfl.algorithms.kmeans import (
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.kmeans import (
     INIT_CHOICES,
     PAPERS_GIVE,
     WARM_UP_CONDITIONS,
@@ -67,7 +68,6 @@ from distfl.algorithms.kmeans import (
     seeding_size,
     with_group_count,
 )
-from distfl.algorithms.registry import register
 
 
 def assign_by_loss(losses: np.ndarray) -> np.ndarray:
@@ -107,7 +107,7 @@ class IFCA(ClusteringAlgorithm):
     clusters_key = "num_clusters"
     Params = IFCAParams
     client_ops = ("losses",)
-    client = "distfl.algorithms.losses_client:LossesClient"
+    client = "distfl.algorithms.common.losses_client:LossesClient"
 
     def __init__(
         self, *, num_clients: int, clients_per_round: int, seed: int,

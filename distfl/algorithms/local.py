@@ -25,40 +25,13 @@ the run.
 
 from __future__ import annotations
 
-import numpy as np
-
-from distfl.algorithms.base import Params, RoundPlan
-from distfl.algorithms.none import NoClustering
-from distfl.algorithms.registry import register
-
-
-def client_id(k: int) -> str:
-    """The id of client ``k``'s own cluster."""
-    return str(int(k))
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.plain import PerClientModels, client_id
 
 
 @register
-class Local(NoClustering):
+class Local(PerClientModels):
     name = "local"
-    record_idle_clusters = False
-    #: a cluster per client: never two reports of a cluster for FedPNS to compare
-    refused_selections = {
-        "fedpns": "every client is its own cluster, and FedPNS's optimal aggregation compares "
-        "the reports of a cluster (it would never lower a probability)"
-    }
-
-    def __init__(self, **kwargs):
-        K = int(kwargs["num_clients"])
-        kwargs.setdefault("roots", {client_id(k): [k] for k in range(K)})
-        super().__init__(**kwargs)
-
-    @classmethod
-    def held_models(cls, params: Params, *, num_clients: int) -> int:
-        return num_clients
-
-    def plan(self, round_index: int) -> RoundPlan:
-        chosen = self.sample_clients(self.num_clients, self.clients_per_round)
-        return RoundPlan(round=round_index, train={int(k): client_id(k) for k in np.sort(chosen)})
 
 
 __all__ = ["Local", "client_id"]

@@ -15,16 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.base import ClusteringAlgorithm, Federation, Params, RoundPlan
-from distfl.algorithms.registry import register
-
-
-def sample_sizes(sizes: np.ndarray, clients_per_round: int, num_clients: int) -> np.ndarray:
-    """[G] clients each cluster samples: ``min(|C|, max(1, round(ρ|C|)))`` with halves up,
-    ρ = clients_per_round / num_clients; 0 for an empty cluster."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    want = np.floor(sizes * clients_per_round / num_clients + 0.5).astype(np.int64)
-    return np.minimum(sizes, np.maximum(want, 1))
+from distfl.algorithms.api.base import ClusteringAlgorithm, Federation, Params, RoundPlan
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.sampling import sample_sizes
 
 
 @register
@@ -80,4 +73,4 @@ class Oracle(ClusteringAlgorithm):
         self.rng.bit_generator.state = state["rng"]
 
 
-__all__ = ["Oracle", "sample_sizes"]
+__all__ = ["Oracle"]

@@ -177,7 +177,7 @@ class Participation:
         (callers sort).
 
         What the algorithm prefers, the selection decides (:meth:`ClusteringAlgorithm.
-        sample_clients <distfl.algorithms.base.ClusteringAlgorithm.sample_clients>`):
+        sample_clients <distfl.algorithms.api.base.ClusteringAlgorithm.sample_clients>`):
         ``own`` is the algorithm's own draw where it is not the uniform one (a callable
         giving client ids), ``priority`` its weight of each client (a callable of an id
         array), ``trainings`` the models each client trains. ``uniform`` returns ``own()``
@@ -279,7 +279,7 @@ class Participation:
     def _chosen_only(self, plan) -> None:
         """Refuse (RuntimeError: the round fails) a plan that trains a client the selection
         did not choose this round: an algorithm that draws its cohort without
-        :meth:`~distfl.algorithms.base.ClusteringAlgorithm.sample_clients` would run a
+        :meth:`~distfl.algorithms.api.base.ClusteringAlgorithm.sample_clients` would run a
         uniform draw in place of the strategy asked for."""
         others = sorted(set(plan.train) - self.drawn)
         if others:

@@ -67,7 +67,7 @@ def population_bytes(config: Config) -> tuple[int, int, int]:
 def algorithm_params(config: Config):
     """The algorithm's params as its run will have them: a number of clusters of 0 (its
     ``clusters_key``) is the config's number of ground-truth groups, as the algorithm
-    resolves it when it starts (:func:`~distfl.algorithms.kmeans.with_group_count`)."""
+    resolves it when it starts (:func:`~distfl.algorithms.common.kmeans.with_group_count`)."""
     params = config.algorithm.params
     key = getattr(algorithm_class(config.algorithm.name), "clusters_key", None)
     if key and getattr(params, key, None) == 0 and config.groups:

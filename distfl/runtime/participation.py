@@ -34,7 +34,7 @@ def _fewest_samples_a_step(config) -> int:
 def check_selection(config) -> None:
     """Refuse (ConfigError) a selection strategy that cannot choose the algorithm's
     cohorts, as the algorithm declares it (:meth:`ClusteringAlgorithm.selection_refusal
-    <distfl.algorithms.base.ClusteringAlgorithm.selection_refusal>`), naming the
+    <distfl.algorithms.api.base.ClusteringAlgorithm.selection_refusal>`), naming the
     strategies it takes. A run, not a config: a file written before the refusal existed
     is read as it is (and refused a resume)."""
     selection = config.participation.selection

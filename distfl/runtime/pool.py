@@ -1,4 +1,4 @@
-"""The server's pieces of work on the worker ranks (:class:`~distfl.algorithms.base.ServerPool`
+"""The server's pieces of work on the worker ranks (:class:`~distfl.algorithms.api.base.ServerPool`
 over the collectives).
 
 While the server clusters, the workers wait for the next step. An algorithm's
@@ -30,7 +30,7 @@ import time
 import numpy as np
 import torch
 
-from distfl.algorithms.pool import (
+from distfl.algorithms.api.pool import (
     PooledTaskFailed,
     ServerPool,
     pooled_function,

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
-from distfl.algorithms.base import ServerPool
+from distfl.algorithms.api.base import ServerPool
 from distfl.comm.base import Communicator
 from distfl.exact import SumLayout
 from distfl.runtime.placement import Placement

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from distfl.algorithms import ClientHalf, algorithm_class, client_half
-from distfl.algorithms.client_side import Prepared, ProbeAbandoned
+from distfl.algorithms.api.client_side import Prepared, ProbeAbandoned
 from distfl.comm.base import Communicator
 from distfl.config import Config
 from distfl.data import (
@@ -169,7 +169,7 @@ class Worker:
 
     def _after_rows(self, plan: Plan, runs: list) -> list:
         """The rows ``[client, row...]`` of the tasks marked AFTER, from the models they
-        trained (the client half's :meth:`~distfl.algorithms.client_side.ClientHalf.after`),
+        trained (the client half's :meth:`~distfl.algorithms.api.client_side.ClientHalf.after`),
         in client order."""
         if not plan.any(AFTER):
             return []

@@ -20,7 +20,7 @@ import sys
 from pathlib import Path
 from typing import Any, get_type_hints
 
-from distfl.algorithms.registry import algorithm_class, algorithm_names
+from distfl.algorithms.api.registry import algorithm_class, algorithm_names
 from distfl.config import CHOICES, Config, GroupSpec
 from distfl.datasets import dataset_specs
 from distfl.model_specs import BUILT_IN, model_names, model_spec

@@ -60,10 +60,10 @@ class StackedOptimiser:
     """``train.optimizer``'s update of a list of stacked parameters ``[C, ...]`` in place.
     ``anchors``: the start of each parameter (FedProx's w_start), broadcast over the
     clients. ``cosine``: the coefficient c of a local term −c·cos(θ, w_start) (an
-    algorithm's :meth:`~distfl.algorithms.base.ClusteringAlgorithm.start_cosine`; 0: none),
+    algorithm's :meth:`~distfl.algorithms.api.base.ClusteringAlgorithm.start_cosine`; 0: none),
     whose gradient is added first. ``pull``: a model per parameter tensor (broadcast over
     the clients) and μ_p, a term (μ_p/2)‖θ − pull‖² whose gradient is added next (a client
-    half's :class:`~distfl.algorithms.client_side.Prepared` pull; None: none)."""
+    half's :class:`~distfl.algorithms.api.client_side.Prepared` pull; None: none)."""
 
     def __init__(
         self, train: TrainSection, anchors: list[torch.Tensor], cosine: float = 0.0,

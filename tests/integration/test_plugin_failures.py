@@ -49,7 +49,7 @@ import numpy as np
 from distfl.algorithms import pooled, register
 from distfl.algorithms.fedgwc import FedGWC
 from distfl.algorithms.ifca import IFCA
-from distfl.algorithms.losses_client import LossesClient
+from distfl.algorithms.common.losses_client import LossesClient
 from distfl.errors import ConfigError
 
 

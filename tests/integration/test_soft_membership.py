@@ -21,7 +21,7 @@ import torch
 
 import distfl
 from distfl.algorithms import ClusteringAlgorithm, RoundPlan, RoundUpdate, register
-from distfl.algorithms.fedem.client import mixture_scores
+from distfl.algorithms.common.mixture_client import mixture_scores
 from distfl.data import load_client, load_dataset, make_partition
 from distfl.models import build_model
 from distfl.runfile.checkpoint import read_run_file

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.metrics import adjusted_rand_score
 
-from distfl.algorithms.agglomerative import agglomerate
+from distfl.algorithms.common.agglomerative import agglomerate
 
 
 def first_minimum(distances: np.ndarray, threshold: float) -> np.ndarray:

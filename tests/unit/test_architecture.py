@@ -117,10 +117,20 @@ def is_figure_half(name: str) -> bool:
 
 
 def is_plugin(name: str) -> bool:
-    """A module of an algorithm (its server or client half), not the interface."""
+    """A module of an algorithm (its server or client half), not the interface (``api/``)
+    or what algorithms share (``common/``)."""
+    return name.startswith("distfl.algorithms.") and algorithm_of(name) is not None
+
+
+def algorithm_of(name: str) -> str | None:
+    """The algorithm module ``name`` belongs to (``distfl.algorithms.<x>``: a file, or a
+    folder's modules), None for the package, ``api/`` and ``common/``."""
     from distfl.plugins import INTERFACE
 
-    return name.startswith("distfl.algorithms.") and name.rpartition(".")[2] not in INTERFACE
+    parts = name.split(".")
+    if parts[:2] != ["distfl", "algorithms"] or len(parts) < 3 or parts[2] in INTERFACE:
+        return None
+    return parts[2]
 
 
 def layer_of(name: str) -> int:
@@ -135,7 +145,7 @@ def layer_of(name: str) -> int:
 
 def test_the_graph_is_read():
     # a sanity check of the reader on edges that must be there
-    assert "distfl.algorithms.base" in GRAPH["distfl.algorithms.fedgwc.algorithm"]
+    assert "distfl.algorithms.api.base" in GRAPH["distfl.algorithms.fedgwc.algorithm"]
     assert "distfl.runtime.protocol" in GRAPH["distfl.runtime.worker"]
     assert "distfl.algorithms.fedgwc.spectral" in GRAPH["distfl.algorithms.fedgwc.algorithm"]
     assert len(MODULES) > 40
@@ -254,6 +264,27 @@ def test_every_reader_of_a_run_file_reads_through_the_one_results_model():
     for name in ("distfl.api", "distfl.tools.inspection", "distfl.tools.gather",
                  "distfl.runfile.view"):  # fmt: skip
         assert "distfl.runfile.run" in GRAPH[name], name
+
+
+def test_an_algorithm_imports_only_api_and_common():
+    """An algorithm (a module of distfl/algorithms/ or a folder's) imports of the package
+    only ``api/``, ``common/`` and its own modules; ``common/`` imports only ``api/`` and
+    itself, ``api/`` only itself: an algorithm that extends another's round subclasses the
+    round in ``common/`` (docs/code.md)."""
+    tiers = {"api": {"api"}, "common": {"api", "common"}}
+    seen = 0
+    for name, deps in GRAPH.items():
+        parts = name.split(".")
+        if parts[:2] != ["distfl", "algorithms"] or len(parts) < 3:
+            continue
+        own = algorithm_of(name)
+        allowed = tiers.get(parts[2], {"api", "common", own})
+        for dep in deps:
+            dparts = dep.split(".")
+            if dparts[:2] == ["distfl", "algorithms"] and len(dparts) > 2:
+                seen += 1
+                assert dparts[2] in allowed, f"{name} imports {dep}"
+    assert seen > 50, "the scan found too few imports within distfl/algorithms"
 
 
 def test_runtime_comm_and_config_import_no_algorithm():

@@ -15,7 +15,7 @@ from sklearn.metrics import adjusted_rand_score
 from sklearn.metrics.pairwise import cosine_similarity as sk_cosine
 
 from distfl.algorithms import build_algorithm
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.api.base import ClientReports
 from distfl.algorithms.cfl import CFL, bipartition, cosine_similarity, split_criterion
 from distfl.config import load as load_config
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from algostate import restore_from
 
+from distfl.algorithms.api.registry import algorithm_class
 from distfl.algorithms.cflgp import (
     CFLGP,
     accumulate,
@@ -18,7 +19,6 @@ from distfl.algorithms.cflgp import (
     match_labels,
     spectral_coordinates,
 )
-from distfl.algorithms.registry import algorithm_class
 from distfl.metrics import adjusted_rand_index
 
 

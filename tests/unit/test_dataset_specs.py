@@ -169,7 +169,7 @@ def test_a_registered_datasets_own_keys_are_taken_and_checked(monkeypatch):
     the name of the one that takes them."""
     from dataclasses import dataclass
 
-    from distfl.algorithms.base import Params, setting
+    from distfl.algorithms.api.base import Params, setting
 
     @dataclass(frozen=True)
     class ToyParams(Params):

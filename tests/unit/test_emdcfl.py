@@ -7,7 +7,7 @@ import pytest
 import torch
 from scipy.stats import wasserstein_distance
 
-from distfl.algorithms.base import ClientReports, RoundPlan
+from distfl.algorithms.api.base import ClientReports, RoundPlan
 from distfl.algorithms.emdcfl import (
     EMDCFL,
     anchor_adjacency,
@@ -25,8 +25,8 @@ from distfl.algorithms.emdcfl import (
     wasserstein1,
 )
 from distfl.algorithms.emdcfl.algorithm import ENTRY_SECONDS, PAIR_SECONDS
-from distfl.algorithms.emdcfl.client import embed_sets, emd_row, last_linear_inputs
-from distfl.models import MLP
+from distfl.algorithms.emdcfl.client import embed_sets, emd_row
+from distfl.models import MLP, last_linear_inputs
 
 
 def test_projection_is_shared_by_the_pair_and_private_to_it():

@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from distfl.algorithms.base import ClientReports, ProbeRequest
+from distfl.algorithms.api.base import ClientReports, ProbeRequest
 from distfl.algorithms.fedce import FedCE, association, batch_means, soft_aggregate
 
 

@@ -12,8 +12,8 @@ import torch
 from test_batched import batched
 from test_vectorised import setup
 
+from distfl.algorithms.common.mixture_client import mixture_scores
 from distfl.algorithms.fedem import FedEM, mixture_weights, responsibilities
-from distfl.algorithms.fedem.client import mixture_scores
 from distfl.datasets.digits import load_digits_dataset
 from distfl.train.sequential import weighted_loss_function
 
@@ -162,7 +162,7 @@ def test_fedem_components_order_as_strings():
 
 
 def test_fedem_keeps_the_weights_and_the_largest_as_cluster():
-    from distfl.algorithms.base import ClientReports
+    from distfl.algorithms.api.base import ClientReports
 
     alg = FedEM(num_clients=6, clients_per_round=2, seed=4, num_clusters=2)
     plan = alg.plan(1)
@@ -243,7 +243,7 @@ def test_fedrc_estep_by_hand():
 
 
 def test_fedrc_keeps_every_clients_counts_for_the_label_shares():
-    from distfl.algorithms.base import ClientReports, Federation
+    from distfl.algorithms.api.base import ClientReports, Federation
     from distfl.algorithms.fedrc import FedRC
 
     alg = FedRC(num_clients=5, clients_per_round=2, seed=3, num_clusters=2)

@@ -14,7 +14,7 @@ from algostate import paper_fedgwc, restore, snapshot
 from sklearn.metrics import adjusted_rand_score, davies_bouldin_score
 
 from distfl.algorithms import fedgwc
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.api.base import ClientReports
 from distfl.algorithms.fedgwc import (
     FedGWC,
     affinity,
@@ -926,7 +926,7 @@ def test_block_contrast_against_loops():
 def test_fedgwc_records_the_block_contrast_where_it_knows_the_groups():
     """Clients of group 1 lose far more than group 0: after a few rounds P's same-group
     entries of the root differ from its cross-group ones, and every number is recorded."""
-    from distfl.algorithms.base import Federation
+    from distfl.algorithms.api.base import Federation
 
     K = 12
     groups = np.array([0] * 8 + [1] * 4)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from algostate import paper_fedgwc, restore, snapshot
 
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.api.base import ClientReports
 from distfl.algorithms.fedgwc.reassign import moves
 
 LEAVES = ["0.0", "0.1"]

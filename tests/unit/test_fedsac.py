@@ -9,6 +9,7 @@ import pytest
 from scipy.optimize import minimize
 from sklearn.decomposition import PCA
 
+from distfl.algorithms.common.graph import negative_cosines
 from distfl.algorithms.fedsac.graph import (
     complementarity_row,
     principal_basis,
@@ -16,7 +17,6 @@ from distfl.algorithms.fedsac.graph import (
     sac_row,
     subspace_overlap,
 )
-from distfl.algorithms.pfedgraph.graph import negative_cosines
 
 
 def _orthonormal(rng, k, d):

@@ -188,7 +188,7 @@ def test_fedsoft_plans_one_training_entering_every_cluster():
     assert algo.plan(1).client_state[ks[0]].tolist() == [1.0, 0.75, 0.25, 0.5, 0.5, 0.5, 0.5]
     algo.federation = plain
     # the update keeps each client's model (returned once per cluster) as its personal one
-    from distfl.algorithms.base import ClientReports
+    from distfl.algorithms.api.base import ClientReports
 
     models = np.repeat(np.arange(3, dtype=np.float32)[:, None] * np.ones((1, 4)), 2, axis=0)
     reports = ClientReports(clients=np.repeat(ks, 2), losses=np.zeros((6, 1)),

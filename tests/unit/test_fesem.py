@@ -9,7 +9,7 @@ from algostate import restore_from
 from scipy.spatial.distance import cdist
 
 from distfl.algorithms import build_algorithm
-from distfl.algorithms.base import ClientReports, RoundPlan
+from distfl.algorithms.api.base import ClientReports, RoundPlan
 from distfl.algorithms.fesem import (
     FeSEM,
     assign_nearest,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.api.base import ClientReports
 from distfl.algorithms.flcl import (
     FACTOR_FLOOR,
     FLCL,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.api.base import ClientReports
 from distfl.algorithms.flexcfl import (
     FlexCFL,
     cosine_rows,

@@ -8,7 +8,7 @@ import pytest
 from algostate import restore_from
 
 from distfl.algorithms import build_algorithm
-from distfl.algorithms.base import ClientReports, ProbeRequest
+from distfl.algorithms.api.base import ClientReports, ProbeRequest
 from distfl.algorithms.ifca import IFCA, assign_by_loss
 from distfl.config import load
 

@@ -11,7 +11,7 @@ from sklearn.metrics import adjusted_rand_score
 import distfl.algorithms.fedgwc as fedgwc
 import distfl.algorithms.fedgwc.algorithm as fedgwc_module
 import distfl.algorithms.fedgwc.interaction as interaction
-from distfl.algorithms.base import ClientReports
+from distfl.algorithms.api.base import ClientReports
 from distfl.algorithms.fedgwc import FedGWC, FedGWCParams, update_interaction
 from distfl.algorithms.fedgwc.interaction import (
     BlockStore,

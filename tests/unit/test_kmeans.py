@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from sklearn.cluster import KMeans
 
-from distfl.algorithms.kmeans import kmeans, kmeanspp_seeds, sq_distances
+from distfl.algorithms.common.kmeans import kmeans, kmeanspp_seeds, sq_distances
 
 
 def blobs(sizes=(4, 5, 3), dim=6, spread=0.1, seed=0):
@@ -98,7 +98,12 @@ def test_kmeans_rejects_mismatched_weights():
 
 
 def test_the_seeding_round_takes_everyone_up_to_its_cap():
-    from distfl.algorithms.kmeans import SEED_BYTES, SEED_CLIENTS, seeding_clients, seeding_size
+    from distfl.algorithms.common.kmeans import (
+        SEED_BYTES,
+        SEED_CLIENTS,
+        seeding_clients,
+        seeding_size,
+    )
 
     assert seeding_size(0, 4) == SEED_CLIENTS  # model size unknown
     assert seeding_size(4810, 4) == SEED_CLIENTS  # the digits MLP: 2,048 models are 39 MB

@@ -170,8 +170,8 @@ def test_the_virtual_clock_stays_finite_at_the_resources_bounds():
 def test_the_collaboration_graphs_rows_at_their_bounds():
     """FedSaC's λ1, λ2 up to 1e12 and pFedGraph's α down to 1e-12: every row is still a
     point of the simplex (the projection keeps its precision); beyond, refused."""
+    from distfl.algorithms.common.graph import graph_rows
     from distfl.algorithms.fedsac.graph import sac_row
-    from distfl.algorithms.pfedgraph.graph import graph_rows
 
     rng = np.random.default_rng(5)
     p = rng.random(6)

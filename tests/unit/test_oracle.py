@@ -8,8 +8,9 @@ import pytest
 from algostate import restore_from
 
 from distfl.algorithms import build_algorithm
-from distfl.algorithms.base import ClientReports
-from distfl.algorithms.oracle import Oracle, sample_sizes
+from distfl.algorithms.api.base import ClientReports
+from distfl.algorithms.common.sampling import sample_sizes
+from distfl.algorithms.oracle import Oracle
 from distfl.config import load
 
 GROUPS = np.array([1, 0, 0, 2, 1, 1, 0, 1, 2, 1], dtype=np.int64)

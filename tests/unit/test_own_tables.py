@@ -174,7 +174,7 @@ def test_the_docs_example_declares_a_table_the_registry_accepts():
     from pathlib import Path
 
     from distfl.algorithms import ClientReports
-    from distfl.algorithms.registry import _check_tables
+    from distfl.algorithms.api.registry import _check_tables
     from distfl.plugins import ALGORITHMS
 
     page = Path(__file__).resolve().parents[2] / "docs" / "adding-an-algorithm.md"

@@ -12,14 +12,14 @@ from algostate import restore_from
 from scipy.cluster.hierarchy import fcluster
 from scipy.linalg import subspace_angles
 
-from distfl.algorithms.agglomerative import (
+from distfl.algorithms.api.base import ClientReports, Federation
+from distfl.algorithms.common.agglomerative import (
     LINKAGES,
     agglomerate,
     cut,
     merge_tree,
     nearest_cluster,
 )
-from distfl.algorithms.base import ClientReports, Federation
 from distfl.algorithms.fedclust import FedClust, euclidean
 from distfl.algorithms.pacfl import PACFL, basis_ranks, data_basis, principal_angles
 from distfl.config import load

@@ -11,7 +11,7 @@ from scipy.optimize import minimize
 from test_batched import batched
 from test_vectorised import setup
 
-from distfl.algorithms.pfedgraph.graph import (
+from distfl.algorithms.common.graph import (
     aggregate_rows,
     graph_rows,
     negative_cosines,
@@ -122,7 +122,7 @@ def test_trainers_agree_with_the_cosine_term(digits, name):
 
 
 def test_the_pooled_pieces_are_the_whole_matrices_rows():
-    from distfl.algorithms.pfedgraph.graph import aggregate_piece, graph_piece
+    from distfl.algorithms.common.graph import aggregate_piece, graph_piece
 
     rng = np.random.default_rng(3)
     U = rng.normal(size=(7, 30))

@@ -7,6 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from distfl.algorithms.api.pool import (
+    LOCAL_POOL,
+    PooledTaskFailed,
+    pooled,
+    pooled_function,
+    pooled_name,
+)
 from distfl.algorithms.fedgwc.reference import (
     _reference_normals,
     affinity,
@@ -15,13 +22,6 @@ from distfl.algorithms.fedgwc.reference import (
     reference_score,
     rng_at,
     rng_state,
-)
-from distfl.algorithms.pool import (
-    LOCAL_POOL,
-    PooledTaskFailed,
-    pooled,
-    pooled_function,
-    pooled_name,
 )
 from distfl.runtime.pool import decode_job, encode_job, tasks_of
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from distfl.algorithms.base import setting
-from distfl.algorithms.registry import algorithm_class
+from distfl.algorithms.api.base import setting
+from distfl.algorithms.api.registry import algorithm_class
 from distfl.config import CHOICES, Config, GroupSpec, describe_keys
 from distfl.tools import reference
 

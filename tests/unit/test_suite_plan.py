@@ -161,7 +161,7 @@ def test_a_clusters_key_must_be_an_int_setting():
     from dataclasses import dataclass
 
     from distfl.algorithms import ClusteringAlgorithm, Params, register
-    from distfl.algorithms.base import setting
+    from distfl.algorithms.api.base import setting
 
     @dataclass(frozen=True)
     class P(Params):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -52,7 +52,7 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.registry import register
 
 ROOT = "0"
 

@@ -12,7 +12,7 @@ training data (the probe ``"gradient"``, :mod:`distfl.algorithms.cflgp.client`),
 server adds it to block m of their profiles: the block's cumulative average over the
 gradients it received (:func:`accumulate`). The server then clusters the clients that have
 a profile spectrally: the top-M singular directions of the profile matrix (clients × M·d),
-k-means (the best of ``restarts`` runs from k-means++ seeds, :mod:`distfl.algorithms.kmeans`)
+k-means (the best of ``restarts`` runs from k-means++ seeds, :mod:`distfl.algorithms.common.kmeans`)
 on the clients' coordinates along them (:func:`spectral_coordinates`), and the labels matched
 to the previous clustering's clusters by the most clients kept (:func:`match_labels`). Each
 cluster model is then trained by FedAvg of its members (the runtime's aggregator).
@@ -65,7 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -76,14 +76,14 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import (
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.kmeans import (
     check_cluster_count,
     cluster_count_setting,
     kmeans,
     sq_distances,
     with_group_count,
 )
-from distfl.algorithms.registry import register
 
 #: the most rounds between two clusterings
 MAX_PERIOD = 1_000_000

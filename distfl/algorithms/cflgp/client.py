@@ -16,7 +16,7 @@ import dataclasses
 
 import numpy as np
 
-from distfl.algorithms.client_side import ClientHalf
+from distfl.algorithms.api.client_side import ClientHalf
 from distfl.train import SequentialTrainer, client_seed
 
 

@@ -13,7 +13,7 @@ W1 under the Euclidean ground cost, computed by POT (``ot.emd2``, exact, or
 min(10%, 512)). Clients c, c' are adjacent when d_cc' < ε and d_c'c < ε (mutual);
 clients with identical neighbourhoods form a cluster. The root then splits into those
 clusters after round 1, each cluster trains its own model by FedAvg from then on, sampling
-its members as the oracle does (:func:`distfl.algorithms.oracle.sample_sizes`).
+its members as the oracle does (:func:`distfl.algorithms.common.sampling.sample_sizes`).
 
 Where the computation runs: the worker hosting client c computes row c (every d_cc'),
 evaluating ω_c on the samples of every c' (in this emulator every rank holds the dataset,
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -56,8 +56,8 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.oracle import sample_sizes
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.sampling import sample_sizes
 from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
 from distfl.settings import Condition

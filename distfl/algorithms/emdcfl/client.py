@@ -24,23 +24,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from distfl.algorithms.client_side import ClientHalf, ProbeAbandoned
+from distfl.algorithms.api.client_side import ClientHalf, ProbeAbandoned
 from distfl.algorithms.emdcfl import draw_anchors, embed_size, projection, wasserstein1
-from distfl.models import last_linear, load_flat
+from distfl.models import last_linear_inputs, load_flat
 from distfl.train import SequentialTrainer, client_seed
-
-
-def last_linear_inputs(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-    """The penultimate-layer embedding: the input of the model's last nn.Linear."""
-    last = last_linear(model)
-    seen: list[torch.Tensor] = []
-    handle = last.register_forward_hook(lambda _m, inputs, _out: seen.append(inputs[0]))
-    try:
-        with torch.no_grad():
-            model(x)
-    finally:
-        handle.remove()
-    return seen[0].reshape(len(x), -1)
 
 
 def embed_sets(num_train: int, samples: int, *, seed: int, client: int) -> tuple[np.ndarray, ...]:
@@ -219,4 +206,4 @@ class EMDCFLClient(ClientHalf):
         return np.concatenate([own, theirs])
 
 
-__all__ = ["EMDCFLClient", "embed_sets", "emd_row", "last_linear_inputs"]
+__all__ = ["EMDCFLClient", "embed_sets", "emd_row"]

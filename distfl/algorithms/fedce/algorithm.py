@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     Params,
     ProbeRequest,
@@ -44,9 +44,9 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.kmeans import check_cluster_count
-from distfl.algorithms.models_of_own import ModelsOfOwn
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.kmeans import check_cluster_count
+from distfl.algorithms.common.models_of_own import ModelsOfOwn
 
 #: the client half's op: each cluster's mean loss and the client's association increments
 ASSOCIATE = "associate"

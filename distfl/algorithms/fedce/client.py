@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import ClientHalf
+from distfl.algorithms.api.client_side import ClientHalf
 from distfl.algorithms.fedce.algorithm import ASSOCIATE, association, batch_means
 from distfl.train import sample_losses
 

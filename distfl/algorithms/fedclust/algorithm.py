@@ -7,11 +7,11 @@ Each client of the one-shot round trains the run's initial model for ``steps`` l
 and sends the weights of its final layer (the model's last linear layer: weight and bias),
 as one row (the probe ``"weights"``, answered by :mod:`distfl.algorithms.fedclust.client`).
 The server builds the proximity matrix of the Euclidean distances between these rows and
-clusters it hierarchically (:mod:`distfl.algorithms.agglomerative`): merging while the
+clusters it hierarchically (:mod:`distfl.algorithms.common.agglomerative`): merging while the
 least cluster distance is at most ``threshold`` λ, or into ``num_clusters`` clusters, which
 wins over λ (0: one per ground-truth group, as IFCA's key). Each cluster then trains by
 FedAvg. A client first seen later trains the initial model alike and joins the cluster
-nearest to its weights (:mod:`distfl.algorithms.oneshot`).
+nearest to its weights (:mod:`distfl.algorithms.common.oneshot`).
 
 Defaults and deviations:
 
@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.agglomerative import LINKAGES
-from distfl.algorithms.base import Params, pooled, require, setting
-from distfl.algorithms.oneshot import BLOCK, OneShotClustering, block_rows, blocks
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.base import Params, pooled, require, setting
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.agglomerative import LINKAGES
+from distfl.algorithms.common.oneshot import BLOCK, OneShotClustering, block_rows, blocks
 from distfl.settings import Condition
 
 #: the most local steps a client trains before sending its weights

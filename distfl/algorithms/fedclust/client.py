@@ -14,7 +14,7 @@ import dataclasses
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import ClientHalf
+from distfl.algorithms.api.client_side import ClientHalf
 from distfl.models import build_model, flat_params
 from distfl.train import SequentialTrainer, client_seed
 

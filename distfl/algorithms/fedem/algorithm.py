@@ -31,144 +31,29 @@ number of local steps, the batch size and the optimiser are the run's ``train`` 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
-
-from distfl.algorithms.base import (
-    ClientReports,
-    Params,
-    RoundPlan,
-    RoundUpdate,
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.mixture import (
+    ESTEP,
+    MIXTURE,
+    FedEMParams,
+    Mixture,
+    mixture_weights,
+    responsibilities,
+    weight_rows,
 )
-from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
-from distfl.algorithms.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
-from distfl.algorithms.models_of_own import ModelsOfOwn
-from distfl.algorithms.registry import register
-
-#: the client half's ops: the E-step before training, the mixture's evaluation
-ESTEP, MIXTURE = "estep", "mixture"
-
-
-def responsibilities(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
-    """FedEM's E-step: q [M, n] with q_im = π_m e^(−ℓ_mi) / Σ_j π_j e^(−ℓ_ji), from the
-    mixture weights π [M] and the losses ℓ [M, n] of each component on each sample (the
-    code's ``softmax(log π − ℓ)``). A NaN loss counts as +∞ (that component explains
-    nothing of the sample); a sample no component explains (every term 0) gets the weights
-    π themselves, and π = 0 everywhere gives 1/M."""
-    pi = np.asarray(weights, dtype=np.float64).reshape(-1)
-    ell = np.asarray(losses, dtype=np.float64)
-    M = len(pi)
-    if ell.ndim != 2 or ell.shape[0] != M:
-        raise ValueError(f"losses must be [{M}, n], got shape {ell.shape}")
-    ell = np.where(np.isnan(ell), np.inf, ell)
-    with np.errstate(divide="ignore"):
-        logits = np.log(np.clip(pi, 0.0, None))[:, None] - ell
-    top = logits.max(axis=0)
-    dead = ~np.isfinite(top)  # no component has a finite term for the sample
-    shifted = np.exp(logits - np.where(dead, 0.0, top))
-    q = shifted / np.where(dead, 1.0, shifted.sum(axis=0))
-    if dead.any():
-        fallback = pi / pi.sum() if pi.sum() > 0 else np.full(M, 1.0 / M)
-        q[:, dead] = fallback[:, None]
-    return q
-
-
-def weight_rows(clients: np.ndarray, ids: list[str], weights: np.ndarray) -> dict:
-    """The rows of a table of weights (per client and cluster): each client's weight of
-    each cluster, clients in the given order, clusters in ``ids`` order."""
-    M = len(ids)
-    return {
-        "client": np.repeat(np.asarray(clients, dtype=np.int64), M),
-        "cluster": np.tile(np.array(ids, dtype=object), len(clients)),
-        "weight": np.asarray(weights, dtype=np.float64).reshape(-1),
-    }
-
-
-def mixture_weights(q: np.ndarray) -> np.ndarray:
-    """FedEM's M-step of a client's weights: π_m = mean_i q_im ([M]; 1/M without samples)."""
-    q = np.asarray(q, dtype=np.float64)
-    if q.shape[1] == 0:
-        return np.full(q.shape[0], 1.0 / q.shape[0])
-    return q.mean(axis=1)
-
-
-@dataclass(frozen=True)
-class FedEMParams(Params):
-    num_clusters: int = cluster_count_setting(
-        3, "M, the mixture's components (the paper's default 3)", EMDCFL_GIVES
-    )
-
-    def check(self, config) -> None:
-        check_cluster_count(self, config)
 
 
 @register
-class FedEM(ModelsOfOwn):
+class FedEM(Mixture):
     name = "fedem"
-    salt = 0xFE0E
-    Params = FedEMParams
-    client_ops = (ESTEP, MIXTURE)
-    client = "distfl.algorithms.fedem.client:FedEMClient"
-    evaluation = MIXTURE
-    membership = "largest weight"
-    tables = (
-        soft_weights_table(
-            "π_km, the client's weight of the component after the round's E-step",
-            "each trained client's mixture weights, a row per component, every round",
-        ),
-    )
-    figures = (SOFT_WEIGHTS_FIGURE,)
-
-    def __init__(self, **kwargs):
-        super().__init__(**kwargs)
-        #: [K, M] every client's mixture weights π_k
-        M = len(self.ids)
-        self.pi = np.full((self.num_clients, M), 1.0 / M)
-
-    @classmethod
-    def state_bytes(cls, params, *, num_clients: int, **sizes) -> int:
-        """π: M float64 values a client."""
-        return 8 * num_clients * max(int(params.num_clusters), 1)
-
-    def plan(self, round_index: int) -> RoundPlan:
-        clients = self.draw(trainings=len(self.ids)).tolist()  # each trains every model
-        every = dict.fromkeys(self.ids, 1.0)
-        return RoundPlan(
-            round=round_index,
-            train={int(k): dict(every) for k in clients},
-            prepare=ESTEP,
-            prepare_width=len(self.ids),
-            client_state={int(k): self.pi[k].copy() for k in clients},
-        )
-
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
-        """Keep each trained client's new weights (its E-step's M-step) and put it in the
-        tree under its largest."""
-        clients = np.array(sorted(plan.train), dtype=np.int64)
-        rows = np.asarray(reports.rows, dtype=np.float64)
-        if rows.shape != (len(clients), len(self.ids)):
-            raise ValueError(
-                f"round {round_index}: mixture weights of shape {rows.shape}, expected "
-                f"{(len(clients), len(self.ids))}"
-            )
-        self.pi[clients] = rows
-        self.tree.reassign(clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
-        return RoundUpdate(rows={"weights": weight_rows(clients, self.ids, rows)})
-
-    def client_rows(self, clients: np.ndarray) -> np.ndarray:
-        """The clients' mixture weights, for the mixture's evaluation."""
-        return self.pi[np.asarray(clients, dtype=np.int64)]
-
-    def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state, "pi": self.pi.copy()}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        pi = np.asarray(state["pi"], dtype=np.float64)
-        if pi.shape != self.pi.shape:
-            raise ValueError(f"FedEM's stored weights have shape {pi.shape}, not {self.pi.shape}")
-        self.pi = pi.copy()
 
 
-__all__ = ["FedEM", "FedEMParams", "mixture_weights", "responsibilities", "weight_rows"]
+__all__ = [
+    "ESTEP",
+    "MIXTURE",
+    "FedEM",
+    "FedEMParams",
+    "mixture_weights",
+    "responsibilities",
+    "weight_rows",
+]

@@ -8,7 +8,7 @@ from functools import partial
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -18,6 +18,7 @@ from distfl.algorithms.base import (
     RoundUpdate,
     Statistic,
 )
+from distfl.algorithms.api.registry import register
 from distfl.algorithms.fedgwc import spectral
 from distfl.algorithms.fedgwc.interaction import (
     BLOCKS_ABOVE,
@@ -63,10 +64,9 @@ from distfl.algorithms.fedgwc.spectral import (
     choose_split,
     finite,
 )
-from distfl.algorithms.registry import register
 from distfl.hierarchy import Split
 
-#: the re-assignment's probe (:mod:`distfl.algorithms.losses_client`'s op; that module
+#: the re-assignment's probe (:mod:`distfl.algorithms.common.losses_client`'s op; that module
 #: imports torch, which a server half does not)
 LOSSES = "losses"
 
@@ -95,7 +95,7 @@ class FedGWC(ClusteringAlgorithm):
     pair_bytes = 16
     #: the re-assignment's probe: each sampled client's train loss under every cluster's model
     client_ops = (LOSSES,)
-    client = "distfl.algorithms.losses_client:LossesClient"
+    client = "distfl.algorithms.common.losses_client:LossesClient"
 
     @classmethod
     def working_pair_bytes(cls, params: Params) -> int:

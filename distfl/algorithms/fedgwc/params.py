@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     Params,
     require,
     setting,

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     LOCAL_POOL,
     ServerPool,
     pooled,

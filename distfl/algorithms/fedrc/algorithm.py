@@ -27,17 +27,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import RoundPlan, RoundUpdate
-from distfl.algorithms.fedem.algorithm import (
+from distfl.algorithms.api.base import RoundPlan, RoundUpdate
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.kmeans import EMDCFL_GIVES, cluster_count_setting
+from distfl.algorithms.common.mixture import (
     ESTEP,
-    FedEM,
     FedEMParams,
+    Mixture,
     mixture_weights,
     responsibilities,
     weight_rows,
 )
-from distfl.algorithms.kmeans import EMDCFL_GIVES, cluster_count_setting
-from distfl.algorithms.registry import register
 
 #: the floor of a label's share before P_m is normalised (the code's 1e-8)
 LABEL_FLOOR = 1e-8
@@ -76,7 +76,7 @@ class FedRCParams(FedEMParams):
 
 
 @register
-class FedRC(FedEM):
+class FedRC(Mixture):
     name = "fedrc"
     Params = FedRCParams
     client = "distfl.algorithms.fedrc.client:FedRCClient"

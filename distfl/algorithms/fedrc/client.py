@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import Prepared
-from distfl.algorithms.fedem.client import FedEMClient
+from distfl.algorithms.api.client_side import Prepared
+from distfl.algorithms.common.mixture_client import FedEMClient
 from distfl.algorithms.fedrc.algorithm import (
     ESTEP,
     label_counts,

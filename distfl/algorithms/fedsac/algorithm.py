@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     Params,
     RecordTable,
@@ -39,16 +39,16 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.fedsac.graph import ANGLES, sac_piece
-from distfl.algorithms.pfedgraph.algorithm import (
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.graph_model import (
     SIGN_CONDITIONS,
     SIGNS,
-    PFedGraph,
+    GraphModels,
     check_lam,
     lam_setting,
     sign_setting,
 )
-from distfl.algorithms.registry import register
+from distfl.algorithms.fedsac.graph import ANGLES, sac_piece
 from distfl.runfile.layout import Column
 
 #: the client half's op: the trained model's feature basis, after its training
@@ -94,7 +94,7 @@ class FedSaCParams(Params):
 
 
 @register
-class FedSaC(PFedGraph):
+class FedSaC(GraphModels):
     name = "fedsac"
     Params = FedSaCParams
     client_ops = (BASIS,)

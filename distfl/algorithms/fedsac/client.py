@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import ClientHalf
-from distfl.algorithms.emdcfl.client import last_linear_inputs
+from distfl.algorithms.api.client_side import ClientHalf
 from distfl.algorithms.fedsac.algorithm import BASIS
 from distfl.algorithms.fedsac.graph import principal_basis
-from distfl.models import load_flat
+from distfl.models import last_linear_inputs, load_flat
 
 
 class FedSaCClient(ClientHalf):

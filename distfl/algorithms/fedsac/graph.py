@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.pfedgraph.graph import cosine_row, project_to_simplex
-from distfl.algorithms.pool import pooled
+from distfl.algorithms.api.pool import pooled
+from distfl.algorithms.common.graph import cosine_row, project_to_simplex
 
 #: how the angles between two subspaces are found: ``code`` matches basis vectors greedily
 #: on their signed cosines (the public code's); ``svd`` takes the principal angles

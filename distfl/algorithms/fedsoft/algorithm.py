@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     Params,
     ProbeRequest,
@@ -50,13 +50,13 @@ from distfl.algorithms.base import (
     require,
     setting,
 )
-from distfl.algorithms.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
-from distfl.algorithms.fedem.algorithm import weight_rows
-from distfl.algorithms.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
-from distfl.algorithms.models_of_own import ModelsOfOwn
-from distfl.algorithms.pfedgraph.algorithm import check_lam
-from distfl.algorithms.pfedgraph.graph import aggregate_rows
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.graph import aggregate_rows
+from distfl.algorithms.common.graph_model import check_lam
+from distfl.algorithms.common.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
+from distfl.algorithms.common.mixture import weight_rows
+from distfl.algorithms.common.models_of_own import ModelsOfOwn
 
 #: the client half's ops: the importance estimate (a probe), the start of a client's
 #: training (its preparation) and its evaluation on its personal model

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import ClientHalf, Prepared
+from distfl.algorithms.api.client_side import ClientHalf, Prepared
 from distfl.algorithms.fedsoft.algorithm import (
     ESTIMATE,
     PERSONAL,

@@ -10,10 +10,10 @@ Each client of the one-shot round takes the truncated SVD of its data matrix D_k
 proximity matrix A of the principal angles between the clients' subspaces, in degrees:
 the smallest angle θ_1 (``proximity = "smallest"``, the paper's A_ij = Θ_1(U_p^i, U_p^j)),
 or the sum of the min(p_i, p_j) angles (``"sum"``), and clusters it hierarchically
-(:mod:`distfl.algorithms.agglomerative`): merging while the least cluster distance is at
+(:mod:`distfl.algorithms.common.agglomerative`): merging while the least cluster distance is at
 most ``threshold`` β, or into ``num_clusters`` clusters, which wins over β (0: one per
 ground-truth group, as IFCA's key). Each cluster then trains by FedAvg. A client first
-seen later joins the cluster nearest to its subspace (:mod:`distfl.algorithms.oneshot`).
+seen later joins the cluster nearest to its subspace (:mod:`distfl.algorithms.common.oneshot`).
 
 The angles come from the singular values σ of U_iᵀ U_j (θ = arccos σ, clipped to [0, 1]),
 computed for blocks of 64 rows of A at a time, spread over the ranks by the server's pool.
@@ -45,10 +45,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.agglomerative import LINKAGES
-from distfl.algorithms.base import Params, pooled, require, setting
-from distfl.algorithms.oneshot import BLOCK, OneShotClustering, block_rows, blocks
-from distfl.algorithms.registry import register
+from distfl.algorithms.api.base import Params, pooled, require, setting
+from distfl.algorithms.api.registry import register
+from distfl.algorithms.common.agglomerative import LINKAGES
+from distfl.algorithms.common.oneshot import BLOCK, OneShotClustering, block_rows, blocks
 from distfl.settings import Condition
 
 # -- pure math -------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.base import ClientHalf
+from distfl.algorithms.api.base import ClientHalf
 from distfl.algorithms.pacfl import data_basis
 
 

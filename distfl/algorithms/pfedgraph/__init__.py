@@ -2,8 +2,9 @@
 Collaboration Graphs", ICML 2023): a model per client, aggregated with per-client weights
 the server infers from the clients' model similarity and data sizes.
 
-The modules: :mod:`~.algorithm` (the server half: the graph and the aggregation) and
-:mod:`~.graph` (the per-row optimisation, a projection onto the simplex).
+The module :mod:`~.algorithm` names it; its round is :mod:`distfl.algorithms.common.graph_model`
+(the graph and the aggregation) over :mod:`distfl.algorithms.common.graph` (the per-row
+optimisation, a projection onto the simplex), which FedSaC shares.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ A strategy is made once per run, on the server, with the run's
 their resources and the times these give, the uniform draw among the available ones) and
 the config. Each round the participation asks it to :meth:`~SelectionStrategy.choose` the
 clients of each draw an algorithm makes (:meth:`ClusteringAlgorithm.sample_clients
-<distfl.algorithms.base.ClusteringAlgorithm.sample_clients>`), tells it the clients of the
+<distfl.algorithms.api.base.ClusteringAlgorithm.sample_clients>`), tells it the clients of the
 plan it admitted (:meth:`~SelectionStrategy.selected`), and after training gives it a say
 over the clusters' models (:meth:`~SelectionStrategy.after_training`). Whatever it keeps
 between rounds is its :meth:`~SelectionStrategy.state_dict`: the run file's

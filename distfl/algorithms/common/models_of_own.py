@@ -7,8 +7,8 @@ from typing import ClassVar
 
 import numpy as np
 
-from distfl.algorithms.base import ClusteringAlgorithm, Params
-from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.api.base import ClusteringAlgorithm, Params
+from distfl.algorithms.common.kmeans import with_group_count
 
 
 class ModelsOfOwn(ClusteringAlgorithm):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.pool import pooled
+from distfl.algorithms.api.pool import pooled
 
 
 def project_to_simplex(v: np.ndarray) -> np.ndarray:

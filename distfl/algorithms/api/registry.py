@@ -14,7 +14,7 @@ import dataclasses
 import importlib
 import re
 
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientHalf,
     ClusteringAlgorithm,
     Params,

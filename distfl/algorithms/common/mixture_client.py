@@ -1,12 +1,13 @@
-"""FedEM's client half: the E-step before a client trains and the mixture's evaluation."""
+"""The mixture's client half (FedEM's, which FedRC extends): the E-step before a client
+trains and the mixture's evaluation."""
 
 from __future__ import annotations
 
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import ClientHalf, Prepared
-from distfl.algorithms.fedem.algorithm import ESTEP, MIXTURE, mixture_weights, responsibilities
+from distfl.algorithms.api.client_side import ClientHalf, Prepared
+from distfl.algorithms.common.mixture import ESTEP, MIXTURE, mixture_weights, responsibilities
 from distfl.metrics import balanced_accuracy
 from distfl.train import sample_logits, sample_losses
 

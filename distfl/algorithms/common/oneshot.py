@@ -4,7 +4,7 @@ then FedAvg per cluster, and clients first seen later joining the nearest cluste
 Round 1 probes the clients of the one-shot round (every client, as both papers do, or with
 ``probe_clients`` = n a uniform sample of n drawn from the run's seed); the algorithm turns
 their rows into an n × n distance matrix (spread over the ranks with the server's pool), and
-:mod:`distfl.algorithms.agglomerative` clusters it (``num_clusters`` ≥ 1 clusters, which wins
+:mod:`distfl.algorithms.common.agglomerative` clusters it (``num_clusters`` ≥ 1 clusters, which wins
 over ``threshold``; 0 is one cluster per ground-truth group, as IFCA's key). After round 1's
 training the root splits into those clusters (children ``0.0``, ``0.1``, ... in order of
 their first client); with one cluster the root stays whole, every client in it. Clients
@@ -23,8 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from distfl.algorithms.agglomerative import agglomerate, nearest_cluster
-from distfl.algorithms.base import (
+from distfl.algorithms.api.base import (
     ClientReports,
     ClusteringAlgorithm,
     Params,
@@ -32,7 +31,8 @@ from distfl.algorithms.base import (
     RoundPlan,
     RoundUpdate,
 )
-from distfl.algorithms.kmeans import with_group_count
+from distfl.algorithms.common.agglomerative import agglomerate, nearest_cluster
+from distfl.algorithms.common.kmeans import with_group_count
 
 ROOT = "0"
 #: rows of the one-shot round's distance matrix a pooled piece computes

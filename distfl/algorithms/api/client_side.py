@@ -1,7 +1,7 @@
 """An algorithm's client half: what it computes on the workers beyond plain training (a
 probe, a preparation of its client's training, an evaluation of its own), a
 :class:`ClientHalf` subclass named by :attr:`ClusteringAlgorithm.client
-<distfl.algorithms.base.ClusteringAlgorithm.client>`, given a :class:`ClientContext` by
+<distfl.algorithms.api.base.ClusteringAlgorithm.client>`, given a :class:`ClientContext` by
 its worker."""
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ class ClientHalf:
         self, op: str, client: int, models: torch.Tensor, state: np.ndarray
     ) -> Prepared | np.ndarray:
         """Client ``client``'s preparation ``op`` (:attr:`RoundPlan.prepare
-        <distfl.algorithms.base.RoundPlan.prepare>`) before it trains: ``models`` [M, P]
+        <distfl.algorithms.api.base.RoundPlan.prepare>`) before it trains: ``models`` [M, P]
         are the round's broadcast models (every cluster of the plan, sorted), ``state`` the
         client's row of :attr:`RoundPlan.client_state` (float64, empty without one). A
         :class:`Prepared` (its row, and per-sample weights), or the row alone."""
@@ -93,14 +93,14 @@ class ClientHalf:
     ) -> tuple[float, float, float]:
         """Client ``client``'s (balanced accuracy, accuracy, mean loss) on its test split
         under the algorithm's own evaluation ``op`` (:attr:`ClusteringAlgorithm.evaluation
-        <distfl.algorithms.base.ClusteringAlgorithm.evaluation>`): ``models`` [M, P] are
+        <distfl.algorithms.api.base.ClusteringAlgorithm.evaluation>`): ``models`` [M, P] are
         every leaf's model (sorted ids), ``state`` its row of the algorithm's
-        :meth:`~distfl.algorithms.base.ClusteringAlgorithm.client_rows`."""
+        :meth:`~distfl.algorithms.api.base.ClusteringAlgorithm.client_rows`."""
         raise NotImplementedError(f"{type(self).__name__} does not evaluate {op!r}")
 
     def after(self, op: str, client: int, model: torch.Tensor, state: np.ndarray) -> np.ndarray:
         """Client ``client``'s row for op ``op`` after its training (:attr:`RoundPlan.after
-        <distfl.algorithms.base.RoundPlan.after>`): ``model`` [P] is the model it trained
+        <distfl.algorithms.api.base.RoundPlan.after>`): ``model`` [P] is the model it trained
         (its first training's), ``state`` its row of :attr:`RoundPlan.client_state`
         (float64, empty without one)."""
         raise NotImplementedError(f"{type(self).__name__} answers nothing after training ({op!r})")

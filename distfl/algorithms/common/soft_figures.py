@@ -1,6 +1,6 @@
 """The figure of a soft membership in ``distfl report``: each client's weights over the
 clusters, clients ordered by ground-truth group, from an algorithm's table of weights
-(a :class:`~distfl.algorithms.declarations.RecordTable` per client and cluster, with a
+(a :class:`~distfl.algorithms.api.declarations.RecordTable` per client and cluster, with a
 column ``weight``: FedEM's π)."""
 
 from __future__ import annotations

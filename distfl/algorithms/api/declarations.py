@@ -1,7 +1,7 @@
 """What an algorithm declares beyond its rounds: the per-cluster statistics it records
 (:class:`Statistic`), the tables of its own in the run file (:class:`RecordTable`) and the
 figures it brings to ``distfl report`` (:class:`ReportFigure`). The registry checks them
-when the algorithm registers (:mod:`distfl.algorithms.registry`)."""
+when the algorithm registers (:mod:`distfl.algorithms.api.registry`)."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def soft_weights_table(weight: str, rows: str) -> RecordTable:
 #: the report's figure of a soft membership's table ``weights`` (clients × clusters, by
 #: ground-truth group)
 SOFT_WEIGHTS_FIGURE = ReportFigure(
-    ReportFigure.CLUSTERS, "soft-weights.png", "distfl.algorithms.soft_figures:soft_weights"
+    ReportFigure.CLUSTERS, "soft-weights.png", "distfl.algorithms.common.soft_figures:soft_weights"
 )
 
 

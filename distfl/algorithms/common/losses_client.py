@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.client_side import ClientHalf
+from distfl.algorithms.api.client_side import ClientHalf
 from distfl.train import train_losses
 
 #: the probe this client half answers

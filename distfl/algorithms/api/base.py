@@ -40,9 +40,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from distfl.algorithms.client_side import ClientContext, ClientHalf, Prepared, ProbeAbandoned
-from distfl.algorithms.declarations import RecordTable, ReportFigure, Statistic
-from distfl.algorithms.pool import LOCAL_POOL, PooledTaskFailed, ServerPool, pooled
+from distfl.algorithms.api.client_side import ClientContext, ClientHalf, Prepared, ProbeAbandoned
+from distfl.algorithms.api.declarations import RecordTable, ReportFigure, Statistic
+from distfl.algorithms.api.pool import LOCAL_POOL, PooledTaskFailed, ServerPool, pooled
 from distfl.hierarchy import ClusterTree, Split
 from distfl.participation.model import EVERYONE
 from distfl.runfile.layout import FIXED_CLUSTER_COLUMNS
@@ -99,7 +99,7 @@ class RoundPlan:
     #: the broadcast models (every cluster of :meth:`clusters`, in that order) and its row
     #: of ``client_state``: it answers a row of ``prepare_width`` values
     #: (:attr:`ClientReports.rows`) and may weigh each train sample in each of the client's
-    #: trainings (:class:`~distfl.algorithms.client_side.Prepared`)
+    #: trainings (:class:`~distfl.algorithms.api.client_side.Prepared`)
     prepare: str | None = None
     prepare_width: int = 0
     #: each trained client's state row for its client half (float64, one width; a client
@@ -112,7 +112,7 @@ class RoundPlan:
     after: str | None = None
     after_width: int = 0
     #: whether each client's ``prepare`` gives the model it starts from
-    #: (:attr:`Prepared.start <distfl.algorithms.client_side.Prepared.start>`): it then trains
+    #: (:attr:`Prepared.start <distfl.algorithms.api.client_side.Prepared.start>`): it then trains
     #: once, and that model enters the aggregate of each of its clusters (FedSoft)
     one_training: bool = False
 
