@@ -44,9 +44,19 @@ from distfl.hierarchy import ClusterTree, Split
 from distfl.runfile.layout import Column
 
 
-def build_algorithm(config, federation: Federation | None = None, *, groups=None):
+def build_algorithm(
+    config,
+    federation: Federation | None = None,
+    *,
+    groups=None,
+    pool: ServerPool | None = None,
+    participation=None,
+):
     """The algorithm of ``config.algorithm`` for ``federation`` (by default one made of the
-    config's client counts and seed, with ``groups`` as the clients' ground truth)."""
+    config's client counts and seed, with ``groups`` as the clients' ground truth), with
+    the run's ``pool`` of server work (:attr:`ClusteringAlgorithm.pool`; default this
+    process) and ``participation`` (:attr:`ClusteringAlgorithm.participation`; default
+    every client, always), both given before its first round."""
     if federation is None:
         federation = Federation(
             num_clients=config.data.num_clients,
@@ -56,7 +66,12 @@ def build_algorithm(config, federation: Federation | None = None, *, groups=None
             groups=None if groups is None else np.asarray(groups, dtype=np.int64),
         )
     cls = algorithm_class(config.algorithm.name)
-    return cls.from_config(federation, config.algorithm.params)
+    algorithm = cls.from_config(federation, config.algorithm.params)
+    if pool is not None:
+        algorithm.pool = pool
+    if participation is not None:
+        algorithm.participation = participation
+    return algorithm
 
 
 __all__ = [

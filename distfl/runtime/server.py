@@ -101,27 +101,28 @@ class Server:
         )  # fmt: skip
         self.trainer, self.trainer_note = choice.kind, choice.note
         self.num_params = num_params(model)
-        self.algorithm = build_algorithm(config, self._federation(model, input_shape))
         #: who takes part in each round ([participation]); the algorithm draws through it
         self.participation = Participation(
             config, client_group=self.federation_groups, num_train=self.num_train,
             num_params=self.num_params,
         )  # fmt: skip
-        self.algorithm.participation = self.participation
-        #: the cluster tree, owned by the algorithm: read here, never copied
-        self.tree = self.algorithm.tree
-        aggregator = build_aggregator(config.server)
         layout = sum_layout(config.comm.sums, model)
-        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
-        #: what a round changes (distfl.runtime.run_state): models, record, accuracies, ...
-        self.state = self._first_state(seeding, model)
         self.timing = RoundTiming()
         self.steps = WorldSteps(
             comm, layout=layout, local_steps=self.local_steps, placement=placement,
             local_worker=local_worker, stop=self.stop, timing=self.timing,
         )  # fmt: skip
-        #: the algorithm's pieces of server work go to the workers when there are any
-        self.algorithm.pool = self.steps.pool()
+        # the algorithm's pieces of server work go to the workers when there are any
+        self.algorithm = build_algorithm(
+            config, self._federation(model, input_shape), pool=self.steps.pool(),
+            participation=self.participation,
+        )  # fmt: skip
+        #: the cluster tree, owned by the algorithm: read here, never copied
+        self.tree = self.algorithm.tree
+        aggregator = build_aggregator(config.server)
+        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
+        #: what a round changes (distfl.runtime.run_state): models, record, accuracies, ...
+        self.state = self._first_state(seeding, model)
         #: the rounds' probes and trainings at the clients
         self.clients = ClientSteps(
             self.algorithm, self.steps, self.aggregation, self.state, self.timing,

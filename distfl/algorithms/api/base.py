@@ -290,11 +290,12 @@ class ClusteringAlgorithm(ABC):
     #: leaf's model (FedEM's mixture); None: the leaf's model (the default)
     evaluation: ClassVar[str | None] = None
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
-    #: the runtime sets the ranks' pool in a run over several ranks
+    #: :func:`~distfl.algorithms.build_algorithm` gives the ranks' pool in a run over several
     pool: ServerPool = LOCAL_POOL
     #: who may take part in a round (:class:`~distfl.participation.model.Participation`:
-    #: availability and the selection strategy, [participation]); the runtime sets the
-    #: run's. By default every client is always available and a draw is uniform
+    #: availability and the selection strategy, [participation]);
+    #: :func:`~distfl.algorithms.build_algorithm` gives the run's. By default every client
+    #: is always available and a draw is uniform
     participation: Any = EVERYONE
 
     def __init__(
