@@ -184,16 +184,30 @@ def test_the_reading_page_lists_these_layers():
     assert listed == [tuple(members) for members in LAYERS]
 
 
-@pytest.mark.parametrize("package", ["algorithms", "runtime", "participation"])
+#: the folders whose every module docs/code.md names: each package of distfl/ and the
+#: folders of one that hold modules of several kinds (an algorithm's own folder is said in
+#: words: "its rewards, P, perception, ...")
+NAMED_FOLDERS = sorted(
+    [p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()]
+    + ["tools/bench", "participation/selection", "algorithms/api", "algorithms/common"]
+)
+
+
+@pytest.mark.parametrize("package", NAMED_FOLDERS)
 def test_the_reading_page_names_every_module_of_these_packages(package):
-    """docs/code.md's line of the layer names each module of ``package`` (``name.py``) and
-    each of its folders (``name/``): a file added there is said on the page."""
+    """docs/code.md's line of the layer names each module of ``package`` (``name.py``,
+    ``package/name.py``, or ``sub/name.py`` for a folder within one) and each of its folders
+    (``name/``): a file added there is said on the page."""
     text = (ROOT / "docs" / "code.md").read_text(encoding="utf-8")
-    (line,) = [ln for ln in text.splitlines() if re.match(rf"^\d+\. `distfl/{package}/`", ln)]
+    top, _, sub = package.partition("/")
+    layers = text.split("## The layers", 1)[1].split("\n## ", 1)[0]
+    (line,) = [ln for ln in layers.splitlines() if re.match(r"^\d+\. `", ln)
+               and f"`distfl/{top}/`" in ln.split(" — ", 1)[0]]  # fmt: skip
     folder = PACKAGE / package
     names = [p.name for p in folder.glob("*.py") if p.name != "__init__.py"]
     names += [f"{p.name}/" for p in folder.iterdir() if (p / "__init__.py").is_file()]
-    missing = sorted(n for n in names if f"`{n}`" not in line)
+    forms = ("{}", f"{package}/{{}}", f"{sub}/{{}}" if sub else "{}")
+    missing = sorted(n for n in names if not any(f"`{f.format(n)}`" in line for f in forms))
     assert not missing, f"docs/code.md does not name, on its {package} line: {missing}"
 
 
