@@ -356,25 +356,4 @@ class _Everyone:
 EVERYONE = _Everyone()
 
 
-def participation_line(metrics) -> str | None:
-    """What participation did over a run's rounds, in words, from its /metrics columns
-    (``unavailable``, ``dropped``, ``late``, ``sim_elapsed_s``); None when it did nothing
-    and there is no clock (a run without [participation])."""
-    counts = {k: int(np.sum(np.asarray(metrics.get(k, ()), dtype=np.int64)))
-              for k in ("unavailable", "dropped", "late")}  # fmt: skip
-    clock = [float(x) for x in metrics.get("sim_elapsed_s", ()) if x == x]
-    if not any(counts.values()) and not clock:
-        return None
-    from distfl.progress import duration
-
-    lost = (f"{counts['dropped']:,} dropped out, {counts['late']:,} late, "
-            f"{counts['unavailable']:,} planned but unavailable")  # fmt: skip
-    if not any(counts.values()):
-        lost = "none lost"
-    return lost + (f"; simulated time {duration(clock[-1])}" if clock else "")
-
-
-__all__ = [
-    "EVERYONE", "OFF", "Participation", "RoundParticipation", "fastest_client_s",
-    "participation_line",
-]  # fmt: skip
+__all__ = ["EVERYONE", "OFF", "Participation", "RoundParticipation", "fastest_client_s"]

@@ -286,6 +286,9 @@ class RunFile:
     trainer: str = ""
     #: bytes each rank hands to the exact sums' reduce per model parameter (0: not recorded)
     sum_bytes_per_param: float = 0.0
+    #: when the loop of rounds of the launch that wrote the file began (Unix seconds; 0: not
+    #: recorded)
+    loop_started: float = 0.0
     #: the distfl that wrote the file; when the run's first file was written; this write
     version: str = ""
     created: str = ""
@@ -457,6 +460,7 @@ def _run_file(f: h5py.File, config: Config, stored: dict[str, Any], sealed: bool
         world=_read_world(f["world"]) if "world" in f else None,
         trainer=str(timing.get("trainer", "")),
         sum_bytes_per_param=float(timing.get("sum_bytes_per_param", 0.0)),
+        loop_started=float(timing.get("loop_started", 0.0)),
         version=str(f.attrs.get("distfl_version", "")),
         created=str(f.attrs.get("created", "")),
         written=str(f.attrs.get("written", "")),

@@ -23,11 +23,12 @@ import torch
 
 from distfl.algorithms import ClientReports, RoundUpdate
 from distfl.hierarchy import empty_leaves_note
-from distfl.participation.model import OFF, RoundParticipation, participation_line
+from distfl.participation.model import OFF, RoundParticipation
 from distfl.progress import Progress
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError, why
 from distfl.runfile.checkpoint import write_run_file
 from distfl.runfile.layout import ALGORITHM_PREFIX
+from distfl.runfile.run import participation_line
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import peak_rss_mb

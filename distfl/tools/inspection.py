@@ -8,8 +8,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.hierarchy import empty_leaves_note
-from distfl.participation.model import participation_line
-from distfl.runfile.run import Run, read, score_text, unverified_warning
+from distfl.runfile.run import Run, participation_line, read, score_text, unverified_warning
 from distfl.text import printable
 
 

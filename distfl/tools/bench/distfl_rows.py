@@ -53,9 +53,9 @@ def run_file_timing(path: Path, steps: int, warm_up_rounds: int = 0) -> dict:
     seconds in all."""
     import numpy as np
 
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.run import read
 
-    run = read_run_file(path, state=False)
+    run = read(path).stored
     rounds = np.asarray(run.timing["round"], dtype=np.int64)
     elapsed = np.asarray(run.timing["elapsed_s"], dtype=np.float64)
     timed = rounds > warm_up_rounds

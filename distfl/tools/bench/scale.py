@@ -56,8 +56,8 @@ last round on at most 1,000 clients, one torch thread per process, on the CPU), 
 ``--scale-only GLOB`` (repeatable) runs the rows whose key matches. ``--scale-quick`` runs a
 few rows of tiny sizes instead (K = 200 and 400, 3 rounds), for the tests.
 
-Each number comes from the run file each run writes (read with h5py) and the clock of this
-process:
+Each number comes from the run file each run writes (read, and verified, through
+:func:`distfl.runfile.run.read`) and the clock of this process:
 
 - start-up: ``/timing`` attribute ``loop_started`` (when rank 0's rounds loop began, Unix
   seconds) less the time just before the launch: process start, imports, data, partition
@@ -167,19 +167,20 @@ def scale_row(case: Case, status: str = "ok", **fields: Any) -> dict:
 def run_file_numbers(path: Path, launched: float) -> dict:
     """What a row reads of its run file (see the module's docstring); ``launched`` is
     ``time.time()`` just before the launch."""
-    import h5py
     import numpy as np
 
-    with h5py.File(path, "r") as f:
-        timing = f["timing"]
-        loop_started = float(timing.attrs["loop_started"])
-        elapsed = np.asarray(timing["elapsed_s"][()], dtype=np.float64)
-        rss = np.asarray(timing["rss_mb"][()], dtype=np.float64)
-        w = {name: np.asarray(col[()]) for name, col in timing["workers"].items()}
-        clusters = f["metrics/num_clusters"][()]
-        rounds = np.asarray(timing["round"][()], dtype=np.int64)
-        update_s = np.asarray(timing["update_s"][()], dtype=np.float64)
-        tested, referenced = split_test_rows(f["metrics/clusters"])
+    from distfl.runfile.run import read
+
+    stored = read(path).stored
+    timing = stored.timing
+    loop_started = stored.loop_started
+    elapsed = np.asarray(timing["elapsed_s"], dtype=np.float64)
+    rss = np.asarray(timing["rss_mb"], dtype=np.float64)
+    w = {name: np.asarray(col) for name, col in stored.worker_timing.items()}
+    clusters = stored.metrics["num_clusters"]
+    rounds = np.asarray(timing["round"], dtype=np.int64)
+    update_s = np.asarray(timing["update_s"], dtype=np.float64)
+    tested, referenced = split_test_rows(stored.cluster_metrics)
     steady = np.diff(elapsed)  # rounds 2..R: round 1 pays torch's lazy imports
     test_rounds = np.unique(tested)
     per_round = np.array([np.count_nonzero(tested == t) for t in rounds], dtype=np.int64)
@@ -224,18 +225,18 @@ def run_file_numbers(path: Path, launched: float) -> dict:
 
 
 def split_test_rows(clusters) -> tuple[Any, int]:
-    """The round of each split test in a run file's /metrics/clusters group (a row with a
+    """The round of each split test in a run file's /metrics/clusters table (a row with a
     finite ``db``, the best Davies–Bouldin score, or ``test_failed`` set: a test that could
     not be computed; none for an algorithm without split tests), and how many tests drew
     references (a finite ``valley_reference`` or ``db_reference``)."""
     import numpy as np
 
-    rounds = np.asarray(clusters["round"][()], dtype=np.int64)
+    rounds = np.asarray(clusters["round"], dtype=np.int64)
 
     def column(name: str) -> np.ndarray:
         if name not in clusters:
             return np.full(rounds.size, np.nan)
-        return np.asarray(clusters[name][()], dtype=np.float64)
+        return np.asarray(clusters[name], dtype=np.float64)
 
     ran = np.isfinite(column("db")) | (column("test_failed") > 0)
     drew = np.isfinite(column("valley_reference")) | np.isfinite(column("db_reference"))
