@@ -410,7 +410,7 @@ def _config_from_args(args: argparse.Namespace):
         # the run file is checked (its format, its config; not yet its arrays) before the
         # runtime and torch are imported: a wrong file is refused in a fraction of a second
         from distfl.errors import CheckpointError
-        from distfl.runfile.checkpoint import UNVERIFIED, read_run_file
+        from distfl.runfile.reader import UNVERIFIED, read_run_file
 
         saved = read_run_file(args.resume, state=False)
         if not saved.verified and not args.trust_unverified:
@@ -431,7 +431,7 @@ def _config_from_args(args: argparse.Namespace):
         items.insert(0, f"run.out={toml_string(args.resume)}")
     loaded = run_config(path=args.config, preset=args.preset, overrides=items, base=base)
     if stored is not None:
-        from distfl.runfile.checkpoint import check_resumable
+        from distfl.runfile.reader import check_resumable
 
         check_resumable(stored, loaded, args.resume)
     return loaded

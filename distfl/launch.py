@@ -77,7 +77,7 @@ def resumed_run_is_done(path: str, config) -> bool:
     and the output is that file: resuming it would change nothing, so nothing is written.
     ``run.rounds`` below the file's round is refused (a run cannot be shortened)."""
     from distfl.errors import ConfigError
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.reader import read_run_file
 
     done = int(read_run_file(path, state=False).state["round"])
     if config.run.rounds < done:
@@ -275,7 +275,7 @@ def _interrupted(config, said: str, interrupts: int) -> dict:
     """What a Ctrl-C left: the summary's ``stopped_by`` and ``rounds`` (the run file's
     round), or Interrupted with what rank 0 said after a second Ctrl-C."""
     from distfl.errors import Interrupted
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.reader import read_run_file
 
     told = [ln for ln in said.splitlines() if ln.startswith("distfl: ")]
     if interrupts > 1 and told and told[-1] != "distfl: interrupted":

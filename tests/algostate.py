@@ -7,13 +7,8 @@ import io
 
 import h5py
 
-from distfl.runfile.checkpoint import (
-    _read_tree,
-    _write_tree,
-    read_hierarchy,
-    storable,
-    write_hierarchy,
-)
+from distfl.runfile.reader import _read_tree, read_hierarchy
+from distfl.runfile.writer import _write_tree, storable, write_hierarchy
 
 
 def snapshot(algorithm) -> bytes:

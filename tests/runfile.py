@@ -145,7 +145,7 @@ def format3_digest(config) -> str:
     import hashlib
     import json
 
-    from distfl.runfile.checkpoint import RESUMABLE_CHANGES
+    from distfl.runfile.digest import RESUMABLE_CHANGES
 
     tables = {s: sec for s, sec in config.to_dict().items() if s != "participation"}
     group_keys = ("availability", "dropout", "speed_scale", "bandwidth_scale")

@@ -11,8 +11,11 @@
 - :mod:`~distfl.runfile.contents` (with :mod:`~distfl.runfile.table_checks` and
   :mod:`~distfl.runfile.state_checks`) and :mod:`~distfl.runfile.tables`: what a file's
   parts must hold, checked against its config, and the tables read back;
-- :mod:`~distfl.runfile.checkpoint`: writing a round's checkpoint and reading a run file
-  back (:class:`~distfl.runfile.checkpoint.RunFile`), refusing a corrupt or mismatched one;
+- :mod:`~distfl.runfile.writer`: writing a round's checkpoint, the whole file at once;
+- :mod:`~distfl.runfile.reader`: reading a run file back
+  (:class:`~distfl.runfile.reader.RunFile`, what a resume restores), refusing a corrupt or
+  mismatched one (:mod:`~distfl.runfile.checkpoint` is both under the name earlier code
+  imported them by);
 - :mod:`~distfl.runfile.run`: the one read-side model, :class:`~distfl.runfile.run.Run`,
   through which every reader (``inspect``, ``status``, ``gather``, ``report``,
   ``distfl.open``) sees a run.

@@ -1,6 +1,7 @@
 """The digest of what a run's config decides (``/state@config_sha256``): every key but
 those a resume may change, with the keys added since a file was written left out at the
-value that reproduces what such a file's run computed."""
+value that reproduces what such a file's run computed; and the digest of the state tree
+itself (``/state@sha256``, :func:`tree_digest`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import dataclasses
 import hashlib
 import json
 from typing import Any
+
+import numpy as np
 
 from distfl.config import Config
 from distfl.config.participation import ParticipationSection
@@ -93,7 +96,28 @@ def _flatten(d: dict[str, Any]) -> dict[str, Any]:
     return {f"{s}.{k}": v for s, sec in d.items() for k, v in sec.items()}
 
 
+def tree_digest(tree: dict[str, Any]) -> str:
+    """SHA-256 of a state tree in a canonical order: names, dtypes, shapes, bytes, values."""
+    h = hashlib.sha256()
+
+    def walk(t: dict[str, Any], prefix: str) -> None:
+        for key in sorted(t):
+            value = t[key]
+            h.update(f"{prefix}/{key}".encode())
+            if isinstance(value, dict):
+                walk(value, f"{prefix}/{key}")
+            elif isinstance(value, np.ndarray):
+                a = np.ascontiguousarray(value)
+                h.update(f"{a.dtype.str}{a.shape}".encode())
+                h.update(a.tobytes())
+            else:
+                h.update(json.dumps(value, sort_keys=True).encode())
+
+    walk(tree, "")
+    return h.hexdigest()
+
+
 __all__ = [
     "ADDED_GROUP_KEYS", "ADDED_KEYS", "RESUMABLE_CHANGES", "added_algorithm_keys",
-    "config_digest",
+    "config_digest", "tree_digest",
 ]  # fmt: skip

@@ -1,6 +1,6 @@
 """The run file's layout, declared once: every group, every per-row table and each of its
-columns (dtype, unit, meaning). The writer (:func:`distfl.runfile.checkpoint.write_run_file`)
-places the tables by this declaration, the reader (:func:`distfl.runfile.checkpoint.read_run_file`)
+columns (dtype, unit, meaning). The writer (:func:`distfl.runfile.writer.write_run_file`)
+places the tables by this declaration, the reader (:func:`distfl.runfile.reader.read_run_file`)
 reads them by it, the server's :class:`~distfl.runfile.tables.Rows` fill them by it, and the
 layout on the run file page (docs/run-file.md) is rendered from it (``python -m
 distfl.runfile.layout``), so that none of them can drift from the others.
@@ -17,6 +17,12 @@ import numpy as np
 
 #: dtypes of the table columns as written
 DTYPES = {"int": np.dtype(np.int64), "float": np.dtype(np.float64), "str": np.dtype(object)}
+
+#: the format of the files this writer seals (root attribute ``format``): every file of a
+#: format >= 2 carries its integrity record, every one of format >= 3 the digest of the
+#: config its state was computed with (/state@config_sha256); distfl 0.1.0's files have no
+#: such attribute
+FORMAT = 3
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 the first split, the scores of the final assignment) is defined once, as an attribute of
 :class:`Run`, so that they cannot disagree.
 
-A file is read once, with :func:`distfl.runfile.checkpoint.read_run_file` (all but the cluster
+A file is read once, with :func:`distfl.runfile.reader.read_run_file` (all but the cluster
 models and /state's arrays), and the plug-ins its config names are not imported unless
 asked for (``distfl report --trust-plugins``). Tables are pandas DataFrames when pandas is
 importable (``pip install distfl[pandas]``) and NumPy record arrays otherwise, with the
@@ -30,7 +30,6 @@ from distfl.metrics import at_last_evaluation, last_finite
 from distfl.metrics.complexity import to_target
 from distfl.plugins import ALGORITHMS
 from distfl.runfile import layout
-from distfl.runfile.checkpoint import UNVERIFIED, RunFile, read_run_file
 from distfl.runfile.frames import (
     make_table,
     readonly,
@@ -38,6 +37,7 @@ from distfl.runfile.frames import (
     rows_table,
     run_table,
 )
+from distfl.runfile.reader import UNVERIFIED, RunFile, read_run_file
 from distfl.runfile.tree import Node, Tree, score_text, tree_lines
 from distfl.text import printable
 
@@ -137,7 +137,7 @@ class Run:
 
     @property
     def stored(self) -> RunFile:
-        """The file as :func:`distfl.runfile.checkpoint.read_run_file` read it: the arrays behind
+        """The file as :func:`distfl.runfile.reader.read_run_file` read it: the arrays behind
         every attribute here, for code that draws or tabulates them (the report)."""
         return self._file
 

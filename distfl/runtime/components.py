@@ -26,9 +26,9 @@ from distfl.hierarchy import empty_leaves_note
 from distfl.participation.model import OFF, RoundParticipation
 from distfl.progress import Progress
 from distfl.runfile.atomic import DiskReserve, RunFileWriteError, why
-from distfl.runfile.checkpoint import write_run_file
 from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runfile.run import participation_line
+from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import peak_rss_mb

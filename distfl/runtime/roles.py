@@ -20,8 +20,8 @@ from distfl.config.effects import warning_lines
 from distfl.data import load_dataset, make_partition
 from distfl.errors import LoaderFailed, UserError
 from distfl.runfile.atomic import remove_stale_temporaries
-from distfl.runfile.checkpoint import RunFile, check_resumable, read_run_file
 from distfl.runfile.output import OutputLock, check_output, keep_traceback
+from distfl.runfile.reader import RunFile, check_resumable, read_run_file
 from distfl.runtime.capacity import (
     available_bytes,
     check_population,

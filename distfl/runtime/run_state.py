@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from distfl.runfile.checkpoint import storable
+from distfl.runfile.writer import storable
 
 if TYPE_CHECKING:
     from distfl.algorithms import ClusteringAlgorithm
     from distfl.hierarchy import ClusterTree
     from distfl.participation.model import Participation
-    from distfl.runfile.checkpoint import RunFile
+    from distfl.runfile.reader import RunFile
     from distfl.runfile.tables import Record
     from distfl.runtime.aggregation import ClusterAggregation
 

@@ -29,7 +29,7 @@ from distfl.models import flat_params, last_layer_span, last_linear, num_params
 from distfl.participation.model import Participation
 from distfl.progress import QuietOnBrokenPipe
 from distfl.runfile.atomic import DiskReserve
-from distfl.runfile.checkpoint import RunFile
+from distfl.runfile.reader import RunFile
 from distfl.runfile.tables import Record
 from distfl.runtime.aggregation import ClusterAggregation
 from distfl.runtime.client_steps import ClientSteps, client_op
@@ -112,8 +112,7 @@ class Server:
             comm, layout=layout, local_steps=self.local_steps, placement=placement,
             local_worker=local_worker, stop=self.stop, timing=self.timing,
         )  # fmt: skip
-        # the algorithm's pieces of server work go to the workers when there are any
-        self.algorithm = build_algorithm(
+        self.algorithm = build_algorithm(  # its pool of server work: the workers, if any
             config, self._federation(model, input_shape), pool=self.steps.pool(),
             participation=self.participation,
         )  # fmt: skip

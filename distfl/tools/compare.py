@@ -1,7 +1,7 @@
 """``distfl compare A.h5 B.h5``: whether two run files hold the same bits, part by part, and
 where they first differ.
 
-Both files are read and verified first (:func:`distfl.runfile.checkpoint.read_run_file`, which
+Both files are read and verified first (:func:`distfl.runfile.reader.read_run_file`, which
 imports none of their plug-ins): a file that cannot be read is refused with one line (exit
 code 2). Then every dataset and attribute of each part is compared bit for bit (a float
 NaN equals a NaN of the same bits): a part is the same when both files hold the same
@@ -40,7 +40,8 @@ import numpy as np
 
 from distfl.errors import ConfigError, did_you_mean
 from distfl.runfile import integrity
-from distfl.runfile.checkpoint import RESUMABLE_CHANGES, read_run_file
+from distfl.runfile.digest import RESUMABLE_CHANGES
+from distfl.runfile.reader import read_run_file
 from distfl.text import printable
 
 #: the parts compared, in order, each with the top-level groups it covers

@@ -95,7 +95,7 @@ def _existing(job: Job, force: bool) -> str:
     (UserError) what the suite may not replace or write through (:mod:`suite_files`): at the
     run file's path anything but a regular file, at its log's a file the suite did not write
     (unless ``force``)."""
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.reader import read_run_file
 
     if not check_run_path(job.out) or force:
         action = "run"

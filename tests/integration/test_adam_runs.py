@@ -13,7 +13,7 @@ from runfile import assert_same_run
 from timing import limit
 
 from distfl.cli import main
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 
 pytestmark = pytest.mark.integration
 

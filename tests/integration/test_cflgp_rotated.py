@@ -65,7 +65,7 @@ def test_the_run_file_size_check_counts_the_profiles(runs):
     """The profiles /state keeps (M whole gradients a profiled client) are within what the
     algorithm declares for them, and the run file within the size check's estimate."""
     from distfl.algorithms.cflgp import CFLGP
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.reader import read_run_file
     from distfl.runtime.capacity import algorithm_params, run_file_bytes
 
     single, _, _ = runs

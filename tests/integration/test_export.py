@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 from distfl.runtime.export import export_paths, table_name
 
 pytestmark = pytest.mark.integration

@@ -43,7 +43,7 @@ from runfile import assert_same_run, fedgwc_toml
 from timing import limit
 
 from distfl.errors import CheckpointError
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 
 pytestmark = pytest.mark.integration
 

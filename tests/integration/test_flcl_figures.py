@@ -11,7 +11,7 @@ import json
 import numpy as np
 import pytest
 
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 
 pytestmark = pytest.mark.integration
 

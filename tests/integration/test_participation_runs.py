@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from cliproc import assert_one_line_error
 
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,7 @@ from runfile import fedgwc_toml
 from distfl.algorithms.emdcfl.figures import epsilon_window
 from distfl.config import build
 from distfl.report import SUITE_METRICS
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 
 pytestmark = pytest.mark.integration
 

@@ -15,7 +15,7 @@ from cliproc import assert_one_line_error
 
 from distfl.algorithms import algorithm_names, key_owners
 from distfl.plugins import ALGORITHMS
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 
 pytestmark = pytest.mark.integration
 

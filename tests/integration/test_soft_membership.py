@@ -24,7 +24,7 @@ from distfl.algorithms import ClusteringAlgorithm, RoundPlan, RoundUpdate, regis
 from distfl.algorithms.common.mixture_client import mixture_scores
 from distfl.data import load_client, load_dataset, make_partition
 from distfl.models import build_model
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 from distfl.train import sample_logits
 
 pytestmark = pytest.mark.integration

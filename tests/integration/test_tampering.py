@@ -37,7 +37,7 @@ from timing import limit
 import distfl
 from distfl.config import from_json
 from distfl.errors import CheckpointError, UnverifiedRunFile
-from distfl.runfile.checkpoint import config_digest
+from distfl.runfile.digest import config_digest
 
 pytestmark = pytest.mark.integration
 

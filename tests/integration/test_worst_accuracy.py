@@ -216,7 +216,7 @@ def test_a_file_written_before_the_columns_reads_and_resumes_to_the_same_bits(jo
     to the bits of an uninterrupted run: every part the same, the new columns NaN in the
     rounds the file held and the uninterrupted run's values in the resumed rounds."""
     from distfl.runfile import integrity
-    from distfl.runfile.checkpoint import read_run_file
+    from distfl.runfile.reader import read_run_file
     from distfl.tools.gather import gather_rows
     from distfl.tools.inspection import inspect_run
 

@@ -268,15 +268,30 @@ def test_only_the_entry_point_imports_the_command_line():
     assert "distfl.launch" in GRAPH["distfl.api"] and "distfl.launch" in GRAPH["distfl.cli"]
 
 
+def imports_of_any(name: str) -> set[str]:
+    """Every module ``name`` imports at run time, distfl's or not (top-level names)."""
+    tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
+    out: set[str] = set()
+    for node in runtime_nodes(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            out.add(node.module.split(".")[0])
+    return out
+
+
 def test_every_reader_of_a_run_file_reads_through_the_one_results_model():
-    """``inspect``, ``status``, ``gather``, ``report`` and ``distfl.open`` see a run file as
-    :class:`distfl.runfile.run.Run` only: none of them reads the file itself."""
+    """``inspect``, ``status``, ``gather``, ``report``, the bench and ``distfl.open`` see a
+    run file as :class:`distfl.runfile.run.Run` only: none of them reads the file itself."""
     readers = ["distfl.api", "distfl.tools.inspection", "distfl.tools.gather"]
+    readers += ["distfl.tools.bench.scale", "distfl.tools.bench.distfl_rows"]
     readers += [name for name in MODULES if name.startswith("distfl.report")]
+    itself = ("distfl.runfile.checkpoint", "distfl.runfile.reader", "distfl.runfile.opened")
     for name in readers:
-        assert "distfl.runfile.checkpoint" not in GRAPH[name], f"{name} reads run files itself"
+        assert not set(itself) & GRAPH[name], f"{name} reads run files itself"
+        assert not any(d == "h5py" for d in imports_of_any(name)), f"{name} opens HDF5 itself"
     for name in ("distfl.api", "distfl.tools.inspection", "distfl.tools.gather",
-                 "distfl.runfile.view"):  # fmt: skip
+                 "distfl.runfile.view", "distfl.tools.bench.scale"):  # fmt: skip
         assert "distfl.runfile.run" in GRAPH[name], name
 
 

@@ -20,7 +20,8 @@ from distfl.algorithms.flcl import (
     row_normalise,
     stationary_distribution,
 )
-from distfl.runfile.checkpoint import _read_tree, _write_tree
+from distfl.runfile.reader import _read_tree
+from distfl.runfile.writer import _write_tree
 
 # --------------------------------------------------------------------------- cross losses
 

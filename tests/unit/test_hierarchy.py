@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from distfl.hierarchy import ClusterTree, node_order
-from distfl.runfile.checkpoint import read_hierarchy, write_hierarchy
+from distfl.runfile.reader import read_hierarchy
+from distfl.runfile.writer import write_hierarchy
 
 
 def members(tree: ClusterTree) -> dict[str, list[int]]:

@@ -13,8 +13,9 @@ import numpy as np
 from distfl.config import load
 from distfl.hierarchy import HierarchyNode
 from distfl.runfile import layout
-from distfl.runfile.checkpoint import read_run_file, write_run_file
+from distfl.runfile.reader import read_run_file
 from distfl.runfile.tables import Record
+from distfl.runfile.writer import write_run_file
 
 ROOT = Path(__file__).resolve().parents[2]
 

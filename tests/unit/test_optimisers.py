@@ -24,7 +24,7 @@ from distfl import config as C
 from distfl.cli import main
 from distfl.datasets.digits import load_digits_dataset
 from distfl.models import build_model, flat_params, load_flat
-from distfl.runfile.checkpoint import config_digest
+from distfl.runfile.digest import config_digest
 from distfl.runtime.capacity import size_terms
 from distfl.train import BatchedTrainer
 from distfl.train.optim import StackedOptimiser, state_copies

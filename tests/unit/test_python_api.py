@@ -24,7 +24,7 @@ import distfl
 from distfl import api, config
 from distfl.errors import CheckpointError, ConfigError, UserError
 from distfl.runfile import integrity, layout
-from distfl.runfile.checkpoint import read_run_file
+from distfl.runfile.reader import read_run_file
 from distfl.tools.inspection import inspect_run
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "runfiles-v0.1.0"

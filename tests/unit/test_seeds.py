@@ -20,7 +20,7 @@ from distfl.cli import main
 from distfl.config import load
 from distfl.data import load_dataset, make_partition
 from distfl.models import flat_params
-from distfl.runfile.checkpoint import config_digest
+from distfl.runfile.digest import config_digest
 from distfl.runtime.seeding import ModelSeeding
 from distfl.runtime.worker import Worker
 

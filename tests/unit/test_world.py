@@ -12,7 +12,7 @@ import numpy as np
 from distfl.comm.env import LaunchInfo
 from distfl.comm.local import LocalCommunicator
 from distfl.comm.world import ROW_BYTES, _decode, _encode, describe_world
-from distfl.runfile.checkpoint import _read_world
+from distfl.runfile.reader import _read_world
 from distfl.tools.inspection import world_line
 
 
