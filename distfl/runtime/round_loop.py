@@ -12,7 +12,6 @@ completed round."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -27,14 +26,13 @@ from distfl.runtime.participation import admitted_training
 from distfl.runtime.stopping import StopNow
 from distfl.runtime.summary import run_summary
 
-if TYPE_CHECKING:
-    from distfl.runtime.server import Server
-
 
 class RoundLoop:
-    """The rounds of ``server``'s run (:meth:`run`), one at a time (:meth:`round`)."""
+    """The rounds of ``server``'s run (:meth:`run`), one at a time (:meth:`round`);
+    ``server`` is the run's :class:`~distfl.runtime.server.Server` (not imported here: the
+    server imports this module)."""
 
-    def __init__(self, server: Server) -> None:
+    def __init__(self, server) -> None:
         self.server = server
 
     def round(self, t: int, first: int, may_give_up: bool = False) -> RoundResult | None:
