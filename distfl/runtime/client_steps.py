@@ -7,6 +7,7 @@ counted through the server's ``count``."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 
 import numpy as np
 
@@ -26,32 +27,21 @@ def client_op(algorithm: ClusteringAlgorithm, op: str) -> int:
     return ops.index(op) + 1
 
 
+@dataclass
 class ClientSteps:
     """The probe and the training of ``algorithm``'s rounds over ``steps``, on the models
     of ``state``; ``count`` adds the bytes a real federation would move."""
 
-    def __init__(
-        self,
-        algorithm: ClusteringAlgorithm,
-        steps: WorldSteps,
-        aggregation: ClusterAggregation,
-        state: RunState,
-        timing: RoundTiming,
-        *,
-        num_params: int,
-        local_steps: int,
-        num_train: np.ndarray,
-        count: Callable[[int], None],
-    ) -> None:
-        self.algorithm = algorithm
-        self.steps = steps
-        self.aggregation = aggregation
-        self.state = state
-        self.timing = timing
-        self.num_params = num_params
-        self.local_steps = local_steps
-        self.num_train = num_train
-        self.count = count
+    algorithm: ClusteringAlgorithm
+    steps: WorldSteps
+    aggregation: ClusterAggregation
+    state: RunState
+    timing: RoundTiming
+    _: KW_ONLY
+    num_params: int
+    local_steps: int
+    num_train: np.ndarray
+    count: Callable[[int], None]
 
     def step(self, model_of, tasks, round_index, **kw):
         return self.steps.run(self.state.models, model_of, tasks, round_index, **kw)
