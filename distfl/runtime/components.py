@@ -2,9 +2,9 @@
 manner of pfl-research's callbacks): the record of the run file's tables, the progress
 display, the checkpoint, and the summary.
 
-:meth:`Server.run <distfl.runtime.server.Server.run>` runs a round (probe, plan, train,
-update, splits), asks :class:`~distfl.runtime.evaluation.Evaluation` whether to evaluate,
-then hands the round's :class:`RoundResult` to each component's
+:meth:`RoundLoop.round <distfl.runtime.round_loop.RoundLoop.round>` runs a round (probe,
+plan, train, update, splits), asks :class:`~distfl.runtime.evaluation.Evaluation` whether
+to evaluate, then hands the round's :class:`RoundResult` to each component's
 :meth:`~Component.after_round`; at the end each component's :meth:`~Component.at_end`.
 None of them knows which algorithm runs.
 """

@@ -1,6 +1,7 @@
 """The evaluation of the clients' cluster models: when a round evaluates, which clients, the
 steps it is cut into over the world, and the figures it gives (:class:`Scores`); the server
-calls it after a round's update (:meth:`Server.round <distfl.runtime.server.Server.round>`).
+calls it after a round's update (:meth:`RoundLoop.round
+<distfl.runtime.round_loop.RoundLoop.round>`).
 """
 
 from __future__ import annotations
