@@ -19,11 +19,12 @@ from distfl.runtime.steps import WorldSteps
 from distfl.runtime.timing import RoundTiming
 
 
-def client_op(algorithm: ClusteringAlgorithm, op: str) -> int:
-    """The 1-based index of ``op`` among the algorithm's client_ops."""
+def client_op(algorithm: ClusteringAlgorithm, op: str, what: str = "op") -> int:
+    """The 1-based index of ``op`` among the algorithm's client_ops (``what`` it was asked
+    for, in the error)."""
     ops = type(algorithm).client_ops
     if op not in ops:
-        raise RuntimeError(f"{algorithm.name} asked for op {op!r}; its client_ops are {ops}")
+        raise RuntimeError(f"{algorithm.name} asked for {what} {op!r}; its client_ops are {ops}")
     return ops.index(op) + 1
 
 
@@ -51,11 +52,7 @@ class ClientSteps:
         half answered them; None when a worker gave up rows at a stop signal (an algorithm
         whose probe may be abandoned: ClusteringAlgorithm.probe_abandonable)."""
         n, M, width = len(request.clients), len(request.clusters), request.row_width()
-        ops = type(self.algorithm).client_ops
-        if request.op not in ops:
-            raise RuntimeError(
-                f"{self.algorithm.name} asked for probe {request.op!r}; its client_ops are {ops}"
-            )
+        probe_op = client_op(self.algorithm, request.op, "probe")
         if request.federation_bytes is not None:
             self.count(request.federation_bytes)
         else:  # each client downloads the models and uploads its row
@@ -65,7 +62,7 @@ class ClientSteps:
         tasks = {int(k): PROBE for k in request.clients}
         _, out = self.step(
             model_of, tasks, round_index, clusters=clusters, cost=self.num_train,
-            probe_op=ops.index(request.op) + 1,
+            probe_op=probe_op,
             probe=ProbeShape(width, tuple(int(a) for a in request.args)),
         )  # fmt: skip
         rows = out.probe_rows.cpu().numpy()

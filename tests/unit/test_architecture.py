@@ -268,15 +268,15 @@ def test_only_the_entry_point_imports_the_command_line():
     assert "distfl.launch" in GRAPH["distfl.api"] and "distfl.launch" in GRAPH["distfl.cli"]
 
 
-def imports_of_any(name: str) -> set[str]:
-    """Every module ``name`` imports at run time, distfl's or not (top-level names)."""
+def imported_modules(name: str) -> set[str]:
+    """Every module ``name`` imports at run time by its absolute name, distfl's or not."""
     tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
     out: set[str] = set()
     for node in runtime_nodes(tree):
         if isinstance(node, ast.Import):
-            out |= {a.name.split(".")[0] for a in node.names}
+            out |= {a.name for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            out.add(node.module.split(".")[0])
+            out.add(node.module)
     return out
 
 
@@ -289,7 +289,8 @@ def test_every_reader_of_a_run_file_reads_through_the_one_results_model():
     itself = ("distfl.runfile.checkpoint", "distfl.runfile.reader", "distfl.runfile.opened")
     for name in readers:
         assert not set(itself) & GRAPH[name], f"{name} reads run files itself"
-        assert not any(d == "h5py" for d in imports_of_any(name)), f"{name} opens HDF5 itself"
+        tops = {m.split(".")[0] for m in imported_modules(name)}
+        assert "h5py" not in tops, f"{name} opens HDF5 itself"
     for name in ("distfl.api", "distfl.tools.inspection", "distfl.tools.gather",
                  "distfl.runfile.view", "distfl.tools.bench.scale"):  # fmt: skip
         assert "distfl.runfile.run" in GRAPH[name], name
@@ -351,20 +352,13 @@ def test_server_halves_see_arrays_only():
             continue
         if is_figure_half(name):  # drawn by the report, never by a run
             continue
-        tree = ast.parse(MODULES[name].read_text(encoding="utf-8"))
-        for node in runtime_nodes(tree):
-            mods = []
-            if isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-                mods = [node.module]
-            for mod in mods:
-                top = mod.split(".")[0]
-                assert top != "torch", f"{name} imports {mod}"
-                heavy = ("distfl.train", "distfl.models", "distfl.data")
-                assert not any(mod == h or mod.startswith(h + ".") for h in heavy), (
-                    f"{name} imports {mod}"
-                )
+        for mod in imported_modules(name):
+            top = mod.split(".")[0]
+            assert top != "torch", f"{name} imports {mod}"
+            heavy = ("distfl.train", "distfl.models", "distfl.data")
+            assert not any(mod == h or mod.startswith(h + ".") for h in heavy), (
+                f"{name} imports {mod}"
+            )
 
 
 ALGORITHM_WORDS = re.compile(
