@@ -9,26 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    FIXED_CLUSTER_COLUMNS,
-    ClientContext,
-    ClientHalf,
-    ClientReports,
-    ClusteringAlgorithm,
-    Federation,
-    Params,
-    PooledTaskFailed,
-    Prepared,
-    ProbeRequest,
-    RecordTable,
-    ReportFigure,
-    RoundPlan,
-    RoundUpdate,
-    ServerPool,
-    Statistic,
-    pooled,
-    require,
-)
+from distfl.algorithms import api
+from distfl.algorithms.api import *  # noqa: F403 (the names of its __all__)
 from distfl.algorithms.api.registry import (
     algorithm_class,
     algorithm_names,
@@ -36,20 +18,19 @@ from distfl.algorithms.api.registry import (
     every_run_statistics,
     key_owners,
     load_plugins,
-    register,
     report_figures,
     split_matrix_titles,
 )
-from distfl.hierarchy import ClusterTree, Split
+from distfl.hierarchy import ClusterTree
 from distfl.runfile.layout import Column
 
 
 def build_algorithm(
     config,
-    federation: Federation | None = None,
+    federation: api.Federation | None = None,
     *,
     groups=None,
-    pool: ServerPool | None = None,
+    pool: api.ServerPool | None = None,
     participation=None,
 ):
     """The algorithm of ``config.algorithm`` for ``federation`` (by default one made of the
@@ -58,7 +39,7 @@ def build_algorithm(
     process) and ``participation`` (:attr:`ClusteringAlgorithm.participation`; default
     every client, always), both given before its first round."""
     if federation is None:
-        federation = Federation(
+        federation = api.Federation(
             num_clients=config.data.num_clients,
             clients_per_round=config.server.clients_per_round,
             seed=config.run.effective_sampling_seed(),
@@ -75,35 +56,16 @@ def build_algorithm(
 
 
 __all__ = [
-    "ClientContext",
-    "ClientHalf",
-    "ClientReports",
+    *api.__all__,
     "ClusterTree",
-    "ClusteringAlgorithm",
     "Column",
-    "FIXED_CLUSTER_COLUMNS",
-    "Federation",
-    "Params",
-    "PooledTaskFailed",
-    "Prepared",
-    "ProbeRequest",
-    "RecordTable",
-    "ReportFigure",
-    "Statistic",
-    "RoundPlan",
-    "RoundUpdate",
-    "ServerPool",
-    "Split",
     "algorithm_class",
     "algorithm_names",
     "build_algorithm",
     "client_half",
+    "every_run_statistics",
     "key_owners",
     "load_plugins",
-    "pooled",
-    "register",
-    "every_run_statistics",
     "report_figures",
     "split_matrix_titles",
-    "require",
 ]

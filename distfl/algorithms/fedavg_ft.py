@@ -26,8 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distfl.algorithms.api.base import Params, require, setting
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.plain import GlobalModel
 
 #: the most fine-tuning steps (as EMD-CFL's local steps before its distances)
@@ -35,8 +34,8 @@ MAX_FINETUNE_STEPS = 1_000_000
 
 
 @dataclass(frozen=True)
-class FedAvgFTParams(Params):
-    finetune_steps: int = setting(
+class FedAvgFTParams(api.Params):
+    finetune_steps: int = api.setting(
         0,
         f"0..{MAX_FINETUNE_STEPS:,}",
         "local steps each evaluated client takes from the global model on its own train "
@@ -46,7 +45,7 @@ class FedAvgFTParams(Params):
 
     def check(self, config) -> None:
         steps = self.finetune_steps
-        require(
+        api.require(
             isinstance(steps, int) and not isinstance(steps, bool)
             and 0 <= steps <= MAX_FINETUNE_STEPS,
             "finetune_steps", steps,
@@ -54,7 +53,7 @@ class FedAvgFTParams(Params):
         )  # fmt: skip
 
 
-@register
+@api.register
 class FedAvgFT(GlobalModel):
     name = "fedavg_ft"
     Params = FedAvgFTParams
@@ -62,7 +61,7 @@ class FedAvgFT(GlobalModel):
     finetune_key = "finetune_steps"
 
     @classmethod
-    def evaluation_finetune(cls, params: Params, *, local_steps: int) -> int:
+    def evaluation_finetune(cls, params: api.Params, *, local_steps: int) -> int:
         return int(params.finetune_steps) or int(local_steps)
 
 

@@ -53,16 +53,7 @@ from functools import partial
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    RoundPlan,
-    RoundUpdate,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import (
     INIT_CHOICES,
     PAPERS_GIVE,
@@ -134,13 +125,13 @@ def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Gener
 
 
 @dataclass(frozen=True)
-class FeSEMParams(Params):
+class FeSEMParams(api.Params):
     num_clusters: int = cluster_count_setting(
         2,
         "the fixed number of cluster models",
         PAPERS_GIVE + "; a suite-wide `--set algorithm.num_clusters=0` fits every scenario",
     )
-    reassign_every: int = setting(1, "int ≥ 1", "rounds between re-assignments")
+    reassign_every: int = api.setting(1, "int ≥ 1", "rounds between re-assignments")
     init: str = init_setting()
     fedavg_rounds: int = fedavg_rounds_setting(
         "every centre the round's sample-weighted mean model; [Fidelity on "
@@ -153,12 +144,12 @@ class FeSEMParams(Params):
 
     def check(self, config) -> None:
         check_cluster_count(self, config)
-        require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
+        api.require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
         check_warm_up(self)
 
 
-@register
-class FeSEM(ClusteringAlgorithm):
+@api.register
+class FeSEM(api.ClusteringAlgorithm):
     name = "fesem"
     clusters_key = "num_clusters"
     Params = FeSEMParams
@@ -215,7 +206,7 @@ class FeSEM(ClusteringAlgorithm):
         """Each client's centre index (read from the tree)."""
         return self.tree.index_in(self.ids)
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self.unseeded and round_index > self.fedavg_rounds:  # seeding: every client
             size = seeding_size(self.federation.num_params, self.num_clusters)
             own = partial(seeding_clients, self.num_clients, self.rng, size)
@@ -226,13 +217,15 @@ class FeSEM(ClusteringAlgorithm):
             chosen = np.sort(self.sample_clients(self.num_clients, n))
         leaves, assign = self.tree.assignment()
         train = {int(k): leaves[int(assign[k])] for k in chosen}
-        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """The E-step and M-step on this round's returned models, every ``reassign_every``
         rounds; ``models``: the centres it moved."""
         if reports.models is None or len(reports.models) == 0:
-            return RoundUpdate()
+            return api.RoundUpdate()
         clients = np.asarray(reports.clients, dtype=np.int64)
         if len(reports.models) != len(clients):
             raise ValueError(
@@ -244,20 +237,20 @@ class FeSEM(ClusteringAlgorithm):
                 axis=0,
                 weights=np.asarray(reports.num_samples, dtype=np.float64),
             ).astype(np.float32)
-            return RoundUpdate(models={cid: mean.copy() for cid in self.ids})
+            return api.RoundUpdate(models={cid: mean.copy() for cid in self.ids})
         if self.unseeded:  # fewer models than clusters (lost to participation): seed later
             if len(clients) < self.num_clusters:
-                return RoundUpdate()
+                return api.RoundUpdate()
             return self._seed(clients, reports)
         if round_index % self.reassign_every != 0:
-            return RoundUpdate()
+            return api.RoundUpdate()
         X = np.asarray(reports.models, dtype=np.float64)
         models = reports.cluster_models
         centres = np.stack([np.asarray(models[cid], dtype=np.float64) for cid in self.ids])
         labels = assign_nearest(l2_distances(X, centres))
         self.reassignments += self.tree.reassign(clients, [self.ids[m] for m in labels])
         new = weighted_centres(X, reports.num_samples, labels, centres)
-        return RoundUpdate(
+        return api.RoundUpdate(
             models={
                 cid: new[m].astype(np.float32)
                 for m, cid in enumerate(self.ids)
@@ -265,14 +258,14 @@ class FeSEM(ClusteringAlgorithm):
             }
         )
 
-    def _seed(self, clients: np.ndarray, reports: ClientReports) -> RoundUpdate:
+    def _seed(self, clients: np.ndarray, reports: api.ClientReports) -> api.RoundUpdate:
         """k-means (k-means++ seeds) on the round's models: its clients join their k-means
         cluster, each centre becomes its cluster's weighted mean."""
         X = np.asarray(reports.models, dtype=np.float64)
         labels, centres = kmeans(X, reports.num_samples, self.num_clusters, self.rng)
         self.reassignments += self.tree.reassign(clients, [self.ids[m] for m in labels])
         self.unseeded = False
-        return RoundUpdate(
+        return api.RoundUpdate(
             models={cid: centres[m].astype(np.float32) for m, cid in enumerate(self.ids)}
         )
 

@@ -88,17 +88,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    RoundPlan,
-    RoundUpdate,
-    Statistic,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.errors import ConfigError
 from distfl.hierarchy import Split
 
@@ -293,26 +283,26 @@ def combination(Lambda: np.ndarray, active: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FLCLParams(Params):
+class FLCLParams(api.Params):
     """FLCL's keys (``flcl_eta`` etc. in the former flat section)."""
 
-    eta: float = setting(0.9, "(0, 1)", "η of the multiplicative weights")
-    delta: float = setting(3.0, "> 0", "δ of the regret bound δ/√(rounds so far)")
-    period: int = setting(
+    eta: float = api.setting(0.9, "(0, 1)", "η of the multiplicative weights")
+    delta: float = api.setting(3.0, "> 0", "δ of the regret bound δ/√(rounds so far)")
+    period: int = api.setting(
         5,
         "int ≥ 1",
         "rounds per clustering step (the K of Algorithm 2); needs `train.local_steps` ≥ 2",
     )
-    expel: str = setting("preference", "`preference`, `regret`", "which client DecompCL expels")
+    expel: str = api.setting("preference", "`preference`, `regret`", "which client DecompCL expels")
 
     aliases = {"flcl_eta": "eta", "flcl_delta": "delta", "flcl_period": "period",
                "flcl_expel": "expel"}  # fmt: skip
     choices = {"expel": EXPEL_RULES}
 
     def check(self, config) -> None:
-        require(0.0 < self.eta < 1.0, "eta", self.eta, "in (0, 1) (RegEXT's η)")
-        require(self.delta > 0, "delta", self.delta, "positive")
-        require(self.period >= 1, "period", self.period, "at least 1 round")
+        api.require(0.0 < self.eta < 1.0, "eta", self.eta, "in (0, 1) (RegEXT's η)")
+        api.require(self.delta > 0, "delta", self.delta, "positive")
+        api.require(self.period >= 1, "period", self.period, "at least 1 round")
         if config.train.local_steps < 2:
             raise ConfigError(
                 "train.local_steps = 1: FLCL needs at least 2 (the first and last step's losses)"
@@ -331,13 +321,13 @@ class ClusterState:
     prev: np.ndarray | None = None  # [P] float32: the model the members start from
 
 
-@register
-class FLCL(ClusteringAlgorithm):
+@api.register
+class FLCL(api.ClusteringAlgorithm):
     name = "flcl"
     Params = FLCLParams
     statistics = (
-        Statistic("regret", "the cluster's mean regret of its members' preferences"),
-        Statistic("bound", "the regret bound the cluster's split test compares it with"),
+        api.Statistic("regret", "the cluster's mean regret of its members' preferences"),
+        api.Statistic("bound", "the regret bound the cluster's split test compares it with"),
     )
     #: Λ (float64) of every cluster: n² entries per cluster of n members, K² at most
     pair_bytes = 8
@@ -365,20 +355,22 @@ class FLCL(ClusteringAlgorithm):
         self.state: dict[str, ClusterState] = {"0": _new_cluster(self.num_clients)}
         self.decompositions = 0
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         """Every member of every cluster trains and returns its model."""
         train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
-        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """RegEXT and the combination (:meth:`_combine`, the new cluster models), then the
         regret check (:meth:`_check`, the decompositions); ``stats``: the mean regret and
         the bound of each cluster checked this round."""
         models = self._combine(reports)
         splits, stats = self._check(round_index, reports)
-        return RoundUpdate(models=models, splits=splits, stats=stats)
+        return api.RoundUpdate(models=models, splits=splits, stats=stats)
 
-    def _combine(self, reports: ClientReports) -> dict[str, np.ndarray]:
+    def _combine(self, reports: api.ClientReports) -> dict[str, np.ndarray]:
         """RegEXT on each cluster's reports (Algorithm 1), then θ_a = Σ λ_i θ_i with λ the
         stationary distribution of the updated Λ over the members not expelled."""
         if reports.losses.shape[1] < 2:
@@ -415,7 +407,7 @@ class FLCL(ClusteringAlgorithm):
         return out
 
     def _check(
-        self, round_index: int, reports: ClientReports
+        self, round_index: int, reports: api.ClientReports
     ) -> tuple[list[Split], dict[str, dict[str, float]]]:
         """Add the round's external regrets; at the end of each period after a cluster's
         first, compare the remaining members' mean regret per round with δ/√(rounds so

@@ -54,17 +54,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    RoundPlan,
-    RoundUpdate,
-    Statistic,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import (
     check_cluster_count,
     cluster_count_setting,
@@ -142,21 +132,21 @@ def inter_group(models: np.ndarray, deltas: np.ndarray, trained: np.ndarray,
 
 
 @dataclass(frozen=True)
-class FlexCFLParams(Params):
+class FlexCFLParams(api.Params):
     num_clusters: int = cluster_count_setting(2, "the number of groups m")
-    pretrain_scale: int = setting(
+    pretrain_scale: int = api.setting(
         20,
         "int ≥ 1",
         "pre-training clients per group (the paper's α): round 1 pre-trains "
         "min(K, pretrain_scale · m) clients",
     )
-    eta: float = setting(
+    eta: float = api.setting(
         0.0,
         "0 ≤ η ≤ 1",
         "inter-group learning rate: each trained group moves by η times the sum of the other "
         "trained groups' normalised updates; 0: off",
     )
-    migrate: bool = setting(
+    migrate: bool = api.setting(
         False,
         "`true`, `false`",
         "a drawn client moves to the group whose latest update its own is most similar to "
@@ -168,19 +158,19 @@ class FlexCFLParams(Params):
 
     def check(self, config) -> None:
         check_cluster_count(self, config)
-        require(self.pretrain_scale >= 1, "pretrain_scale", self.pretrain_scale, "at least 1")
-        require(0.0 <= self.eta <= 1.0, "eta", self.eta, "between 0 and 1")
+        api.require(self.pretrain_scale >= 1, "pretrain_scale", self.pretrain_scale, "at least 1")
+        api.require(0.0 <= self.eta <= 1.0, "eta", self.eta, "between 0 and 1")
 
 
-@register
-class FlexCFL(ClusteringAlgorithm):
+@api.register
+class FlexCFL(api.ClusteringAlgorithm):
     name = "flexcfl"
     clusters_key = "num_clusters"
     Params = FlexCFLParams
     statistics = (
-        Statistic("edc_rank", "rank of the pre-training update matrix (NaN: no result)"),
-        Statistic("cold_started", "newcomers that joined the group this round"),
-        Statistic("migrated", "clients that migrated into the group this round"),
+        api.Statistic("edc_rank", "rank of the pre-training update matrix (NaN: no result)"),
+        api.Statistic("cold_started", "newcomers that joined the group this round"),
+        api.Statistic("migrated", "clients that migrated into the group this round"),
     )
 
     def __init__(
@@ -213,20 +203,22 @@ class FlexCFL(ClusteringAlgorithm):
                      num_params: int) -> int:  # fmt: skip
         return max(clients_per_round, params.pretrain_clients(num_clients))
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self.init_model is None:  # pre-training: from the initial model
             n = self.params.pretrain_clients(self.num_clients)
             chosen = np.sort(self.sample_clients(self.num_clients, n))
             train = dict.fromkeys(chosen.tolist(), self.wait)
-            return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+            return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
         n = min(self.clients_per_round, self.num_clients)
         chosen = np.sort(self.sample_clients(self.num_clients, n))
         leaves, assign = self.tree.assignment()
         train = {int(k): leaves[int(assign[k])] for k in chosen}
         back = [k for k, c in train.items() if c == self.wait or self.migrate]
-        return RoundPlan(round=round_index, train=train, return_models=frozenset(back))
+        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(back))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         if self.init_model is None:
             return self._pretrain(reports)
         clients = np.asarray(reports.clients, dtype=np.int64)
@@ -274,9 +266,9 @@ class FlexCFL(ClusteringAlgorithm):
         for g, c in enumerate(self.ids):
             if not trained[g]:
                 self.group_models[g] = np.asarray(reports.cluster_models[c], np.float32)
-        return RoundUpdate(models=models, stats=stats)
+        return api.RoundUpdate(models=models, stats=stats)
 
-    def _pretrain(self, reports: ClientReports) -> RoundUpdate:
+    def _pretrain(self, reports: api.ClientReports) -> api.RoundUpdate:
         """Round 1: EDC grouping of the pre-training clients' updates."""
         init = np.asarray(reports.cluster_models[self.ids[0]], dtype=np.float32).copy()
         clients = np.asarray(reports.clients, dtype=np.int64)
@@ -301,7 +293,7 @@ class FlexCFL(ClusteringAlgorithm):
                 self.latest[g] = U[mask].mean(axis=0)
         models = {c: self.group_models[g].copy() for g, c in enumerate(self.ids)}
         models[self.wait] = init.copy()
-        return RoundUpdate(models=models, stats={self.wait: {"edc_rank": float(rank)}})
+        return api.RoundUpdate(models=models, stats={self.wait: {"edc_rank": float(rank)}})
 
     def state_dict(self) -> dict:
         empty = np.zeros((0, 0))

@@ -42,15 +42,7 @@ from functools import partial
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    ProbeRequest,
-    RoundPlan,
-    RoundUpdate,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import (
     INIT_CHOICES,
     PAPERS_GIVE,
@@ -81,7 +73,7 @@ def assign_by_loss(losses: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class IFCAParams(Params):
+class IFCAParams(api.Params):
     num_clusters: int = cluster_count_setting(
         2,
         "the fixed number of cluster models",
@@ -101,8 +93,8 @@ class IFCAParams(Params):
         check_warm_up(self)
 
 
-@register
-class IFCA(ClusteringAlgorithm):
+@api.register
+class IFCA(api.ClusteringAlgorithm):
     name = "ifca"
     clusters_key = "num_clusters"
     Params = IFCAParams
@@ -163,7 +155,7 @@ class IFCA(ClusteringAlgorithm):
 
     # -- a round ---------------------------------------------------------------------
 
-    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest | None:
         """Sample the round's clients; ask them (every client while some have no cluster
         yet, i.e. in round 1) for their train loss under every cluster model."""
         chosen = self.sample_clients(self.num_clients, self.clients_per_round)
@@ -180,9 +172,9 @@ class IFCA(ClusteringAlgorithm):
             clients = np.arange(self.num_clients, dtype=np.int64)
         else:
             clients = self._sampled.copy()
-        return ProbeRequest(clients=clients, clusters=list(self.ids), op="losses")
+        return api.ProbeRequest(clients=clients, clusters=list(self.ids), op="losses")
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         """Each probed client joins the cluster of least loss."""
         clients = np.asarray(request.clients, dtype=np.int64)
         losses = np.asarray(rows, dtype=np.float64)
@@ -195,7 +187,7 @@ class IFCA(ClusteringAlgorithm):
             raise ValueError(f"round {round_index}: probe over clusters {request.clusters}")
         self.tree.reassign(clients, [self.ids[j] for j in assign_by_loss(losses)])
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self._sampled_round != round_index:
             raise RuntimeError(
                 f"IFCA: round {round_index} planned without its probe "
@@ -207,25 +199,27 @@ class IFCA(ClusteringAlgorithm):
             raise RuntimeError(f"IFCA: round {round_index}: clients {unassigned} have no cluster")
         if self.seeding == 1 and round_index <= self.fedavg_rounds:  # FedAvg on one model
             train = dict.fromkeys(self._sampled.tolist(), self.ids[0])
-            return RoundPlan(round=round_index, train=train)
+            return api.RoundPlan(round=round_index, train=train)
         if self.seeding == 1:  # the seeding round: every client trains once from the start
             size = seeding_size(self.federation.num_params, self.num_clusters)
             clients = self.sample_clients(self.num_clients, min(size, self.num_clients),
                                           own=partial(seeding_clients, self.num_clients,
                                                       self.rng, size))  # fmt: skip
             train = dict.fromkeys(np.sort(clients).tolist(), self.ids[0])
-            return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+            return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
-        return RoundPlan(round=round_index, train=train)
+        return api.RoundPlan(round=round_index, train=train)
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """No split; ``models``: the k-means centres after the seeding round; no ``stats``
         (each cluster's size is the ``size`` column /metrics/clusters has for every run)."""
         models = {}
         if self.seeding == 1 and round_index <= self.fedavg_rounds:
             # the round's mean (the aggregator's, in the first cluster) becomes every model
             mean = np.asarray(reports.cluster_models[self.ids[0]], dtype=np.float32)
-            return RoundUpdate(models={cid: mean.copy() for cid in self.ids[1:]})
+            return api.RoundUpdate(models={cid: mean.copy() for cid in self.ids[1:]})
         # fewer models than clusters (lost to participation): the next round seeds again
         if (self.seeding == 1 and reports.models is not None
                 and len(reports.models) >= self.num_clusters):  # fmt: skip
@@ -233,7 +227,7 @@ class IFCA(ClusteringAlgorithm):
             _, centres = kmeans(X, reports.num_samples, self.num_clusters, self.rng)
             models = {cid: centres[j].astype(np.float32) for j, cid in enumerate(self.ids)}
             self.seeding = 2
-        return RoundUpdate(models=models)
+        return api.RoundUpdate(models=models)
 
     # -- checkpoints -----------------------------------------------------------------
 

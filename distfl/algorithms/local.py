@@ -25,11 +25,11 @@ the run.
 
 from __future__ import annotations
 
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.plain import PerClientModels, client_id
 
 
-@register
+@api.register
 class Local(PerClientModels):
     name = "local"
 

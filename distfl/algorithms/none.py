@@ -5,11 +5,11 @@ Each round ``server.clients_per_round`` clients are drawn uniformly without repl
 
 from __future__ import annotations
 
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.plain import ROOT, GlobalModel
 
 
-@register
+@api.register
 class NoClustering(GlobalModel):
     name = "none"
 

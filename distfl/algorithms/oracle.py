@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.api.base import ClusteringAlgorithm, Federation, Params, RoundPlan
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.sampling import sample_sizes
 
 
-@register
-class Oracle(ClusteringAlgorithm):
+@api.register
+class Oracle(api.ClusteringAlgorithm):
     name = "oracle"
 
     def __init__(
@@ -46,7 +45,7 @@ class Oracle(ClusteringAlgorithm):
         )
 
     @classmethod
-    def from_config(cls, federation: Federation, params: Params) -> Oracle:
+    def from_config(cls, federation: api.Federation, params: api.Params) -> Oracle:
         if federation.groups is None:
             raise ValueError("the oracle needs the clients' ground-truth groups")
         oracle = cls(
@@ -59,12 +58,12 @@ class Oracle(ClusteringAlgorithm):
         oracle.federation = federation
         return oracle
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         train: dict[int, str] = {}
         for cid, n in zip(self._ids, self._sizes, strict=True):
             chosen = self.sample_clients(self.tree.members(cid), int(n))
             train.update({int(k): cid for k in chosen})
-        return RoundPlan(round=round_index, train=dict(sorted(train.items())))
+        return api.RoundPlan(round=round_index, train=dict(sorted(train.items())))
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}

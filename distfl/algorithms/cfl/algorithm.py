@@ -41,18 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    ReportFigure,
-    RoundPlan,
-    RoundUpdate,
-    Statistic,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 
 ROOT = "0"
 
@@ -133,31 +122,31 @@ def bipartition(similarity: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class CFLParams(Params):
+class CFLParams(api.Params):
     """CFL's keys; the defaults follow the paper."""
 
-    eps1: float = setting(
+    eps1: float = api.setting(
         0.4,
         "≥ 0",
         "ε1: a cluster splits when its mean update's norm is below ε1 (and the "
         "largest client update's norm above ε2)",
     )
-    eps2: float = setting(
+    eps2: float = api.setting(
         1.6,
         "≥ 0",
         "ε2: a cluster splits when its largest client update's norm is above ε2 "
         "(and the mean update's norm below ε1)",
     )
-    warmup: int = setting(20, "int ≥ 0", "rounds before a cluster is first tested")
+    warmup: int = api.setting(20, "int ≥ 0", "rounds before a cluster is first tested")
 
     def check(self, config) -> None:
-        require(self.eps1 >= 0, "eps1", self.eps1, "non-negative")
-        require(self.eps2 >= 0, "eps2", self.eps2, "non-negative")
-        require(self.warmup >= 0, "warmup", self.warmup, "0 or more rounds")
+        api.require(self.eps1 >= 0, "eps1", self.eps1, "non-negative")
+        api.require(self.eps2 >= 0, "eps2", self.eps2, "non-negative")
+        api.require(self.warmup >= 0, "warmup", self.warmup, "0 or more rounds")
 
 
-@register
-class CFL(ClusteringAlgorithm):
+@api.register
+class CFL(api.ClusteringAlgorithm):
     name = "cfl"
     Params = CFLParams
     #: a split keeps the cosine similarities of its parent's members (float64) in the
@@ -175,8 +164,8 @@ class CFL(ClusteringAlgorithm):
 
     #: each cluster's update norms against ε₁ and ε₂
     figures = (
-        ReportFigure(
-            ReportFigure.TRAINING,
+        api.ReportFigure(
+            api.ReportFigure.TRAINING,
             "norms.png",
             "distfl.algorithms.cfl.figures:norms",
             stats=("mean_norm", "max_norm"),
@@ -190,8 +179,8 @@ class CFL(ClusteringAlgorithm):
         ("max_norm", "[]", "largest update norm"),
     )
     statistics = (
-        Statistic("mean_norm", "norm of the cluster's mean update", True),
-        Statistic("max_norm", "largest update norm in the cluster", True),
+        api.Statistic("mean_norm", "norm of the cluster's mean update", True),
+        api.Statistic("max_norm", "largest update norm in the cluster", True),
     )
 
     def __init__(self, **kwargs):
@@ -205,11 +194,13 @@ class CFL(ClusteringAlgorithm):
         self.stats: dict[str, dict[str, float]] = {}
         self.rounds_seen = 0
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
-        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """Each cluster's updates against the model it started the round from; the split
         test; the aggregated models kept as the start of the next round. Replaces no model;
         ``stats``: each tested cluster's mean_norm and max_norm."""
@@ -221,7 +212,7 @@ class CFL(ClusteringAlgorithm):
         }
         self.rounds_seen += 1
         self.stats = {}
-        out = RoundUpdate(stats=self.stats)
+        out = api.RoundUpdate(stats=self.stats)
         for cid in self.tree.leaf_ids():
             if cid not in pending:
                 continue
@@ -249,7 +240,7 @@ class CFL(ClusteringAlgorithm):
         return out
 
     def _updates(
-        self, round_index: int, reports: ClientReports
+        self, round_index: int, reports: api.ClientReports
     ) -> dict[str, tuple[float, float, bool, np.ndarray]]:
         """Per cluster with a start model and reports: (mean_norm, max_norm, split, S), S the
         cosine similarities when the cluster may split, else empty."""

@@ -65,18 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    ProbeRequest,
-    RoundPlan,
-    RoundUpdate,
-    Statistic,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import (
     check_cluster_count,
     cluster_count_setting,
@@ -180,33 +169,33 @@ def clustering_rounds(period: int, stop_round: int, rounds: int) -> int:
 
 
 @dataclass(frozen=True)
-class CFLGPParams(Params):
+class CFLGPParams(api.Params):
     num_clusters: int = cluster_count_setting(
         4, "M, the number of cluster models (the reference code's 4)"
     )
-    period: int = setting(
+    period: int = api.setting(
         2, "int ≥ 1", "rounds between two clustering rounds (the reference code's 2)"
     )
-    stop_round: int = setting(
+    stop_round: int = api.setting(
         10,
         "int ≥ 1",
         "the last round that may cluster (the reference code's termination threshold 10); the "
         "clusters stay as they are after it",
     )
-    batch: int = setting(
+    batch: int = api.setting(
         100,
         "int ≥ 0",
         "samples of the batch each gradient is computed on (the reference code's batch of 100; "
         "at most the client's train samples); 0: `train.batch_size`",
     )
-    restarts: int = setting(
+    restarts: int = api.setting(
         10,
         "int ≥ 1",
         "k-means runs from k-means++ seeds per clustering, the one of least within-cluster sum "
         "of squares kept (scikit-learn's `KMeans` default before 1.4, which the reference code "
         "calls)",
     )
-    profile_dim: int = setting(
+    profile_dim: int = api.setting(
         0,
         "int ≥ 0",
         "coordinates of each gradient a profile keeps: 0 the whole gradient (the paper's, M·P "
@@ -216,18 +205,20 @@ class CFLGPParams(Params):
 
     def check(self, config) -> None:
         check_cluster_count(self, config)
-        require(1 <= self.period <= MAX_PERIOD, "period", self.period,
+        api.require(1 <= self.period <= MAX_PERIOD, "period", self.period,
                 f"1 to {MAX_PERIOD:,} rounds")  # fmt: skip
-        require(self.stop_round >= 1, "stop_round", self.stop_round, "round 1 or later")
-        require(self.batch >= 0, "batch", self.batch, "0 (train.batch_size) or a number of samples")
-        require(1 <= self.restarts <= MAX_RESTARTS, "restarts", self.restarts,
+        api.require(self.stop_round >= 1, "stop_round", self.stop_round, "round 1 or later")
+        api.require(
+            self.batch >= 0, "batch", self.batch, "0 (train.batch_size) or a number of samples"
+        )
+        api.require(1 <= self.restarts <= MAX_RESTARTS, "restarts", self.restarts,
                 f"1 to {MAX_RESTARTS} k-means runs")  # fmt: skip
-        require(self.profile_dim >= 0, "profile_dim", self.profile_dim,
+        api.require(self.profile_dim >= 0, "profile_dim", self.profile_dim,
                 "0 (the whole gradient) or a number of coordinates")  # fmt: skip
 
 
-@register
-class CFLGP(ClusteringAlgorithm):
+@api.register
+class CFLGP(api.ClusteringAlgorithm):
     name = "cflgp"
     clusters_key = "num_clusters"
     Params = CFLGPParams
@@ -237,13 +228,15 @@ class CFLGP(ClusteringAlgorithm):
     #: profiled clients (:meth:`pair_memory` counts the clients that can have a profile)
     pair_bytes = 16
     statistics = (
-        Statistic(
+        api.Statistic(
             "clustered",
             "clustering rounds: 1 when the profiles were clustered, 0 when "
             "they gave no result (too few, identical or not finite)",
         ),
-        Statistic("profiled", "clustering rounds: the cluster's members with a gradient profile"),
-        Statistic("skipped", "clustering rounds: gradients not accumulated (not finite)"),
+        api.Statistic(
+            "profiled", "clustering rounds: the cluster's members with a gradient profile"
+        ),
+        api.Statistic("skipped", "clustering rounds: gradients not accumulated (not finite)"),
     )
 
     def __init__(self, **kwargs):
@@ -324,7 +317,7 @@ class CFLGP(ClusteringAlgorithm):
         """The cluster model whose gradients clustering round ``round_index`` asks for."""
         return ((round_index - 1) // self.period) % self.num_clusters
 
-    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest | None:
         chosen = self.sample_clients(self.num_clients, self.clients_per_round)
         self._sampled = np.sort(chosen).astype(np.int64)
         self._sampled_round = round_index
@@ -334,7 +327,7 @@ class CFLGP(ClusteringAlgorithm):
         if P <= 0:
             raise RuntimeError("CFL-GP needs the model's number of parameters")
         m = self.ids[self.criterion(round_index)]
-        return ProbeRequest(clients=self._sampled.copy(), clusters=[m], op="gradient",
+        return api.ProbeRequest(clients=self._sampled.copy(), clusters=[m], op="gradient",
                             width=P, args=(int(round_index), int(self.batch)))  # fmt: skip
 
     def coordinates(self) -> np.ndarray | None:
@@ -347,7 +340,7 @@ class CFLGP(ClusteringAlgorithm):
             self._coords = np.sort(g.choice(P, size=self.profile_dim, replace=False))
         return self._coords
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         """Add each probed client's gradient to block m of its profile, then cluster."""
         clients = np.asarray(request.clients, dtype=np.int64)
         rows = np.asarray(rows, dtype=np.float64)
@@ -388,15 +381,17 @@ class CFLGP(ClusteringAlgorithm):
         self.profile = np.concatenate([self.profile, np.zeros((len(new), M, d))])[order]
         self.counts = np.concatenate([self.counts, np.zeros((len(new), M), np.int64)])[order]
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self._sampled_round != round_index:
             raise RuntimeError(f"CFL-GP: round {round_index} planned without its sample")
         leaves, assign = self.tree.assignment()
-        return RoundPlan(round_index, {int(k): leaves[int(assign[k])] for k in self._sampled})
+        return api.RoundPlan(round_index, {int(k): leaves[int(assign[k])] for k in self._sampled})
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """No split and no model replaced; in clustering rounds the statistics."""
-        out = RoundUpdate()
+        out = api.RoundUpdate()
         if not self.clustering(round_index):
             return out
         index = self.tree.index_in(self.ids)[self.profiled]

@@ -16,11 +16,11 @@ import dataclasses
 
 import numpy as np
 
-from distfl.algorithms.api.client_side import ClientHalf
+from distfl.algorithms import api
 from distfl.train import SequentialTrainer, client_seed
 
 
-class CFLGPClient(ClientHalf):
+class CFLGPClient(api.ClientHalf):
     """Answers ``"gradient"``: ``args = (round, batch)``; ``models`` [1, P] the criterion
     model."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.api.pool import pooled
+from distfl.algorithms import api
 
 
 def project_to_simplex(v: np.ndarray) -> np.ndarray:
@@ -67,7 +67,7 @@ def cosine_row(updates: np.ndarray, i: int, clip: float = 0.9) -> np.ndarray:
     return d
 
 
-@pooled
+@api.pooled
 def graph_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     """Client i's row of the graph from the round's updates [n, P], sample counts [n] and
     α ([1]): a piece of the server's work that any rank computes."""
@@ -77,7 +77,7 @@ def graph_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     return project_to_simplex(p - d / (2.0 * float(payload["alpha"][0])))
 
 
-@pooled
+@api.pooled
 def aggregate_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     """Client i's aggregate Σ_j A_ij θ_j from the graph [n, n] and the models [n, P]."""
     return aggregate_rows(payload["graph"][i : i + 1], payload["models"])[0]

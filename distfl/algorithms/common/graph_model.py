@@ -10,15 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    Params,
-    RecordTable,
-    RoundPlan,
-    RoundUpdate,
-    require,
-    setting,
-)
+from distfl.algorithms import api
 from distfl.algorithms.common.graph import aggregate_piece, graph_piece, update_directions
 from distfl.algorithms.common.plain import PerClientModels, client_id
 from distfl.runfile.layout import Column
@@ -36,12 +28,12 @@ MIN_ALPHA = 1e-12
 
 def lam_setting():
     """The key ``lam``: λ of the local cosine term (pFedGraph's and FedSaC's)."""
-    return setting(0.01, "0 to 3.4e38", "λ of the local cosine term (the code's)")
+    return api.setting(0.01, "0 to 3.4e38", "λ of the local cosine term (the code's)")
 
 
 def check_lam(lam: float) -> None:
     """Refuse a ``lam`` below 0 or beyond :data:`MAX_LAM` (it scales a float32 loss)."""
-    require(0 <= lam <= MAX_LAM, "lam", lam,
+    api.require(0 <= lam <= MAX_LAM, "lam", lam,
             f"from 0 to {MAX_LAM:.4g} (it scales a float32 loss)")  # fmt: skip
 
 
@@ -54,15 +46,15 @@ SIGN_CONDITIONS = {
 
 def sign_setting():
     """The key ``sign``: the local cosine term's sign (pFedGraph's and FedSaC's)."""
-    return setting(
+    return api.setting(
         "paper", "paper or code", "the local term's sign: the paper's −λ·cos (a pull toward the "
         "client's aggregate) or the public code's +λ·cos",
     )  # fmt: skip
 
 
 @dataclass(frozen=True)
-class PFedGraphParams(Params):
-    alpha: float = setting(
+class PFedGraphParams(api.Params):
+    alpha: float = api.setting(
         0.8, "≥ 1e-12", "α of the graph step (the code's, against concentration)"
     )
     lam: float = lam_setting()
@@ -72,7 +64,7 @@ class PFedGraphParams(Params):
     conditions = SIGN_CONDITIONS
 
     def check(self, config) -> None:
-        require(self.alpha >= MIN_ALPHA, "alpha", self.alpha,
+        api.require(self.alpha >= MIN_ALPHA, "alpha", self.alpha,
                 f"at least {MIN_ALPHA:g} (the graph step divides by 2α)")  # fmt: skip
         check_lam(self.lam)
 
@@ -84,7 +76,7 @@ class GraphModels(PerClientModels):
     Params = PFedGraphParams
     membership = "none"
     tables = (
-        RecordTable("graph", "pair", (
+        api.RecordTable("graph", "pair", (
             Column("weight", "float", "a_ij, the weight of the other's model in the client's "
                    "aggregate"),
         ), "each pair of the round's clients (the client's own weight too)"),
@@ -94,12 +86,14 @@ class GraphModels(PerClientModels):
     def start_cosine(cls, params) -> float:
         return float(params.lam) * (1.0 if params.sign == "paper" else -1.0)
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         plan = super().plan(round_index)
-        return RoundPlan(round=round_index, train=plan.train,
+        return api.RoundPlan(round=round_index, train=plan.train,
                          return_models=frozenset(plan.train))  # fmt: skip
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         clients = np.asarray(reports.clients, dtype=np.int64)
         n = len(clients)
         # each client's row of the graph, then its aggregate: independent pieces, spread
@@ -112,10 +106,10 @@ class GraphModels(PerClientModels):
         table = {"client": np.repeat(clients, n), "other": np.tile(clients, n),
                  "weight": A.reshape(-1), **columns}  # fmt: skip
         models = {client_id(k): mixed[i].astype(np.float32) for i, k in enumerate(clients)}
-        return RoundUpdate(models=models, rows={"graph": table})
+        return api.RoundUpdate(models=models, rows={"graph": table})
 
     def graph(
-        self, reports: ClientReports, updates: np.ndarray
+        self, reports: api.ClientReports, updates: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The round's graph A [n, n] from the clients' changes since θ⁰ ([n, P]), and the
         table ``graph``'s other columns (a value per pair, row-major)."""

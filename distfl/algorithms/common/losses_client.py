@@ -6,14 +6,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import ClientHalf
+from distfl.algorithms import api
 from distfl.train import train_losses
 
 #: the probe this client half answers
 LOSSES = "losses"
 
 
-class LossesClient(ClientHalf):
+class LossesClient(api.ClientHalf):
     def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]) -> np.ndarray:
         if op != LOSSES:
             return super().run(op, client, models, args)

@@ -10,13 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    Params,
-    RoundPlan,
-    RoundUpdate,
-)
-from distfl.algorithms.api.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
 from distfl.algorithms.common.models_of_own import ModelsOfOwn
 
@@ -68,7 +62,7 @@ def mixture_weights(q: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FedEMParams(Params):
+class FedEMParams(api.Params):
     num_clusters: int = cluster_count_setting(
         3, "M, the mixture's components (the paper's default 3)", EMDCFL_GIVES
     )
@@ -87,12 +81,12 @@ class Mixture(ModelsOfOwn):
     evaluation = MIXTURE
     membership = "largest weight"
     tables = (
-        soft_weights_table(
+        api.soft_weights_table(
             "π_km, the client's weight of the component after the round's E-step",
             "each trained client's mixture weights, a row per component, every round",
         ),
     )
-    figures = (SOFT_WEIGHTS_FIGURE,)
+    figures = (api.SOFT_WEIGHTS_FIGURE,)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -105,10 +99,10 @@ class Mixture(ModelsOfOwn):
         """π: M float64 values a client."""
         return 8 * num_clients * max(int(params.num_clusters), 1)
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         clients = self.draw(trainings=len(self.ids)).tolist()  # each trains every model
         every = dict.fromkeys(self.ids, 1.0)
-        return RoundPlan(
+        return api.RoundPlan(
             round=round_index,
             train={int(k): dict(every) for k in clients},
             prepare=ESTEP,
@@ -116,7 +110,9 @@ class Mixture(ModelsOfOwn):
             client_state={int(k): self.pi[k].copy() for k in clients},
         )
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """Keep each trained client's new weights (its E-step's M-step) and put it in the
         tree under its largest."""
         clients = np.array(sorted(plan.train), dtype=np.int64)
@@ -128,7 +124,7 @@ class Mixture(ModelsOfOwn):
             )
         self.pi[clients] = rows
         self.tree.reassign(clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
-        return RoundUpdate(rows={"weights": weight_rows(clients, self.ids, rows)})
+        return api.RoundUpdate(rows={"weights": weight_rows(clients, self.ids, rows)})
 
     def client_rows(self, clients: np.ndarray) -> np.ndarray:
         """The clients' mixture weights, for the mixture's evaluation."""

@@ -6,14 +6,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import ClientHalf, Prepared
+from distfl.algorithms import api
 from distfl.algorithms.common.mixture import ESTEP, MIXTURE, mixture_weights, responsibilities
 from distfl.metrics import balanced_accuracy
 from distfl.train import sample_logits, sample_losses
 
 
-class FedEMClient(ClientHalf):
-    def prepare(self, op: str, client: int, models: torch.Tensor, state: np.ndarray) -> Prepared:
+class FedEMClient(api.ClientHalf):
+    def prepare(
+        self, op: str, client: int, models: torch.Tensor, state: np.ndarray
+    ) -> api.Prepared:
         """The client's E-step on its train split under the broadcast components and its
         weights ``state`` (π_k): its new weights (the row) and q, each sample's weight in
         each component's training."""
@@ -24,7 +26,7 @@ class FedEMClient(ClientHalf):
             ctx.model, models.to(ctx.device), ctx.data(client), loss=ctx.config.train.loss
         )
         q = responsibilities(state, losses.numpy())
-        return Prepared(row=mixture_weights(q), sample_weights=q.astype(np.float32))
+        return api.Prepared(row=mixture_weights(q), sample_weights=q.astype(np.float32))
 
     def evaluate(
         self, op: str, client: int, models: torch.Tensor, state: np.ndarray

@@ -7,11 +7,11 @@ from typing import ClassVar
 
 import numpy as np
 
-from distfl.algorithms.api.base import ClusteringAlgorithm, Params
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import with_group_count
 
 
-class ModelsOfOwn(ClusteringAlgorithm):
+class ModelsOfOwn(api.ClusteringAlgorithm):
     """M = ``num_clusters`` (its :attr:`Params`' key; 0 in a config: one per ground-truth
     data group, :meth:`from_config`) cluster models ``"0"`` … ``"M-1"`` (:attr:`ids`,
     ascending as strings: the order of the broadcast models and of every per-client row),
@@ -25,7 +25,7 @@ class ModelsOfOwn(ClusteringAlgorithm):
 
     def __init__(
         self, *, num_clients: int, clients_per_round: int, seed: int,
-        params: Params | None = None, **settings,
+        params: api.Params | None = None, **settings,
     ):  # fmt: skip
         params = self.Params.made(params, settings)
         M = int(params.num_clusters)

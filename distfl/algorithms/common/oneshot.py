@@ -23,14 +23,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    ProbeRequest,
-    RoundPlan,
-    RoundUpdate,
-)
+from distfl.algorithms import api
 from distfl.algorithms.common.agglomerative import agglomerate, nearest_cluster
 from distfl.algorithms.common.kmeans import with_group_count
 
@@ -74,7 +67,7 @@ def block_rows(distances_of, rows: np.ndarray, task: int, extra: dict) -> np.nda
     return out.reshape(-1)
 
 
-class OneShotClustering(ClusteringAlgorithm):
+class OneShotClustering(api.ClusteringAlgorithm):
     """The shared server half; a subclass names its probe (``op``, ``row_width``,
     ``probe_args``) and its distances (``pairwise``: the one-shot matrix, ``cross``: from
     newcomers to the clustered clients)."""
@@ -108,7 +101,7 @@ class OneShotClustering(ClusteringAlgorithm):
         return super().from_config(federation, with_group_count(params, federation))
 
     @classmethod
-    def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
+    def pair_memory(cls, params: api.Params, *, num_clients: int, clients_per_round: int,
                     rounds: int) -> int:  # fmt: skip
         """The one-shot round's n × n matrices: n the clients it probes."""
         n = num_clients if params.probe_clients <= 0 else min(params.probe_clients, num_clients)
@@ -141,13 +134,13 @@ class OneShotClustering(ClusteringAlgorithm):
         and uploads its row, the runtime's count)."""
         return None
 
-    def _request(self, clients: np.ndarray) -> ProbeRequest:
+    def _request(self, clients: np.ndarray) -> api.ProbeRequest:
         leaf = self.tree.leaf_ids()[0]
-        return ProbeRequest(clients=clients, clusters=[leaf], op=self.op,
+        return api.ProbeRequest(clients=clients, clusters=[leaf], op=self.op,
                             width=self.row_width(), args=self.probe_args(),
                             federation_bytes=self.probe_bytes(len(clients)))  # fmt: skip
 
-    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest | None:
         """Sample the round's clients; round 1 probes the one-shot round's clients, later
         rounds the sampled clients not yet in a cluster."""
         chosen = self.sample_clients(self.num_clients, self.clients_per_round)
@@ -158,7 +151,7 @@ class OneShotClustering(ClusteringAlgorithm):
         newcomers = np.intersect1d(self._sampled, self.waiting())
         return self._request(newcomers) if len(newcomers) else None
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.float64)
         clients = np.asarray(request.clients, dtype=np.int64)
         if round_index == 1:
@@ -178,7 +171,7 @@ class OneShotClustering(ClusteringAlgorithm):
         self.tree.reassign(clients, [self.leaf_of[int(j)] for j in join])
         self._drop_rows_when_all_placed()
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self._sampled_round != round_index:
             raise RuntimeError(f"{self.name}: round {round_index} planned without its probe")
         leaves, assign = self.tree.assignment()
@@ -187,13 +180,15 @@ class OneShotClustering(ClusteringAlgorithm):
             raise RuntimeError(f"{self.name}: round {round_index}: clients {missing} have no "
                                "cluster")  # fmt: skip
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
-        return RoundPlan(round=round_index, train=train)
+        return api.RoundPlan(round=round_index, train=train)
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """After round 1: split the root into the one-shot clusters (with one cluster the root
         stays whole, every client in it, and keeps what it was decided on)."""
         if round_index != 1 or self._pending is None:
-            return RoundUpdate()
+            return api.RoundUpdate()
         info, self._pending = self._pending, None
         labels = info["labels"]
         clients = info["clients"]
@@ -201,7 +196,7 @@ class OneShotClustering(ClusteringAlgorithm):
             self.tree[ROOT].datasets.update(info)
             self.leaf_of = leaf_ids(1)
             self.rows = self.labels = None  # every client is in the root
-            return RoundUpdate()
+            return api.RoundUpdate()
         self.leaf_of = leaf_ids(int(labels.max()) + 1)
         children = {cid: clients[labels == i] for i, cid in enumerate(self.leaf_of)}
         rest = np.setdiff1d(np.arange(self.num_clients), clients)
@@ -209,7 +204,7 @@ class OneShotClustering(ClusteringAlgorithm):
             children[self.waiting_id()] = rest
         split = self.tree.split(ROOT, children, round_index, info)
         self._drop_rows_when_all_placed()
-        return RoundUpdate(splits=[split])
+        return api.RoundUpdate(splits=[split])
 
     def waiting_id(self) -> str:
         """The leaf of the clients not yet placed: the child after the clusters."""

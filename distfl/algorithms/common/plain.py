@@ -10,22 +10,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.api.base import ClusteringAlgorithm, Params, RoundPlan
+from distfl.algorithms import api
 
 #: the global model's cluster
 ROOT = "0"
 
 
-class GlobalModel(ClusteringAlgorithm):
+class GlobalModel(api.ClusteringAlgorithm):
     """One model, the root's, trained by the round's clients."""
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.rng = np.random.default_rng([self.seed, 0x5E4FE4])
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         chosen = self.sample_clients(self.num_clients, self.clients_per_round)
-        return RoundPlan(round=round_index, train={int(k): ROOT for k in np.sort(chosen)})
+        return api.RoundPlan(round=round_index, train={int(k): ROOT for k in np.sort(chosen)})
 
     def state_dict(self) -> dict:
         return {"rng": self.rng.bit_generator.state}
@@ -56,12 +56,14 @@ class PerClientModels(GlobalModel):
         super().__init__(**kwargs)
 
     @classmethod
-    def held_models(cls, params: Params, *, num_clients: int) -> int:
+    def held_models(cls, params: api.Params, *, num_clients: int) -> int:
         return num_clients
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         chosen = self.sample_clients(self.num_clients, self.clients_per_round)
-        return RoundPlan(round=round_index, train={int(k): client_id(k) for k in np.sort(chosen)})
+        return api.RoundPlan(
+            round=round_index, train={int(k): client_id(k) for k in np.sort(chosen)}
+        )
 
 
 __all__ = ["GlobalModel", "PerClientModels", "ROOT", "client_id"]

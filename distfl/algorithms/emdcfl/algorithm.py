@@ -45,18 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    ProbeRequest,
-    ReportFigure,
-    RoundPlan,
-    RoundUpdate,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.sampling import sample_sizes
 from distfl.datasets import dataset_spec
 from distfl.errors import ConfigError
@@ -341,33 +330,33 @@ def refusal(cost: OneShotCost, max_hours: float) -> str | None:
 
 
 @dataclass(frozen=True)
-class EMDCFLParams(Params):
+class EMDCFLParams(api.Params):
     """EMD-CFL's keys (``emd_epsilon`` etc. in the former flat section); the defaults
     follow the paper where it gives them."""
 
-    epsilon: float = setting(
+    epsilon: float = api.setting(
         0.025,
         "float",
         "ε of the mutual adjacency d_cc' < ε and d_c'c < ε (paper 0.025; it depends on the "
         "embedding's scale: 0.15 separates rotated digits under the MLP)",
     )
-    steps: int = setting(
+    steps: int = api.setting(
         100,
         "int ≥ 1",
         "local SGD steps each client trains the initial model for before the distances",
     )
-    samples: int = setting(
+    samples: int = api.setting(
         512,
         "int ≥ 1",
         "samples per side of each W1 (at most half a client's train split; the other half is its "
         "validation set for τ)",
     )
-    projection: float = setting(
+    projection: float = api.setting(
         0.9, "(0, 1]", "kept share of the embedding dimension in the pair's random projection"
     )
-    solver: str = setting("exact", "`exact`, `sinkhorn`", "`ot.emd2` or `ot.sinkhorn2`")
-    reg: float = setting(0.05, "> 0", "Sinkhorn's entropic regularisation")
-    anchors: int = setting(
+    solver: str = api.setting("exact", "`exact`, `sinkhorn`", "`ot.emd2` or `ot.sinkhorn2`")
+    reg: float = api.setting(0.05, "> 0", "Sinkhorn's entropic regularisation")
+    anchors: int = api.setting(
         0,
         "0..K−1",
         "0: every pair of clients (the paper's K(K − 1) distances); L > 0: the approximation of "
@@ -375,7 +364,7 @@ class EMDCFLParams(Params):
         "clusters of identical neighbourhoods among the anchors ([Population scale]"
         "(scale.md#the-other-algorithms-where-the-population-is-far-larger-than-the-cohort))",
     )
-    max_hours: float = setting(
+    max_hours: float = api.setting(
         1.0,
         "≥ 0",
         "the one-shot round's estimated time on one core above which the run refuses before "
@@ -393,23 +382,23 @@ class EMDCFLParams(Params):
     stored_defaults = {"anchors": 0, "max_hours": 0.0}
 
     def check(self, config) -> None:
-        require(1 <= self.steps <= MAX_LOCAL_STEPS, "steps", self.steps,
+        api.require(1 <= self.steps <= MAX_LOCAL_STEPS, "steps", self.steps,
                 f"between 1 and {MAX_LOCAL_STEPS:,} local steps")  # fmt: skip
-        require(self.samples >= 1, "samples", self.samples, "at least 1 per side")
-        require(0.0 < self.projection <= 1.0, "projection", self.projection,
+        api.require(self.samples >= 1, "samples", self.samples, "at least 1 per side")
+        api.require(0.0 < self.projection <= 1.0, "projection", self.projection,
                 "in (0, 1] (kept share of the embedding dimension; paper 0.9)")  # fmt: skip
-        require(self.reg > 0, "reg", self.reg, "positive")
+        api.require(self.reg > 0, "reg", self.reg, "positive")
         K = config.data.num_clients
-        require(0 <= self.anchors < K, "anchors", self.anchors,
+        api.require(0 <= self.anchors < K, "anchors", self.anchors,
                 f"0 (every pair) or 1 to data.num_clients − 1 ({K - 1})")  # fmt: skip
-        require(self.max_hours >= 0, "max_hours", self.max_hours, "0 (no limit) or positive")
+        api.require(self.max_hours >= 0, "max_hours", self.max_hours, "0 (no limit) or positive")
         line = refusal(config_cost(self, config), self.max_hours)
         if line is not None:
             raise ConfigError(line)
 
 
-@register
-class EMDCFL(ClusteringAlgorithm):
+@api.register
+class EMDCFL(api.ClusteringAlgorithm):
     name = "emdcfl"
     Params = EMDCFLParams
     client_ops = ("distances",)
@@ -421,8 +410,10 @@ class EMDCFL(ClusteringAlgorithm):
     client = "distfl.algorithms.emdcfl.client:EMDCFLClient"
     #: the pairs' distances at the root against ε
     figures = (
-        ReportFigure(
-            ReportFigure.WHY, "emd-distances.png", "distfl.algorithms.emdcfl.figures:emd_distances"
+        api.ReportFigure(
+            api.ReportFigure.WHY,
+            "emd-distances.png",
+            "distfl.algorithms.emdcfl.figures:emd_distances",
         ),
     )
     split_datasets = (
@@ -454,11 +445,11 @@ class EMDCFL(ClusteringAlgorithm):
         )
 
     @classmethod
-    def working_pair_bytes(cls, params: Params) -> int:
+    def working_pair_bytes(cls, params: api.Params) -> int:
         """16 with every pair (the gathered rows and the matrix kept), none with anchors."""
         return 0 if getattr(params, "anchors", 0) else cls.pair_bytes
 
-    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest | None:
         """Round 1: every client's row of distances, after ``steps`` local steps."""
         if round_index != 1:
             return None
@@ -471,7 +462,7 @@ class EMDCFL(ClusteringAlgorithm):
                 fed.num_train[clients], num_params=fed.num_params, embed_dim=fed.embed_dim,
                 samples=self.samples, ratio=self.projection, anchors=anchors,
             )  # fmt: skip
-        return ProbeRequest(
+        return api.ProbeRequest(
             clients=clients,
             clusters=[ROOT],
             op="distances",
@@ -480,10 +471,10 @@ class EMDCFL(ClusteringAlgorithm):
             federation_bytes=traffic,
         )
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         self.distances = np.asarray(rows, dtype=np.float64)
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         leaves = self.tree.leaves()
         ids = list(leaves)
         sizes = sample_sizes(
@@ -493,13 +484,15 @@ class EMDCFL(ClusteringAlgorithm):
         for cid, n in zip(ids, sizes, strict=True):
             for k in np.sort(self.sample_clients(leaves[cid], int(n))):
                 train[int(k)] = cid
-        return RoundPlan(round=round_index, train=dict(sorted(train.items())))
+        return api.RoundPlan(round=round_index, train=dict(sorted(train.items())))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """After round 1: split the root into the clusters of identical neighbourhoods (with
         one such cluster, the root stays whole and keeps the distances it was decided on)."""
         if round_index != 1 or self.distances is None:
-            return RoundUpdate()
+            return api.RoundUpdate()
         if len(self.anchors):
             L = len(self.anchors)
             to_a, from_a = self.distances[:, :L], self.distances[:, L:]
@@ -512,12 +505,12 @@ class EMDCFL(ClusteringAlgorithm):
         info |= {"adjacency": adjacency, "labels": labels}
         if labels.max() == 0:  # no split: the root keeps what it was decided on
             self.tree[ROOT].datasets.update(info)
-            return RoundUpdate()
+            return api.RoundUpdate()
         children = {
             f"{ROOT}.{i}": np.flatnonzero(labels == i).astype(np.int64)
             for i in range(int(labels.max()) + 1)
         }
-        return RoundUpdate(splits=[self.tree.split(ROOT, children, round_index, info)])
+        return api.RoundUpdate(splits=[self.tree.split(ROOT, children, round_index, info)])
 
     def state_dict(self) -> dict:
         return {

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from distfl.algorithms.api.client_side import ClientHalf, ProbeAbandoned
+from distfl.algorithms import api
 from distfl.algorithms.emdcfl import draw_anchors, embed_size, projection, wasserstein1
 from distfl.models import last_linear_inputs, load_flat
 from distfl.train import SequentialTrainer, client_seed
@@ -85,7 +85,7 @@ class _Embeddings(Mapping):
         return self._n
 
 
-class EMDCFLClient(ClientHalf):
+class EMDCFLClient(api.ClientHalf):
     """Answers ``"distances"``: ``args = (steps,)``, ``models[0]`` the model to start from."""
 
     def __init__(self, params, context):
@@ -131,7 +131,7 @@ class EMDCFLClient(ClientHalf):
         for thousands of steps takes minutes)."""
         stopping = getattr(self.context, "stopping", None)
         if stopping is not None and stopping():
-            raise ProbeAbandoned
+            raise api.ProbeAbandoned
 
     def _sets(self, client: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The client's (embedding, validation) samples (inputs), kept or from the client

@@ -35,16 +35,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    Params,
-    ProbeRequest,
-    RoundPlan,
-    RoundUpdate,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import check_cluster_count
 from distfl.algorithms.common.models_of_own import ModelsOfOwn
 
@@ -99,23 +90,23 @@ def soft_aggregate(histories: np.ndarray, models: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FedCEParams(Params):
-    num_clusters: int = setting(
+class FedCEParams(api.Params):
+    num_clusters: int = api.setting(
         0, "0..K", "the clusters; 0 (the default): one per ground-truth data group, what "
         "EMD-CFL gives it (no default of the paper is known)",
     )  # fmt: skip
-    delta: float = setting(0.5, "> 0", "δ of the association exp(−δ ‖ℓ_b − ℓ_j‖₂) (EMD-CFL's)")
-    prefix_counts: bool = setting(
+    delta: float = api.setting(0.5, "> 0", "δ of the association exp(−δ ‖ℓ_b − ℓ_j‖₂) (EMD-CFL's)")
+    prefix_counts: bool = api.setting(
         False, "true or false", "count the +1 as EMD-CFL's code does (at every prefix's "
         "argmin) rather than once at the client's cluster",
     )  # fmt: skip
 
     def check(self, config) -> None:
         check_cluster_count(self, config)
-        require(self.delta > 0, "delta", self.delta, "a positive number")
+        api.require(self.delta > 0, "delta", self.delta, "a positive number")
 
 
-@register
+@api.register
 class FedCE(ModelsOfOwn):
     name = "fedce"
     salt = 0xFEDCE
@@ -135,13 +126,13 @@ class FedCE(ModelsOfOwn):
         """h: M float64 values a client (M ≤ the ground-truth groups where 0)."""
         return 8 * num_clients * max(int(params.num_clusters), 1)
 
-    def plan_probe(self, round_index: int) -> ProbeRequest:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest:
         self._sampled = self.draw()
         self._sampled_round = round_index
-        return ProbeRequest(self._sampled.copy(), list(self.ids), op=ASSOCIATE,
+        return api.ProbeRequest(self._sampled.copy(), list(self.ids), op=ASSOCIATE,
                             width=2 * len(self.ids))  # fmt: skip
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         """Each drawn client joins its cluster of least loss; its history grows."""
         M = len(self.ids)
         rows = np.asarray(rows, dtype=np.float64)
@@ -153,18 +144,20 @@ class FedCE(ModelsOfOwn):
         self.history[clients] += rows[:, M:]
         self.tree.reassign(clients, [self.ids[j] for j in best])
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self._sampled_round != round_index:
             raise RuntimeError(f"FedCE: round {round_index} planned without its association")
         leaves, assign = self.tree.assignment()
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
-        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """Every cluster model: the clients' models mixed by the softmax of their histories."""
         clients = np.asarray(reports.clients, dtype=np.int64)
         mixed = soft_aggregate(self.history[clients], reports.models)
-        return RoundUpdate(models={cid: mixed[j].astype(np.float32)
+        return api.RoundUpdate(models={cid: mixed[j].astype(np.float32)
                                    for j, cid in enumerate(self.ids)})  # fmt: skip
 
     def state_dict(self) -> dict:

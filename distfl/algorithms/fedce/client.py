@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import ClientHalf
+from distfl.algorithms import api
 from distfl.algorithms.fedce.algorithm import ASSOCIATE, association, batch_means
 from distfl.train import sample_losses
 
 
-class FedCEClient(ClientHalf):
+class FedCEClient(api.ClientHalf):
     def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]):
         """[L (M values), the history's increments (M values)]."""
         if op != ASSOCIATE:

@@ -32,8 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import Params, pooled, require, setting
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.agglomerative import LINKAGES
 from distfl.algorithms.common.oneshot import BLOCK, OneShotClustering, block_rows, blocks
 from distfl.settings import Condition
@@ -56,7 +55,7 @@ def euclidean(a_rows: np.ndarray, b_rows: np.ndarray) -> np.ndarray:
     return out
 
 
-@pooled
+@api.pooled
 def distance_block(payload: dict[str, np.ndarray], task: int) -> np.ndarray:
     """Rows [BLOCK · task, BLOCK · (task + 1)) of the distance matrix, flattened."""
     return block_rows(lambda a, b, _: euclidean(a, b), payload["rows"], task, {})
@@ -66,30 +65,30 @@ def distance_block(payload: dict[str, np.ndarray], task: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FedClustParams(Params):
-    threshold: float = setting(
+class FedClustParams(api.Params):
+    threshold: float = api.setting(
         5.0,
         "float ≥ 0",
         "λ: clusters merge while their distance is at most λ (Euclidean, between final-layer "
         "weights; EMD-CFL used 5 on rotated digits); `num_clusters` ≥ 0 wins over it",
     )
-    num_clusters: int = setting(
+    num_clusters: int = api.setting(
         -1,
         "−1, 0..n",
         "−1: cut the hierarchy at `threshold` (the paper's); n ≥ 1: into n clusters; 0: one per "
         "ground-truth data group (as IFCA's key). At most the one-shot round's clients",
     )
-    steps: int = setting(
+    steps: int = api.setting(
         0,
         "int ≥ 0",
         "local SGD steps each client trains the initial model for before sending its final "
         "layer; 0: `train.local_steps`",
     )
-    linkage: str = setting(
+    linkage: str = api.setting(
         "average", "`average`, `weighted`, `complete`, `single`",
         "the hierarchical clustering's linkage",
     )  # fmt: skip
-    probe_clients: int = setting(
+    probe_clients: int = api.setting(
         0,
         "0..K",
         "clients of the one-shot round: 0 every client (the paper's); n a uniform sample of n, "
@@ -104,19 +103,19 @@ class FedClustParams(Params):
 
     def check(self, config) -> None:
         K = config.data.num_clients
-        require(0 <= self.steps <= MAX_STEPS, "steps", self.steps,
+        api.require(0 <= self.steps <= MAX_STEPS, "steps", self.steps,
                 f"0 (train.local_steps) or up to {MAX_STEPS:,} local steps")  # fmt: skip
-        require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
+        api.require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
                 f"0 (every client) or 1 to data.num_clients ({K})")  # fmt: skip
         n = self.probe_clients or K
-        require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
+        api.require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
                 self.num_clusters, f"-1 (the threshold), 0 (the number of data groups) or 1 "
                 f"to the one-shot round's {n} clients")  # fmt: skip
-        require(np.isfinite(self.threshold) and self.threshold >= 0, "threshold",
+        api.require(np.isfinite(self.threshold) and self.threshold >= 0, "threshold",
                 self.threshold, "a distance of 0 or more")  # fmt: skip
 
 
-@register
+@api.register
 class FedClust(OneShotClustering):
     name = "fedclust"
     Params = FedClustParams

@@ -14,12 +14,12 @@ import dataclasses
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import ClientHalf
+from distfl.algorithms import api
 from distfl.models import build_model, flat_params
 from distfl.train import SequentialTrainer, client_seed
 
 
-class FedClustClient(ClientHalf):
+class FedClustClient(api.ClientHalf):
     """Answers ``"weights"``: ``args = (steps, start, stop)``; the broadcast model is not
     used (the initial model is rebuilt, the same on every worker)."""
 

@@ -31,7 +31,7 @@ number of local steps, the batch size and the optimiser are the run's ``train`` 
 
 from __future__ import annotations
 
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.mixture import (
     ESTEP,
     MIXTURE,
@@ -43,7 +43,7 @@ from distfl.algorithms.common.mixture import (
 )
 
 
-@register
+@api.register
 class FedEM(Mixture):
     name = "fedem"
 

@@ -8,17 +8,7 @@ from functools import partial
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    ClusteringAlgorithm,
-    Params,
-    ProbeRequest,
-    ReportFigure,
-    RoundPlan,
-    RoundUpdate,
-    Statistic,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.fedgwc import spectral
 from distfl.algorithms.fedgwc.interaction import (
     BLOCKS_ABOVE,
@@ -87,8 +77,8 @@ class ClusterState:
     repeats: int = 0
 
 
-@register
-class FedGWC(ClusteringAlgorithm):
+@api.register
+class FedGWC(api.ClusteringAlgorithm):
     name = "fedgwc"
     Params = FedGWCParams
     #: P (float64), the affinity and the Gram product (float32) of a split test
@@ -98,7 +88,7 @@ class FedGWC(ClusteringAlgorithm):
     client = "distfl.algorithms.common.losses_client:LossesClient"
 
     @classmethod
-    def working_pair_bytes(cls, params: Params) -> int:
+    def working_pair_bytes(cls, params: api.Params) -> int:
         """With Gaussian references, a split test also holds, beside its own P and W, a
         reference's rows (float64) and either the centred rows they are drawn from (float64)
         or their affinity and its Gram product (float32 above SMALL_K). With observed
@@ -108,7 +98,7 @@ class FedGWC(ClusteringAlgorithm):
         return cls.pair_bytes + (16 if getattr(params, "reference_draws", 0) else 0)
 
     @classmethod
-    def pair_memory(cls, params: Params, *, num_clients: int, clients_per_round: int,
+    def pair_memory(cls, params: api.Params, *, num_clients: int, clients_per_round: int,
                     rounds: int) -> int:  # fmt: skip
         """``dense``: K² pairs. ``observed`` (``auto`` resolved for this federation): what the
         rounds can add (:func:`~distfl.algorithms.fedgwc.interaction.stored_bytes`: entries up to
@@ -131,30 +121,36 @@ class FedGWC(ClusteringAlgorithm):
     #: each cluster's MSE of P against ε, the block contrast of its P and W by group, and
     #: the scores of its split tests
     figures = (
-        ReportFigure(
-            ReportFigure.TRAINING, "mse.png", "distfl.algorithms.fedgwc.figures:mse", stats=("mse",)
+        api.ReportFigure(
+            api.ReportFigure.TRAINING,
+            "mse.png",
+            "distfl.algorithms.fedgwc.figures:mse",
+            stats=("mse",),
         ),
-        ReportFigure(
-            ReportFigure.WHY,
+        api.ReportFigure(
+            api.ReportFigure.WHY,
             "contrast.png",
             "distfl.algorithms.fedgwc.figures:contrast",
             stats=("p_within", "p_cross", "p_spread", "w_within", "w_cross", "w_spread"),
         ),
-        ReportFigure(
-            ReportFigure.WHY,
+        api.ReportFigure(
+            api.ReportFigure.WHY,
             "db-tests.png",
             "distfl.algorithms.fedgwc.figures:db_tests",
             stats=("db", "db_reference"),
         ),
         # at each split: the members in the spectral embedding of W, the DB score of each n
-        ReportFigure(
-            ReportFigure.WHY,
+        api.ReportFigure(
+            api.ReportFigure.WHY,
             "embedding.png",
             "distfl.algorithms.fedgwc.figures:split_embedding",
             per_split=True,
         ),
-        ReportFigure(
-            ReportFigure.WHY, "db.png", "distfl.algorithms.fedgwc.figures:split_db", per_split=True
+        api.ReportFigure(
+            api.ReportFigure.WHY,
+            "db.png",
+            "distfl.algorithms.fedgwc.figures:split_db",
+            per_split=True,
         ),
     )
     split_matrices = (("interaction", "interaction matrix P"), ("affinity", "affinity W"))
@@ -171,31 +167,31 @@ class FedGWC(ClusteringAlgorithm):
         ),  # fmt: skip
     )
     statistics = (
-        Statistic("mse", "MSE of the cluster's interaction matrix P between rounds", True),
-        Statistic("p_within", "mean of P over same-group pairs", True),
-        Statistic("p_cross", "mean of P over cross-group pairs", True),
-        Statistic("p_spread", "mean spread of a row's same-group entries of P", True),
-        Statistic(
+        api.Statistic("mse", "MSE of the cluster's interaction matrix P between rounds", True),
+        api.Statistic("p_within", "mean of P over same-group pairs", True),
+        api.Statistic("p_cross", "mean of P over cross-group pairs", True),
+        api.Statistic("p_spread", "mean spread of a row's same-group entries of P", True),
+        api.Statistic(
             "w_within", "the same of W (every round up to 512 members, else at split tests)", True
         ),  # fmt: skip
-        Statistic("w_cross", "the same of W", True),
-        Statistic("w_spread", "the same of W", True),
-        Statistic("db", "the best Davies-Bouldin score of a split test"),
-        Statistic(
+        api.Statistic("w_cross", "the same of W", True),
+        api.Statistic("w_spread", "the same of W", True),
+        api.Statistic("db", "the best Davies-Bouldin score of a split test"),
+        api.Statistic(
             "db_reference", "the Gaussian references' median score (the calibrated split test)"
         ),
-        Statistic("test_failed", "1 where a split test could not be computed (no proposal)"),
-        Statistic(
+        api.Statistic("test_failed", "1 where a split test could not be computed (no proposal)"),
+        api.Statistic(
             "valley",
             "with observed entries: the valley between the proposed clusters in P's coordinates",
         ),
-        Statistic("valley_reference", "the same of uniform references"),
-        Statistic(
+        api.Statistic("valley_reference", "the same of uniform references"),
+        api.Statistic(
             "joined",
             "members the re-assignment moved into the cluster this round (recorded where any "
             "moved)",
         ),
-        Statistic("left", "members the re-assignment moved out of the cluster this round"),
+        api.Statistic("left", "members the re-assignment moved out of the cluster this round"),
     )
 
     def __init__(self, **kwargs):
@@ -250,7 +246,7 @@ class FedGWC(ClusteringAlgorithm):
             self._cohorts[cid] = np.sort(np.asarray(chosen, dtype=np.int64))
         self._drawn_round = round_index
 
-    def plan_probe(self, round_index: int) -> ProbeRequest | None:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest | None:
         """The round's cohorts; with ``reassign = "loss"``, two clusters or more and every
         ``reassign_every`` rounds, their train losses under every cluster's model."""
         self._draw(round_index)
@@ -264,9 +260,9 @@ class FedGWC(ClusteringAlgorithm):
         # there) and uploads a loss each
         other = len(clients) * ((len(leaves) - 1) * 4 * self.federation.num_params
                                 + 8 * len(leaves))  # fmt: skip
-        return ProbeRequest(clients=clients, clusters=leaves, op=LOSSES, federation_bytes=other)
+        return api.ProbeRequest(clients=clients, clusters=leaves, op=LOSSES, federation_bytes=other)
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         """The probed clients that another cluster's model fits far better move there
         (:func:`~distfl.algorithms.fedgwc.reassign.moves`, :meth:`_reassign`); a mover
         trains in its new cluster this round."""
@@ -299,7 +295,7 @@ class FedGWC(ClusteringAlgorithm):
         for cid in self._moved:
             self.state[cid] = ClusterState(P=self._empty_p(len(self.tree.members(cid))))
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         if self._drawn_round != round_index:  # a plan without its probe: draw here
             self._draw(round_index)
         train: dict[int, str] = {}
@@ -310,7 +306,7 @@ class FedGWC(ClusteringAlgorithm):
             st.last_sampled = pos
             for k in members[pos]:
                 train[int(k)] = cid
-        return RoundPlan(round=round_index, train=train)
+        return api.RoundPlan(round=round_index, train=train)
 
     def _priority(self, members: np.ndarray, n: int) -> np.ndarray:
         """Its priority sampling of n of ``members`` among those available this round
@@ -325,12 +321,14 @@ class FedGWC(ClusteringAlgorithm):
         """The priority sampling's weight of each of ``ids`` (clients of one draw)."""
         return priority_weights(self.times_sampled[ids])
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """Eq. 1-3 on each cluster's sampled clients; the split test where P has converged.
         ``stats``: the MSE of each cluster that trained (split parents included), and the
         block contrast of its P and W by ground-truth group (:meth:`_diagnose`)."""
         row_of = {int(k): i for i, k in enumerate(reports.clients)}
-        out = RoundUpdate()
+        out = api.RoundUpdate()
         for cid, (joined, left) in self._moved.items():  # even where none of it reported
             out.stats[cid] = {"joined": float(joined), "left": float(left)}
         for cid in sorted(self.state):

@@ -7,41 +7,37 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    Params,
-    require,
-    setting,
-)
+from distfl.algorithms import api
 from distfl.settings import Condition
 
 # -- the algorithm -----------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class FedGWCParams(Params):
+class FedGWCParams(api.Params):
     """FedGWC's keys; the defaults follow the paper."""
 
-    beta: float = setting(0.5, "> 0", "β of the RBF affinity (paper grid {0.1, 0.5, 1, 2, 4})")
-    epsilon: float = setting(
+    beta: float = api.setting(0.5, "> 0", "β of the RBF affinity (paper grid {0.1, 0.5, 1, 2, 4})")
+    epsilon: float = api.setting(
         1e-4,
         "> 0",
         "a cluster is tested for a split when the MSE between consecutive interaction matrices is "
         "below ε for `patience` rounds (paper: 1e-5 CIFAR, 1e-4 Landmarks, 1e-2 iNaturalist)",
     )
-    n_max: int = setting(5, "int ≥ 2", "spectral clustering is tried for n = 2..n_max clusters")
-    alpha: float = setting(
+    n_max: int = api.setting(5, "int ≥ 2", "spectral clustering is tried for n = 2..n_max clusters")
+    alpha: float = api.setting(
         0.0,
         "[0, 1)",
         "α of the Gaussian weights and interaction matrix; 0 means the participation rate "
         "`clients_per_round / num_clients`, at least `min_alpha` (the paper's choices)",
     )
-    min_alpha: float = setting(
+    min_alpha: float = api.setting(
         0.1,
         "[0, 1)",
         "the smallest α that `alpha = 0` gives: the paper uses the participation rate in its "
         "100-client runs and 0.1 in its large ones (10 of 823 and of 2,714 clients a round)",
     )
-    interaction: str = setting(
+    interaction: str = api.setting(
         "auto",
         "`auto`, `dense`, `observed`",
         "`dense`: the paper's K×K P, MSE over all K² entries, missing entries 0; `observed`: P "
@@ -51,7 +47,7 @@ class FedGWCParams(Params):
         "`auto`: `observed` where the population is far larger than the cohort "
         "(`clients_per_round` at most 5% of `num_clients`), else `dense`",
     )
-    reward: str = setting(
+    reward: str = api.setting(
         "auto",
         "`auto`, `steps`, `round`",
         "`steps`: eq. 1 at every local step, averaged over the S steps (the paper's); `round`: "
@@ -60,41 +56,41 @@ class FedGWCParams(Params):
         "`interaction`), else `steps` (see [FedGWC where the population is far larger than "
         "the cohort](algorithms.md#fedgwc-where-the-population-is-far-larger-than-the-cohort))",
     )
-    min_observations: int = setting(
+    min_observations: int = api.setting(
         3,
         "int ≥ 0",
         "a cluster is tested only when each of its members has been sampled at least this many "
         "times (0: no such condition, the paper's)",
     )
-    patience: int = setting(
+    patience: int = api.setting(
         10,
         "int ≥ 1",
         "consecutive rounds below ε before a test; after a test that does not split, the count "
         "starts again",
     )
-    min_clients: int = setting(
+    min_clients: int = api.setting(
         3,
         "int ≥ 1",
         "clients sampled per cluster and round at least (the paper's privacy floor, ρ_n = max(ρ, "
         "3/|C_n|)); also the smallest cluster a split may create",
     )
-    sampling: str = setting(
+    sampling: str = api.setting(
         "priority",
         "`priority`, `uniform`",
         "per-cluster sampling; `priority` favours rarely sampled clients (weight 1 / (1 + times "
         "sampled − fewest))",
     )
-    db_threshold: float = setting(
+    db_threshold: float = api.setting(
         1.0, "> 0", "split only when the best Davies–Bouldin score is below this (the paper: 1)"
     )
-    stable_tests: int = setting(
+    stable_tests: int = api.setting(
         2,
         "int ≥ 1",
         "split only when this many consecutive split tests of the cluster propose the same "
         "partition (1: the paper's, each test decides alone); see [the calibrated split "
         "test](algorithms.md#the-calibrated-split-test)",
     )
-    reference_draws: int = setting(
+    reference_draws: int = api.setting(
         15,
         "int ≥ 0",
         "Gaussian references drawn for a split test (0: none, the paper's test); with B ≥ 1 "
@@ -102,12 +98,12 @@ class FedGWCParams(Params):
         "median of the B references' (the same test on a Gaussian cloud with the rows' mean "
         "and covariance of P: one group, no clusters)",
     )
-    reference_ratio: float = setting(
+    reference_ratio: float = api.setting(
         0.5,
         "(0, 1]",
         "how far below the Gaussian references' median Davies–Bouldin score a split's must be",
     )
-    reassign: str = setting(
+    reassign: str = api.setting(
         "loss",
         "`loss`, `none`",
         "`loss`: once there are two clusters or more, each round's sampled clients report "
@@ -119,20 +115,20 @@ class FedGWCParams(Params):
         "mended (see [Giving a member back](algorithms.md#giving-a-member-back)); `none`: a "
         "client stays in the cluster a split gave it (the paper's)",
     )
-    reassign_ratio: float = setting(
+    reassign_ratio: float = api.setting(
         0.1,
         "(0, 1)",
         "a client moves only where another cluster's model gives it less than this share of "
         "its own cluster's loss, and its own cluster's other sampled members at least 1 / "
         "this times theirs (models alike, as after a split, move nobody)",
     )
-    reassign_outlier: float = setting(
+    reassign_outlier: float = api.setting(
         10.0,
         "> 1",
         "a client moves only where its own cluster's loss is above this many times the "
         "median of the other sampled members' of its cluster",
     )
-    reassign_every: int = setting(
+    reassign_every: int = api.setting(
         1,
         "int ≥ 1",
         "the probe runs every this many rounds (its cost: each sampled client evaluates every "
@@ -170,27 +166,27 @@ class FedGWCParams(Params):
     }
 
     def check(self, config) -> None:
-        require(self.beta > 0, "beta", self.beta, "positive")
-        require(self.epsilon > 0, "epsilon", self.epsilon, "positive")
-        require(self.n_max >= 2, "n_max", self.n_max, "at least 2")
-        require(0.0 <= self.alpha <= 0.999999, "alpha", self.alpha,
+        api.require(self.beta > 0, "beta", self.beta, "positive")
+        api.require(self.epsilon > 0, "epsilon", self.epsilon, "positive")
+        api.require(self.n_max >= 2, "n_max", self.n_max, "at least 2")
+        api.require(0.0 <= self.alpha <= 0.999999, "alpha", self.alpha,
                 "in [0, 1) (0: the participation rate)")  # fmt: skip
-        require(self.patience >= 1, "patience", self.patience, "at least 1")
-        require(0.0 <= self.min_alpha <= 0.999999, "min_alpha", self.min_alpha, "in [0, 1)")
-        require(self.min_observations >= 0, "min_observations", self.min_observations,
+        api.require(self.patience >= 1, "patience", self.patience, "at least 1")
+        api.require(0.0 <= self.min_alpha <= 0.999999, "min_alpha", self.min_alpha, "in [0, 1)")
+        api.require(self.min_observations >= 0, "min_observations", self.min_observations,
                 "at least 0")  # fmt: skip
-        require(self.db_threshold > 0, "db_threshold", self.db_threshold, "positive (paper: 1)")
-        require(self.min_clients >= 1, "min_clients", self.min_clients, "at least 1")
-        require(self.stable_tests >= 1, "stable_tests", self.stable_tests, "at least 1")
-        require(0 <= self.reference_draws <= MAX_REFERENCE_DRAWS, "reference_draws",
+        api.require(self.db_threshold > 0, "db_threshold", self.db_threshold, "positive (paper: 1)")
+        api.require(self.min_clients >= 1, "min_clients", self.min_clients, "at least 1")
+        api.require(self.stable_tests >= 1, "stable_tests", self.stable_tests, "at least 1")
+        api.require(0 <= self.reference_draws <= MAX_REFERENCE_DRAWS, "reference_draws",
                 self.reference_draws, f"between 0 and {MAX_REFERENCE_DRAWS}")  # fmt: skip
-        require(0.0 < self.reference_ratio <= 1.0, "reference_ratio", self.reference_ratio,
+        api.require(0.0 < self.reference_ratio <= 1.0, "reference_ratio", self.reference_ratio,
                 "in (0, 1]")  # fmt: skip
-        require(0.0 < self.reassign_ratio < 1.0, "reassign_ratio", self.reassign_ratio,
+        api.require(0.0 < self.reassign_ratio < 1.0, "reassign_ratio", self.reassign_ratio,
                 "in (0, 1)")  # fmt: skip
-        require(1.0 < self.reassign_outlier < 1e300, "reassign_outlier", self.reassign_outlier,
+        api.require(1.0 < self.reassign_outlier < 1e300, "reassign_outlier", self.reassign_outlier,
                 "above 1")  # fmt: skip
-        require(1 <= self.reassign_every <= 2**31, "reassign_every", self.reassign_every,
+        api.require(1 <= self.reassign_every <= 2**31, "reassign_every", self.reassign_every,
                 "at least 1")  # fmt: skip
 
 

@@ -7,11 +7,7 @@ import math
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    LOCAL_POOL,
-    ServerPool,
-    pooled,
-)
+from distfl.algorithms import api
 from distfl.algorithms.fedgwc import spectral
 from distfl.algorithms.fedgwc.interaction import (
     REFERENCE_ROWS,
@@ -121,7 +117,7 @@ def reference_states(rng: np.random.Generator, draws: int, skip) -> np.ndarray:
 REFERENCE_FLOAT32_ABOVE = spectral.DENSE_EIGEN_UP_TO
 
 
-@pooled
+@api.pooled
 def reference_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     """Reference i of :func:`reference_score`: the best split score of a Gaussian reference
     of P (payload ``P``, ``states``, ``beta`` [1], ``ints`` [n_max, seed, min_size]); its
@@ -134,7 +130,7 @@ def reference_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     return np.array([best_split_score(W, n_max, seed, min_size)])
 
 
-@pooled
+@api.pooled
 def coordinates_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     """Piece i of :func:`coordinates_reference`: reference i's best score (a Gaussian draw of
     ``rows`` rows from the coordinates ``Y``), or, for the last piece, the score of the real
@@ -171,7 +167,7 @@ def coordinates_split(
 
 def coordinates_reference(
     Y: np.ndarray, *, n_max: int, seed: int, min_size: int, draws: int,
-    rng: np.random.Generator, pool: ServerPool = LOCAL_POOL,
+    rng: np.random.Generator, pool: api.ServerPool = api.LOCAL_POOL,
 ) -> tuple[float, float]:  # fmt: skip
     """(the real coordinates' best score, the references' median) compared on the same
     number of rows: at most :data:`~distfl.algorithms.fedgwc.interaction.REFERENCE_ROWS`, the real
@@ -191,7 +187,7 @@ def coordinates_reference(
 
 def reference_score(
     P: np.ndarray, *, beta: float, n_max: int, seed: int, min_size: int, draws: int,
-    rng: np.random.Generator, pool: ServerPool = LOCAL_POOL,
+    rng: np.random.Generator, pool: api.ServerPool = api.LOCAL_POOL,
 ) -> float:  # fmt: skip
     """The median, over ``draws`` Gaussian references of P's rows (:func:`gaussian_reference`),
     of the best split score that Algorithm 1 finds in them (their affinity by eq. 4, the

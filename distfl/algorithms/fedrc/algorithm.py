@@ -27,8 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import RoundPlan, RoundUpdate
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import EMDCFL_GIVES, cluster_count_setting
 from distfl.algorithms.common.mixture import (
     ESTEP,
@@ -75,7 +74,7 @@ class FedRCParams(FedEMParams):
     )
 
 
-@register
+@api.register
 class FedRC(Mixture):
     name = "fedrc"
     Params = FedRCParams
@@ -113,7 +112,7 @@ class FedRC(Mixture):
             return np.full(counts.shape[1:], 1.0 / counts.shape[2])
         return label_shares(counts.sum(axis=0))
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         plan = super().plan(round_index)
         M, C = len(self.ids), self._classes()
         share = self.label_share().reshape(-1)
@@ -123,7 +122,7 @@ class FedRC(Mixture):
         plan.prepare_width = M + M * C
         return plan
 
-    def update(self, round_index: int, plan: RoundPlan, reports) -> RoundUpdate:
+    def update(self, round_index: int, plan: api.RoundPlan, reports) -> api.RoundUpdate:
         clients = np.array(sorted(plan.train), dtype=np.int64)
         M, C = len(self.ids), self._classes()
         rows = np.asarray(reports.rows, dtype=np.float64)
@@ -136,7 +135,7 @@ class FedRC(Mixture):
         self.pi[clients] = pi
         self._counts()[clients] = rows[:, M:].reshape(len(clients), M, C)
         self.tree.reassign(clients, [self.ids[j] for j in np.argmax(pi, axis=1)])
-        return RoundUpdate(rows={"weights": weight_rows(clients, self.ids, pi)})
+        return api.RoundUpdate(rows={"weights": weight_rows(clients, self.ids, pi)})
 
     def state_dict(self) -> dict:
         state = super().state_dict()

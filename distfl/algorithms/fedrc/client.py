@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import Prepared
+from distfl.algorithms import api
 from distfl.algorithms.common.mixture_client import FedEMClient
 from distfl.algorithms.fedrc.algorithm import (
     ESTEP,
@@ -18,7 +18,9 @@ from distfl.train import sample_losses
 
 
 class FedRCClient(FedEMClient):
-    def prepare(self, op: str, client: int, models: torch.Tensor, state: np.ndarray) -> Prepared:
+    def prepare(
+        self, op: str, client: int, models: torch.Tensor, state: np.ndarray
+    ) -> api.Prepared:
         """``state``: the client's π (M values), then the clusters' label distributions P
         [M, C]. The row: its new π, then its q-weighted label counts [M, C]."""
         if op != ESTEP:
@@ -32,7 +34,7 @@ class FedRCClient(FedEMClient):
         q = robust_responsibilities(pi, losses.numpy(), share, y)
         counts = label_counts(q, y, share.shape[1])
         row = np.concatenate([mixture_weights(q), counts.reshape(-1)])
-        return Prepared(row=row, sample_weights=q.astype(np.float32))
+        return api.Prepared(row=row, sample_weights=q.astype(np.float32))
 
     def evaluate(self, op, client, models, state):
         """FedEM's mixture, with the client's π (the first M values of ``state``)."""

@@ -31,15 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    Params,
-    RecordTable,
-    RoundPlan,
-    require,
-    setting,
-)
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.graph_model import (
     SIGN_CONDITIONS,
     SIGNS,
@@ -64,16 +56,18 @@ MAX_COMPONENTS = 1024
 
 
 @dataclass(frozen=True)
-class FedSaCParams(Params):
-    lambda1: float = setting(
+class FedSaCParams(api.Params):
+    lambda1: float = api.setting(
         0.9, "0 to 1e12", "λ1, the weight of complementarity (the code's README)"
     )
-    lambda2: float = setting(1.4, "0 to 1e12", "λ2, the weight of similarity (the code's README)")
-    components: int = setting(
+    lambda2: float = api.setting(
+        1.4, "0 to 1e12", "λ2, the weight of similarity (the code's README)"
+    )
+    components: int = api.setting(
         3, f"1..{MAX_COMPONENTS:,}",
         "the principal axes of each client's features (the code's k_principal)",
     )  # fmt: skip
-    angles: str = setting(
+    angles: str = api.setting(
         "code", "code or svd", "the subspaces' angles: the code's greedy matching of signed "
         "axis cosines, or the principal angles (SVD)",
     )  # fmt: skip
@@ -86,21 +80,21 @@ class FedSaCParams(Params):
     def check(self, config) -> None:
         for key in ("lambda1", "lambda2"):
             value = getattr(self, key)
-            require(0 <= value <= MAX_WEIGHT, key, value, f"from 0 to {MAX_WEIGHT:g}")
-        require(1 <= self.components <= MAX_COMPONENTS, "components", self.components,
+            api.require(0 <= value <= MAX_WEIGHT, key, value, f"from 0 to {MAX_WEIGHT:g}")
+        api.require(1 <= self.components <= MAX_COMPONENTS, "components", self.components,
                 f"from 1 to {MAX_COMPONENTS:,} (axes beyond a client's samples or its "
                 "model's feature width are zero)")  # fmt: skip
         check_lam(self.lam)
 
 
-@register
+@api.register
 class FedSaC(GraphModels):
     name = "fedsac"
     Params = FedSaCParams
     client_ops = (BASIS,)
     client = "distfl.algorithms.fedsac.client:FedSaCClient"
     tables = (
-        RecordTable("graph", "pair", (
+        api.RecordTable("graph", "pair", (
             Column("weight", "float", "a_ij, the weight of the other's model in the client's "
                    "aggregate"),
             Column("complementarity", "float", "c_ij, the overlap of the two clients' "
@@ -108,12 +102,12 @@ class FedSaC(GraphModels):
         ), "each pair of the round's clients (the client's own weight too)"),
     )  # fmt: skip
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         width = int(self.params.components) * int(self.federation.embed_dim)
         return replace(super().plan(round_index), after=BASIS, after_width=width)
 
     def graph(
-        self, reports: ClientReports, updates: np.ndarray
+        self, reports: api.ClientReports, updates: np.ndarray
     ) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """FedSaC's graph from the changes and the feature bases the clients sent after
         training, and its complementarity c, a column of the table."""

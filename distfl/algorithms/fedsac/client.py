@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import ClientHalf
+from distfl.algorithms import api
 from distfl.algorithms.fedsac.algorithm import BASIS
 from distfl.algorithms.fedsac.graph import principal_basis
 from distfl.models import last_linear_inputs, load_flat
 
 
-class FedSaCClient(ClientHalf):
+class FedSaCClient(api.ClientHalf):
     def after(self, op: str, client: int, model: torch.Tensor, state: np.ndarray) -> np.ndarray:
         """The top ``components`` principal axes [k, D] (flattened) of the trained model's
         penultimate features on the client's train split, in evaluation mode."""

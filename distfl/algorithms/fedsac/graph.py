@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.api.pool import pooled
+from distfl.algorithms import api
 from distfl.algorithms.common.graph import cosine_row, project_to_simplex
 
 #: how the angles between two subspaces are found: ``code`` matches basis vectors greedily
@@ -79,7 +79,7 @@ def sac_row(p: np.ndarray, c: np.ndarray, s: np.ndarray, lambda1: float, lambda2
     return project_to_simplex(np.asarray(p, dtype=np.float64) - pull / 2.0)
 
 
-@pooled
+@api.pooled
 def sac_piece(payload: dict[str, np.ndarray], i: int) -> np.ndarray:
     """Client i's row of FedSaC's graph and its row of the complementarity, side by side
     [2n], from the round's updates [n, P], feature bases [n, k, D], sample counts [n] and

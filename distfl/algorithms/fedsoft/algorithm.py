@@ -41,17 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import (
-    ClientReports,
-    Params,
-    ProbeRequest,
-    RoundPlan,
-    RoundUpdate,
-    require,
-    setting,
-)
-from distfl.algorithms.api.declarations import SOFT_WEIGHTS_FIGURE, soft_weights_table
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.graph import aggregate_rows
 from distfl.algorithms.common.graph_model import check_lam
 from distfl.algorithms.common.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
@@ -99,15 +89,17 @@ def split_row(row: np.ndarray, num_clusters: int) -> tuple[bool, np.ndarray, np.
 
 
 @dataclass(frozen=True)
-class FedSoftParams(Params):
+class FedSoftParams(api.Params):
     num_clusters: int = cluster_count_setting(
         2, "S, the cluster models (the code's shipped experiment: 2)", EMDCFL_GIVES
     )
-    lam: float = setting(0.1, "0 to 3.4e38", "λ of the proximal term (the code's MNIST setting)")
-    sigma: float = setting(
+    lam: float = api.setting(
+        0.1, "0 to 3.4e38", "λ of the proximal term (the code's MNIST setting)"
+    )
+    sigma: float = api.setting(
         1e-4, "in (0, 1]", "σ, the weight of a cluster no sample picks (the code's count smoother)"
     )
-    start: str = setting(
+    start: str = api.setting(
         "personal", "personal or mix", "where a client's training starts: its personal model "
         "(the code's), or each round its mix of the cluster models (EMD-CFL's port)",
     )  # fmt: skip
@@ -119,10 +111,10 @@ class FedSoftParams(Params):
     def check(self, config) -> None:
         check_cluster_count(self, config)
         check_lam(self.lam)
-        require(0 < self.sigma <= 1, "sigma", self.sigma, "a number in (0, 1]")
+        api.require(0 < self.sigma <= 1, "sigma", self.sigma, "a number in (0, 1]")
 
 
-@register
+@api.register
 class FedSoft(ModelsOfOwn):
     name = "fedsoft"
     salt = 0xF505
@@ -132,13 +124,13 @@ class FedSoft(ModelsOfOwn):
     evaluation = PERSONAL
     membership = "largest weight"
     tables = (
-        soft_weights_table(
+        api.soft_weights_table(
             "u_ks, the client's importance weight of the cluster (its share of samples best "
             "explained by the cluster's model)",
             "each round's clients' importance weights, a row per cluster, every round",
         ),
     )
-    figures = (SOFT_WEIGHTS_FIGURE,)
+    figures = (api.SOFT_WEIGHTS_FIGURE,)
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
@@ -161,17 +153,17 @@ class FedSoft(ModelsOfOwn):
         most every client."""
         return num_clients * (4 * num_params + 8 * max(int(params.num_clusters), 1) + 8)
 
-    def plan_probe(self, round_index: int) -> ProbeRequest:
+    def plan_probe(self, round_index: int) -> api.ProbeRequest:
         self.cohort = self.draw()
-        return ProbeRequest(clients=self.cohort, clusters=list(self.ids), op=ESTIMATE)
+        return api.ProbeRequest(clients=self.cohort, clusters=list(self.ids), op=ESTIMATE)
 
-    def update_probe(self, round_index: int, request: ProbeRequest, rows: np.ndarray) -> None:
+    def update_probe(self, round_index: int, request: api.ProbeRequest, rows: np.ndarray) -> None:
         rows = np.asarray(rows, dtype=np.float64)
         for i, k in enumerate(request.clients.tolist()):
             self.weights[int(k)] = rows[i].copy()
         self.tree.reassign(request.clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
 
-    def plan(self, round_index: int) -> RoundPlan:
+    def plan(self, round_index: int) -> api.RoundPlan:
         P = int(self.federation.num_params)
         train, state = {}, {}
         first = self.federation.initial_model  # the clients' shared start (the code's)
@@ -179,12 +171,14 @@ class FedSoft(ModelsOfOwn):
             u = self.weights[k]
             train[k] = {cid: float(u[j]) for j, cid in enumerate(self.ids)}
             state[k] = state_row(u, self.personal.get(k, first), P)
-        return RoundPlan(
+        return api.RoundPlan(
             round=round_index, train=train, return_models=frozenset(train), prepare=START,
             prepare_width=0, client_state=state, one_training=True,
         )  # fmt: skip
 
-    def update(self, round_index: int, plan: RoundPlan, reports: ClientReports) -> RoundUpdate:
+    def update(
+        self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports
+    ) -> api.RoundUpdate:
         """Keep each trained client's personal model (its one training, returned once per
         cluster) and record its weights."""
         clients = np.asarray(reports.clients, dtype=np.int64)
@@ -193,7 +187,7 @@ class FedSoft(ModelsOfOwn):
             self.personal[int(clients[i])] = np.array(reports.models[i], dtype=np.float32)
         trained = clients[first]
         u = np.stack([self.weights[int(k)] for k in trained])
-        return RoundUpdate(rows={"weights": weight_rows(trained, self.ids, u)})
+        return api.RoundUpdate(rows={"weights": weight_rows(trained, self.ids, u)})
 
     def client_rows(self, clients: np.ndarray) -> np.ndarray:
         """Each client's state row: its weights (1/S before its first estimate) and its

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distfl.algorithms.api.client_side import ClientHalf, Prepared
+from distfl.algorithms import api
 from distfl.algorithms.fedsoft.algorithm import (
     ESTIMATE,
     PERSONAL,
@@ -19,7 +19,7 @@ from distfl.train import sample_losses
 from distfl.train.sequential import evaluate
 
 
-class FedSoftClient(ClientHalf):
+class FedSoftClient(api.ClientHalf):
     def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]) -> np.ndarray:
         """The client's importance weights u [S] under the broadcast cluster models."""
         if op != ESTIMATE:
@@ -37,7 +37,9 @@ class FedSoftClient(ClientHalf):
         personal = w.astype(np.float32) if has else None
         return personal, mix.astype(np.float32), float(u.sum())
 
-    def prepare(self, op: str, client: int, models: torch.Tensor, state: np.ndarray) -> Prepared:
+    def prepare(
+        self, op: str, client: int, models: torch.Tensor, state: np.ndarray
+    ) -> api.Prepared:
         """The training's start, its personal model (the run's initial model, which the
         server sends, before its first training; its mix without one, or every round with
         ``start = "mix"``), and the pull λ Σ_s u_s toward its mix: the
@@ -46,7 +48,7 @@ class FedSoftClient(ClientHalf):
             return super().prepare(op, client, models, state)
         personal, mix, total = self._models(client, models, state)
         start = mix if personal is None or self.params.start == "mix" else personal
-        return Prepared(row=np.zeros(0), start=start, pull=mix,
+        return api.Prepared(row=np.zeros(0), start=start, pull=mix,
                         pull_mu=float(self.params.lam) * total)  # fmt: skip
 
     def evaluate(

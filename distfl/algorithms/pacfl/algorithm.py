@@ -45,8 +45,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distfl.algorithms.api.base import Params, pooled, require, setting
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.agglomerative import LINKAGES
 from distfl.algorithms.common.oneshot import BLOCK, OneShotClustering, block_rows, blocks
 from distfl.settings import Condition
@@ -103,7 +102,7 @@ def principal_angles(a_rows: np.ndarray, b_rows: np.ndarray, num_basis: int,
     return np.where(r > 0, out, np.nan)
 
 
-@pooled
+@api.pooled
 def angle_block(payload: dict[str, np.ndarray], task: int) -> np.ndarray:
     """Rows [BLOCK · task, BLOCK · (task + 1)) of the proximity matrix, flattened."""
     p = int(payload["num_basis"][0])
@@ -134,34 +133,34 @@ def smallest_train_split(config) -> int | None:
 
 
 @dataclass(frozen=True)
-class PACFLParams(Params):
-    num_basis: int = setting(
+class PACFLParams(api.Params):
+    num_basis: int = api.setting(
         3, "int ≥ 1", "p, the leading left singular vectors of its data matrix each client sends"
     )
-    threshold: float = setting(
+    threshold: float = api.setting(
         3.5,
         "0..90 degrees (0..90·p with `sum`)",
         "β: clusters merge while their proximity is at most β degrees (public code's default "
         "3.5; EMD-CFL used 12 on rotated digits); `num_clusters` ≥ 0 wins over it",
     )
-    num_clusters: int = setting(
+    num_clusters: int = api.setting(
         -1,
         "−1, 0..n",
         "−1: cut the hierarchy at `threshold` (the paper's); n ≥ 1: into n clusters; 0: one per "
         "ground-truth data group (as IFCA's key). At most the one-shot round's clients",
     )
-    proximity: str = setting(
+    proximity: str = api.setting(
         "smallest",
         "`smallest`, `sum`",
         "A_ij: the smallest principal angle between the two subspaces (the paper's), or the sum "
         "of the principal angles",
     )
-    linkage: str = setting(
+    linkage: str = api.setting(
         "weighted",
         "`weighted`, `average`, `complete`, `single`",
         "the hierarchical clustering's linkage (`weighted`: the public code's, WPGMA)",
     )
-    probe_clients: int = setting(
+    probe_clients: int = api.setting(
         0,
         "0..K",
         "clients of the one-shot round: 0 every client (the paper's); n a uniform sample of n, "
@@ -178,25 +177,25 @@ class PACFLParams(Params):
         from distfl.datasets import dataset_spec
 
         K = config.data.num_clients
-        require(self.num_basis >= 1, "num_basis", self.num_basis, "at least 1")
+        api.require(self.num_basis >= 1, "num_basis", self.num_basis, "at least 1")
         features = math.prod(dataset_spec(config.data.dataset).input_shape(config))
-        require(self.num_basis <= features, "num_basis", self.num_basis,
+        api.require(self.num_basis <= features, "num_basis", self.num_basis,
                 f"at most the {features} features of a sample")  # fmt: skip
         fewest = smallest_train_split(config)
-        require(fewest is None or self.num_basis <= fewest, "num_basis", self.num_basis,
+        api.require(fewest is None or self.num_basis <= fewest, "num_basis", self.num_basis,
                 f"at most the {fewest} train samples of the smallest client")  # fmt: skip
-        require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
+        api.require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
                 f"0 (every client) or 1 to data.num_clients ({K})")  # fmt: skip
         n = self.probe_clients or K
-        require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
+        api.require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
                 self.num_clusters, f"-1 (the threshold), 0 (the number of data groups) or 1 "
                 f"to the one-shot round's {n} clients")  # fmt: skip
         top = 90.0 if self.proximity == "smallest" else 90.0 * self.num_basis
-        require(0.0 <= self.threshold <= top, "threshold", self.threshold,
+        api.require(0.0 <= self.threshold <= top, "threshold", self.threshold,
                 f"between 0 and {top:g} degrees")  # fmt: skip
 
 
-@register
+@api.register
 class PACFL(OneShotClustering):
     name = "pacfl"
     Params = PACFLParams

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.algorithms.api.base import ClientHalf
+from distfl.algorithms import api
 from distfl.algorithms.pacfl import data_basis
 
 
-class PACFLClient(ClientHalf):
+class PACFLClient(api.ClientHalf):
     """Answers ``"basis"``: ``args = (num_basis,)``; the broadcast model is not used."""
 
     def run(self, op, client, models, args) -> np.ndarray:

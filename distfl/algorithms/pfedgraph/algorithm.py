@@ -33,11 +33,11 @@ code: 200–400 steps of SGD, lr 0.01, momentum 0.9).
 
 from __future__ import annotations
 
-from distfl.algorithms.api.registry import register
+from distfl.algorithms import api
 from distfl.algorithms.common.graph_model import GraphModels, PFedGraphParams
 
 
-@register
+@api.register
 class PFedGraph(GraphModels):
     name = "pfedgraph"
 
