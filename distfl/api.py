@@ -280,14 +280,4 @@ def suite(
     return rows_table(rows, (*tool.COLUMNS, "file"))
 
 
-__all__ = [
-    "TABLES",
-    "Node",
-    "Run",
-    "Tree",
-    "make_table",
-    "open",
-    "run",
-    "set_items",
-    "suite",
-]
+__all__ = ["TABLES", "Node", "Run", "Tree", "make_table", "open", "run", "set_items", "suite"]

@@ -12,7 +12,7 @@ How the centres start is ``init``:
   every client at its random centre: the clustering is the random start's.
 - ``"kmeans++"`` (the default): every centre starts from the run's one initial model, and
   round 1 is a seeding round in which every client (up to 2,048 and 1 GiB of float32
-  models, :func:`~distfl.algorithms.common.kmeans.seeding_size`; a uniform sample of that many
+  models, :func:`~distfl.algorithms.common.seeded.seeding_size`; a uniform sample of that many
   above, the others keeping their random start) trains from it once and sends its
   model (K models reach the server once, as IFCA's round 1 probes every client); the
   server runs k-means on them, seeded k-means++ style (:mod:`distfl.algorithms.common.kmeans`),
@@ -49,28 +49,12 @@ The pure math is in module-level functions; :class:`FeSEM` holds the assignment.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
 from distfl.algorithms import api
-from distfl.algorithms.common.kmeans import (
-    INIT_CHOICES,
-    PAPERS_GIVE,
-    WARM_UP_CONDITIONS,
-    WARM_UP_STORED_DEFAULTS,
-    check_cluster_count,
-    check_init,
-    check_warm_up,
-    cluster_count_setting,
-    fedavg_rounds_setting,
-    init_setting,
-    kmeans,
-    seeding_clients,
-    seeding_round_models,
-    seeding_size,
-    with_group_count,
-)
+from distfl.algorithms.common import seeded
+from distfl.algorithms.common.kmeans import kmeans
 
 # -- pure functions --------------------------------------------------------------------
 
@@ -125,33 +109,23 @@ def initial_assignment(num_clients: int, num_clusters: int, rng: np.random.Gener
 
 
 @dataclass(frozen=True)
-class FeSEMParams(api.Params):
-    num_clusters: int = cluster_count_setting(
-        2,
-        "the fixed number of cluster models",
-        PAPERS_GIVE + "; a suite-wide `--set algorithm.num_clusters=0` fits every scenario",
-    )
+class FeSEMParams(seeded.CentresParams):
+    num_clusters: int = seeded.fixed_models_setting()
     reassign_every: int = api.setting(1, "int ≥ 1", "rounds between re-assignments")
-    init: str = init_setting()
-    fedavg_rounds: int = fedavg_rounds_setting(
+    init: str = seeded.init_setting()
+    fedavg_rounds: int = seeded.fedavg_rounds_setting(
         "every centre the round's sample-weighted mean model; [Fidelity on "
         "mnist5k](fidelity.md#fidelity-on-mnist5k)"
     )
 
-    choices = {"init": INIT_CHOICES}
-    stored_defaults = WARM_UP_STORED_DEFAULTS
-    conditions = WARM_UP_CONDITIONS
-
     def check(self, config) -> None:
-        check_cluster_count(self, config)
+        super().check(config)
         api.require(self.reassign_every >= 1, "reassign_every", self.reassign_every, "at least 1")
-        check_warm_up(self)
 
 
 @api.register
-class FeSEM(api.ClusteringAlgorithm):
+class FeSEM(seeded.Centres):
     name = "fesem"
-    clusters_key = "num_clusters"
     Params = FeSEMParams
 
     def __init__(
@@ -165,7 +139,7 @@ class FeSEM(api.ClusteringAlgorithm):
             raise ValueError(
                 "num_clusters and reassign_every must be at least 1, fedavg_rounds 0 or more"
             )
-        check_init(init)
+        seeded.check_init(init)
         rng = np.random.default_rng([seed, 0xFE5E])
         labels = initial_assignment(num_clients, int(num_clusters), rng)
         ids = [str(m) for m in range(int(num_clusters))]
@@ -186,21 +160,6 @@ class FeSEM(api.ClusteringAlgorithm):
         #: FedAvg rounds before the seeding round (kmeans++ only)
         self.fedavg_rounds = int(fedavg_rounds) if init == "kmeans++" else 0
 
-    @classmethod
-    def from_config(cls, federation, params):
-        return super().from_config(federation, with_group_count(params, federation))
-
-    @classmethod
-    def round_models(cls, params, **sizes) -> int:
-        return seeding_round_models(params, **sizes)
-
-    def initial_models(self) -> dict[str, int]:
-        """``random``: centre m starts from its own random initialisation (offset m + 1);
-        ``kmeans++``: every centre from the run's initial model, until round 1 seeds them."""
-        if self.init == "kmeans++":
-            return dict.fromkeys(self.ids, 0)
-        return {cid: m + 1 for m, cid in enumerate(self.ids)}
-
     @property
     def labels(self) -> np.ndarray:
         """Each client's centre index (read from the tree)."""
@@ -208,10 +167,7 @@ class FeSEM(api.ClusteringAlgorithm):
 
     def plan(self, round_index: int) -> api.RoundPlan:
         if self.unseeded and round_index > self.fedavg_rounds:  # seeding: every client
-            size = seeding_size(self.federation.num_params, self.num_clusters)
-            own = partial(seeding_clients, self.num_clients, self.rng, size)
-            chosen = np.sort(self.sample_clients(self.num_clients, min(size, self.num_clients),
-                                                 own=own))  # fmt: skip
+            chosen = self.seeding_sample()
         else:
             n = min(self.clients_per_round, self.num_clients)
             chosen = np.sort(self.sample_clients(self.num_clients, n))

@@ -356,9 +356,7 @@ class FLCL(api.ClusteringAlgorithm):
         self.decompositions = 0
 
     def plan(self, round_index: int) -> api.RoundPlan:
-        """Every member of every cluster trains and returns its model."""
-        train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
-        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+        return self.every_member_plan(round_index)
 
     def update(
         self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports

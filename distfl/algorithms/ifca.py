@@ -38,28 +38,12 @@ their last assignment.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import numpy as np
 
 from distfl.algorithms import api
-from distfl.algorithms.common.kmeans import (
-    INIT_CHOICES,
-    PAPERS_GIVE,
-    WARM_UP_CONDITIONS,
-    WARM_UP_STORED_DEFAULTS,
-    check_cluster_count,
-    check_init,
-    check_warm_up,
-    cluster_count_setting,
-    fedavg_rounds_setting,
-    init_setting,
-    kmeans,
-    seeding_clients,
-    seeding_round_models,
-    seeding_size,
-    with_group_count,
-)
+from distfl.algorithms.common import seeded
+from distfl.algorithms.common.kmeans import kmeans
 
 
 def assign_by_loss(losses: np.ndarray) -> np.ndarray:
@@ -73,30 +57,17 @@ def assign_by_loss(losses: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class IFCAParams(api.Params):
-    num_clusters: int = cluster_count_setting(
-        2,
-        "the fixed number of cluster models",
-        PAPERS_GIVE + "; a suite-wide `--set algorithm.num_clusters=0` fits every scenario",
-    )
-    init: str = init_setting()
-    fedavg_rounds: int = fedavg_rounds_setting(
+class IFCAParams(seeded.CentresParams):
+    num_clusters: int = seeded.fixed_models_setting()
+    init: str = seeded.init_setting()
+    fedavg_rounds: int = seeded.fedavg_rounds_setting(
         "every cluster model the round's mean model, no probe"
     )
 
-    choices = {"init": INIT_CHOICES}
-    stored_defaults = WARM_UP_STORED_DEFAULTS
-    conditions = WARM_UP_CONDITIONS
-
-    def check(self, config) -> None:
-        check_cluster_count(self, config)
-        check_warm_up(self)
-
 
 @api.register
-class IFCA(api.ClusteringAlgorithm):
+class IFCA(seeded.Centres):
     name = "ifca"
-    clusters_key = "num_clusters"
     Params = IFCAParams
     client_ops = ("losses",)
     client = "distfl.algorithms.common.losses_client:LossesClient"
@@ -111,7 +82,7 @@ class IFCA(api.ClusteringAlgorithm):
             raise ValueError(f"num_clusters must be at least 1, got {num_clusters}")
         if fedavg_rounds < 0:
             raise ValueError(f"fedavg_rounds must be 0 or more, got {fedavg_rounds}")
-        check_init(init)
+        seeded.check_init(init)
         if not 1 <= clients_per_round <= num_clients:
             raise ValueError(
                 f"clients_per_round must be in 1..{num_clients}, got {clients_per_round}"
@@ -134,19 +105,6 @@ class IFCA(api.ClusteringAlgorithm):
         self.seeding = 1 if init == "kmeans++" else 0
         #: FedAvg rounds before the seeding round (kmeans++ only)
         self.fedavg_rounds = int(fedavg_rounds) if init == "kmeans++" else 0
-
-    @classmethod
-    def from_config(cls, federation, params):
-        return super().from_config(federation, with_group_count(params, federation))
-
-    @classmethod
-    def round_models(cls, params, **sizes) -> int:
-        return seeding_round_models(params, **sizes)
-
-    def initial_models(self) -> dict[str, int]:
-        if self.init == "kmeans++":
-            return dict.fromkeys(self.ids, 0)
-        return {cid: j + 1 for j, cid in enumerate(self.ids)}
 
     @property
     def assign(self) -> np.ndarray:
@@ -201,11 +159,7 @@ class IFCA(api.ClusteringAlgorithm):
             train = dict.fromkeys(self._sampled.tolist(), self.ids[0])
             return api.RoundPlan(round=round_index, train=train)
         if self.seeding == 1:  # the seeding round: every client trains once from the start
-            size = seeding_size(self.federation.num_params, self.num_clusters)
-            clients = self.sample_clients(self.num_clients, min(size, self.num_clients),
-                                          own=partial(seeding_clients, self.num_clients,
-                                                      self.rng, size))  # fmt: skip
-            train = dict.fromkeys(np.sort(clients).tolist(), self.ids[0])
+            train = dict.fromkeys(self.seeding_sample().tolist(), self.ids[0])
             return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
         train = {int(k): leaves[int(assign[k])] for k in self._sampled}
         return api.RoundPlan(round=round_index, train=train)

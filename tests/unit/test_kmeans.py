@@ -98,7 +98,7 @@ def test_kmeans_rejects_mismatched_weights():
 
 
 def test_the_seeding_round_takes_everyone_up_to_its_cap():
-    from distfl.algorithms.common.kmeans import (
+    from distfl.algorithms.common.seeded import (
         SEED_BYTES,
         SEED_CLIENTS,
         seeding_clients,

@@ -416,6 +416,12 @@ class ClusteringAlgorithm(ABC):
         """Take the round's reports (and the aggregated cluster models); return what changed."""
         return RoundUpdate()
 
+    def every_member_plan(self, round_index: int) -> RoundPlan:
+        """The plan of an algorithm whose :attr:`every_member_trains`: every member of every
+        leaf trains from its leaf's model and returns its model (CFL's, FLCL's)."""
+        train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
+        return RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+
     def sample_clients(self, pool, size: int, rng: np.random.Generator | None = None, *,
                        own=None, priority=None, trainings: int = 1) -> np.ndarray:  # fmt: skip
         """``size`` distinct clients of ``pool`` (an int K: clients 0..K-1; or an array of

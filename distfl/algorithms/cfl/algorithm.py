@@ -195,8 +195,7 @@ class CFL(api.ClusteringAlgorithm):
         self.rounds_seen = 0
 
     def plan(self, round_index: int) -> api.RoundPlan:
-        train = {int(k): cid for cid, members in self.tree.leaves().items() for k in members}
-        return api.RoundPlan(round=round_index, train=train, return_models=frozenset(train))
+        return self.every_member_plan(round_index)
 
     def update(
         self, round_index: int, plan: api.RoundPlan, reports: api.ClientReports

@@ -14,67 +14,10 @@ import dataclasses
 
 import numpy as np
 
-from distfl.settings import Condition, require, setting
+from distfl.settings import require, setting
 
 #: Lloyd's iterations at most (a handful suffice for the few models of one round)
 MAX_ITERATIONS = 100
-#: the seeding round trains every client up to this many, and no more than fit their
-#: float32 models in SEED_BYTES (k-means holds a float64 copy besides); a uniform sample of
-#: that many in a larger population
-SEED_CLIENTS = 2048
-SEED_BYTES = 1 << 30
-
-
-# -- the warm-up settings IFCA and FeSEM share ---------------------------------------------
-
-#: how the cluster models may start
-INIT_CHOICES = ("kmeans++", "random")
-#: run files written before ``init`` (and ``fedavg_rounds``) existed started their models at
-#: random (seeded in round 1)
-WARM_UP_STORED_DEFAULTS = {"init": "random", "fedavg_rounds": 0}
-
-
-def init_setting():
-    """The ``init`` key: k-means++ seeding from round 1's client models, or random models."""
-    return setting(
-        "kmeans++",
-        "`kmeans++`, `random`",
-        "how the cluster models start: seeded by k-means of round 1's client models, or (the "
-        "papers') each from its own random initialisation; see Algorithms",
-    )
-
-
-def fedavg_rounds_setting(each_round: str):
-    """The ``fedavg_rounds`` key; ``each_round`` says what a FedAvg round makes of the
-    cluster models."""
-    return setting(
-        0,
-        "int ≥ 0",
-        f'with `init = "kmeans++"`: rounds of FedAvg ({each_round}) before the seeding round, '
-        "so that k-means sees models trained from a warmed-up model",
-    )
-
-
-#: ``fedavg_rounds`` warms up the model that k-means seeds from: without the seeding round
-#: (``init = "random"``) it takes no effect
-WARM_UP_CONDITIONS = {
-    "fedavg_rounds": Condition(
-        ("algorithm.init",), "algorithm.init = 'kmeans++'", lambda c: c.algorithm.init == "kmeans++"
-    )
-}
-
-
-def check_warm_up(params) -> None:
-    """Refuse a negative ``fedavg_rounds``."""
-    require(params.fedavg_rounds >= 0, "fedavg_rounds", params.fedavg_rounds, "0 or more rounds")
-
-
-def check_init(init: str) -> None:
-    """ValueError for an ``init`` outside :data:`INIT_CHOICES` (an algorithm built directly)."""
-    if init not in INIT_CHOICES:
-        raise ValueError(f"init must be 'kmeans++' or 'random', not {init!r}")
-
-
 #: who gives a method the true number of clusters, said by ``num_clusters = 0``
 PAPERS_GIVE = "the papers give these methods the true number of clusters"
 EMDCFL_GIVES = "what EMD-CFL gives it"
@@ -104,31 +47,6 @@ def with_group_count(params, federation):
         raise ValueError("num_clusters = 0 needs the clients' ground-truth groups")
     count = len(np.unique(np.asarray(federation.groups)))
     return dataclasses.replace(params, num_clusters=count)
-
-
-def seeding_size(num_params: int, num_clusters: int) -> int:
-    """How many clients a seeding round takes at most, for a model of ``num_params``
-    parameters (0: unknown, :data:`SEED_CLIENTS`); never fewer than ``num_clusters``."""
-    cap = SEED_CLIENTS if num_params <= 0 else min(SEED_CLIENTS, SEED_BYTES // (4 * num_params))
-    return max(int(cap), int(num_clusters), 1)
-
-
-def seeding_round_models(params, *, num_clients: int, clients_per_round: int,
-                         num_params: int) -> int:  # fmt: skip
-    """Client models a round of IFCA or FeSEM brings at most: with ``init = "kmeans++"``,
-    those of the seeding round's clients (:func:`seeding_size`), else the cohort's."""
-    if params.init != "kmeans++":
-        return clients_per_round
-    seeding = min(num_clients, seeding_size(num_params, max(params.num_clusters, 1)))
-    return max(clients_per_round, seeding)
-
-
-def seeding_clients(num_clients: int, rng: np.random.Generator, size: int) -> np.ndarray:
-    """The clients of a seeding round, ascending: all of them, or ``size`` drawn uniformly
-    without replacement when there are more."""
-    if num_clients <= size:
-        return np.arange(num_clients, dtype=np.int64)
-    return np.sort(rng.choice(num_clients, size=size, replace=False)).astype(np.int64)
 
 
 def sq_distances(models: np.ndarray, centres: np.ndarray) -> np.ndarray:
@@ -191,18 +109,12 @@ def kmeans(
 
 
 __all__ = [
-    "INIT_CHOICES",
-    "WARM_UP_CONDITIONS",
-    "WARM_UP_STORED_DEFAULTS",
-    "check_init",
-    "check_warm_up",
-    "fedavg_rounds_setting",
-    "init_setting",
-    "SEED_BYTES",
-    "SEED_CLIENTS",
+    "EMDCFL_GIVES",
+    "PAPERS_GIVE",
+    "check_cluster_count",
+    "cluster_count_setting",
     "kmeans",
     "kmeanspp_seeds",
-    "seeding_clients",
-    "seeding_size",
     "sq_distances",
+    "with_group_count",
 ]

@@ -26,6 +26,7 @@ import numpy as np
 from distfl.algorithms import api
 from distfl.algorithms.common.agglomerative import agglomerate, nearest_cluster
 from distfl.algorithms.common.kmeans import with_group_count
+from distfl.settings import Condition
 
 ROOT = "0"
 #: rows of the one-shot round's distance matrix a pooled piece computes
@@ -52,6 +53,37 @@ def leaf_ids(count: int) -> list[str]:
     return [f"{ROOT}.{i}" for i in range(count)]
 
 
+def cluster_cut_setting():
+    """The ``num_clusters`` key of a one-shot algorithm (FedClust's, PACFL's)."""
+    return api.setting(
+        -1,
+        "−1, 0..n",
+        "−1: cut the hierarchy at `threshold` (the paper's); n ≥ 1: into n clusters; 0: one per "
+        "ground-truth data group (as IFCA's key). At most the one-shot round's clients",
+    )
+
+
+def probe_clients_setting():
+    """The ``probe_clients`` key of a one-shot algorithm."""
+    return api.setting(
+        0,
+        "0..K",
+        "clients of the one-shot round: 0 every client (the paper's); n a uniform sample of n, "
+        "the others joining the nearest cluster when first sampled",
+    )
+
+
+def one_shot_datasets(distances: str, *extra: tuple[str, str, str]) -> tuple:
+    """A one-shot algorithm's ``split_datasets``: the probed clients, their ``distances``
+    (what the n × n matrix holds), their clusters, then the algorithm's ``extra``."""
+    return (
+        ("clients", "[n]", "the clients of the one-shot round"),
+        ("distances", "[n, n]", distances),
+        ("labels", "[n]", "the cluster of each client of the one-shot round"),
+        *extra,
+    )
+
+
 def blocks(n: int) -> int:
     """Pooled pieces of an n-row distance matrix: ⌈n / BLOCK⌉."""
     return max(1, -(-n // BLOCK))
@@ -67,16 +99,35 @@ def block_rows(distances_of, rows: np.ndarray, task: int, extra: dict) -> np.nda
     return out.reshape(-1)
 
 
+class OneShotParams(api.Params):
+    """What a one-shot algorithm's settings share (its dataclass subclasses this): the
+    ``threshold`` takes effect only for the cut (``num_clusters`` −1), and
+    :meth:`check_cut` checks ``probe_clients`` and ``num_clusters``."""
+
+    conditions = {
+        "threshold": Condition(("algorithm.num_clusters",), "algorithm.num_clusters = -1 "
+                               "(the cut at the threshold)", lambda c: c.algorithm.num_clusters < 0)
+    }  # fmt: skip
+
+    def check_cut(self, config) -> None:
+        K = config.data.num_clients
+        api.require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
+                    f"0 (every client) or 1 to data.num_clients ({K})")  # fmt: skip
+        n = self.probe_clients or K
+        api.require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
+                    self.num_clusters, f"-1 (the threshold), 0 (the number of data groups) or "
+                    f"1 to the one-shot round's {n} clients")  # fmt: skip
+
+
 class OneShotClustering(api.ClusteringAlgorithm):
-    """The shared server half; a subclass names its probe (``op``, ``row_width``,
-    ``probe_args``) and its distances (``pairwise``: the one-shot matrix, ``cross``: from
-    newcomers to the clustered clients)."""
+    """The shared server half; a subclass names its probe (its one ``client_ops`` entry,
+    ``row_width``, ``probe_args``) and its distances (``pairwise``: the one-shot matrix,
+    ``cross``: from newcomers to the clustered clients)."""
 
     #: its Params' number of clusters (``distfl suite --true-clusters``)
     clusters_key = "num_clusters"
     #: the row-kind tag of the subclass's random streams
     tag: ClassVar[int] = 0
-    op: ClassVar[str] = ""
     #: the n × n distances the server keeps, the pooled pieces and scipy's condensed copy
     pair_bytes = 8
     working_bytes = 24
@@ -109,6 +160,11 @@ class OneShotClustering(api.ClusteringAlgorithm):
 
     # -- what a subclass gives -------------------------------------------------------
 
+    @property
+    def op(self) -> str:
+        """Its probe's op: the one op of its ``client_ops``."""
+        return self.client_ops[0]
+
     def row_width(self) -> int:
         raise NotImplementedError
 
@@ -118,6 +174,12 @@ class OneShotClustering(api.ClusteringAlgorithm):
     def pairwise(self, rows: np.ndarray) -> np.ndarray:
         """[n, n] distances between the one-shot round's rows."""
         raise NotImplementedError
+
+    def pooled_pairwise(self, block, payload: dict) -> np.ndarray:
+        """[n, n]: the pieces of ``block`` (a pooled function of ``payload``, whose ``rows``
+        are the n rows, made with :func:`block_rows`) over the run's pool, put together."""
+        n = len(payload["rows"])
+        return self.pool.map(block, payload, blocks(n), BLOCK * n).reshape(-1, n)[:n]
 
     def cross(self, rows: np.ndarray, clustered: np.ndarray) -> np.ndarray:
         """[m, n] distances from newcomers' rows to the clustered clients' rows."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from distfl import plot
 from distfl.hierarchy import node_order
-from distfl.plot import LEGEND_PT, Drawn, Palette, new_figure
 from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runfile.view import RunData
 
@@ -35,7 +35,7 @@ def latest_weights(table: dict, num_clients: int) -> tuple[list[str], np.ndarray
     return ids, out
 
 
-def soft_weights(data: RunData, palette: Palette) -> Drawn | None:
+def soft_weights(data: RunData, palette: plot.Palette) -> plot.Drawn | None:
     """Clients × clusters: each client's weights as last recorded, clients in ground-truth
     group order."""
     if data.run is None:
@@ -47,18 +47,18 @@ def soft_weights(data: RunData, palette: Palette) -> Drawn | None:
     ids, W = latest_weights(table, K)
     order = np.argsort(data.groups, kind="stable")
     shown = W[order]
-    fig = new_figure(max(5.5, 2.5 + 0.6 * len(ids)), 3.0 + min(K, 400) * 0.012)
+    fig = plot.new_figure(max(5.5, 2.5 + 0.6 * len(ids)), 3.0 + min(K, 400) * 0.012)
     ax = fig.add_subplot()
     image = ax.imshow(shown, aspect="auto", interpolation="nearest", cmap="viridis",
                       vmin=0.0, vmax=1.0)  # fmt: skip
-    ax.set_xticks(range(len(ids)), ids, fontsize=LEGEND_PT)
+    ax.set_xticks(range(len(ids)), ids, fontsize=plot.LEGEND_PT)
     ax.set_xlabel("cluster")
     groups = data.groups[order]
     starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]])
     for s in starts[1:]:
         ax.axhline(s - 0.5, color="white", lw=1.0)
     mids = [(a + b - 1) / 2 for a, b in zip(starts, np.r_[starts[1:], K], strict=True)]
-    ax.set_yticks(mids, [palette.name(int(groups[s])) for s in starts], fontsize=LEGEND_PT)
+    ax.set_yticks(mids, [palette.name(int(groups[s])) for s in starts], fontsize=plot.LEGEND_PT)
     ax.set_ylabel("clients, by ground-truth group")
     fig.colorbar(image, ax=ax, label="weight")
     never = int(np.isnan(W).all(axis=1).sum())

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from distfl.plot import LEGEND_PT, Drawn, Palette, new_figure, setting
+from distfl import plot
 from distfl.runfile.view import RunData
 
 
@@ -28,10 +28,10 @@ def epsilon_window(distances: np.ndarray, groups: np.ndarray) -> tuple[float, fl
     return lo, hi
 
 
-def emd_distances(data: RunData, palette: Palette) -> Drawn | None:
+def emd_distances(data: RunData, palette: plot.Palette) -> plot.Drawn | None:
     """EMD-CFL's mutual distances of same-group and cross-group pairs against ε."""
     root = next((n for n in data.hierarchy if n.parent == "" and "distances" in n.datasets), None)
-    eps = setting(data, "epsilon")
+    eps = plot.setting(data, "epsilon")
     if root is None or eps is None:
         return None
     D = np.asarray(root.datasets["distances"], dtype=np.float64)
@@ -49,7 +49,7 @@ def emd_distances(data: RunData, palette: Palette) -> Drawn | None:
         return None
     lo, hi = min(finite.min(), eps), max(finite.max(), eps)
     bins = np.linspace(lo, hi + 1e-12, 60)
-    fig = new_figure(8, 4.5)
+    fig = plot.new_figure(8, 4.5)
     ax = fig.add_subplot()
     parts = []
     for mask, label, colour in ((same, "same group", "tab:blue"),
@@ -79,7 +79,7 @@ def emd_distances(data: RunData, palette: Palette) -> Drawn | None:
     ax.set_xlabel("max(d_cc', d_c'c): EMD minus the reference τ, the larger of both ways")
     ax.set_ylabel("pairs")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=LEGEND_PT)
+    ax.legend(fontsize=plot.LEGEND_PT)
     ax.set_title("EMD-CFL: pair distances against ε")
     return fig, (
         "Every pair of clients' distance as the adjacency reads it (the larger of d_cc' and "

@@ -34,8 +34,14 @@ import numpy as np
 
 from distfl.algorithms import api
 from distfl.algorithms.common.agglomerative import LINKAGES
-from distfl.algorithms.common.oneshot import BLOCK, OneShotClustering, block_rows, blocks
-from distfl.settings import Condition
+from distfl.algorithms.common.oneshot import (
+    OneShotClustering,
+    OneShotParams,
+    block_rows,
+    cluster_cut_setting,
+    one_shot_datasets,
+    probe_clients_setting,
+)
 
 #: the most local steps a client trains before sending its weights
 MAX_STEPS = 1_000_000
@@ -65,19 +71,14 @@ def distance_block(payload: dict[str, np.ndarray], task: int) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class FedClustParams(api.Params):
+class FedClustParams(OneShotParams):
     threshold: float = api.setting(
         5.0,
         "float ≥ 0",
         "λ: clusters merge while their distance is at most λ (Euclidean, between final-layer "
         "weights; EMD-CFL used 5 on rotated digits); `num_clusters` ≥ 0 wins over it",
     )
-    num_clusters: int = api.setting(
-        -1,
-        "−1, 0..n",
-        "−1: cut the hierarchy at `threshold` (the paper's); n ≥ 1: into n clusters; 0: one per "
-        "ground-truth data group (as IFCA's key). At most the one-shot round's clients",
-    )
+    num_clusters: int = cluster_cut_setting()
     steps: int = api.setting(
         0,
         "int ≥ 0",
@@ -88,29 +89,14 @@ class FedClustParams(api.Params):
         "average", "`average`, `weighted`, `complete`, `single`",
         "the hierarchical clustering's linkage",
     )  # fmt: skip
-    probe_clients: int = api.setting(
-        0,
-        "0..K",
-        "clients of the one-shot round: 0 every client (the paper's); n a uniform sample of n, "
-        "the others joining the nearest cluster when first sampled",
-    )
+    probe_clients: int = probe_clients_setting()
 
     choices = {"linkage": LINKAGES}
-    conditions = {
-        "threshold": Condition(("algorithm.num_clusters",), "algorithm.num_clusters = -1 "
-                               "(the cut at the threshold)", lambda c: c.algorithm.num_clusters < 0)
-    }  # fmt: skip
 
     def check(self, config) -> None:
-        K = config.data.num_clients
         api.require(0 <= self.steps <= MAX_STEPS, "steps", self.steps,
                 f"0 (train.local_steps) or up to {MAX_STEPS:,} local steps")  # fmt: skip
-        api.require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
-                f"0 (every client) or 1 to data.num_clients ({K})")  # fmt: skip
-        n = self.probe_clients or K
-        api.require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
-                self.num_clusters, f"-1 (the threshold), 0 (the number of data groups) or 1 "
-                f"to the one-shot round's {n} clients")  # fmt: skip
+        self.check_cut(config)
         api.require(np.isfinite(self.threshold) and self.threshold >= 0, "threshold",
                 self.threshold, "a distance of 0 or more")  # fmt: skip
 
@@ -121,13 +107,8 @@ class FedClust(OneShotClustering):
     Params = FedClustParams
     client_ops = ("weights",)
     client = "distfl.algorithms.fedclust.client:FedClustClient"
-    op = "weights"
     tag = 0xFC1
-    split_datasets = (
-        ("clients", "[n]", "the clients of the one-shot round"),
-        ("distances", "[n, n]", "Euclidean distances of final-layer weights (up to 4,096)"),
-        ("labels", "[n]", "the cluster of each client of the one-shot round"),
-    )
+    split_datasets = one_shot_datasets("Euclidean distances of final-layer weights (up to 4,096)")
 
     def _span(self) -> tuple[int, int]:
         start, stop = self.federation.last_layer
@@ -144,9 +125,7 @@ class FedClust(OneShotClustering):
         return (int(steps), *self._span())
 
     def pairwise(self, rows: np.ndarray) -> np.ndarray:
-        n = len(rows)
-        out = self.pool.map(distance_block, {"rows": rows}, blocks(n), BLOCK * n)
-        return out.reshape(-1, n)[:n]
+        return self.pooled_pairwise(distance_block, {"rows": rows})
 
     def cross(self, rows: np.ndarray, clustered: np.ndarray) -> np.ndarray:
         return euclidean(rows, clustered)

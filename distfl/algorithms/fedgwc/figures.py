@@ -8,38 +8,32 @@ from __future__ import annotations
 
 import numpy as np
 
-from distfl.plot import (
-    LEGEND_PT,
-    Drawn,
-    Palette,
-    cluster_label,
-    new_figure,
-    setting,
-    split_markers,
-)
+from distfl import plot
 from distfl.runfile.view import RunData, SplitRecord, series
 
 
-def mse(data: RunData, palette: Palette) -> Drawn | None:
+def mse(data: RunData, palette: plot.Palette) -> plot.Drawn | None:
     per_cluster = series(data.cluster_metrics, "mse")
     per_cluster = {c: (r, v) for c, (r, v) in per_cluster.items() if (v > 0).any()}
     if not per_cluster:
         return None
-    eps, patience = setting(data, "epsilon"), setting(data, "patience")
-    fig = new_figure(8, 4.5)
+    eps, patience = plot.setting(data, "epsilon"), plot.setting(data, "patience")
+    fig = plot.new_figure(8, 4.5)
     ax = fig.add_subplot()
     for cid, (r, v) in per_cluster.items():
         keep = v > 0
-        ax.plot(r[keep], v[keep], color=palette.of(cid), lw=1.5, label=cluster_label(cid))
+        ax.plot(r[keep], v[keep], color=palette.of(cid), lw=1.5, label=plot.cluster_label(cid))
     if eps is not None:
         ax.axhline(eps, color="crimson", ls="--", lw=1.2, label=f"ε = {eps:g}")
-    split_markers(ax, data)
+    plot.split_markers(ax, data)
     ax.set_yscale("log")
     ax.set_xlabel("round")
     ax.set_ylabel("MSE of P between rounds")
     ax.grid(alpha=0.3, which="both")
     if len(per_cluster) <= 16:
-        ax.legend(fontsize=LEGEND_PT, loc="upper right", ncols=2 if len(per_cluster) > 4 else 1)
+        ax.legend(
+            fontsize=plot.LEGEND_PT, loc="upper right", ncols=2 if len(per_cluster) > 4 else 1
+        )
     ax.set_title("Convergence of each cluster's interaction matrix")
     caption = "MSE between consecutive interaction matrices P of each cluster (log scale)"
     if eps is not None and patience is not None:
@@ -50,7 +44,7 @@ def mse(data: RunData, palette: Palette) -> Drawn | None:
     return fig, caption + "."
 
 
-def contrast(data: RunData, palette: Palette) -> Drawn | None:
+def contrast(data: RunData, palette: plot.Palette) -> plot.Drawn | None:
     """FedGWC's block contrast of P and W by ground-truth group over rounds."""
     panels = []
     for name, title in (("p", "interaction matrix P"), ("w", "affinity W")):
@@ -63,12 +57,12 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
         return None
     from matplotlib.patches import Patch
 
-    fig = new_figure(8, 3.4 * len(panels) + 0.8)
+    fig = plot.new_figure(8, 3.4 * len(panels) + 0.8)
     axes = fig.subplots(len(panels), 1, sharex=True, squeeze=False)[:, 0]
     for ax, (title, within, cross, spread) in zip(axes, panels, strict=True):
         for cid, (r, v) in within.items():
             colour = palette.of(cid)
-            ax.plot(r, v, color=colour, lw=1.5, label=f"{cluster_label(cid)}: same group")
+            ax.plot(r, v, color=colour, lw=1.5, label=f"{plot.cluster_label(cid)}: same group")
             if cid in spread:
                 rs, sd = spread[cid]
                 at = {int(x): y for x, y in zip(rs, sd, strict=True)}
@@ -77,10 +71,10 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
             if cid in cross:
                 rc, vc = cross[cid]
                 ax.plot(rc, vc, color=colour, lw=1.5, ls="--",
-                        label=f"{cluster_label(cid)}: across groups")  # fmt: skip
-        split_markers(ax, data)
+                        label=f"{plot.cluster_label(cid)}: across groups")  # fmt: skip
+        plot.split_markers(ax, data)
         ax.set_ylabel(f"mean entry of {title.split()[-1]}")
-        ax.set_title(title, fontsize=LEGEND_PT + 1, loc="left")
+        ax.set_title(title, fontsize=plot.LEGEND_PT + 1, loc="left")
         ax.grid(alpha=0.3)
 
     axes[-1].set_xlabel("round")
@@ -93,7 +87,7 @@ def contrast(data: RunData, palette: Palette) -> Drawn | None:
         handles = list(named.values())
         handles.append(Patch(color="0.5", alpha=0.3,
                              label="band: ± a row's spread within its group"))  # fmt: skip
-        fig.legend(handles=handles, loc="outside lower center", fontsize=LEGEND_PT, ncols=3)
+        fig.legend(handles=handles, loc="outside lower center", fontsize=plot.LEGEND_PT, ncols=3)
     fig.suptitle("Does each cluster's P and W show its ground-truth groups?")
     return fig, (
         "Block contrast by ground-truth group, per cluster and round: the mean entry over "
@@ -127,8 +121,8 @@ def test_outcomes(
     with ``stable_tests`` > 1 and no references drawn: the proposal waits for the next test
     to repeat it), else ``proposed``."""
     split_at = {n.split_round for n in data.hierarchy if n.id == cid and n.split_round >= 0}
-    threshold, ratio = setting(data, "db_threshold"), setting(data, "reference_ratio")
-    stable = setting(data, "stable_tests") or 1
+    threshold, ratio = plot.setting(data, "db_threshold"), plot.setting(data, "reference_ratio")
+    stable = plot.setting(data, "stable_tests") or 1
     out = []
     for t, score in zip(rounds.tolist(), scores.tolist(), strict=True):
         if int(t) in split_at:
@@ -144,7 +138,7 @@ def test_outcomes(
     return out
 
 
-def db_tests(data: RunData, palette: Palette) -> Drawn | None:
+def db_tests(data: RunData, palette: plot.Palette) -> plot.Drawn | None:
     """FedGWC's split tests: each test's best Davies–Bouldin score against the threshold
     and, with the calibrated test, against the Gaussian references' score; each marked
     with what came of it (:func:`test_outcomes`)."""
@@ -154,8 +148,8 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
     if not db:
         return None
     reference = series(data.cluster_metrics, "db_reference")
-    threshold, ratio = setting(data, "db_threshold"), setting(data, "reference_ratio")
-    fig = new_figure(8, 5.6)
+    threshold, ratio = plot.setting(data, "db_threshold"), plot.setting(data, "reference_ratio")
+    fig = plot.new_figure(8, 5.6)
     ax = fig.add_subplot()
     seen: set[str] = set()
     for cid, (r, v) in db.items():
@@ -175,13 +169,13 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
             seen.add("mark")
     if threshold is not None:
         ax.axhline(threshold, color="crimson", ls="--", lw=1.2)
-    split_markers(ax, data)
+    plot.split_markers(ax, data)
     ax.set_xlabel("round")
     ax.set_ylabel("best Davies–Bouldin score (lower: more clustered)")
     ax.grid(alpha=0.3)
     ax.set_ylim(0, max(float(np.nanmax([v.max() for _, v in db.values()])), threshold or 0) * 1.15)
     handles = [Line2D([], [], ls="", marker="o", ms=8, color=palette.of(cid),
-                      label=cluster_label(cid)) for cid in db][:8]  # fmt: skip
+                      label=plot.cluster_label(cid)) for cid in db][:8]  # fmt: skip
     for kind, (marker, filled, text) in TEST_OUTCOMES.items():
         if kind in seen:
             face = "0.3" if filled else "white"
@@ -192,14 +186,14 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
                               label=f"{ratio:g} × the references' median: to beat"))  # fmt: skip
     if threshold is not None:
         handles.append(Line2D([], [], color="crimson", ls="--", label=f"threshold {threshold:g}"))
-    fig.legend(handles=handles, loc="outside lower center", fontsize=LEGEND_PT, ncols=3)
+    fig.legend(handles=handles, loc="outside lower center", fontsize=plot.LEGEND_PT, ncols=3)
     ax.set_title("Split tests: the best score, what it had to beat, what came of it")
     caption = (
         "The best Davies–Bouldin score of each split test's spectral partitions, one marker "
         "per test in the cluster's colour, its shape saying what came of it: a star where "
         "the cluster split; hollow circles above the threshold (dashed red)"
     )
-    stable = setting(data, "stable_tests") or 1
+    stable = plot.setting(data, "stable_tests") or 1
     if stable > 1:
         caption += (
             f"; hollow squares below it whose partition waits for the next test to propose "
@@ -215,14 +209,14 @@ def db_tests(data: RunData, palette: Palette) -> Drawn | None:
     return fig, caption + "."
 
 
-def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | None:
+def split_embedding(data: RunData, split: SplitRecord, palette: plot.Palette) -> plot.Drawn | None:
     from matplotlib.lines import Line2D
 
     W = split.datasets.get("affinity")
     if W is None:
         return None
     xy = embedding_2d(W, data.config.run.effective_sampling_seed() + split.round)
-    fig = new_figure(7.5, 5.5)
+    fig = plot.new_figure(7.5, 5.5)
     ax = fig.add_subplot()
     kids = sorted(set(split.labels.tolist()))
     groups = sorted(set(split.groups.tolist()))
@@ -250,7 +244,7 @@ def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Draw
             ls="",
             marker="o",
             color=palette.of(f"{split.id}.{c}"),
-            label=cluster_label(f"{split.id}.{c}"),
+            label=plot.cluster_label(f"{split.id}.{c}"),
         )  # fmt: skip
         for c in kids
     ]
@@ -259,7 +253,7 @@ def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Draw
         for g in groups
     ]
     # beside the axes, where they hide no client
-    kw = dict(fontsize=LEGEND_PT, title_fontsize=LEGEND_PT)
+    kw = dict(fontsize=plot.LEGEND_PT, title_fontsize=plot.LEGEND_PT)
     fig.legend(handles=colour, title="cluster", loc="outside right upper", **kw)
     fig.legend(handles=shape, title="group", loc="outside right lower", **kw)
     ax.set_title(f"Split of {split.id} at round {split.round}: spectral embedding of W")
@@ -269,7 +263,7 @@ def split_embedding(data: RunData, split: SplitRecord, palette: Palette) -> Draw
     )
 
 
-def split_db(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | None:
+def split_db(data: RunData, split: SplitRecord, palette: plot.Palette) -> plot.Drawn | None:
     scores = split.datasets.get("db_scores")
     if scores is None or not len(scores):
         return None
@@ -277,7 +271,7 @@ def split_db(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | Non
     ns = np.arange(2, 2 + len(scores))
     chosen = len(set(split.labels.tolist()))
     finite = np.isfinite(scores)
-    fig = new_figure(6, 4)
+    fig = plot.new_figure(6, 4)
     ax = fig.add_subplot()
     colours = ["tab:orange" if n == chosen else "tab:blue" for n in ns]
     heights = np.where(finite, scores, 0.0)
@@ -285,13 +279,13 @@ def split_db(data: RunData, split: SplitRecord, palette: Palette) -> Drawn | Non
     for n, ok in zip(ns, finite, strict=True):
         if not ok:
             ax.text(n, 0, "n/a", ha="center", va="bottom", fontsize=8, color="0.4")
-    threshold = setting(data, "db_threshold")
+    threshold = plot.setting(data, "db_threshold")
     if threshold is not None:
         ax.axhline(threshold, color="crimson", ls="--", lw=1.2, label=f"threshold {threshold:g}")
     ax.set_xticks(ns)
     ax.set_xlabel("number of clusters n")
     ax.set_ylabel("Davies–Bouldin score (lower is better)")
-    ax.legend(fontsize=LEGEND_PT)
+    ax.legend(fontsize=plot.LEGEND_PT)
     ax.grid(alpha=0.3, axis="y")
     ax.set_title(
         f"Split of {split.id} at round {split.round}: DB per candidate n (chosen {chosen})"

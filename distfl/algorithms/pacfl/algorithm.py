@@ -47,8 +47,14 @@ import numpy as np
 
 from distfl.algorithms import api
 from distfl.algorithms.common.agglomerative import LINKAGES
-from distfl.algorithms.common.oneshot import BLOCK, OneShotClustering, block_rows, blocks
-from distfl.settings import Condition
+from distfl.algorithms.common.oneshot import (
+    OneShotClustering,
+    OneShotParams,
+    block_rows,
+    cluster_cut_setting,
+    one_shot_datasets,
+    probe_clients_setting,
+)
 
 # -- pure math -------------------------------------------------------------------------
 
@@ -133,7 +139,7 @@ def smallest_train_split(config) -> int | None:
 
 
 @dataclass(frozen=True)
-class PACFLParams(api.Params):
+class PACFLParams(OneShotParams):
     num_basis: int = api.setting(
         3, "int ≥ 1", "p, the leading left singular vectors of its data matrix each client sends"
     )
@@ -143,12 +149,7 @@ class PACFLParams(api.Params):
         "β: clusters merge while their proximity is at most β degrees (public code's default "
         "3.5; EMD-CFL used 12 on rotated digits); `num_clusters` ≥ 0 wins over it",
     )
-    num_clusters: int = api.setting(
-        -1,
-        "−1, 0..n",
-        "−1: cut the hierarchy at `threshold` (the paper's); n ≥ 1: into n clusters; 0: one per "
-        "ground-truth data group (as IFCA's key). At most the one-shot round's clients",
-    )
+    num_clusters: int = cluster_cut_setting()
     proximity: str = api.setting(
         "smallest",
         "`smallest`, `sum`",
@@ -160,23 +161,13 @@ class PACFLParams(api.Params):
         "`weighted`, `average`, `complete`, `single`",
         "the hierarchical clustering's linkage (`weighted`: the public code's, WPGMA)",
     )
-    probe_clients: int = api.setting(
-        0,
-        "0..K",
-        "clients of the one-shot round: 0 every client (the paper's); n a uniform sample of n, "
-        "the others joining the nearest cluster when first sampled",
-    )
+    probe_clients: int = probe_clients_setting()
 
     choices = {"proximity": ("smallest", "sum"), "linkage": LINKAGES}
-    conditions = {
-        "threshold": Condition(("algorithm.num_clusters",), "algorithm.num_clusters = -1 "
-                               "(the cut at the threshold)", lambda c: c.algorithm.num_clusters < 0)
-    }  # fmt: skip
 
     def check(self, config) -> None:
         from distfl.datasets import dataset_spec
 
-        K = config.data.num_clients
         api.require(self.num_basis >= 1, "num_basis", self.num_basis, "at least 1")
         features = math.prod(dataset_spec(config.data.dataset).input_shape(config))
         api.require(self.num_basis <= features, "num_basis", self.num_basis,
@@ -184,12 +175,7 @@ class PACFLParams(api.Params):
         fewest = smallest_train_split(config)
         api.require(fewest is None or self.num_basis <= fewest, "num_basis", self.num_basis,
                 f"at most the {fewest} train samples of the smallest client")  # fmt: skip
-        api.require(0 <= self.probe_clients <= K, "probe_clients", self.probe_clients,
-                f"0 (every client) or 1 to data.num_clients ({K})")  # fmt: skip
-        n = self.probe_clients or K
-        api.require(self.num_clusters == -1 or 0 <= self.num_clusters <= n, "num_clusters",
-                self.num_clusters, f"-1 (the threshold), 0 (the number of data groups) or 1 "
-                f"to the one-shot round's {n} clients")  # fmt: skip
+        self.check_cut(config)
         top = 90.0 if self.proximity == "smallest" else 90.0 * self.num_basis
         api.require(0.0 <= self.threshold <= top, "threshold", self.threshold,
                 f"between 0 and {top:g} degrees")  # fmt: skip
@@ -201,12 +187,9 @@ class PACFL(OneShotClustering):
     Params = PACFLParams
     client_ops = ("basis",)
     client = "distfl.algorithms.pacfl.client:PACFLClient"
-    op = "basis"
     tag = 0x9AC1
-    split_datasets = (
-        ("clients", "[n]", "the clients of the one-shot round"),
-        ("distances", "[n, n]", "principal angles in degrees (up to 4,096 clients)"),
-        ("labels", "[n]", "the cluster of each client of the one-shot round"),
+    split_datasets = one_shot_datasets(
+        "principal angles in degrees (up to 4,096 clients)",
         ("rank", "[n]", "the vectors of each client's basis (0: no subspace)"),
     )
 
@@ -223,14 +206,12 @@ class PACFL(OneShotClustering):
         return num_probed * self.row_width() * 8
 
     def pairwise(self, rows: np.ndarray) -> np.ndarray:
-        n = len(rows)
         payload = {
             "rows": rows,
             "num_basis": np.array([self.num_basis]),
             "sum": np.array([self.proximity == "sum"]),
         }
-        out = self.pool.map(angle_block, payload, blocks(n), BLOCK * n)
-        return out.reshape(-1, n)[:n]
+        return self.pooled_pairwise(angle_block, payload)
 
     def cross(self, rows: np.ndarray, clustered: np.ndarray) -> np.ndarray:
         return principal_angles(rows, clustered, self.num_basis, self.proximity)
