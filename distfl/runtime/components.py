@@ -30,6 +30,7 @@ from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runfile.run import participation_line
 from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
+from distfl.runtime.evaluation import Scores
 from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import peak_rss_mb
 
@@ -105,12 +106,10 @@ class RoundResult:
     #: the clusters that trained (split parents too) and how many clients each sampled
     trained: list[str]
     sampled: dict[str, int]
-    #: whether the round evaluated, and the federation's balanced accuracy, plain accuracy
-    #: and test loss (NaN without an evaluation)
+    #: whether the round evaluated, and what the evaluation scored (:data:`NO_SCORES`, all
+    #: NaN, without one)
     evaluated: bool
-    accuracy: float
-    accuracy_plain: float
-    test_loss: float
+    scores: Scores
     #: seconds since the run's first round (across resumes), bytes this world moved
     elapsed: float
     moved: int
@@ -118,16 +117,8 @@ class RoundResult:
     rate: float
     #: seconds the algorithm's update took on the server (its split tests included)
     update_s: float = math.nan
-    #: the lowest and the 10th percentile of the evaluated clients' balanced accuracies
-    #: (:func:`distfl.metrics.low_tail`; NaN without an evaluation)
-    accuracy_worst: float = math.nan
-    accuracy_p10: float = math.nan
     #: what participation did to the round's plan (dropouts, the deadline, the clock)
     participation: RoundParticipation = OFF
-    #: the test loss of the evaluated clients that have trained so far and of those that
-    #: never have (``eval.coverage``; NaN without it or without an evaluation)
-    loss_in_sample: float = math.nan
-    loss_out_of_sample: float = math.nan
 
 
 def _mean(values: np.ndarray) -> float:
@@ -203,14 +194,15 @@ class Recorder(Component):
             "num_splits": len(r.update.splits),
             "train_loss_first": _mean(r.reports.losses[:, 0]),
             "train_loss_last": _mean(r.reports.losses[:, -1]),
-            "accuracy": r.accuracy,
-            "accuracy_worst": r.accuracy_worst,
-            "accuracy_p10": r.accuracy_p10,
-            "accuracy_plain": r.accuracy_plain,
-            "test_loss": r.test_loss,
+            "accuracy": r.scores.accuracy,
+            "accuracy_worst": r.scores.accuracy_worst,
+            "accuracy_p10": r.scores.accuracy_p10,
+            "accuracy_plain": r.scores.accuracy_plain,
+            "test_loss": r.scores.test_loss,
             "federation_bytes": server.round_bytes,
             **_participation_columns(record.metrics, r.participation),
-            "loss_in_sample": r.loss_in_sample, "loss_out_of_sample": r.loss_out_of_sample,
+            "loss_in_sample": r.scores.loss_in_sample,
+            "loss_out_of_sample": r.scores.loss_out_of_sample,
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
@@ -295,7 +287,8 @@ class ProgressDisplay(Component):
         self.progress.evaluation(t, done, total, seconds)
 
     def after_round(self, server: ServerView, r: RoundResult) -> None:
-        self.progress.update(r.round, clusters=len(server.state.models), accuracy=r.accuracy,
+        self.progress.update(r.round, clusters=len(server.state.models),
+                             accuracy=r.scores.accuracy,
                              rounds_per_s=r.rate, loss=float(r.reports.losses[:, -1].mean())
                              if len(r.reports.losses) else math.nan,
                              sim_s=_last(server.state.record.metrics["sim_elapsed_s"]))  # fmt: skip

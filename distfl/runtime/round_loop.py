@@ -90,13 +90,10 @@ class RoundLoop:
         now = time.perf_counter()
         return RoundResult(
             round=t, reports=reports, update=update, trained=trained, sampled=sampled,
-            evaluated=evaluated, accuracy=scores.accuracy, accuracy_plain=scores.accuracy_plain,
-            test_loss=scores.test_loss, elapsed=server.timing.elapsed(now),
+            evaluated=evaluated, scores=scores, elapsed=server.timing.elapsed(now),
             moved=server.comm.bytes_moved - bytes_before,
             rate=(t - first + 1) / max(server.timing.since_loop(now), 1e-9), update_s=update_s,
-            accuracy_worst=scores.accuracy_worst, accuracy_p10=scores.accuracy_p10,
-            participation=took_part, loss_in_sample=scores.loss_in_sample,
-            loss_out_of_sample=scores.loss_out_of_sample,
+            participation=took_part,
         )  # fmt: skip
 
     def run(self) -> dict:
@@ -126,7 +123,7 @@ class RoundLoop:
                 if result is None:  # the run stops after round t - 1
                     break
                 if result.evaluated:
-                    accuracy = result.accuracy
+                    accuracy = result.scores.accuracy
                 if server.stopping(t):
                     break
             try:

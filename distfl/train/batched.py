@@ -27,8 +27,6 @@ avoids.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import torch
 from torch import nn
@@ -38,6 +36,7 @@ from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.models import MLP, ConvNet
 from distfl.pooling import max_pool
+from distfl.train.chunked import ChunkedTrainer
 from distfl.train.optim import StackedOptimiser, state_copies
 from distfl.train.sequential import clients_per_chunk, stream_rows
 
@@ -74,7 +73,7 @@ def _up(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
 
 
-class BatchedTrainer:
+class BatchedTrainer(ChunkedTrainer):
     def __init__(
         self,
         model: nn.Module,
@@ -134,39 +133,6 @@ class BatchedTrainer:
         return clients_per_chunk(
             self.num_params, self.pad_to, sample, self.cfg.chunk_mb, copies=state_copies(self.cfg)
         )
-
-    def train_many(
-        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
-        between: Callable[[], None] | None = None,
-        weights: list[torch.Tensor] | None = None,
-        pull: tuple[torch.Tensor, float] | None = None,
-    ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
-        """S local steps for each client from the flat model ``start``: returns the new flat
-        models [n, P] (float32) and the losses [n, S]. ``weights``, if given, holds each
-        client's weight per train sample [n_k] (a batch's loss is then Σ_i w_i ℓ_i / b);
-        ``pull`` (a flat model a and μ), if given, adds (μ/2)‖θ − a‖² to every client's loss.
-        ``between`` is called before each step of each chunk (it may raise to give the
-        training up)."""
-        n = len(datas)
-        out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
-        losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
-        chunk = self.chunk_size(datas[0]) if n else 2
-        for lo in range(0, n, chunk):
-            hi = min(n, lo + chunk)
-            # A batched product over one client may take another kernel than over several
-            # (MKL's batched GEMM with a batch of one); pairing a lone client with a copy of
-            # itself keeps its bits those of any larger chunk, hence of any world size.
-            run = list(range(lo, hi)) if hi - lo > 1 else [lo, lo]
-            new, loss = self._train_chunk(
-                start,
-                [datas[i] for i in run],
-                [seeds[i] for i in run],
-                between,
-                None if weights is None else [weights[i] for i in run],
-                pull,
-            )
-            out[lo:hi], losses[lo:hi] = new[: hi - lo], loss[: hi - lo]
-        return out, losses
 
     # -- one chunk -----------------------------------------------------------------------
 

@@ -13,8 +13,6 @@ state and activations (at least two clients per chunk: see :meth:`train_many`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import torch
 from torch import nn
@@ -22,6 +20,7 @@ from torch.func import functional_call, grad_and_value, vmap
 
 from distfl.config import TrainSection
 from distfl.data import ClientData
+from distfl.train.chunked import ChunkedTrainer
 from distfl.train.optim import StackedOptimiser, state_copies
 from distfl.train.sequential import (
     clients_per_chunk,
@@ -31,7 +30,7 @@ from distfl.train.sequential import (
 )
 
 
-class VectorisedTrainer:
+class VectorisedTrainer(ChunkedTrainer):
     def __init__(
         self, model: nn.Module, train: TrainSection, device: torch.device, *, cosine: float = 0.0
     ):
@@ -70,47 +69,12 @@ class VectorisedTrainer:
             self.num_params, b, sample, self.cfg.chunk_mb, copies=state_copies(self.cfg)
         )
 
-    def train_many(
-        self, start: torch.Tensor, datas: list[ClientData], seeds: list[int],
-        between: Callable[[], None] | None = None,
-        weights: list[torch.Tensor] | None = None,
-        pull: tuple[torch.Tensor, float] | None = None,
-    ) -> tuple[torch.Tensor, np.ndarray]:  # fmt: skip
-        """S local steps for each client from the flat model ``start``: returns the new flat
-        models [n, P] (float32) and the losses [n, S]. ``weights``, if given, holds each
-        client's weight per train sample [n_k] (:func:`weighted_loss_function`); ``pull``
-        (a flat model a and μ), if given, adds (μ/2)‖θ − a‖² to every client's loss.
-        ``between`` is called before each step of each chunk (it may raise to give the
-        training up)."""
-        n = len(datas)
-        out = torch.empty((n, self.num_params), dtype=torch.float32, device=self.device)
-        losses = np.empty((n, self.cfg.local_steps), dtype=np.float64)
-        if n == 0:
-            return out, losses
-        # clients whose batch size differs (fewer samples than batch_size) train apart
+    def batch_groups(self, datas: list[ClientData]) -> list[list[int]]:
+        """Clients whose batch size differs (fewer samples than batch_size) train apart."""
         by_batch: dict[int, list[int]] = {}
         for i, d in enumerate(datas):
             by_batch.setdefault(min(self.cfg.batch_size, d.num_train), []).append(i)
-        chunk = self.chunk_size(datas[0])
-        for members in by_batch.values():
-            for lo in range(0, len(members), chunk):
-                idx = members[lo : lo + chunk]
-                # A chunk of one takes other kernels (vmap's conv with one group is a plain
-                # conv) and would give other bits than the same client in a larger chunk;
-                # pairing it with a copy of itself keeps every client's bits independent of
-                # its chunk, hence of the world size.
-                run = idx if len(idx) > 1 else idx * 2
-                new, loss = self._train_chunk(
-                    start,
-                    [datas[i] for i in run],
-                    [seeds[i] for i in run],
-                    between,
-                    None if weights is None else [weights[i] for i in run],
-                    pull,
-                )
-                out[idx] = new[: len(idx)]
-                losses[idx] = loss[: len(idx)]
-        return out, losses
+        return list(by_batch.values())
 
     def _split(self, flat: torch.Tensor) -> dict[str, torch.Tensor]:
         """The flat model [P] as views per parameter name."""

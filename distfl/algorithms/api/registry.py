@@ -92,16 +92,22 @@ def _int_field(params: type[Params], key: str) -> bool:
     return isinstance(default, int) and not isinstance(default, bool)
 
 
+def _entries(cls: type[ClusteringAlgorithm], attr: str, kind: type) -> tuple | list:
+    """``cls.<attr>``, checked to be a tuple (or list) of ``kind`` (TypeError otherwise)."""
+    entries = getattr(cls, attr)
+    if not isinstance(entries, (tuple, list)):
+        raise TypeError(f"{cls.__name__}.{attr} must be a tuple of {kind.__name__}")
+    for entry in entries:
+        if not isinstance(entry, kind):
+            raise TypeError(f"{cls.__name__}.{attr}: {entry!r} is not a {kind.__name__}")
+    return entries
+
+
 def _check_figures(cls: type[ClusteringAlgorithm]) -> None:
     """``cls.figures``: ReportFigure entries, each a PNG of a plain name of its own that is
     none of the report's own files, drawn by a function or a "module:function"."""
-    figures = cls.figures
-    if not isinstance(figures, (tuple, list)):
-        raise TypeError(f"{cls.__name__}.figures must be a tuple of ReportFigure")
     files = set()
-    for figure in figures:
-        if not isinstance(figure, ReportFigure):
-            raise TypeError(f"{cls.__name__}.figures: {figure!r} is not a ReportFigure")
+    for figure in _entries(cls, "figures", ReportFigure):
         name = figure.file
         own = ReportFigure.SPLIT_FILES if figure.per_split else ReportFigure.REPORT_FILES
         if (
@@ -133,14 +139,9 @@ def _check_tables(cls: type[ClusteringAlgorithm]) -> None:
     """``cls.tables``: RecordTable entries of plain names of their own (none of the run
     file's tables), rows per cluster, client, pair or (client, cluster), columns of kind
     int or float whose names are plain, distinct and none of the key columns."""
-    tables = cls.tables
     where = f"{cls.__name__}.tables"
-    if not isinstance(tables, (tuple, list)):
-        raise TypeError(f"{where} must be a tuple of RecordTable")
     names = set()
-    for table in tables:
-        if not isinstance(table, RecordTable):
-            raise TypeError(f"{where}: {table!r} is not a RecordTable")
+    for table in _entries(cls, "tables", RecordTable):
         name = table.name
         if not isinstance(name, str) or not _NAME.match(name) or name in layout.BY_KEY:
             raise ValueError(
