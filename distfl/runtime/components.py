@@ -30,7 +30,6 @@ from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runfile.run import participation_line
 from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
-from distfl.runtime.evaluation import Scores
 from distfl.runtime.export import LiveExport
 from distfl.runtime.protocol import peak_rss_mb
 
@@ -94,6 +93,28 @@ class ServerView(Protocol):
     def stopping(self, t: int) -> bool: ...
 
     def stop_workers(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Scores:
+    """An evaluation's figures of the federation: the mean balanced accuracy, plain
+    accuracy and test loss over the evaluated clients (weighted as ``eval.weighted`` says),
+    and the lowest and the 10th percentile of their balanced accuracies (unweighted,
+    :func:`distfl.metrics.low_tail`); NaN where no evaluated client has test data, and all
+    NaN in a round without an evaluation (:data:`NO_SCORES`)."""
+
+    accuracy: float
+    accuracy_plain: float
+    test_loss: float
+    accuracy_worst: float
+    accuracy_p10: float
+    #: the mean test loss of the evaluated clients that trained in a round so far, and of
+    #: those that never did (``eval.coverage``; NaN without it)
+    loss_in_sample: float = math.nan
+    loss_out_of_sample: float = math.nan
+
+
+NO_SCORES = Scores(math.nan, math.nan, math.nan, math.nan, math.nan)
 
 
 @dataclass

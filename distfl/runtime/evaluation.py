@@ -1,46 +1,24 @@
 """The evaluation of the clients' cluster models: when a round evaluates, which clients, the
-steps it is cut into over the world, and the figures it gives (:class:`Scores`); the server
-calls it after a round's update (:meth:`RoundLoop.round
-<distfl.runtime.round_loop.RoundLoop.round>`).
+steps it is cut into over the world, and the figures it gives
+(:class:`~distfl.runtime.components.Scores`); the server calls it after a round's update
+(:meth:`RoundLoop.round <distfl.runtime.round_loop.RoundLoop.round>`).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean, low_tail
+from distfl.runtime.components import Scores
 from distfl.runtime.protocol import EVAL, EVAL_WIDTH
 
 if TYPE_CHECKING:
     from distfl.runtime.components import ServerView
-
-
-@dataclass(frozen=True)
-class Scores:
-    """An evaluation's figures of the federation: the mean balanced accuracy, plain
-    accuracy and test loss over the evaluated clients (weighted as ``eval.weighted`` says),
-    and the lowest and the 10th percentile of their balanced accuracies (unweighted,
-    :func:`distfl.metrics.low_tail`); NaN where no evaluated client has test data, and all
-    NaN in a round without an evaluation (:data:`NO_SCORES`)."""
-
-    accuracy: float
-    accuracy_plain: float
-    test_loss: float
-    accuracy_worst: float
-    accuracy_p10: float
-    #: the mean test loss of the evaluated clients that trained in a round so far, and of
-    #: those that never did (``eval.coverage``; NaN without it)
-    loss_in_sample: float = math.nan
-    loss_out_of_sample: float = math.nan
-
-
-NO_SCORES = Scores(math.nan, math.nan, math.nan, math.nan, math.nan)
 
 
 class Evaluation:
@@ -48,7 +26,7 @@ class Evaluation:
     ``eval.clients``) evaluates its cluster's model on its local test split; the
     per-cluster means, worst and 10th-percentile balanced accuracies go to
     /metrics/evaluation, each client's accuracy to /clients/accuracy. Calling it returns
-    the federation's (:class:`Scores`).
+    the federation's (:class:`~distfl.runtime.components.Scores`).
 
     The evaluation is cut into steps of about ``STEP_S`` seconds each, in ascending client
     order, so that a stop signal waits for one step at most and the progress display
@@ -177,4 +155,4 @@ class Evaluation:
         )
 
 
-__all__ = ["NO_SCORES", "Evaluation", "Scores"]
+__all__ = ["Evaluation"]

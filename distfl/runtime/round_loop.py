@@ -20,8 +20,7 @@ from distfl.algorithms import RoundUpdate
 from distfl.errors import CommError, DivergedError, Interrupted
 from distfl.metrics import last_finite
 from distfl.runfile.atomic import RunFileWriteError
-from distfl.runtime.components import RoundResult
-from distfl.runtime.evaluation import NO_SCORES
+from distfl.runtime.components import NO_SCORES, RoundResult
 from distfl.runtime.participation import admitted_training
 from distfl.runtime.stopping import StopNow
 from distfl.runtime.summary import run_summary
