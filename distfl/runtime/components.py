@@ -43,6 +43,21 @@ if TYPE_CHECKING:
     from distfl.runtime.timing import RoundTiming
 
 
+@dataclass
+class OnDisk:
+    """What the server knows of its run file: the disk room held for its next write, when
+    it was first written ("": not yet; a resume keeps the file's) and the round it holds
+    (None: none written yet). :func:`write_server` keeps it."""
+
+    room: DiskReserve
+    created: str = ""
+    rounds_written: int | None = None
+
+    def wrote(self, created: str, round_index: int) -> None:
+        """The file was written, holding round ``round_index``."""
+        self.created, self.rounds_written = created, round_index
+
+
 class ServerView(Protocol):
     """What the components see of the server (:class:`~distfl.runtime.server.Server`
     provides it): the run's facts, the tree and models of the clusters, the record of the
@@ -68,11 +83,7 @@ class ServerView(Protocol):
     tree: ClusterTree
     state: RunState
     round_bytes: int
-    # the file
-    rounds_written: int | None
-    created: str
-    room: DiskReserve  # the disk's room held for the file's next write
-    live_round: int | None  # the completed round the live state holds (None mid-round)
+    file: OnDisk  # the run file: when first written, the round it holds, the room kept
     # the loop's start, the last round's seconds, each worker's time this round
     timing: RoundTiming
 
@@ -237,7 +248,7 @@ class Recorder(Component):
                 "busy_s": busy_s, "loaded": loaded, "cache_mb": cache_mb, "rss_mb": rss_mb,
                 "pooled": pooled, "pooled_s": pooled_s,
             })  # fmt: skip
-        server.live_round = t  # the round and its record are complete
+        server.state.complete(t)  # the round and its record are complete
 
     @staticmethod
     def _own_rows(server: ServerView, t: int, rows: dict[str, dict]) -> None:
@@ -343,10 +354,10 @@ class Checkpoint(Component):
     def at_start(self, server: ServerView) -> None:
         self.last_write = time.perf_counter()
         self.estimate = run_file_bytes(server.config)
-        if server.rounds_written is not None:  # a resumed file: its size is known
+        if server.file.rounds_written is not None:  # a resumed file: its size is known
             self.estimate = max(self.estimate, self._room_after(server))
         try:
-            server.room.hold(self.estimate)
+            server.file.room.hold(self.estimate)
         except OSError as exc:
             raise RunFileWriteError(
                 f"cannot write the run file {server.config.run.out}: no room for it on its "
@@ -364,12 +375,12 @@ class Checkpoint(Component):
         """Room for the write after the one just made; a disk without it ends the run here,
         its last completed round on disk (RunFileWriteError, exit code 2)."""
         try:
-            server.room.hold(max(self.estimate, self._room_after(server)))
+            server.file.room.hold(max(self.estimate, self._room_after(server)))
         except OSError as exc:
             out = server.config.run.out
             raise RunFileWriteError(
                 f"the disk of the run file {out} is full ({why(exc)}): it holds round "
-                f"{server.rounds_written}, and there is no room for another write; free some "
+                f"{server.file.rounds_written}, and there is no room for another write; free some "
                 f"space, then continue with distfl run --resume {out}"
             ) from None
 
@@ -392,7 +403,7 @@ class Checkpoint(Component):
         than ``checkpoint.seconds`` after it began: a kill during that round loses none of
         them."""
         done = server.state.rounds_done
-        if done <= (server.rounds_written or 0):
+        if done <= (server.file.rounds_written or 0):
             return
         expected = server.expected_round_s(t)
         if expected > 0 and self.due(server, done, ahead_s=expected):
@@ -410,9 +421,9 @@ class Checkpoint(Component):
             raise
 
     def at_end(self, server: ServerView, summary: dict[str, Any]) -> None:
-        if not (server.rounds_written == server.state.rounds_done and self.wrote):
+        if not (server.file.rounds_written == server.state.rounds_done and self.wrote):
             self.write(server)  # (unless a stop came while this process wrote that round)
-        server.room.release()
+        server.file.room.release()
 
     def write(self, server: ServerView) -> None:
         started = time.perf_counter()
@@ -431,7 +442,7 @@ def write_server(server: ServerView) -> None:
 def _write_server(server: ServerView) -> None:
     leaves, assignment = server.tree.assignment()
     partition = server.partition
-    server.created = write_run_file(
+    created = write_run_file(
         server.config.run.out,
         config=server.config,
         world_size=server.comm.world_size,
@@ -453,10 +464,10 @@ def _write_server(server: ServerView) -> None:
         loop_started=server.timing.loop_started,
         sum_bytes_per_param=server.state.sum_bytes_per_param,
         state=server.state.state_dict(),
-        created=server.created,
-        room=server.room,
+        created=server.file.created,
+        room=server.file.room,
     )
-    server.rounds_written = server.state.rounds_done
+    server.file.wrote(created, server.state.rounds_done)
 
 
 class Summary(Component):

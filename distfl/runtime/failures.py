@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, NoReturn, Protocol
 from distfl.errors import CommError, DivergedError, Interrupted, RoundFailed
 from distfl.runfile.atomic import RunFileWriteError
 from distfl.runfile.output import keep_traceback
-from distfl.runtime.components import write_server
+from distfl.runtime.components import OnDisk, write_server
 from distfl.runtime.protocol import WorkerRaised, failure_exit_code
 from distfl.text import exception_line, printable
 
@@ -32,8 +32,7 @@ class FailingServer(Protocol):
     stop: StopFlag
     state: RunState
     phase: str  # what the round was doing
-    live_round: int | None  # the completed round the live state holds (None mid-round)
-    rounds_written: int | None  # the round of the run file on disk
+    file: OnDisk  # the run file: the round it holds
 
     def stop_workers(self, *, reports: bool = False) -> dict[int, dict]: ...
 
@@ -63,28 +62,28 @@ class RoundFailures:
         out = server.config.run.out
         failed = ""
         with server.stop.keeping():  # a further Ctrl-C is ignored until it is on disk
-            if server.live_round is None and saved is not None:
+            if server.state.complete_round is None and saved is not None:
                 try:
                     server.state.put_back(saved)
-                    server.live_round = saved["round"]
                 except BaseException as exc:  # the live state stays a mix: never written
                     failed = (
                         f"round {saved['round']} could not be put back ({exception_line(exc)}); "
                     )
-            if server.live_round is not None and server.live_round != server.rounds_written:
+            complete = server.state.complete_round
+            if complete is not None and complete != server.file.rounds_written:
                 try:
                     write_server(server)
                 except RunFileWriteError as exc:
                     return f"{out} was not written ({exc})"
                 except BaseException as exc:  # the file on disk is as it was
                     failed += f"{out} could not be written ({exception_line(exc)}); "
-        if server.rounds_written is None:
+        if server.file.rounds_written is None:
             return f"{failed}no run file was written"
-        return f"{failed}{out} holds round {server.rounds_written}"
+        return f"{failed}{out} holds round {server.file.rounds_written}"
 
     @staticmethod
     def resume_hint(server: FailingServer) -> str:
-        written = server.rounds_written
+        written = server.file.rounds_written
         if written is not None and written < server.config.run.rounds:
             return f": continue with distfl run --resume {server.config.run.out}"
         return ""
@@ -142,7 +141,7 @@ class RoundFailures:
     def interrupted(self, server: FailingServer, t: int, saved: dict | None) -> NoReturn:
         """A KeyboardInterrupt (a second Ctrl-C, or one raised by a plug-in) in round ``t``:
         the last completed round is written before the process exits (code 130)."""
-        live = server.live_round
+        live = server.state.complete_round
         where = server.phase if live is None else f"after round {live}"
         kept = self.keep_last_round(server, saved)
         raise Interrupted(f"interrupted in round {t} ({where}); {kept}{self.resume_hint(server)}")

@@ -106,7 +106,7 @@ class RoundLoop:
         try:
             return self._run()
         finally:
-            server.room.release()
+            server.file.room.release()
 
     def _run(self) -> dict:
         server = self.server
@@ -114,7 +114,7 @@ class RoundLoop:
             component.at_start(server)
         server.timing.start_loop()
         first = server.state.rounds_done + 1
-        server.live_round = server.state.rounds_done
+        server.state.complete(server.state.rounds_done)
         accuracy = last_finite(server.state.record.metrics["accuracy"])
         try:
             for t in range(first, server.config.run.rounds + 1):
@@ -172,7 +172,7 @@ class RoundLoop:
             server.phase = "the copy of the last completed round"
             saved = server.snapshots.take(server.state)
             round_started = time.perf_counter()
-            server.live_round = None
+            server.state.begin_round()
             with server.stop.abandonable(saved is not None):
                 result = self.round(t, first, may_give_up=saved is not None)
             if result is None:  # given up at a stop signal: the run ends after round t - 1
@@ -180,7 +180,7 @@ class RoundLoop:
             for component in server.components:  # the Recorder completes the round
                 server.phase = component.label
                 component.after_round(server, result)
-            server.live_round = t
+            server.state.complete(t)
         except StopNow:
             try:
                 self._given_up(saved)
@@ -192,7 +192,7 @@ class RoundLoop:
         except RunFileWriteError:
             raise  # it says what the file holds; every rank was stopped
         except DivergedError as exc:  # every rank stops alike on the same bounds
-            if t == 1 and server.rounds_written is None:
+            if t == 1 and server.file.rounds_written is None:
                 raise  # no round to keep
             raise server.failures.diverged(server, exc, saved) from None
         except BaseException as exc:  # a dead rank (CommError) and a failed worker too
@@ -205,9 +205,8 @@ class RoundLoop:
         snapshot ``saved`` of the round before (when the round had changed it)."""
         server = self.server
         server.stop.settle()
-        if saved is not None and server.live_round is None:
+        if saved is not None and server.state.complete_round is None:
             server.state.put_back(saved)
-            server.live_round = saved["round"]
         if not server.stop.name:
             server.stop.name = "a stop signal at a worker"
 

@@ -47,6 +47,18 @@ class RunState:
     rounds_done: int = 0
     #: bytes per model parameter of the last exact sums reduce (each rank's share)
     sum_bytes_per_param: float = 0.0
+    #: the round this state holds completed, its record too (None while a round changes
+    #: it, or before the loop begins): what a failure may write as it is
+    complete_round: int | None = None
+
+    def begin_round(self) -> None:
+        """A round starts changing the state: it holds no completed round until
+        :meth:`complete` (or :meth:`put_back`)."""
+        self.complete_round = None
+
+    def complete(self, round_index: int) -> None:
+        """The state holds round ``round_index`` completed, its record too."""
+        self.complete_round = round_index
 
     @property
     def tree(self) -> ClusterTree:
@@ -107,7 +119,7 @@ class RunState:
         }
 
     def put_back(self, saved: dict) -> None:
-        """The state as :meth:`snapshot` copied it."""
+        """The state as :meth:`snapshot` copied it: that round completed."""
         self.rounds_done = saved["round"]
         self.models = saved["models"]
         self.algorithm.load_state_dict(saved["algorithm"])
@@ -118,6 +130,7 @@ class RunState:
         self.tree.restore(saved["hierarchy"])
         self.record.rollback(saved["record"])
         self.sum_bytes_per_param = saved["sum_bytes_per_param"]
+        self.complete_round = saved["round"]  # (only once every part is back)
 
 
 __all__ = ["RunState"]

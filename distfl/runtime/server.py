@@ -33,7 +33,7 @@ from distfl.runfile.reader import RunFile
 from distfl.runfile.tables import Record
 from distfl.runtime.aggregation import ClusterAggregation
 from distfl.runtime.client_steps import ClientSteps, client_op
-from distfl.runtime.components import Component, default_components
+from distfl.runtime.components import Component, OnDisk, default_components
 from distfl.runtime.evaluation import Evaluation
 from distfl.runtime.failures import RoundFailures
 from distfl.runtime.placement import Placement
@@ -135,18 +135,13 @@ class Server:
 
     def _init_state(self, config: Config) -> None:
         """The run's bookkeeping before its first round (:meth:`restore` continues one)."""
-        #: when the run's first file was written ("": not yet; kept on resume)
-        self.created = ""
         self.round_bytes = 0
         self.phase = "the round's start"  # what the round is doing (a failure names it)
         #: the copy of the last completed round taken before each round
         self.snapshots = RoundSnapshots()
-        self.rounds_written: int | None = None  # the round of the run file on disk, if any
-        #: the round the live state holds completed (its record too); None while a round
-        #: is changing it
-        self.live_round: int | None = None
-        #: the room on the run file's disk held for its next write (the checkpoint holds it)
-        self.room = DiskReserve(Path(config.run.out))
+        #: the run file: the room on its disk held for its next write (the checkpoint holds
+        #: it), when it was first written, the round it holds
+        self.file = OnDisk(DiskReserve(Path(config.run.out)))
 
     def _first_state(self, seeding: ModelSeeding, model: torch.nn.Module) -> RunState:
         """The run's state before its first round (:meth:`restore` continues one)."""
@@ -192,9 +187,8 @@ class Server:
         self.state.record = self._record(saved.tables)
         if len(self.state.record.timing):
             self.timing.elapsed_before = float(self.state.record.timing["elapsed_s"][-1])
-        self.created = saved.created
-        self.rounds_written = self.state.rounds_done  # the file resumed holds it
-        self.live_round = self.state.rounds_done
+        self.file.wrote(saved.created, self.state.rounds_done)  # the file resumed holds it
+        self.state.complete(self.state.rounds_done)
 
     # -- what the components call ------------------------------------------------------
 
