@@ -54,7 +54,10 @@ class Run:
     at each access, the caller's to change.
 
     Tables are pandas DataFrames when pandas is importable, else NumPy record arrays with
-    the same column names (text as fixed-width ``str``)."""
+    the same column names (text as fixed-width ``str``). Each built-in table of the layout
+    (:data:`distfl.runfile.layout.TABLES`) is an attribute of its name: ``run.metrics``,
+    ``run.clusters``, ``run.evaluation``, ``run.membership``, ``run.timing``,
+    ``run.workers``."""
 
     __slots__ = ("_path", "_file", "_tree", "_scores")
 
@@ -165,46 +168,6 @@ class Run:
         (/metrics/tables/<name>), sorted."""
         prefix = layout.ALGORITHM_PREFIX
         return sorted(k[len(prefix) :] for k in self._file.tables if k.startswith(prefix))
-
-    @property
-    def metrics(self):
-        """One row per round: round, num_clusters, num_participants, num_splits,
-        train_loss_first, train_loss_last, accuracy (NaN in rounds without evaluation),
-        accuracy_worst, accuracy_p10 (the lowest and the 10th percentile of the evaluated
-        clients' balanced accuracies), accuracy_plain, test_loss, federation_bytes
-        (:meth:`table`; a file written before accuracy_worst and accuracy_p10 lacks
-        them)."""
-        return self.table("metrics")
-
-    @property
-    def clusters(self):
-        """One row per (round, cluster that trained): round, cluster, size, sampled, then
-        the statistics the algorithms declare (NaN where the run's records none)."""
-        return self.table("clusters")
-
-    @property
-    def evaluation(self):
-        """One row per (evaluation round, cluster): round, cluster, clients, accuracy,
-        accuracy_worst, accuracy_p10, accuracy_plain, test_loss (a file written before
-        accuracy_worst and accuracy_p10 lacks them)."""
-        return self.table("evaluation")
-
-    @property
-    def membership(self):
-        """One row per (round, leaf cluster, ground-truth group it holds clients of):
-        round, cluster, group, clients."""
-        return self.table("membership")
-
-    @property
-    def timing(self):
-        """One row per round of wall-clock numbers: round, elapsed_s, bytes, rss_mb."""
-        return self.table("timing")
-
-    @property
-    def workers(self):
-        """One row per (round, worker rank): round, rank, clients, train_s, busy_s, loaded,
-        cache_mb, rss_mb."""
-        return self.table("workers")
 
     @property
     def statistics(self) -> list[str]:
@@ -447,6 +410,19 @@ def participation_line(metrics) -> str | None:
     if not any(counts.values()):
         lost = "none lost"
     return lost + (f"; simulated time {duration(clock[-1])}" if clock else "")
+
+
+def _table_accessor(table: layout.Table) -> property:
+    """``Run.<key>`` of a built-in table: :meth:`Run.table` of it, documented by its layout
+    (a file written before a column existed lacks it)."""
+    more = ", then the statistics the algorithms declare" if table.open else ""
+    doc = f"The {table.key} table, {table.rows}: {', '.join(table.names)}{more} (:meth:`table`)."
+    return property(lambda run: run.table(table.key), doc=doc)
+
+
+# Run.metrics, Run.clusters, ...: one per table of the layout
+for _table in layout.TABLES:
+    setattr(Run, _table.key, _table_accessor(_table))
 
 
 def read(path: str | os.PathLike, *, plugins: bool = False) -> Run:

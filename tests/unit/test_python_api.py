@@ -134,6 +134,18 @@ def test_tree_of_a_split():
     assert repr(tree) == "<distfl Tree: 4 clusters, 3 leaves, 1 splits>"
 
 
+def test_every_table_of_the_layout_is_an_attribute_of_its_name():
+    run = distfl.open(FEDGWC)
+    for table in layout.TABLES:
+        by_name, by_key = getattr(run, table.key), run.table(table.key)
+        for name in by_key.dtype.names if hasattr(by_key, "dtype") else by_key.columns:
+            np.testing.assert_array_equal(column(by_name, name), column(by_key, name))
+        assert len(by_name) == len(by_key)
+        doc = getattr(type(run), table.key).__doc__
+        assert all(name in doc for name in table.names), table.key  # documented by the layout
+    assert len(run.metrics) == 25 and len(run.clusters) > 0  # (tables, not empty stand-ins)
+
+
 def test_statistic_is_the_clusters_table_round_by_round():
     run = distfl.open(FEDGWC)
     assert run.statistics == ["mse"]  # CFL's norms are NaN in a FedGWC run
