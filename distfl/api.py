@@ -231,6 +231,8 @@ def suite(
     true_clusters: bool = False,
     table: str | None = None,
     nproc: int = 1,
+    grid: Iterable[str] = (),
+    best: str = "accuracy",
     stream: TextIO | None = None,
 ):
     """Run ``distfl suite`` (scenarios × algorithms × seeds, each a ``distfl run``
@@ -249,7 +251,9 @@ def suite(
     scenario's number of data groups; ``table``: as ``--table``, a source paper's
     comparison table (its scenario, settings, methods and seeds where these are not given,
     and its comparison printed on ``stream``); ``nproc``: as ``--nproc``, the ranks of each
-    run (above 1, under torchrun). Finished runs in ``out`` are kept
+    run (above 1, under torchrun); ``grid``: ``--grid`` texts ("train.lr=0.01,0.05"), each
+    algorithm run at every point of the keys it takes, the best point by ``best`` marked in
+    ``out``'s grid.csv (the table's algorithm names the point). Finished runs in ``out`` are kept
     and unfinished ones resumed, unless ``force``. Raises ConfigError or UserError before
     any run starts."""
     from distfl.tools import suite as tool
@@ -272,6 +276,8 @@ def suite(
         force=force,
         true_clusters=true_clusters,
         nproc=nproc,
+        grid=list(grid),
+        best=best,
     )
     if table is not None:
         kw = tool.table_arguments(kw, table)

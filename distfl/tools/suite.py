@@ -43,6 +43,7 @@ from distfl.errors import CheckpointError, UserError, did_you_mean
 from distfl.paths import self_command
 from distfl.tools.suite_files import (
     COMPARISON,
+    GRID,
     LABELS,
     OTHER,
     check_directory,
@@ -255,18 +256,20 @@ def write_outputs(
     force: bool = False,
     table: str | None = None,
     check_only: bool = False,
+    best: str | None = None,
 ) -> None:
-    """``suite.json`` and ``suite.csv`` in ``out_dir`` (and ``comparison.md``, the paper's
-    ``table`` beside ``rows``), each written beside and put in place. A file there is
-    replaced only where the suite wrote it (:func:`results_to_replace`) or with ``force``;
-    a link, a FIFO or a device never. ``check_only``: refuse what would be refused, write
-    nothing (before any run starts)."""
+    """``suite.json`` and ``suite.csv`` in ``out_dir`` (``comparison.md``, the paper's
+    ``table`` beside ``rows``; with a grid's ``best`` column, ``grid.csv``), each written
+    beside and put in place. A file there is replaced only where the suite wrote it
+    (:func:`results_to_replace`) or with ``force``; a link, a FIFO or a device never.
+    ``check_only``: refuse what would be refused, write nothing (before any run starts)."""
     from distfl.runfile.output import write_file
 
     out_dir = Path(out_dir)
     there = results_to_replace(
         out_dir, force=force, comparison=table is not None,
         column_sets=(COLUMNS, COLUMNS + COMPLEXITY_COLUMNS), compare=_comparison_titled,
+        grid_texts=None if best is None else grid_texts,
     )  # fmt: skip
     if check_only:
         return
@@ -274,6 +277,8 @@ def write_outputs(
     texts = {"suite.json": json_text(rows, columns), "suite.csv": csv_text(rows, columns)}
     if table is not None:
         texts[COMPARISON] = table_comparison(table, rows)
+    if best is not None:
+        texts[GRID] = grid_text(rows, best)
     for name, text in texts.items():
         write_file(out_dir / name, text, replace=there[name], label=LABELS[name], other=OTHER)
 
@@ -303,6 +308,8 @@ def suite(
     true_clusters: bool = False,
     table: str | None = None,
     nproc: int = 1,
+    grid: list[str] | tuple[str, ...] = (),
+    best: str = "accuracy",
     stream: TextIO | None = None,
 ) -> tuple[list[dict[str, Any]], list[Outcome]]:
     """What ``distfl suite`` does once its arguments are read (shared with
@@ -311,15 +318,17 @@ def suite(
     ``stream``. ``scenarios``: None or empty for :func:`default_scenarios`. ``table``: a
     paper's table (:data:`distfl.tools.paper_tables.TABLES`) whose arguments
     :func:`table_arguments` gave: its comparison with the paper's values is printed after
-    the suite's table and written to ``comparison.md``. Returns the rows (in job order; a
+    the suite's table and written to ``comparison.md``. ``grid``: ``--grid`` texts, each
+    algorithm run at every point of the keys it takes, the points' table (the best by
+    ``best`` marked) printed and written to ``grid.csv`` (:mod:`distfl.tools.suite_grid`).
+    Returns the rows (in job order; a
     failed run's scores are None) and each job's outcome. ``stream``: by default the
     ``sys.stdout`` of the call."""
-    from distfl.tools.gather import format_table
-    from distfl.tools.seed_summary import several_seeds, summarize
-    from distfl.tools.seed_summary import text as seed_text
+    from distfl.tools import suite_grid
 
     stream = sys.stdout if stream is None else stream
-
+    suite_grid.check_best(best)
+    graded = best if grid else None
     scenarios = list(scenarios or default_scenarios())
     if workers < 1:
         raise UserError(f"--workers {workers}: must be at least 1")
@@ -327,34 +336,79 @@ def suite(
         raise UserError(f"--nproc {nproc}: must be at least 1")
     jobs = plan_jobs(
         scenarios, list(algorithms), list(seeds), out, list(overrides), list(variants),
-        true_clusters=true_clusters,
+        true_clusters=true_clusters, grid=grid,
     )  # fmt: skip
     check_directory(out)
     actions = [_existing(job, force) for job in jobs]  # refusals before any output
-    write_outputs([], out, force=force, table=table, check_only=True)
+    write_outputs([], out, force=force, table=table, check_only=True, best=graded)
     start = time.perf_counter()
     stream.write(
         f"distfl suite: {len(jobs)} runs ({len(scenarios)} scenarios x {len(algorithms)} "
-        f"algorithms x {len(seeds)} seeds), {workers} at a time"
+        f"algorithms{' at their grid points' if grid else ''} x {len(seeds)} seeds), "
+        f"{workers} at a time"
         + (f", each on {nproc} ranks (torchrun)" if nproc > 1 else "")
         + f", run files in {out}\n"
     )
+    if grid:
+        stream.write(grid_line(jobs))
     if true_clusters:
         stream.write(given_clusters_line(jobs))
     rows, outcomes = run_suite(
         jobs, workers=workers, force=force, stream=stream, actions=actions, nproc=nproc
     )
-    write_outputs(rows, out, force=force, table=table)
+    write_outputs(rows, out, force=force, table=table, best=graded)
+    _report(rows, outcomes, time.perf_counter() - start, Path(out), table, graded, stream)
+    return rows, outcomes
+
+
+def _report(rows, outcomes, seconds: float, out: Path, table, best, stream: TextIO) -> None:
+    """What the suite prints after its runs: the table of runs, the summary over the seeds,
+    the grid's points (with a ``best`` column), the closing line, the failures and the
+    paper's ``table`` beside ours."""
+    from distfl.tools import suite_grid
+    from distfl.tools.gather import format_table
+    from distfl.tools.seed_summary import several_seeds, summarize
+    from distfl.tools.seed_summary import text as seed_text
+
     stream.write("\n" + format_table(rows))
     if several_seeds(rows):
         stream.write("\nover the seeds (mean ± sd, the worst seed):\n" + seed_text(summarize(rows)))
-    failed = [o for o in outcomes if o.returncode != 0]
-    stream.write("\n" + summary_line(outcomes, time.perf_counter() - start, Path(out)))
-    for o in failed:
-        stream.write(f"failed: {o.job.label}: {o.error}\n")
+    if best is not None:
+        stream.write(
+            f"\nthe grid's points (the best {best} of each algorithm marked; also in "
+            f"{out / GRID}):\n" + format_table(suite_grid.grid_rows(rows, best))
+        )
+    stream.write("\n" + summary_line(outcomes, seconds, out))
+    for o in outcomes:
+        if o.returncode != 0:
+            stream.write(f"failed: {o.job.label}: {o.error}\n")
     if table is not None:
         stream.write("\n" + table_comparison(table, rows))
-    return rows, outcomes
+
+
+def grid_text(rows: list[dict[str, Any]], best: str = "accuracy") -> str:
+    """``grid.csv`` of a suite's ``rows``: a header and
+    :func:`~distfl.tools.suite_grid.grid_rows` (``distfl gather --csv``'s cells)."""
+    from distfl.tools.suite_grid import grid_columns, grid_rows
+
+    lines = grid_rows(rows, best)
+    return csv_text(lines, list(lines[0]) if lines else grid_columns(best))
+
+
+def grid_texts(rows: list[dict[str, Any]]) -> set[str]:
+    """Every ``grid.csv`` a suite may write of ``rows`` (one per ``--best`` column)."""
+    from distfl.tools.suite_grid import BEST_COLUMNS
+
+    return {grid_text(rows, best) for best in BEST_COLUMNS}
+
+
+def grid_line(jobs: list[Job]) -> str:
+    """How many points of the grid each algorithm runs at (the keys it takes)."""
+    counts: dict[str, set] = {}
+    for job in jobs:
+        counts.setdefault(job.algorithm, set()).add(job.point)
+    parts = [f"{name} {len(p)}" for name, p in counts.items()]
+    return f"--grid: points of the keys each algorithm takes: {', '.join(parts)}\n"
 
 
 def summary_line(outcomes: list[Outcome], seconds: float, out: Path) -> str:
@@ -472,6 +526,8 @@ def suite_arguments(args) -> dict[str, Any]:
         force=args.force,
         true_clusters=args.true_clusters,
         nproc=args.nproc,
+        grid=list(args.grid),
+        best=args.best,
     )
     return table_arguments(kw, table) if table else kw
 

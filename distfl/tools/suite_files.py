@@ -40,9 +40,11 @@ LOG_HEAD = "distfl suite: the log of "
 #: the table's files, and the comparison's
 TABLE_FILES = ("suite.json", "suite.csv")
 COMPARISON = "comparison.md"
+#: the table of a --grid's points (distfl.tools.suite_grid)
+GRID = "grid.csv"
 #: how a refusal names each of them
 LABELS = {"suite.json": "the suite's table", "suite.csv": "the suite's table",
-          COMPARISON: "the suite's comparison"}  # fmt: skip
+          COMPARISON: "the suite's comparison", GRID: "the suite's grid table"}  # fmt: skip
 #: the most bytes read of a file to tell whether it is the suite's own
 MAX_OWN_BYTES = 64 << 20
 #: what a refusal says may be done instead
@@ -206,18 +208,21 @@ def _csv_is(out: Path, columns: list[str], rows: list[dict[str, Any]]) -> bool:
 
 
 def results_to_replace(
-    out: Path | str, *, force: bool, comparison: bool, column_sets, compare
-) -> dict[str, bool]:
-    """For each file of the table (and ``comparison.md`` with ``comparison``) in ``out``,
-    whether writing it replaces a file (False: nothing there). Refuses (UserError, one line
-    naming the file) a link, a FIFO, a device or a directory there, and, without
-    ``force``, a regular file the suite cannot prove it wrote. ``column_sets``: the
-    table's possible columns; ``compare(table_title, rows)``: the comparison the suite
-    writes of ``rows`` for the table of that title (None for no such table)."""
+    out: Path | str, *, force: bool, comparison: bool, column_sets, compare,
+    grid_texts=None,
+) -> dict[str, bool]:  # fmt: skip
+    """For each file of the table (``comparison.md`` with ``comparison``, ``grid.csv`` with
+    ``grid_texts``) in ``out``, whether writing it replaces a file (False: nothing there).
+    Refuses (UserError, one line naming the file) a link, a FIFO, a device or a directory
+    there, and, without ``force``, a regular file the suite cannot prove it wrote.
+    ``column_sets``: the table's possible columns; ``compare(table_title, rows)``: the
+    comparison the suite writes of ``rows`` for the table of that title (None for no such
+    table); ``grid_texts(rows)``: the grid tables the suite may write of ``rows``."""
     from distfl.runfile.output import check_file
 
     out = Path(out)
-    names = [*TABLE_FILES, *([COMPARISON] if comparison else [])]
+    names = [*TABLE_FILES, *([COMPARISON] if comparison else []),
+             *([GRID] if grid_texts is not None else [])]  # fmt: skip
     there = {
         name: check_file(out / name, replace=True, label=LABELS[name], other=OTHER) is not None
         for name in names
@@ -233,8 +238,12 @@ def results_to_replace(
             text = read_own(out / name) or b""
             title = text.split(b"\n", 1)[0].decode("utf-8", "replace")
             ours = compare(title, earlier[1]) == text.decode("utf-8", "replace")
+        elif ours and name == GRID:
+            ours = (read_own(out / name) or b"").decode("utf-8", "replace") in grid_texts(
+                earlier[1]
+            )
         if not ours:
-            what = "a table" if name != COMPARISON else "a comparison"
+            what = "a comparison" if name == COMPARISON else "a table"
             raise _refuse_regular(out / name, LABELS[name],
                                   f"{what} an earlier distfl suite wrote there")  # fmt: skip
     return there
@@ -242,6 +251,7 @@ def results_to_replace(
 
 __all__ = [
     "COMPARISON",
+    "GRID",
     "LABELS",
     "LOG_HEAD",
     "OTHER",

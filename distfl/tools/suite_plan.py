@@ -23,11 +23,17 @@ class Job:
     overrides: tuple[str, ...]  # the user's --set items (for this algorithm), the suite's own
     config: Any  # the checked distfl.config.Config
     variant: bool = False  # ``algorithm`` names a variant
+    #: the ``--grid`` point of the job: its items (none without a grid)
+    point: tuple[str, ...] = ()
 
     @property
     def name(self) -> str:
-        """The algorithm as the table shows it: a variant's name, or algorithm_label."""
-        return self.algorithm if self.variant else algorithm_label(self.config)
+        """The algorithm as the table shows it: a variant's name, or algorithm_label, and
+        the job's grid point (:func:`~distfl.tools.suite_grid.point_name`)."""
+        from distfl.tools.suite_grid import point_name
+
+        return point_name(self.algorithm if self.variant else algorithm_label(self.config),
+                          self.point)  # fmt: skip
 
     @property
     def label(self) -> str:
@@ -167,14 +173,18 @@ def plan_jobs(
     overrides: list[str],
     variants: list[str] | tuple[str, ...] = (),
     true_clusters: bool = False,
+    grid: list[str] | tuple[str, ...] = (),
 ) -> list[Job]:
     """Every (scenario, algorithm, seed) with its config built and checked (ConfigError).
     ``overrides``: the user's ``--set`` items, as :func:`algorithm_overrides` shares them;
     ``variants``: ``--variant`` texts (:func:`parse_variant`), whose names ``algorithms``
     may list; ``true_clusters``: each algorithm that declares a
     :attr:`~distfl.algorithms.ClusteringAlgorithm.clusters_key` is given the scenario's
-    number of data groups through it (:func:`true_clusters_item`)."""
+    number of data groups through it (:func:`true_clusters_item`); ``grid``: ``--grid``
+    texts, each algorithm's jobs at every point of the keys it takes
+    (:mod:`distfl.tools.suite_grid`)."""
     from distfl.algorithms import algorithm_names
+    from distfl.tools import suite_grid
 
     if not scenarios or not algorithms or not seeds:
         raise UserError("distfl suite needs at least one scenario, algorithm and seed")
@@ -186,6 +196,8 @@ def plan_jobs(
     _check_listed(algorithms, seeds, allowed, defined)
     base_of = {a: defined[a][0] if a in defined else a for a in algorithms}
     shared = algorithm_overrides(overrides, list(dict.fromkeys(base_of.values())))
+    spread = suite_grid.parse_grid(grid)
+    suite_grid.check_grid_keys(spread, list(dict.fromkeys(base_of.values())))
     jobs, names = [], set()
     for scenario in scenarios:
         name, source = _source(scenario)
@@ -195,12 +207,15 @@ def plan_jobs(
         for algorithm in algorithms:
             base = base_of[algorithm]
             mine = defined[algorithm][1] if algorithm in defined else ()
-            for seed in seeds:
-                jobs.append(
-                    _plan_job(name, source, algorithm, seed, out_dir=out_dir, base=base,
-                              items=(*shared[base], *mine), variant=algorithm in defined,
-                              true_clusters=true_clusters)
-                )  # fmt: skip
+            if spread:
+                suite_grid.check_not_set(spread, (*shared[base], *mine), algorithm)
+            for point in suite_grid.points(spread, base):
+                for seed in seeds:
+                    jobs.append(
+                        _plan_job(name, source, algorithm, seed, out_dir=out_dir, base=base,
+                                  items=(*shared[base], *mine), variant=algorithm in defined,
+                                  true_clusters=true_clusters, point=point)
+                    )  # fmt: skip
     return jobs
 
 
@@ -248,13 +263,17 @@ def _check_listed(
 def _plan_job(
     name: str, source: tuple[str, ...], algorithm: str, seed: int, *, out_dir: str | Path,
     base: str, items: tuple[str, ...], variant: bool, true_clusters: bool,
+    point: tuple[str, ...] = (),
 ) -> Job:  # fmt: skip
     """One job: its run file (named by ``algorithm``, or for one global model by its
-    aggregator) and its config, from the scenario's ``source``, ``items`` (the user's
-    ``--set`` items for ``base`` and the variant's own) and the job's own items."""
+    aggregator, and its grid ``point``'s suffix) and its config, from the scenario's
+    ``source``, ``items`` (the user's ``--set`` items for ``base`` and the variant's own),
+    the point's items and the job's own items."""
     from distfl import config as cfg
+    from distfl.tools.suite_grid import suffix
 
     kind, value = source
+    items, tail = (*items, *point), suffix(point)
 
     def build(out: Path, given=()):
         own = (
@@ -271,7 +290,7 @@ def _plan_job(
         )
         return every, config
 
-    listed = Path(out_dir) / f"{run_file_stem(name, algorithm, seed)}.h5"
+    listed = Path(out_dir) / f"{run_file_stem(name, algorithm + tail, seed)}.h5"
     job_items, config = build(listed)
     given = true_clusters_item(base, items, config, true_clusters)
     if given:
@@ -279,12 +298,13 @@ def _plan_job(
     if not variant and algorithm_label(config) != algorithm:
         # one global model: the file is named as the table names the algorithm
         # (its aggregator), unless a suite run before named it by --algorithms
-        shown = listed.with_name(f"{run_file_stem(name, algorithm_label(config), seed)}.h5")
+        label = algorithm_label(config) + tail
+        shown = listed.with_name(f"{run_file_stem(name, label, seed)}.h5")
         out = listed if listed.exists() and not shown.exists() else shown
         job_items, config = build(out, given)
     else:
         out = listed
-    return Job(name, source, algorithm, seed, out, job_items, config, variant)
+    return Job(name, source, algorithm, seed, out, job_items, config, variant, point)
 
 
 def true_clusters_item(

@@ -447,9 +447,14 @@ def test_unreadable_run_file_is_refused(helpers, base, tmp_path):
         (["digits-mixed", "{tmp}/missing.toml"], "missing.toml"),
         (["digits-mixed", "{tmp}/broken.toml"], "broken.toml"),
         (["digits-mixed", "digits-mixed"], "listed twice"),
+        (["digits-mixed", "--grid", "train.lr=0.1,0.1"], "given twice"),
+        (["digits-mixed", "--grid", "train.nope=1,2"], "train.nope"),
+        (["digits-mixed", "--algorithms", "none", "--grid", "algorithm.eps1=1,2"], "cfl"),
+        (["digits-mixed", "--grid", "train.lr=0.1,0.2", "--set", "train.lr=0.3"], "train.lr"),
     ],
     ids=["algorithm", "scenario", "set-key", "set-value", "seeds", "seed-twice",
-         "algorithm-twice", "workers", "missing-toml", "broken-toml", "scenario-twice"],
+         "algorithm-twice", "workers", "missing-toml", "broken-toml", "scenario-twice",
+         "grid-value-twice", "grid-key", "grid-no-taker", "grid-and-set"],
 )  # fmt: skip
 def test_bad_input_exits_2_before_anything_runs(helpers, tmp_path, args, needle):
     (tmp_path / "broken.toml").write_text("[data\nnum_clients = 4\n")

@@ -41,7 +41,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("distfl.tools",),
     ("distfl.report",),
     ("distfl.launch",),
-    ("distfl.cli", "distfl.__main__", "distfl.api"),
+    ("distfl.cli", "distfl.cli_parser", "distfl.__main__", "distfl.api"),
 ]  # fmt: skip
 
 
