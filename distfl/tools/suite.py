@@ -376,7 +376,8 @@ def _report(rows, outcomes, seconds: float, out: Path, table, best, stream: Text
     if best is not None:
         stream.write(
             f"\nthe grid's points (the best {best} of each algorithm marked; also in "
-            f"{out / GRID}):\n" + format_table(suite_grid.grid_rows(rows, best))
+            f"{out / GRID}):\n"
+            + format_table(suite_grid.grid_cells(suite_grid.grid_rows(rows, best), best))
         )
     stream.write("\n" + summary_line(outcomes, seconds, out))
     for o in outcomes:

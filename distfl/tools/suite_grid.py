@@ -190,6 +190,22 @@ def grid_rows(rows: list[dict[str, Any]], best: str = "accuracy") -> list[dict[s
     return out
 
 
+def grid_cells(lines: list[dict[str, Any]], best: str) -> list[dict[str, str]]:
+    """:func:`grid_rows`' lines as the terminal shows them: ``mean ± sd`` to three decimals
+    (``–`` where undefined)."""
+
+    def shown(line, column):
+        mean, sd = line[column], line[f"{column}_sd"]
+        return "–" if mean is None else f"{mean:.3f} ± {sd:.3f}"
+
+    return [
+        {"scenario": x["scenario"], "algorithm": x["algorithm"], "setting": x["setting"],
+         "seeds": x["seeds"], best: shown(x, best),
+         **({} if best == "ari" else {"ari": shown(x, "ari")}), "best": x["best"]}
+        for x in lines
+    ]  # fmt: skip
+
+
 def grid_columns(best: str) -> list[str]:
     """The columns of ``grid.csv`` for a ``--best`` column."""
     measured = [c for column in dict.fromkeys((best, "ari")) for c in (column, f"{column}_sd")]
@@ -206,6 +222,7 @@ __all__ = [
     "check_best",
     "check_grid_keys",
     "check_not_set",
+    "grid_cells",
     "grid_columns",
     "grid_rows",
     "parse_grid",

@@ -143,3 +143,13 @@ def test_grid_csv_is_one_of_the_texts_the_suite_may_write():
     assert text == csv_text(suite_grid.grid_rows(rows), suite_grid.grid_columns("accuracy"))
     assert text in grid_texts(rows) and grid_text(rows, "ari") in grid_texts(rows)
     assert text.splitlines()[2].endswith(",best")
+
+
+def test_the_terminal_shows_mean_and_sd_to_three_decimals():
+    rows = [row("ifca [train.lr=0.01]", 0, 0.70, 0.5), row("ifca [train.lr=0.01]", 1, 0.80, 0.7),
+            row("ifca [train.lr=0.05]", 0, None, None)]  # fmt: skip
+    cells = suite_grid.grid_cells(suite_grid.grid_rows(rows), "accuracy")
+    assert cells[0] == {"scenario": "s", "algorithm": "ifca", "setting": "train.lr=0.01",
+                        "seeds": "2 of 2", "accuracy": "0.750 ± 0.071",
+                        "ari": "0.600 ± 0.141", "best": "best"}  # fmt: skip
+    assert cells[1]["accuracy"] == "–" and cells[1]["best"] == ""
