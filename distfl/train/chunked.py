@@ -59,6 +59,8 @@ class ChunkedTrainer:
                     None if weights is None else [weights[i] for i in run],
                     pull,
                 )
-                out[idx] = new[: len(idx)]
-                losses[idx] = loss[: len(idx)]
+                # (consecutive clients, the batched trainer's: a slice, not a gather)
+                at = slice(idx[0], idx[-1] + 1) if idx[-1] - idx[0] == len(idx) - 1 else idx
+                out[at] = new[: len(idx)]
+                losses[at] = loss[: len(idx)]
         return out, losses
