@@ -212,6 +212,7 @@ def suite_rows(
     from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS, RUN_FILE_STEM, algorithm_label
 
     rows, problems = [], []
+    points = grid_point_names(directory)
     for path in find_run_files([directory]):
         try:
             run = read(path, plugins=plugins)
@@ -228,7 +229,7 @@ def suite_rows(
         variant = listed and listed != config.algorithm.name  # a --variant's name
         row.update(
             scenario=match["scenario"] if match else stem,
-            algorithm=listed if variant else algorithm_label(config),
+            algorithm=points.get(listed, listed) if variant else algorithm_label(config),
             seed=config.run.seed,
             groups=len(config.groups),
             file=path,
@@ -237,6 +238,23 @@ def suite_rows(
         )
         rows.append(row)
     return rows, problems
+
+
+def grid_point_names(directory: str | Path) -> dict[str, str]:
+    """The name in a suite's tables (``ifca [train.lr=0.05]``) of each ``--grid`` point's
+    name in its run files (``ifca_g1f0c9a2e``), from the ``suite.json`` the suite wrote in
+    ``directory`` ({} where there is none of its own)."""
+    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS
+    from distfl.tools.suite_files import earlier_rows
+    from distfl.tools.suite_grid import point_items, split_name, suffix
+
+    earlier = earlier_rows(Path(directory), (COLUMNS, COLUMNS + COMPLEXITY_COLUMNS))
+    names = {}
+    for row in [] if earlier is None else earlier[1]:
+        name, point = split_name(str(row["algorithm"]))
+        if point:
+            names[name + suffix(point_items(point))] = row["algorithm"]
+    return names
 
 
 def write_suite_report(

@@ -177,7 +177,7 @@ def json_text(rows: list[dict[str, Any]], columns: list[str]) -> str:
     return json.dumps({"columns": columns, "rows": rows}, indent=1) + "\n"
 
 
-def _earlier_rows(out: Path, column_sets) -> tuple[list[str], list[dict[str, Any]]] | None:
+def earlier_rows(out: Path, column_sets) -> tuple[list[str], list[dict[str, Any]]] | None:
     """The columns and rows of the ``suite.json`` an earlier suite wrote in ``out``: None
     where it is not there or is not exactly what a suite writes."""
     data = read_own(out / "suite.json")
@@ -229,7 +229,7 @@ def results_to_replace(
     }
     if force or not any(there.values()):
         return there
-    earlier = _earlier_rows(out, column_sets)
+    earlier = earlier_rows(out, column_sets)
     for name in (n for n in names if there[n]):
         ours = earlier is not None
         if ours and name == "suite.csv":
@@ -259,6 +259,7 @@ __all__ = [
     "check_directory",
     "check_run_path",
     "csv_text",
+    "earlier_rows",
     "json_text",
     "log_head",
     "log_may_be_replaced",

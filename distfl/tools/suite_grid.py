@@ -157,6 +157,12 @@ def split_name(shown: str) -> tuple[str, str]:
     return (name, rest[:-1]) if bracket and rest.endswith("]") else (shown, "")
 
 
+def point_items(text: str) -> tuple[str, ...]:
+    """The items of a point's text in a name :func:`point_name` made (commas inside a
+    bracketed or quoted value kept)."""
+    return tuple(split_values(text)) if text else ()
+
+
 def grid_rows(rows: list[dict[str, Any]], best: str = "accuracy") -> list[dict[str, Any]]:
     """One line per (scenario, algorithm, point) of a suite's ``rows`` (in the order the
     points first come): seeds finished of seeds run, the mean and sample sd of ``best``
@@ -226,6 +232,7 @@ __all__ = [
     "grid_columns",
     "grid_rows",
     "parse_grid",
+    "point_items",
     "point_name",
     "points",
     "split_name",

@@ -62,7 +62,7 @@ def test_every_algorithm_runs_at_the_points_of_the_keys_it_takes(grid):
     assert len(rows) == 6
     for r in rows:
         name, point = suite_grid.split_name(r["algorithm"])
-        items = tuple(point.split(", "))
+        items = suite_grid.point_items(point)
         run = distfl.open(root / "out" / f"tiny--{name}{suite_grid.suffix(items)}--s0.h5")
         config = run.config
         values = dict(item.split("=") for item in items)
@@ -89,6 +89,18 @@ def test_the_grid_table_marks_the_best_mean_accuracy_of_each_algorithm(grid):
             assert float(x["accuracy"]) == pytest.approx(means[x["setting"]], abs=1e-12)
         leader = max(means, key=means.get)  # (the first of equal ones, as the table's)
         assert [x["setting"] for x in mine if x["best"] == "best"] == [leader]
+
+
+def test_the_report_names_each_point_as_the_tables_do(grid, helpers):
+    """(Before the grid grows: the names come from the suite.json of the first suite.)"""
+    root, _ = grid
+    proc = helpers.cli(root, "report", "out", "--out", "grid-report", timeout=limit(600))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    page = (root / "grid-report" / "index.html").read_text()
+    for lr in LRS:
+        assert f"fedavg [train.lr={lr}]" in page
+        for eps in EPSILONS:
+            assert f"fedgwc [train.lr={lr}, algorithm.epsilon={eps}]" in page
 
 
 def test_a_grown_grid_keeps_its_runs_and_runs_the_new_points(grid, helpers):

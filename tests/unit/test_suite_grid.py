@@ -153,3 +153,10 @@ def test_the_terminal_shows_mean_and_sd_to_three_decimals():
                         "seeds": "2 of 2", "accuracy": "0.750 ± 0.071",
                         "ari": "0.600 ± 0.141", "best": "best"}  # fmt: skip
     assert cells[1]["accuracy"] == "–" and cells[1]["best"] == ""
+
+
+def test_a_points_items_come_back_from_its_name():
+    point = ("train.lr=0.05", "data.groups=[{count = 2}, {count = 3}]", 'run.note="a, b"')
+    name, text = suite_grid.split_name(suite_grid.point_name("ifca", point))
+    assert name == "ifca" and suite_grid.point_items(text) == point
+    assert suite_grid.point_items("") == ()
