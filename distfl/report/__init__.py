@@ -241,8 +241,8 @@ def suite_rows(
 
 
 def grid_point_names(directory: str | Path) -> dict[str, str]:
-    """The name in a suite's tables (``ifca [train.lr=0.05]``) of each ``--grid`` point's
-    name in its run files (``ifca_g1f0c9a2e``), from the ``suite.json`` the suite wrote in
+    """The name in a suite's tables (``A [train.lr=0.05]``) of each ``--grid`` point's
+    name in its run files (``A_g1f0c9a2e``), from the ``suite.json`` the suite wrote in
     ``directory`` ({} where there is none of its own)."""
     from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS
     from distfl.tools.suite_files import earlier_rows
