@@ -77,10 +77,11 @@ class Workload:
             f"eval.every={rounds + 1}",
         ]
 
-    def config(self, *, out: str, trainer: str = "auto"):
+    def config(self, *, out: str, trainer: str = "auto", warm_up_rounds: int = 0):
         from distfl import config
 
-        return config.load(preset="digits", overrides=self.overrides(out=out, trainer=trainer))
+        items = self.overrides(out=out, trainer=trainer, warm_up_rounds=warm_up_rounds)
+        return config.load(preset="digits", overrides=items)
 
 
 def sgd_steps(model, loss_fn, d, w: Workload, *, lr: float, round_index: int, k: int) -> int:
