@@ -24,11 +24,9 @@ c split the loop's time into local training, the worker's other step work (its `
 less its ``train_s``) and the rest (the server: sampling, aggregation, the algorithm,
 messages); row d gives each worker's seconds of training and of other step work.
 
-Every row runs one untimed round before its R timed ones, its loop timed from the end of
-round 1 to the end of round R + 1: in it each process of row d pays torch's one-time lazy
-imports (this process pays them before rows b and c, untimed), and every row the run
-file's first write, which a run makes after its first round so that a kill no signal
-announces finds a file (once a process: the plain loop writes nothing).
+Row d runs one untimed round before its R timed ones: each of its processes pays torch's
+one-time lazy imports there (this process pays them before rows b and c, untimed), so its
+loop is timed from the end of round 1 to the end of round R + 1.
 """
 
 from __future__ import annotations
@@ -43,9 +41,8 @@ from pathlib import Path
 from distfl.tools.bench.common import SUBPROCESS_TIMEOUT_S, clean_env, rates, row, tail
 from distfl.tools.bench.workload import W3, Workload
 
-#: untimed rounds before the timed ones, under torchrun and at W=1
+#: untimed rounds before the timed ones, under torchrun
 TORCHRUN_WARM_UP_ROUNDS = 1
-W1_WARM_UP_ROUNDS = 1
 
 
 def run_file_timing(path: Path, steps: int, warm_up_rounds: int = 0) -> dict:
@@ -104,14 +101,14 @@ def distfl_local(w: Workload, tmp: Path, trainer: str) -> dict:
     from distfl.runtime import run
 
     out = tmp / f"w1-{trainer}.h5"
-    cfg = w.config(out=str(out), trainer=trainer, warm_up_rounds=W1_WARM_UP_ROUNDS)
+    cfg = w.config(out=str(out), trainer=trainer)
     threads = torch.get_num_threads()
     try:
         # each pass of --repeat writes the same scratch file again
         run(cfg, info=LaunchInfo("single", 0, 1, 0), stream=io.StringIO(), force=True)
     finally:
         torch.set_num_threads(threads)
-    got = run_file_timing(out, w.steps, warm_up_rounds=W1_WARM_UP_ROUNDS)
+    got = run_file_timing(out, w.steps)
     (rank,) = got["train_s"]  # the in-process worker, rank 0
     wall = got["wall_s"]
     breakdown = _breakdown(got["train_s"][rank], got["busy_s"][rank])
@@ -140,7 +137,6 @@ def distfl_local(w: Workload, tmp: Path, trainer: str) -> dict:
         f"{name.replace('_', ' ')} {100 * sec / wall:.1f}%" for name, sec in breakdown.items()
     )
     r["notes"].append(f"the loop's time: {parts}")
-    r["notes"].append("1 untimed warm-up round (the run file's first write) excluded")
     return rates(r)
 
 

@@ -77,11 +77,10 @@ class Workload:
             f"eval.every={rounds + 1}",
         ]
 
-    def config(self, *, out: str, trainer: str = "auto", warm_up_rounds: int = 0):
+    def config(self, *, out: str, trainer: str = "auto"):
         from distfl import config
 
-        items = self.overrides(out=out, trainer=trainer, warm_up_rounds=warm_up_rounds)
-        return config.load(preset="digits", overrides=items)
+        return config.load(preset="digits", overrides=self.overrides(out=out, trainer=trainer))
 
 
 def sgd_steps(model, loss_fn, d, w: Workload, *, lr: float, round_index: int, k: int) -> int:
