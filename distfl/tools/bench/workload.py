@@ -75,6 +75,10 @@ class Workload:
             'algorithm.name="none"',
             # evaluation only after the last round (it always runs there)
             f"eval.every={rounds + 1}",
+            # the run file written at the end alone, as the plain loop writes nothing (not
+            # after the first round as well, a write once a process that a run of 10 rounds
+            # would count as 10 % of its loop)
+            "checkpoint.seconds=0",
         ]
 
     def config(self, *, out: str, trainer: str = "auto"):
