@@ -7,6 +7,7 @@ import argparse
 
 from distfl import __version__
 from distfl.tools.paper_tables import TABLES as PAPER_TABLES
+from distfl.tools.suite_grid import BEST_COLUMNS
 
 
 class _Parser(argparse.ArgumentParser):
@@ -264,7 +265,7 @@ def _add_suite(sub: argparse._SubParsersAction) -> None:
     su.add_argument(
         "--best",
         default="accuracy",
-        choices=("accuracy", "accuracy_worst", "accuracy_p10", "ari", "rand"),
+        choices=BEST_COLUMNS,
         help="the column whose mean over the seeds marks each algorithm's best grid point "
         "(accuracy)",
     )

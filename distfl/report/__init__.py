@@ -244,11 +244,11 @@ def grid_point_names(directory: str | Path) -> dict[str, str]:
     """The name in a suite's tables (``A [train.lr=0.05]``) of each ``--grid`` point's
     name in its run files (``A_g1f0c9a2e``), from the ``suite.json`` the suite wrote in
     ``directory`` ({} where there is none of its own)."""
-    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS
+    from distfl.tools.suite import COLUMN_SETS
     from distfl.tools.suite_files import earlier_rows
     from distfl.tools.suite_grid import point_items, split_name, suffix
 
-    earlier = earlier_rows(Path(directory), (COLUMNS, COLUMNS + COMPLEXITY_COLUMNS))
+    earlier = earlier_rows(Path(directory), COLUMN_SETS)
     names = {}
     for row in [] if earlier is None else earlier[1]:
         name, point = split_name(str(row["algorithm"]))

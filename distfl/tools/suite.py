@@ -89,6 +89,8 @@ COLUMNS = (
 #: simulated seconds until the mean test loss first reached the target
 COMPLEXITY_COLUMNS = ("test_loss", "sim_s", "rounds_to_target", "bytes_to_target",
                       "sim_s_to_target")  # fmt: skip
+#: the columns a suite's table may have
+COLUMN_SETS = (COLUMNS, COLUMNS + COMPLEXITY_COLUMNS)
 
 
 def _existing(job: Job, force: bool) -> str:
@@ -268,7 +270,7 @@ def write_outputs(
     out_dir = Path(out_dir)
     there = results_to_replace(
         out_dir, force=force, comparison=table is not None,
-        column_sets=(COLUMNS, COLUMNS + COMPLEXITY_COLUMNS), compare=_comparison_titled,
+        column_sets=COLUMN_SETS, compare=_comparison_titled,
         grid_texts=None if best is None else grid_texts,
     )  # fmt: skip
     if check_only:

@@ -22,7 +22,7 @@ import hashlib
 import itertools
 from typing import Any
 
-from distfl.errors import ConfigError, UserError
+from distfl.errors import UserError
 
 #: the columns --best may name (higher is better for each)
 BEST_COLUMNS = ("accuracy", "accuracy_worst", "accuracy_p10", "ari", "rand")
@@ -87,24 +87,6 @@ def parse_grid(texts: list[str] | tuple[str, ...]) -> list[tuple[str, tuple[str,
     return grid
 
 
-def check_grid_keys(grid, algorithms: list[str]) -> None:
-    """ConfigError for an ``algorithm.KEY`` of the grid that none of ``algorithms`` (the
-    listed algorithms' own names, variants resolved) takes."""
-    from distfl.algorithms import key_owners
-
-    for key, _ in grid:
-        section, name = key.split(".")
-        if section != "algorithm":
-            continue
-        owners = key_owners(name)
-        if not set(owners) & set(algorithms):
-            whose = f"a key of {', '.join(owners)} only" if owners else "no algorithm takes it"
-            raise ConfigError(
-                f"--grid {key}: none of the listed algorithms ({', '.join(algorithms)}) "
-                f"takes {name}; {whose} (see distfl keys)"
-            )
-
-
 def check_not_set(grid, items: tuple[str, ...], algorithm: str) -> None:
     """UserError where one of ``items`` (a ``--set`` item or a variant's) sets a key that
     the grid spreads for ``algorithm``: the two would contradict each other."""
@@ -163,6 +145,11 @@ def point_items(text: str) -> tuple[str, ...]:
     return tuple(split_values(text)) if text else ()
 
 
+def measured(best: str) -> tuple[str, ...]:
+    """The columns a grid's table sums up over the seeds: ``best``, then the ARI."""
+    return tuple(dict.fromkeys((best, "ari")))
+
+
 def grid_rows(rows: list[dict[str, Any]], best: str = "accuracy") -> list[dict[str, Any]]:
     """One line per (scenario, algorithm, point) of a suite's ``rows`` (in the order the
     points first come): seeds finished of seeds run, the mean and sample sd of ``best``
@@ -179,7 +166,7 @@ def grid_rows(rows: list[dict[str, Any]], best: str = "accuracy") -> list[dict[s
         done = [r for r in runs if finished(r)]
         line = {"scenario": scenario, "algorithm": algorithm, "setting": point,
                 "seeds": f"{len(done)} of {len(runs)}"}  # fmt: skip
-        for column in dict.fromkeys((best, "ari")):
+        for column in measured(best):
             got = stats([r.get(column) for r in done])
             line[column] = None if got is None else got[0]
             line[f"{column}_sd"] = None if got is None else got[1]
@@ -206,16 +193,15 @@ def grid_cells(lines: list[dict[str, Any]], best: str) -> list[dict[str, str]]:
 
     return [
         {"scenario": x["scenario"], "algorithm": x["algorithm"], "setting": x["setting"],
-         "seeds": x["seeds"], best: shown(x, best),
-         **({} if best == "ari" else {"ari": shown(x, "ari")}), "best": x["best"]}
+         "seeds": x["seeds"], **{c: shown(x, c) for c in measured(best)}, "best": x["best"]}
         for x in lines
     ]  # fmt: skip
 
 
 def grid_columns(best: str) -> list[str]:
     """The columns of ``grid.csv`` for a ``--best`` column."""
-    measured = [c for column in dict.fromkeys((best, "ari")) for c in (column, f"{column}_sd")]
-    return ["scenario", "algorithm", "setting", "seeds", *measured, "best"]
+    sums = [c for column in measured(best) for c in (column, f"{column}_sd")]
+    return ["scenario", "algorithm", "setting", "seeds", *sums, "best"]
 
 
 def check_best(best: str) -> None:
@@ -226,11 +212,11 @@ def check_best(best: str) -> None:
 __all__ = [
     "BEST_COLUMNS",
     "check_best",
-    "check_grid_keys",
     "check_not_set",
     "grid_cells",
     "grid_columns",
     "grid_rows",
+    "measured",
     "parse_grid",
     "point_items",
     "point_name",

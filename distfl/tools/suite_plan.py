@@ -112,7 +112,7 @@ def _source(scenario: str) -> tuple[str, tuple[str, ...]]:
 
 
 def algorithm_overrides(
-    overrides: list[str] | tuple[str, ...], algorithms: list[str]
+    overrides: list[str] | tuple[str, ...], algorithms: list[str], option: str = "--set"
 ) -> dict[str, tuple[str, ...]]:
     """The ``--set`` items of each algorithm's jobs: every item, except that an item
     ``algorithm.KEY=V`` goes only to the algorithms that take KEY (:func:`key_owners`). An
@@ -137,7 +137,7 @@ def algorithm_overrides(
                 else "no algorithm takes it (see distfl keys)"
             )
             raise ConfigError(
-                f"--set algorithm.{key}: none of the listed algorithms "
+                f"{option} algorithm.{key}: none of the listed algorithms "
                 f"({', '.join(algorithms)}) takes {key}; {whose}"
             )
         for a in takers:
@@ -195,9 +195,11 @@ def plan_jobs(
     defined = _defined_variants(variants, allowed)
     _check_listed(algorithms, seeds, allowed, defined)
     base_of = {a: defined[a][0] if a in defined else a for a in algorithms}
-    shared = algorithm_overrides(overrides, list(dict.fromkeys(base_of.values())))
+    bases = list(dict.fromkeys(base_of.values()))
+    shared = algorithm_overrides(overrides, bases)
     spread = suite_grid.parse_grid(grid)
-    suite_grid.check_grid_keys(spread, list(dict.fromkeys(base_of.values())))
+    # a grid key no listed algorithm takes is refused as such a --set item is
+    algorithm_overrides([items[0] for _, items in spread], bases, "--grid")
     jobs, names = [], set()
     for scenario in scenarios:
         name, source = _source(scenario)
