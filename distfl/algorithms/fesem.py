@@ -127,6 +127,7 @@ class FeSEMParams(seeded.CentresParams):
 class FeSEM(seeded.Centres):
     name = "fesem"
     Params = FeSEMParams
+    models_from_clients = "its centres are weighted means of the clients' individual models"
 
     def __init__(
         self, *, num_clients: int, clients_per_round: int, seed: int,

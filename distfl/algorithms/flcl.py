@@ -324,6 +324,7 @@ class ClusterState:
 @api.register
 class FLCL(api.ClusteringAlgorithm):
     name = "flcl"
+    models_from_clients = "RegEXT combines the clients' individual models (θ_a = Σ λ_i θ_i)"
     Params = FLCLParams
     statistics = (
         api.Statistic("regret", "the cluster's mean regret of its members' preferences"),

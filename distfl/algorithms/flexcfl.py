@@ -165,6 +165,7 @@ class FlexCFLParams(api.Params):
 @api.register
 class FlexCFL(api.ClusteringAlgorithm):
     name = "flexcfl"
+    models_from_clients = "its group models are made from the clients' individual models"
     clusters_key = "num_clusters"
     Params = FlexCFLParams
     statistics = (

@@ -72,6 +72,14 @@ class IFCA(seeded.Centres):
     client_ops = ("losses",)
     client = "distfl.algorithms.common.losses_client:LossesClient"
 
+    @classmethod
+    def privacy_refusal(cls, params: IFCAParams) -> str | None:
+        """init = "kmeans++" makes the first models k-means centres of the clients' models."""
+        if params.init == "kmeans++":
+            return ("init = 'kmeans++' makes the models k-means centres of the clients' "
+                    "individual models")  # fmt: skip
+        return None
+
     def __init__(
         self, *, num_clients: int, clients_per_round: int, seed: int,
         params: IFCAParams | None = None, **settings,

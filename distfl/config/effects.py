@@ -111,6 +111,13 @@ COLLECTIVES = Condition(
 )
 
 
+#: client-level DP with noise, the only case an accountant reports ε
+NOISED = Condition(
+    ("privacy.clip", "privacy.noise", "privacy.epsilon"),
+    "privacy.clip > 0 and privacy.noise > 0 or privacy.epsilon > 0",
+    lambda c: c.privacy.noised,
+)
+
 #: the sections' keys that take effect only where their condition holds
 RULES: dict[str, Condition] = {
     "server.lr": _aggregator_reads("lr"),
@@ -144,6 +151,8 @@ RULES: dict[str, Condition] = {
         lambda c: c.participation.availability == "fraction" and c.participation.diurnal > 0,
     ),
     "participation.trace": _is("participation.availability", "trace"),
+    "privacy.delta": NOISED,
+    "privacy.accountant": NOISED,
     "participation.resource_trace": _is("participation.resources", "trace"),
     "participation.speed_min": _is("participation.resources", "loguniform"),
     "participation.speed_max": _is("participation.resources", "loguniform"),

@@ -12,6 +12,7 @@ from typing import Any
 
 from distfl.config.groups import GroupSpec
 from distfl.config.participation import ParticipationSection
+from distfl.config.privacy import ACCOUNTANTS, PrivacySection
 from distfl.config.seeds import RunSeeds
 from distfl.config.toml import toml_value
 from distfl.plugins import ALGORITHMS, DATASETS, MODELS
@@ -471,6 +472,7 @@ class Config:
     eval: EvalSection = field(default_factory=EvalSection)
     checkpoint: CheckpointSection = field(default_factory=CheckpointSection)
     participation: ParticipationSection = field(default_factory=ParticipationSection)
+    privacy: PrivacySection = field(default_factory=PrivacySection)
 
     @property
     def groups(self) -> tuple[GroupSpec, ...]:
@@ -530,4 +532,5 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "comm.sums": ("scaled", "limbs"),
     "participation.availability": ("always", "fraction", "trace"),
     "participation.resources": ("off", "loguniform", "trace"),
+    "privacy.accountant": ACCOUNTANTS,
 }

@@ -113,6 +113,9 @@ METRICS = Table(
            "without evaluation)"),
         _c("loss_out_of_sample", "float", "the same of the evaluated clients that never "
            "trained (NaN when there are none)"),
+        _c("dp_epsilon", "float", "ε of client-level differential privacy at privacy.delta "
+           "after the rounds so far, from the accountant ([privacy]; NaN without "
+           "privacy.noise, and in files written before the column)"),
     ),
     "the deterministic per-round metrics: the same bits at any world size",
 )  # fmt: skip

@@ -346,7 +346,15 @@ def check_resumable(stored: Config, current: Config, path: str | Path) -> None:
     """Refuse to resume when a key that changes the computation differs."""
     a, b = _flatten(stored.to_dict()), _flatten(current.to_dict())
     for key in sorted(set(a) | set(b)):
-        if key in RESUMABLE_CHANGES or a.get(key) == b.get(key):
+        if a.get(key) == b.get(key):
+            continue
+        if key == "run.rounds" and current.privacy.epsilon > 0:
+            raise CheckpointError(
+                f"run file {path} ran for run.rounds = {a.get(key)} with privacy.epsilon = "
+                f"{current.privacy.epsilon!r}: its noise was found for that many rounds, so "
+                "run.rounds cannot change on resume"
+            )
+        if key in RESUMABLE_CHANGES:
             continue
         raise CheckpointError(
             f"run file {path} is from a different config: {key} is {json.dumps(a.get(key))} "

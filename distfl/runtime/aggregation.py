@@ -11,16 +11,20 @@ import torch
 from distfl.aggregators import Aggregator
 from distfl.algorithms import Split
 from distfl.exact import SumLayout
+from distfl.runtime.privacy import AggregateNoise
 
 
 class ClusterAggregation:
     """Decodes the step's sums with ``layout`` (models of ``num_params`` parameters) and
     aggregates them with ``aggregator``, whose state (momentum, ...) it holds."""
 
-    def __init__(self, aggregator: Aggregator, layout: SumLayout, num_params: int) -> None:
+    def __init__(self, aggregator: Aggregator, layout: SumLayout, num_params: int,
+                 noise: AggregateNoise | None = None) -> None:  # fmt: skip
         self.aggregator = aggregator
         self.layout = layout
         self.num_params = num_params
+        #: client-level DP's noise on each cluster's sum ([privacy]; None: none)
+        self.noise = noise
 
     def bytes_per_param(self, sums: torch.Tensor) -> float:
         """Bytes per model parameter each rank handed to the reduce of ``sums``
@@ -36,17 +40,24 @@ class ClusterAggregation:
         sums: torch.Tensor,
         exponents: torch.Tensor | None,
         weight_bits: int = 0,
+        *,
+        round_index: int = 0,
+        spread: float = 1.0,
     ) -> None:
         """Replace each of ``clusters``' model in ``models`` by the aggregator's new model
         from its row of ``sums`` (and its grids' ``exponents``, with scaled sums); its
         weight column counts units of 2^-``weight_bits`` (the step's
-        :meth:`~distfl.runtime.protocol.Plan.weight_bits`)."""
+        :meth:`~distfl.runtime.protocol.Plan.weight_bits`). With :attr:`noise`, each sum
+        gets its noise of round ``round_index`` first (``spread``: the round's
+        :func:`~distfl.runtime.privacy.sensitivity_spread`)."""
         for i, cid in enumerate(clusters):
             weight = int(sums[i, -1])
             if weight_bits:  # soft weights: Σ q_k 2^-G, the integer scaled exactly
                 weight = weight * 2.0**-weight_bits
             row_exponents = exponents[i] if exponents is not None else None
             delta = self.layout.decode(sums[i, :-1], row_exponents)
+            if self.noise is not None:
+                delta = self.noise.add(delta, round_index, cid, spread)
             models[cid] = self.aggregator(cid, models[cid], delta, weight)
 
     def split(self, models: dict[str, torch.Tensor], splits: list[Split]) -> None:

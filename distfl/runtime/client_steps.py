@@ -13,6 +13,7 @@ import numpy as np
 
 from distfl.algorithms import ClientReports, ClusteringAlgorithm, ProbeRequest, RoundPlan
 from distfl.runtime.aggregation import ClusterAggregation
+from distfl.runtime.privacy import sensitivity_spread
 from distfl.runtime.protocol import AFTER, MAY_GIVE_UP, PROBE, RETURN_MODEL, TRAIN, ProbeShape
 from distfl.runtime.run_state import RunState
 from distfl.runtime.steps import WorldSteps
@@ -107,7 +108,9 @@ class ClientSteps:
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
         self.state.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
-        self.aggregation.apply(self.state.models, clusters, sums, out.exponents, out.weight_bits)
+        spread = sensitivity_spread([[g for _, g in targets[k]] for k in targets]) if soft else 1.0
+        self.aggregation.apply(self.state.models, clusters, sums, out.exponents, out.weight_bits,
+                               round_index=plan.round, spread=spread)  # fmt: skip
         rows = out.loss_rows.cpu().numpy()
         clients = rows[:, 0].astype(np.int64)
         expected = np.array([k for k in sorted(targets) for _ in targets[k]], dtype=np.int64)

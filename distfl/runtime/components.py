@@ -31,6 +31,7 @@ from distfl.runfile.run import participation_line
 from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
+from distfl.runtime.privacy import epsilon, noise_multiplier, run_sampling_rate
 from distfl.runtime.protocol import peak_rss_mb
 
 if TYPE_CHECKING:
@@ -175,6 +176,14 @@ def _participation_columns(metrics, took_part: RoundParticipation) -> dict[str, 
     }  # fmt: skip
 
 
+def _epsilon(server: ServerView, t: int) -> float:
+    """ε after round ``t`` ([privacy]; NaN without noise)."""
+    config = server.config
+    if not config.privacy.noised:
+        return math.nan
+    return epsilon(config.privacy, run_sampling_rate(config), t, noise_multiplier(config))
+
+
 class Component:
     """A part of the server's work around the rounds; every hook does nothing by default."""
 
@@ -235,6 +244,7 @@ class Recorder(Component):
             **_participation_columns(record.metrics, r.participation),
             "loss_in_sample": r.scores.loss_in_sample,
             "loss_out_of_sample": r.scores.loss_out_of_sample,
+            "dp_epsilon": _epsilon(server, t),
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
@@ -511,6 +521,11 @@ class Summary(Component):
         ]
         if took_part := participation_line(server.state.record.metrics.columns):
             lines.insert(-1, f"  participation            {took_part}")
+        if cfg.privacy.noised:
+            eps = _last(server.state.record.metrics["dp_epsilon"])
+            lines.insert(-1, f"  privacy                  ε = {eps:.3g} at δ = "
+                         f"{cfg.privacy.delta:g} (C = {cfg.privacy.clip:g}, z = "
+                         f"{noise_multiplier(cfg):.4g}, {cfg.privacy.accountant})")  # fmt: skip
         server.stream.write("\n".join(lines) + "\n")
         server.stream.flush()
 

@@ -37,6 +37,7 @@ from distfl.runtime.components import Component, OnDisk, default_components
 from distfl.runtime.evaluation import Evaluation
 from distfl.runtime.failures import RoundFailures
 from distfl.runtime.placement import Placement
+from distfl.runtime.privacy import aggregate_noise
 from distfl.runtime.protocol import StepOutput, sum_layout
 from distfl.runtime.round_loop import RoundLoop
 from distfl.runtime.run_state import RunState
@@ -119,7 +120,8 @@ class Server:
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
         aggregator = build_aggregator(config.server)
-        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params)
+        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params,
+                                              aggregate_noise(config, self.num_train))  # fmt: skip
         #: what a round changes (distfl.runtime.run_state): models, record, accuracies, ...
         self.state = self._first_state(seeding, model)
         #: the rounds' probes and trainings at the clients

@@ -32,6 +32,7 @@ from distfl.exact import NUM_LIMBS, element_scales, quantise_sum, segment_bounds
 from distfl.models import build_model, load_flat, num_params
 from distfl.plugins import AGGREGATORS
 from distfl.runtime.pool import exchange
+from distfl.runtime.privacy import clip_updates
 from distfl.runtime.protocol import (
     AFTER,
     COMPUTE,
@@ -133,6 +134,9 @@ class Worker:
             runs = self._train(plan, trained, models, prepared, between)
         except TrainingLeft:
             return self._left(plan, trained, eval_rows, probe_rows)
+        if self.config.privacy.clip > 0:  # client-level DP: a client sends its update clipped
+            runs = [(m, ps, clip_updates(new, models[m], self.config.privacy.clip), losses)
+                    for m, ps, new, losses in runs]  # fmt: skip
         probe_rows += self._after_rows(plan, runs)
         out = self._trained_output(plan, models, runs, eval_rows, probe_rows)
         out.trained = len(trained)

@@ -254,6 +254,11 @@ class ClusteringAlgorithm(ABC):
     #: the selection strategies (``participation.selection``) that cannot act on its
     #: rounds beyond those :meth:`selection_refusal` derives, each with why in a few words
     refused_selections: ClassVar[Mapping[str, str]] = {}
+    #: why the cluster models it makes are not the aggregates of the clients' updates alone
+    #: (it mixes or averages the clients' individual models on the server), in a few words;
+    #: "" where they are. Client-level DP's noise (``privacy.noise``) goes on the aggregates,
+    #: so the config refuses it for such an algorithm (:meth:`privacy_refusal`)
+    models_from_clients: ClassVar[str] = ""
     #: the key of its :attr:`Params` that sets how many clusters it forms (IFCA's
     #: ``num_clusters``), or None for an algorithm that finds the number itself: ``distfl
     #: suite --true-clusters`` sets this key to each scenario's number of data groups (the
@@ -460,6 +465,13 @@ class ClusteringAlgorithm(ABC):
             return ("its clients train several clusters' models (soft membership), and "
                     "FedPNS's optimal aggregation compares one model a client")  # fmt: skip
         return cls.refused_selections.get(selection)
+
+    @classmethod
+    def privacy_refusal(cls, params: Params) -> str | None:
+        """Why client-level DP's noise, added to each cluster's aggregate, would not cover
+        the models this algorithm makes with ``params`` (None: it does). By default what
+        :attr:`models_from_clients` declares."""
+        return cls.models_from_clients or None
 
     # -- the rest ----------------------------------------------------------------------
 

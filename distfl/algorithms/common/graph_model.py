@@ -75,6 +75,7 @@ class GraphModels(PerClientModels):
 
     Params = PFedGraphParams
     membership = "none"
+    models_from_clients = "each client's model is its graph row's mix of the clients' models"
     tables = (
         api.RecordTable("graph", "pair", (
             Column("weight", "float", "a_ij, the weight of the other's model in the client's "

@@ -109,6 +109,7 @@ class FedCEParams(api.Params):
 @api.register
 class FedCE(ModelsOfOwn):
     name = "fedce"
+    models_from_clients = "each cluster model is a softmax mix of the clients' individual models"
     salt = 0xFEDCE
     Params = FedCEParams
     client_ops = (ASSOCIATE,)

@@ -1,0 +1,95 @@
+"""Client-level differential privacy ([privacy]) in real runs of the default job (FedGWC on
+digits): clipped and noised, one process, torchrun with three ranks (gloo) and a run stopped
+and resumed give the same bits; /metrics dp_epsilon is opacus's RDP accountant's ε round by
+round; with no noise and a bound no update reaches, the bits of a run without privacy."""
+
+from __future__ import annotations
+
+import math
+
+import h5py
+import numpy as np
+import pytest
+from cliproc import assert_one_line_error
+from runfile import assert_same, assert_same_run, read_run
+
+pytestmark = pytest.mark.integration
+
+ROUNDS = 6
+
+
+def _args(rounds: int, **privacy) -> tuple[str, ...]:
+    sets = [f"run.rounds={rounds}", "run.progress=none", "eval.every=1"]  # resumed: the same
+    sets += [f"privacy.{key}={value}" for key, value in privacy.items()]
+    return tuple(part for s in sets for part in ("--set", s))
+
+
+@pytest.fixture(scope="module")
+def noised(tmp_path_factory, helpers):
+    tmp = tmp_path_factory.mktemp("privacy")
+    return helpers.alone_torchrun_resumed(
+        tmp, lambda rounds: _args(rounds, clip=0.5, noise=1.0), ROUNDS
+    )
+
+
+def test_the_same_bits_alone_under_torchrun_and_resumed(noised):
+    single, multi, resumed = noised
+    assert_same_run(single, multi)
+    assert_same_run(single, resumed)
+    with h5py.File(multi, "r") as f:
+        assert f.attrs["world_size"] == 3
+
+
+def test_epsilon_is_the_rdp_accountants_round_by_round(noised):
+    """q = 10 of 40 clients a round, z = 1, δ = 1e-5: ε after t rounds from opacus's RDP
+    analysis called here directly (its default orders)."""
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis.rdp import compute_rdp, get_privacy_spent
+
+    with h5py.File(noised[0], "r") as f:
+        eps = f["metrics/dp_epsilon"][()]
+    orders = RDPAccountant.DEFAULT_ALPHAS
+    expected = [
+        get_privacy_spent(orders=orders, rdp=compute_rdp(q=0.25, noise_multiplier=1.0,
+                                                         steps=t, orders=orders), delta=1e-5)[0]
+        for t in range(1, ROUNDS + 1)
+    ]  # fmt: skip
+    assert np.allclose(eps, expected, rtol=1e-12, atol=0)
+    assert 2.5 < eps[0] < eps[-1] < 10
+
+
+def _without_config(run: dict) -> dict:
+    return {k: v for k, v in run.items() if "config" not in k}
+
+
+def test_no_noise_and_an_unreached_bound_give_the_bits_without_privacy(tmp_path, helpers):
+    helpers.run_alone(tmp_path, *_args(ROUNDS), "--out", str(tmp_path / "plain.h5"))
+    helpers.run_alone(tmp_path, *_args(ROUNDS, clip=1e6), "--out", str(tmp_path / "clip.h5"))
+    helpers.run_alone(tmp_path, *_args(ROUNDS, clip=0.05), "--out", str(tmp_path / "tight.h5"))
+    plain = read_run(tmp_path / "plain.h5")
+    assert_same(_without_config(plain), _without_config(read_run(tmp_path / "clip.h5")))
+    with h5py.File(tmp_path / "plain.h5", "r") as f:
+        assert all(math.isnan(e) for e in f["metrics/dp_epsilon"][()])
+    # a bound the updates do reach changes the models; so does noise on top of it
+    tight = read_run(tmp_path / "tight.h5")
+    assert not np.array_equal(plain["final/models"], tight["final/models"])
+
+
+def test_noise_changes_the_models_the_clipping_alone_makes(tmp_path, helpers, noised):
+    helpers.run_alone(tmp_path, *_args(ROUNDS, clip=0.5), "--out", str(tmp_path / "clip.h5"))
+    clipped, noisy = read_run(tmp_path / "clip.h5"), read_run(noised[0])
+    assert not np.array_equal(clipped["final/models"], noisy["final/models"])
+
+
+def test_a_target_epsilon_is_met_and_its_rounds_cannot_change_on_resume(tmp_path, helpers):
+    out = tmp_path / "eps.h5"
+    args = _args(4, clip=0.5, epsilon=4.0)
+    printed = helpers.run_alone(tmp_path, *args, "--out", str(out))
+    with h5py.File(out, "r") as f:
+        eps = f["metrics/dp_epsilon"][()]
+    assert 3.95 <= eps[-1] <= 4.0 and (np.diff(eps) > 0).all()
+    assert f"privacy                  ε = {eps[-1]:.3g} at δ = 1e-05 (C = 0.5, z = " in printed
+    more = _args(6, clip=0.5, epsilon=4.0)
+    proc = helpers.cli(tmp_path, "run", *more, "--resume", str(out))
+    line = assert_one_line_error(proc, "run.rounds = 4 with privacy.epsilon = 4.0")
+    assert "cannot change on resume" in line
