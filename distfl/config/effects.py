@@ -113,10 +113,12 @@ COLLECTIVES = Condition(
 
 #: client-level DP with noise, the only case an accountant reports ε
 NOISED = Condition(
-    ("privacy.clip", "privacy.noise", "privacy.epsilon"),
-    "privacy.clip > 0 and privacy.noise > 0 or privacy.epsilon > 0",
-    lambda c: c.privacy.noised,
-)
+    ("privacy.clip", "privacy.noise", "privacy.epsilon", "privacy.sample_clip",
+     "privacy.sample_noise"),
+    "noise with its bound: privacy.clip > 0 and privacy.noise > 0 or privacy.epsilon > 0, or "
+    "privacy.sample_clip > 0 and privacy.sample_noise > 0",
+    lambda c: c.privacy.noised or c.privacy.sample_noised,
+)  # fmt: skip
 
 #: the sections' keys that take effect only where their condition holds
 RULES: dict[str, Condition] = {

@@ -31,7 +31,14 @@ from distfl.runfile.run import participation_line
 from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
-from distfl.runtime.privacy import epsilon, noise_multiplier, run_sampling_rate
+from distfl.runtime.privacy import (
+    epsilon,
+    noise_multiplier,
+    run_sampling_rate,
+    sample_epsilon,
+    sample_rate,
+    summary_lines,
+)
 from distfl.runtime.protocol import peak_rss_mb
 
 if TYPE_CHECKING:
@@ -184,6 +191,19 @@ def _epsilon(server: ServerView, t: int) -> float:
     return epsilon(config.privacy, run_sampling_rate(config), t, noise_multiplier(config))
 
 
+def _sample_privacy(server: ServerView, metrics, clients: np.ndarray) -> dict[str, Any]:
+    """The round's sample-level privacy columns: the busiest client's DP-SGD steps so far
+    and the bound on ε they give ([privacy] sample_clip, sample_noise)."""
+    config = server.config
+    if config.privacy.sample_dp is None:
+        return {"dp_sample_steps": 0, "dp_sample_epsilon": math.nan}
+    busiest = int(np.unique(clients, return_counts=True)[1].max(initial=0))
+    before = int(metrics["dp_sample_steps"][-1]) if len(metrics["dp_sample_steps"]) else 0
+    steps = before + busiest * config.train.local_steps
+    q = sample_rate(config.train.batch_size, server.partition.num_train())
+    return {"dp_sample_steps": steps, "dp_sample_epsilon": sample_epsilon(config.privacy, q, steps)}
+
+
 class Component:
     """A part of the server's work around the rounds; every hook does nothing by default."""
 
@@ -245,6 +265,7 @@ class Recorder(Component):
             "loss_in_sample": r.scores.loss_in_sample,
             "loss_out_of_sample": r.scores.loss_out_of_sample,
             "dp_epsilon": _epsilon(server, t),
+            **_sample_privacy(server, record.metrics, r.reports.clients),
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
@@ -521,11 +542,8 @@ class Summary(Component):
         ]
         if took_part := participation_line(server.state.record.metrics.columns):
             lines.insert(-1, f"  participation            {took_part}")
-        if cfg.privacy.noised:
-            eps = _last(server.state.record.metrics["dp_epsilon"])
-            lines.insert(-1, f"  privacy                  ε = {eps:.3g} at δ = "
-                         f"{cfg.privacy.delta:g} (C = {cfg.privacy.clip:g}, z = "
-                         f"{noise_multiplier(cfg):.4g}, {cfg.privacy.accountant})")  # fmt: skip
+        for line in summary_lines(cfg, server.state.record.metrics):
+            lines.insert(-1, line)
         server.stream.write("\n".join(lines) + "\n")
         server.stream.flush()
 

@@ -151,6 +151,39 @@ def epsilon(privacy: PrivacySection, sampling: float, rounds: int,
         return float(accountant.get_epsilon(delta=float(privacy.delta)))
 
 
+def sample_rate(batch_size: int, num_train: np.ndarray) -> float:
+    """DP-SGD's sampling rate of the client with the smallest train split n_min: a batch of
+    min(b, n_min) of its n_min samples (1 where the batch takes them all)."""
+    smallest = int(np.min(num_train, initial=batch_size)) if len(num_train) else batch_size
+    return min(batch_size, smallest) / max(smallest, 1)
+
+
+def sample_epsilon(privacy: PrivacySection, sampling: float, steps: int) -> float:
+    """A bound on every client's sample-level ε at ``privacy.delta`` after ``steps`` DP-SGD
+    steps at rate ``sampling`` with ``privacy.sample_noise`` (NaN without it)."""
+    if not privacy.sample_noised or steps < 1:
+        return math.nan
+    accountant = _accountant(privacy.accountant)
+    accountant.history = [(float(privacy.sample_noise), float(sampling), int(steps))]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return float(accountant.get_epsilon(delta=float(privacy.delta)))
+
+
+def summary_lines(config, metrics) -> list[str]:
+    """The run summary's lines of what privacy spent (none without noise)."""
+    p, lines = config.privacy, []
+    if p.noised and len(metrics["dp_epsilon"]):
+        lines.append(f"  privacy                  ε = {metrics['dp_epsilon'][-1]:.3g} at δ = "
+                     f"{p.delta:g} (C = {p.clip:g}, z = {noise_multiplier(config):.4g}, "
+                     f"{p.accountant})")  # fmt: skip
+    if p.sample_noised and len(metrics["dp_sample_epsilon"]):
+        lines.append(f"  DP-SGD                   ε ≤ {metrics['dp_sample_epsilon'][-1]:.3g} at "
+                     f"δ = {p.delta:g} for any client's samples (C_s = {p.sample_clip:g}, "
+                     f"σ_s = {p.sample_noise:g})")  # fmt: skip
+    return lines
+
+
 def _accountant(name: str):
     try:
         from opacus.accountants import PRVAccountant, RDPAccountant
@@ -168,6 +201,9 @@ __all__ = [
     "epsilon",
     "noise_multiplier",
     "run_sampling_rate",
+    "sample_epsilon",
+    "sample_rate",
     "sampling_rate",
     "sensitivity_spread",
+    "summary_lines",
 ]

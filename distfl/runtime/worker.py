@@ -97,7 +97,7 @@ class Worker:
         cls = algorithm_class(config.algorithm.name)
         self.trainer = build_trainer(
             self.trainer_name, self.model, config.train, device, pad_to=widest,
-            cosine=cls.start_cosine(config.algorithm.params),
+            cosine=cls.start_cosine(config.algorithm.params), sample_dp=config.privacy.sample_dp,
         )  # fmt: skip
         self.dataset, self.partition = dataset, partition
         self.cache = ClientCache(self._load, config.data.cache_mb * 2**20)

@@ -137,13 +137,16 @@ def trainer_kind(
 
 def build_trainer(
     kind: str, model: nn.Module, train: TrainSection, device: torch.device, *, pad_to: int,
-    cosine: float = 0.0,
+    cosine: float = 0.0, sample_dp: tuple[float, float] | None = None,
 ):  # fmt: skip
     """The trainer of ``kind`` (a :func:`trainer_kind` answer). ``pad_to``: the batch width
     the batched trainer pads every client's batch to (the population's largest batch);
-    ``cosine``: c of a local term −c·cos(θ, w_start) (0: none)."""
+    ``cosine``: c of a local term −c·cos(θ, w_start) (0: none); ``sample_dp``: DP-SGD's
+    (C_s, σ_s), the vectorised trainer's only (the config refuses it with another)."""
+    if sample_dp is not None and kind != "vectorised":
+        raise ValueError(f"sample-level DP needs the vectorised trainer, not {kind!r}")
     if kind == "batched":
         return BatchedTrainer(model, train, device, pad_to=pad_to, cosine=cosine)
     if kind == "vectorised":
-        return VectorisedTrainer(model, train, device, cosine=cosine)
+        return VectorisedTrainer(model, train, device, cosine=cosine, sample_dp=sample_dp)
     return SequentialTrainer(model, train, device, cosine=cosine)

@@ -22,6 +22,7 @@ from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.train.chunked import ChunkedTrainer
 from distfl.train.optim import StackedOptimiser, state_copies
+from distfl.train.private import PrivateStep, noise_generator
 from distfl.train.sequential import (
     clients_per_chunk,
     loss_function,
@@ -32,8 +33,11 @@ from distfl.train.sequential import (
 
 class VectorisedTrainer(ChunkedTrainer):
     def __init__(
-        self, model: nn.Module, train: TrainSection, device: torch.device, *, cosine: float = 0.0
-    ):
+        self, model: nn.Module, train: TrainSection, device: torch.device, *, cosine: float = 0.0,
+        sample_dp: tuple[float, float] | None = None,
+    ):  # fmt: skip
+        """``sample_dp``: (C_s, σ_s) of DP-SGD ([privacy] `sample_clip`, `sample_noise`;
+        :mod:`distfl.train.private`), None for plain steps."""
         self.model = model.to(device)
         self.cfg = train
         self.cosine = float(cosine)
@@ -60,14 +64,18 @@ class VectorisedTrainer(ChunkedTrainer):
 
         #: the step with a weight per sample (a client half's preparation, FedEM's E-step)
         self._weighted_step = vmap(grad_and_value(weighted_loss_of))
+        #: DP-SGD's step in place of both, where sample-level privacy is on
+        self._private = None
+        if sample_dp is not None:
+            self._private = PrivateStep(self.model, self.buffers, train.loss, *sample_dp,
+                                        names=self.names)  # fmt: skip
 
     def chunk_size(self, example: ClientData) -> int:
         """How many clients fit in ``train.chunk_mb`` (:func:`clients_per_chunk`)."""
         b = min(self.cfg.batch_size, example.num_train)
         sample = example.x_train[0].numel()
-        return clients_per_chunk(
-            self.num_params, b, sample, self.cfg.chunk_mb, copies=state_copies(self.cfg)
-        )
+        copies = state_copies(self.cfg) + (b if self._private is not None else 0)
+        return clients_per_chunk(self.num_params, b, sample, self.cfg.chunk_mb, copies=copies)
 
     def batch_groups(self, datas: list[ClientData]) -> list[list[int]]:
         """Clients whose batch size differs (fewer samples than batch_size) train apart."""
@@ -103,10 +111,18 @@ class VectorisedTrainer(ChunkedTrainer):
         w_all = None
         if weights is not None:
             w_all = torch.cat([w.to(self.device, torch.float32) for w in weights])
+        gens = [noise_generator(seed) for seed in seeds] if self._private is not None else None
         for s in range(cfg.local_steps):
             if between is not None:
                 between()
-            if w_all is None:
+            if gens is not None:  # DP-SGD: each sample's gradient clipped, then noise
+                w = (
+                    w_all[index[s]]
+                    if w_all is not None
+                    else torch.ones(index[s].shape, device=self.device)
+                )
+                grads, loss = self._private(params, x_all[index[s]], y_all[index[s]], w, gens)
+            elif w_all is None:
                 grads, loss = self._step(params, x_all[index[s]], y_all[index[s]])
             else:
                 grads, loss = self._weighted_step(

@@ -224,6 +224,7 @@ CHECKED_OUTPUTS = {
     ("docs/run-file.md", "/"): "test_reference.py",  # the layout, written from the code
     ("docs/adding-a-dataset.md", "distfl: error: run.plugins: 'blobs.py'"): "test_plugin_checks.py",
     ("docs/adding-a-model.md", "distfl: error: model.name = 'resnet'"): "test_plugin_checks.py",
+    ("docs/privacy.md", "  privacy                  ε = 4"): "test_privacy_runs.py",
 }
 
 

@@ -1,16 +1,20 @@
 """Client-level differential privacy ([privacy]) in real runs of the default job (FedGWC on
 digits): clipped and noised, one process, torchrun with three ranks (gloo) and a run stopped
 and resumed give the same bits; /metrics dp_epsilon is opacus's RDP accountant's ε round by
-round; with no noise and a bound no update reaches, the bits of a run without privacy."""
+round; with no noise and a bound no update reaches, the bits of a run without privacy; the
+summary line docs/privacy.md shows is the one its first command prints."""
 
 from __future__ import annotations
 
 import math
+import shlex
+from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
+from docpage import fenced
 from runfile import assert_same, assert_same_run, read_run
 
 pytestmark = pytest.mark.integration
@@ -93,3 +97,30 @@ def test_a_target_epsilon_is_met_and_its_rounds_cannot_change_on_resume(tmp_path
     proc = helpers.cli(tmp_path, "run", *more, "--resume", str(out))
     line = assert_one_line_error(proc, "run.rounds = 4 with privacy.epsilon = 4.0")
     assert "cannot change on resume" in line
+
+
+def test_the_pages_first_command_prints_the_summary_line_it_shows(tmp_path, helpers):
+    page = Path(__file__).resolve().parents[2] / "docs" / "privacy.md"
+    first = fenced(page, "bash")[0].splitlines()[0].split("#")[0]
+    argv = shlex.split(first)
+    assert argv[:2] == ["distfl", "run"]
+    printed = helpers.run_alone(tmp_path, *argv[2:], "--out", str(tmp_path / "p.h5"))
+    (shown,) = fenced(page, "text")
+    assert shown.strip() in printed
+
+
+def test_dp_sgd_gives_the_same_bits_alone_under_torchrun_and_resumed(tmp_path, helpers):
+    """Sample-level DP (each sample's gradient clipped, noise from the client's own
+    generator) beside client-level DP; the bound on ε grows with the busiest client's steps."""
+
+    def args(rounds):
+        return (*_args(rounds, clip=0.5, noise=1.0, sample_clip=1.0, sample_noise=1.0),
+                "--set", 'train.trainer="vectorised"')  # fmt: skip
+
+    single, multi, resumed = helpers.alone_torchrun_resumed(tmp_path, args, 4)
+    assert_same_run(single, multi)
+    assert_same_run(single, resumed)
+    with h5py.File(single, "r") as f:
+        steps, eps = f["metrics/dp_sample_steps"][()], f["metrics/dp_sample_epsilon"][()]
+    assert steps.tolist() == [8, 16, 24, 32]  # 8 local steps, one training a client a round
+    assert (np.diff(eps) > 0).all() and eps[0] > 1

@@ -41,7 +41,7 @@ def small_file(path: Path) -> None:
     record.metrics.append({"round": 1, "num_clusters": 1, "num_participants": 2,
                            "num_splits": 0, "federation_bytes": 10, "unavailable": 0,
                            "dropped": 0, "late": 0, "rejected": 0, "train_loss_first": 2.0,
-                           "train_loss_last": 1.5, **evaluated})  # fmt: skip
+                           "train_loss_last": 1.5, "dp_sample_steps": 0, **evaluated})  # fmt: skip
     record.clusters.append({"round": 1, "cluster": "0", "size": 2, "sampled": 2},
                            {"mse": 0.5, "regret": 1.0})  # fmt: skip
     record.evaluation.append({"round": 1, "cluster": "0", "clients": 2, **evaluated})

@@ -137,6 +137,9 @@ def test_the_sampling_rate():
         ({"privacy": {"clip": 1.0, "noise": 1.0, "delta": 1.0}}, "privacy.delta = 1.0"),
         ({"privacy": {"epsilon": 4.0}}, "privacy.epsilon = 4.0 needs privacy.clip > 0"),
         ({"privacy": {"clip": 1.0, "noise": 1.0, "epsilon": 4.0}}, "give one"),
+        ({"privacy": {"sample_clip": 1.0}}, "needs train.trainer = 'vectorised', not 'auto'"),
+        ({"privacy": {"sample_noise": 1.0}, "train": {"trainer": "vectorised"}},
+         "privacy.sample_noise = 1.0 needs privacy.sample_clip > 0"),
         ({"privacy": {"delta": 0.01}}, "privacy.delta = 0.01 has no effect"),
         ({"privacy": {"clip": 1.0, "accountant": "prv"}}, "privacy.accountant = 'prv' has no"),
         ({"privacy": {"clip": 1.0, "noise": 1.0}, "algorithm": {"name": "pfedgraph"}},
@@ -158,5 +161,7 @@ def test_accepted():
     noised = {"clip": 1.0, "noise": 0.5}
     for raw in ({"privacy": {"clip": 1.0}}, {"privacy": noised},
                 {"privacy": noised, "algorithm": {"name": "ifca", "init": "random"}},
-                {"privacy": noised, "algorithm": {"name": "cfl"}}):  # fmt: skip
+                {"privacy": noised, "algorithm": {"name": "cfl"}},
+                {"privacy": {"clip": 1.0, "sample_clip": 2.0, "sample_noise": 1.0},
+                 "train": {"trainer": "vectorised"}}):  # fmt: skip
         assert build(raw).privacy.clip == 1.0
