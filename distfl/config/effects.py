@@ -111,7 +111,9 @@ COLLECTIVES = Condition(
 )
 
 
-#: client-level DP with noise, the only case an accountant reports ε
+#: client-level DP: updates clipped, the only case their noise is drawn
+CLIPPED = Condition(("privacy.clip",), "privacy.clip > 0", lambda c: c.privacy.clip > 0)
+#: noise with its bound, the only case an accountant reports ε
 NOISED = Condition(
     ("privacy.clip", "privacy.noise", "privacy.epsilon", "privacy.sample_clip",
      "privacy.sample_noise"),
@@ -153,6 +155,11 @@ RULES: dict[str, Condition] = {
         lambda c: c.participation.availability == "fraction" and c.participation.diurnal > 0,
     ),
     "participation.trace": _is("participation.availability", "trace"),
+    "privacy.noise": CLIPPED,
+    "privacy.epsilon": CLIPPED,
+    "privacy.sample_noise": Condition(
+        ("privacy.sample_clip",), "privacy.sample_clip > 0", lambda c: c.privacy.sample_clip > 0
+    ),
     "privacy.delta": NOISED,
     "privacy.accountant": NOISED,
     "participation.resource_trace": _is("participation.resources", "trace"),
