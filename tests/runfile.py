@@ -139,7 +139,7 @@ def kernel_fingerprint() -> str:
 def format3_digest(config) -> str:
     """The config digest a run file of format 3 holds for ``config``: taken before the keys
     added since (train.optimizer, beta1, beta2, eps; run.data_seed, init_seed,
-    sampling_seed; eval.coverage; [participation] and its keys of a group) existed, so
+    sampling_seed; eval.coverage; [participation] and its keys of a group; [privacy]) existed, so
     computed without them, from every other key but those a resume may change and
     run.plugins."""
     import hashlib
@@ -147,7 +147,8 @@ def format3_digest(config) -> str:
 
     from distfl.runfile.digest import RESUMABLE_CHANGES
 
-    tables = {s: sec for s, sec in config.to_dict().items() if s != "participation"}
+    tables = {s: sec for s, sec in config.to_dict().items()
+              if s not in ("participation", "privacy")}  # fmt: skip
     group_keys = ("availability", "dropout", "speed_scale", "bandwidth_scale")
     tables["data"]["groups"] = [
         {k: v for k, v in g.items() if k not in group_keys} for g in tables["data"]["groups"]

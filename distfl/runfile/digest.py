@@ -14,6 +14,7 @@ import numpy as np
 
 from distfl.config import Config
 from distfl.config.participation import ParticipationSection
+from distfl.config.privacy import PrivacySection
 
 #: keys that may differ between a checkpoint and the run that resumes it: they change
 #: where and how long a run goes, never what it computes
@@ -48,6 +49,8 @@ ADDED_KEYS: dict[str, Any] = {
     "data.rotation_span": 1.0,
     # [participation] at its defaults: every client always available, no clock
     **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
+    # [privacy] at its defaults: no clipping, no noise
+    **{f"privacy.{k}": v for k, v in dataclasses.asdict(PrivacySection()).items()},
 }
 #: keys of a group of ``data.groups`` added since, likewise: one at this value is left out of
 #: the group's entry in :func:`config_digest`
