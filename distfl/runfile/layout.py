@@ -114,14 +114,16 @@ METRICS = Table(
         _c("loss_out_of_sample", "float", "the same of the evaluated clients that never "
            "trained (NaN when there are none)"),
         _c("dp_epsilon", "float", "ε of client-level differential privacy at privacy.delta "
-           "after the rounds so far, from the accountant ([privacy]; NaN without "
-           "privacy.noise, and in files written before the column)"),
+           "after the rounds so far, from the accountant ([privacy]; NaN without noise, in "
+           "files written before the column, and with privacy.accountant = 'prv' in rounds "
+           "without evaluation)"),
         _c("dp_sample_steps", "int", "DP-SGD steps the busiest client may have taken so far: "
            "the sum over the rounds of train.local_steps times the most trainings one client "
            "had in the round (0 without privacy.sample_clip)"),
         _c("dp_sample_epsilon", "float", "a bound on every client's sample-level ε at "
            "privacy.delta: the accountant's for dp_sample_steps steps at the sampling rate of "
-           "the smallest train split, b / n_min (NaN without privacy.sample_noise)"),
+           "the smallest train split, b / n_min (NaN without privacy.sample_noise, and as "
+           "dp_epsilon with 'prv')"),
     ),
     "the deterministic per-round metrics: the same bits at any world size",
 )  # fmt: skip

@@ -183,25 +183,25 @@ def _participation_columns(metrics, took_part: RoundParticipation) -> dict[str, 
     }  # fmt: skip
 
 
-def _epsilon(server: ServerView, t: int) -> float:
-    """ε after round ``t`` ([privacy]; NaN without noise)."""
-    config = server.config
-    if not config.privacy.noised:
-        return math.nan
-    return epsilon(config.privacy, run_sampling_rate(config), t, noise_multiplier(config))
-
-
-def _sample_privacy(server: ServerView, metrics, clients: np.ndarray) -> dict[str, Any]:
-    """The round's sample-level privacy columns: the busiest client's DP-SGD steps so far
-    and the bound on ε they give ([privacy] sample_clip, sample_noise)."""
-    config = server.config
-    if config.privacy.sample_dp is None:
-        return {"dp_sample_steps": 0, "dp_sample_epsilon": math.nan}
-    busiest = int(np.unique(clients, return_counts=True)[1].max(initial=0))
+def _privacy_columns(server: ServerView, r: RoundResult) -> dict[str, Any]:
+    """The round's privacy columns ([privacy]): ε after it (NaN without noise), the busiest
+    client's DP-SGD steps so far and the bound on ε they give. The PRV accountant, a
+    fraction of a second to seconds a call, gives ε at evaluation rounds alone (the last
+    round is one), NaN between."""
+    config, metrics = server.config, server.state.record.metrics
+    p = config.privacy
+    counted = p.accountant == "rdp" or r.evaluated
+    eps = math.nan
+    if p.noised and counted:
+        eps = epsilon(p, run_sampling_rate(config), r.round, noise_multiplier(config))
+    if p.sample_dp is None:
+        return {"dp_epsilon": eps, "dp_sample_steps": 0, "dp_sample_epsilon": math.nan}
+    busiest = int(np.unique(r.reports.clients, return_counts=True)[1].max(initial=0))
     before = int(metrics["dp_sample_steps"][-1]) if len(metrics["dp_sample_steps"]) else 0
     steps = before + busiest * config.train.local_steps
     q = sample_rate(config.train.batch_size, server.partition.num_train())
-    return {"dp_sample_steps": steps, "dp_sample_epsilon": sample_epsilon(config.privacy, q, steps)}
+    sample = sample_epsilon(p, q, steps) if counted else math.nan
+    return {"dp_epsilon": eps, "dp_sample_steps": steps, "dp_sample_epsilon": sample}
 
 
 class Component:
@@ -264,8 +264,7 @@ class Recorder(Component):
             **_participation_columns(record.metrics, r.participation),
             "loss_in_sample": r.scores.loss_in_sample,
             "loss_out_of_sample": r.scores.loss_out_of_sample,
-            "dp_epsilon": _epsilon(server, t),
-            **_sample_privacy(server, record.metrics, r.reports.clients),
+            **_privacy_columns(server, r),
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),

@@ -144,11 +144,34 @@ def epsilon(privacy: PrivacySection, sampling: float, rounds: int,
     z = float(privacy.noise if multiplier is None else multiplier)
     if not privacy.noised or rounds < 1 or z <= 0:
         return math.nan
-    accountant = _accountant(privacy.accountant)
-    accountant.history = [(z, float(sampling), int(rounds))]
+    return _spent(z, float(sampling), int(rounds), float(privacy.delta), privacy.accountant)
+
+
+def _spent(z: float, q: float, steps: int, delta: float, name: str) -> float:
+    """ε after ``steps`` steps of the subsampled Gaussian (z, q) at ``delta``. ``rdp``: what
+    opacus's RDPAccountant.get_epsilon computes, to the bit (its Rényi divergences of
+    ``steps`` steps are ``steps`` times one step's, which is computed once per (z, q));
+    ``prv``: its PRVAccountant's."""
+    accountant = _accountant(name)
     with warnings.catch_warnings():  # (the RDP bound at its largest order: still a bound)
         warnings.simplefilter("ignore", UserWarning)
-        return float(accountant.get_epsilon(delta=float(privacy.delta)))
+        if name == "rdp":
+            from opacus.accountants.analysis.rdp import get_privacy_spent
+
+            orders = accountant.DEFAULT_ALPHAS
+            eps, _ = get_privacy_spent(orders=orders, rdp=_one_step(z, q) * steps, delta=delta)
+            return float(eps)
+        accountant.history = [(z, q, steps)]
+        return float(accountant.get_epsilon(delta=delta))
+
+
+@functools.lru_cache(maxsize=64)
+def _one_step(z: float, q: float) -> np.ndarray:
+    """The Rényi divergences of one step at opacus's RDPAccountant's default orders."""
+    from opacus.accountants import RDPAccountant
+    from opacus.accountants.analysis.rdp import compute_rdp
+
+    return compute_rdp(q=q, noise_multiplier=z, steps=1, orders=RDPAccountant.DEFAULT_ALPHAS)
 
 
 def sample_rate(batch_size: int, num_train: np.ndarray) -> float:
@@ -163,17 +186,14 @@ def sample_epsilon(privacy: PrivacySection, sampling: float, steps: int) -> floa
     steps at rate ``sampling`` with ``privacy.sample_noise`` (NaN without it)."""
     if not privacy.sample_noised or steps < 1:
         return math.nan
-    accountant = _accountant(privacy.accountant)
-    accountant.history = [(float(privacy.sample_noise), float(sampling), int(steps))]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        return float(accountant.get_epsilon(delta=float(privacy.delta)))
+    return _spent(float(privacy.sample_noise), float(sampling), int(steps),
+                  float(privacy.delta), privacy.accountant)  # fmt: skip
 
 
 def summary_lines(config, metrics) -> list[str]:
     """The run summary's lines of what privacy spent (none without noise)."""
     p, lines = config.privacy, []
-    if p.noised and len(metrics["dp_epsilon"]):
+    if p.noised and len(metrics["dp_epsilon"]):  # (the last round always has its ε)
         lines.append(f"  privacy                  ε = {metrics['dp_epsilon'][-1]:.3g} at δ = "
                      f"{p.delta:g} (C = {p.clip:g}, z = {noise_multiplier(config):.4g}, "
                      f"{p.accountant})")  # fmt: skip

@@ -94,6 +94,18 @@ def test_the_rdp_epsilon_is_opacus_published_value():
     assert epsilon(p, 0.04, 2250) == pytest.approx(7.32911117143, abs=1e-7)
 
 
+def test_the_rdp_epsilon_is_the_rdp_accountants_to_the_bit():
+    """One step's divergences computed once and multiplied by the steps: what opacus's
+    RDPAccountant.get_epsilon computes for those steps, bit for bit."""
+    from opacus.accountants import RDPAccountant
+
+    p = PrivacySection(clip=1.0, noise=0.8, delta=1e-6)
+    for steps in (1, 2, 37, 300, 5000):
+        accountant = RDPAccountant()
+        accountant.history = [(0.8, 0.1, steps)]
+        assert epsilon(p, 0.1, steps) == accountant.get_epsilon(delta=1e-6)
+
+
 def test_prv_is_tighter_than_rdp_and_epsilon_grows_with_the_rounds():
     rdp = PrivacySection(clip=1.0, noise=1.0, delta=1e-5)
     prv = PrivacySection(clip=1.0, noise=1.0, delta=1e-5, accountant="prv")
