@@ -35,16 +35,27 @@ def clip_updates(new: torch.Tensor, start: torch.Tensor, clip: float) -> torch.T
     rows are left as they are, bit for bit."""
     if clip <= 0 or not len(new):
         return new
-    base = start.to(new.device, new.dtype)
+    base = start.to(new.device, new.dtype).to(torch.float64)
     out = new
     for j in range(new.shape[0]):
-        update = new[j].to(torch.float64) - base.to(torch.float64)
+        update = new[j].to(torch.float64) - base
         norm = float(torch.linalg.vector_norm(update))
         if norm > clip:  # (a NaN norm is left to the sums' own refusal of NaN)
             if out is new:
                 out = new.clone()
-            out[j] = (base.to(torch.float64) + update * (clip / norm)).to(new.dtype)
+            out[j] = _within(base, update, clip / norm, clip, new.dtype)
     return out
+
+
+def _within(base: torch.Tensor, update: torch.Tensor, scale: float, clip: float, dtype):
+    """``base + update·scale`` in ``dtype`` whose update, as rounded, is at most ``clip``
+    long: the rounding to float32 can lengthen it by a few ulps of the parameters, so the
+    scale is lowered a little at a time until it holds (to no update at all, past 24 tries)."""
+    for k in range(24):
+        row = (base + update * (scale * (1.0 - 2.0 ** (k - 24)))).to(dtype)
+        if float(torch.linalg.vector_norm(row.to(torch.float64) - base)) <= clip:
+            return row
+    return base.to(dtype)
 
 
 def sensitivity_spread(weights: list[list[float]]) -> float:
