@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import torch
 
-from distfl.aggregators import Aggregator
+from distfl.aggregators import Aggregator, build_aggregator
 from distfl.algorithms import Split
 from distfl.exact import SumLayout
-from distfl.runtime.privacy import AggregateNoise
+from distfl.runtime.privacy import AggregateNoise, aggregate_noise
 
 
 class ClusterAggregation:
@@ -25,6 +25,12 @@ class ClusterAggregation:
         self.num_params = num_params
         #: client-level DP's noise on each cluster's sum ([privacy]; None: none)
         self.noise = noise
+
+    @classmethod
+    def of_run(cls, config, layout: SumLayout, num_params: int, num_train) -> ClusterAggregation:
+        """The run's: its ``server.aggregator`` and client-level DP's noise ([privacy])."""
+        noise = aggregate_noise(config, num_train)
+        return cls(build_aggregator(config.server), layout, num_params, noise)
 
     def bytes_per_param(self, sums: torch.Tensor) -> float:
         """Bytes per model parameter each rank handed to the reduce of ``sums``

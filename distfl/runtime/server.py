@@ -20,7 +20,6 @@ from typing import TextIO
 import numpy as np
 import torch
 
-from distfl.aggregators import build_aggregator
 from distfl.algorithms import Federation, build_algorithm, every_run_statistics
 from distfl.comm.base import Communicator
 from distfl.config import Config
@@ -37,7 +36,6 @@ from distfl.runtime.components import Component, OnDisk, default_components
 from distfl.runtime.evaluation import Evaluation
 from distfl.runtime.failures import RoundFailures
 from distfl.runtime.placement import Placement
-from distfl.runtime.privacy import aggregate_noise
 from distfl.runtime.protocol import StepOutput, sum_layout
 from distfl.runtime.round_loop import RoundLoop
 from distfl.runtime.run_state import RunState
@@ -119,9 +117,8 @@ class Server:
         )  # fmt: skip
         #: the cluster tree, owned by the algorithm: read here, never copied
         self.tree = self.algorithm.tree
-        aggregator = build_aggregator(config.server)
-        self.aggregation = ClusterAggregation(aggregator, layout, self.num_params,
-                                              aggregate_noise(config, self.num_train))  # fmt: skip
+        self.aggregation = ClusterAggregation.of_run(config, layout, self.num_params,
+                                                     self.num_train)  # fmt: skip
         #: what a round changes (distfl.runtime.run_state): models, record, accuracies, ...
         self.state = self._first_state(seeding, model)
         #: the rounds' probes and trainings at the clients
