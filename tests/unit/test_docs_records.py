@@ -54,6 +54,7 @@ TABLES = {
     ("docs/scenarios.md", "| `model.name` | parameters | s per round"): RECORD,
     ("docs/scenarios.md", "| algorithm | clusters | Rand | ARI"): RECORD,
     ("docs/algorithms.md", "| federation | what W holds"): RECORD,
+    ("docs/privacy.md", "| algorithm | privacy | z | ARI"): RECORD,
     # generated from the code, written by python -m distfl.tools.reference --write-docs
     ("docs/configuration.md", "| dataset | key | allowed"): "test_reference.py",
 }
