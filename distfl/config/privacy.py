@@ -1,7 +1,7 @@
 """The [privacy] section: client-level differential privacy of the cluster models (each
-client's update clipped to an L2 bound, Gaussian noise added to each cluster's aggregate,
-and the privacy spent, ε at δ, from an accountant). Every key at its default leaves the run
-as it was before the section existed."""
+client's update clipped to an L2 bound, Gaussian noise added to each cluster's aggregate)
+and sample-level DP-SGD of local training, with the privacy spent, ε at δ, from an
+accountant. Every key at its default leaves the run as it was before the section existed."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ MAX_EPSILON = 1e4
 
 @dataclass(frozen=True)
 class PrivacySection:
-    """Client-level differential privacy ([Differential privacy](privacy.md))."""
+    """Client-level and sample-level differential privacy ([Differential privacy](privacy.md))."""
 
     clip: float = setting(
         0.0,
@@ -70,11 +70,6 @@ class PrivacySection:
         "how ε is computed, by opacus: `rdp` (Rényi DP of the subsampled Gaussian, Mironov et "
         "al. 2019) or `prv` (privacy random variables, Gopi et al. 2021; tighter)",
     )
-
-    @property
-    def on(self) -> bool:
-        """Whether updates are clipped (and, with ``noise``, noised)."""
-        return self.clip > 0
 
     @property
     def sample_dp(self) -> tuple[float, float] | None:

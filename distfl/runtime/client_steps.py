@@ -108,7 +108,9 @@ class ClientSteps:
             return None
         sums = out.sums.cpu().reshape(len(clusters), -1)
         self.state.sum_bytes_per_param = self.aggregation.bytes_per_param(sums)
-        spread = sensitivity_spread([[g for _, g in targets[k]] for k in targets]) if soft else 1.0
+        spread = 1.0  # client-level DP's factor for soft weights, where noise is drawn
+        if soft and self.aggregation.noise is not None:
+            spread = sensitivity_spread([[g for _, g in targets[k]] for k in targets])
         self.aggregation.apply(self.state.models, clusters, sums, out.exponents, out.weight_bits,
                                round_index=plan.round, spread=spread)  # fmt: skip
         rows = out.loss_rows.cpu().numpy()

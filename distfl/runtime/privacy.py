@@ -21,8 +21,11 @@ import zlib
 import numpy as np
 import torch
 
+from distfl.algorithms import algorithm_class
 from distfl.config.privacy import PrivacySection
 from distfl.errors import ConfigError
+from distfl.plugins import AGGREGATORS
+from distfl.train.sequential import derived_seed
 
 #: the stream of :class:`AggregateNoise`'s draws, apart from every other draw of the seed
 NOISE_STREAM = 0xD9F1
@@ -90,8 +93,7 @@ class AggregateNoise:
         if std == 0:
             return total
         key = zlib.crc32(cluster.encode("utf-8"))
-        seq = np.random.SeedSequence([self.seed, NOISE_STREAM, int(round_index), key])
-        g = torch.Generator().manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
+        g = torch.Generator().manual_seed(derived_seed(self.seed, NOISE_STREAM, round_index, key))
         noise = torch.randn(total.shape, generator=g, dtype=torch.float64)
         return total + noise.to(total.device) * std
 
@@ -101,8 +103,6 @@ def aggregate_noise(config, num_train: np.ndarray) -> AggregateNoise | None:
     aggregator weighs every client alike (FairAvg), else the largest train split."""
     if not config.privacy.noised:
         return None
-    from distfl.plugins import AGGREGATORS
-
     uniform = AGGREGATORS.get(config.server.aggregator).uniform
     max_weight = 1.0 if uniform else float(np.max(num_train, initial=1))
     return AggregateNoise(config.privacy, seed=config.run.effective_sampling_seed(),
@@ -117,8 +117,6 @@ def sampling_rate(clients_per_round: int, num_clients: int, every_member: bool) 
 
 def run_sampling_rate(config) -> float:
     """The run's q: :func:`sampling_rate` of its config and algorithm."""
-    from distfl.algorithms import algorithm_class
-
     every = algorithm_class(config.algorithm.name).every_member_trains
     return sampling_rate(config.server.clients_per_round, config.data.num_clients, every)
 

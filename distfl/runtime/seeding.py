@@ -10,11 +10,11 @@ size.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 
 from distfl.config import Config
 from distfl.models import build_model, flat_params
+from distfl.train.sequential import derived_seed
 
 
 class ModelSeeding:
@@ -34,8 +34,7 @@ class ModelSeeding:
         if offset == 0:
             torch.manual_seed(self.seed)
         else:
-            seq = np.random.SeedSequence([self.seed, 0x1A17, offset])
-            torch.manual_seed(int(seq.generate_state(1, dtype=np.uint64)[0] >> 1))
+            torch.manual_seed(derived_seed(self.seed, 0x1A17, offset))
         return build_model(self.model_name, self.input_shape, self.num_classes, params=self.params)
 
     def cluster_models(

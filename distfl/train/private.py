@@ -11,12 +11,11 @@ the clients it trains beside (any world size, any chunk) or on the device's gene
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad_and_value, vmap
 
-from distfl.train.sequential import LOSSES_EACH
+from distfl.train.sequential import LOSSES_EACH, derived_seed
 
 #: the stream of a client's DP-SGD noise, apart from its batches' draws
 NOISE_STREAM = 0xD95
@@ -24,8 +23,7 @@ NOISE_STREAM = 0xD95
 
 def noise_generator(seed: int) -> torch.Generator:
     """A client's noise generator, from the seed of its training."""
-    state = np.random.SeedSequence([int(seed), NOISE_STREAM]).generate_state(1, dtype=np.uint64)
-    return torch.Generator().manual_seed(int(state[0] >> 1))
+    return torch.Generator().manual_seed(derived_seed(seed, NOISE_STREAM))
 
 
 class PrivateStep:

@@ -93,6 +93,14 @@ def weighted_loss_function(name: str):
     return weighted
 
 
+def derived_seed(*entropy: int) -> int:
+    """A 63-bit seed drawn from ``entropy`` alone (the first 64-bit word of its
+    SeedSequence's state, shifted right once): a stream of its own for each tuple, such as
+    (seed, a stream's constant, round, ...)."""
+    state = np.random.SeedSequence([int(e) for e in entropy]).generate_state(1, dtype=np.uint64)
+    return int(state[0] >> 1)
+
+
 def client_seed(seed: int, round_index: int, client: int) -> int:
     """A 63-bit seed for client ``client``'s randomness in round ``round_index``."""
     state = np.random.SeedSequence([seed, round_index, client]).generate_state(2, dtype=np.uint64)
