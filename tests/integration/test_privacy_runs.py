@@ -124,3 +124,19 @@ def test_dp_sgd_gives_the_same_bits_alone_under_torchrun_and_resumed(tmp_path, h
         steps, eps = f["metrics/dp_sample_steps"][()], f["metrics/dp_sample_epsilon"][()]
     assert steps.tolist() == [8, 16, 24, 32]  # 8 local steps, one training a client a round
     assert (np.diff(eps) > 0).all() and eps[0] > 1
+
+
+def test_the_prv_accountant_gives_epsilon_at_the_evaluation_rounds(tmp_path, helpers):
+    from distfl.config.privacy import PrivacySection
+    from distfl.runtime.privacy import epsilon
+
+    out = tmp_path / "prv.h5"
+    args = (*_args(6, clip=0.5, noise=1.0), "--set", 'privacy.accountant="prv"',
+            "--set", "eval.every=3")  # fmt: skip
+    helpers.run_alone(tmp_path, *args, "--out", str(out))
+    with h5py.File(out, "r") as f:
+        eps = f["metrics/dp_epsilon"][()]
+    assert np.isnan(eps[[0, 1, 3, 4]]).all()
+    prv = PrivacySection(clip=0.5, noise=1.0, accountant="prv")
+    assert eps[2] == epsilon(prv, 0.25, 3) and eps[5] == epsilon(prv, 0.25, 6)
+    assert eps[5] < epsilon(PrivacySection(clip=0.5, noise=1.0), 0.25, 6)  # tighter than RDP
