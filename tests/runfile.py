@@ -83,7 +83,7 @@ def assert_same(a: dict, b: dict) -> None:
     for key, x in a.items():
         y = b[key]
         if isinstance(x, np.ndarray) and x.dtype.kind == "f":
-            assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), key
+            assert np.array_equal(x.view(np.uint8), y.view(np.uint8)), (key, x, y)
         elif isinstance(x, np.ndarray):
             assert np.array_equal(x, y), key
         else:
@@ -139,7 +139,8 @@ def kernel_fingerprint() -> str:
 def format3_digest(config) -> str:
     """The config digest a run file of format 3 holds for ``config``: taken before the keys
     added since (train.optimizer, beta1, beta2, eps; run.data_seed, init_seed,
-    sampling_seed; eval.coverage; [participation] and its keys of a group; [privacy]) existed, so
+    sampling_seed; eval.coverage; data.held_out; [participation] and its keys of a group;
+    [privacy]) existed, so
     computed without them, from every other key but those a resume may change and
     run.plugins."""
     import hashlib
@@ -154,7 +155,7 @@ def format3_digest(config) -> str:
         {k: v for k, v in g.items() if k not in group_keys} for g in tables["data"]["groups"]
     ]
     added = ("train.optimizer", "train.beta1", "train.beta2", "train.eps", "run.data_seed",
-             "run.init_seed", "run.sampling_seed", "eval.coverage")  # fmt: skip
+             "run.init_seed", "run.sampling_seed", "eval.coverage", "data.held_out")  # fmt: skip
     keys = {f"{s}.{k}": v for s, sec in tables.items() for k, v in sec.items()}
     before = {
         k: v for k, v in keys.items()

@@ -59,6 +59,8 @@ class FedAvgFT(GlobalModel):
     Params = FedAvgFTParams
     #: the key of the steps of evaluation_finetune (the size check names it)
     finetune_key = "finetune_steps"
+    newcomers = ("the global model, fine-tuned on its own train split before it is measured, "
+                 "as every client")  # fmt: skip
 
     @classmethod
     def evaluation_finetune(cls, params: api.Params, *, local_steps: int) -> int:

@@ -71,6 +71,8 @@ class IFCA(seeded.Centres):
     Params = IFCAParams
     client_ops = ("losses",)
     client = "distfl.algorithms.common.losses_client:LossesClient"
+    newcomers = ("the cluster of least loss on its train split (the paper's estimate "
+                 "of a client's cluster, Algorithm 1)")  # fmt: skip
 
     @classmethod
     def privacy_refusal(cls, params: IFCAParams) -> str | None:
@@ -152,6 +154,15 @@ class IFCA(seeded.Centres):
         if list(request.clusters) != self.ids:
             raise ValueError(f"round {round_index}: probe over clusters {request.clusters}")
         self.tree.reassign(clients, [self.ids[j] for j in assign_by_loss(losses)])
+
+    def newcomer_probe(self, clients: np.ndarray) -> api.ProbeRequest:
+        """Each newcomer's train loss under every cluster model."""
+        return api.ProbeRequest(clients=np.asarray(clients, dtype=np.int64),
+                                clusters=list(self.ids), op="losses")  # fmt: skip
+
+    def place_newcomers(self, clients, groups, rows) -> api.NewcomerModels:
+        """Each newcomer joins the cluster of least loss (ties: the lowest index)."""
+        return api.NewcomerModels([self.ids[j] for j in assign_by_loss(rows)])
 
     def plan(self, round_index: int) -> api.RoundPlan:
         if self._sampled_round != round_index:

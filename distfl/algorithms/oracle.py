@@ -44,6 +44,11 @@ class Oracle(api.ClusteringAlgorithm):
             np.array([len(roots[c]) for c in self._ids]), clients_per_round, num_clients
         )
 
+    newcomers = "the cluster of its ground-truth group"
+
+    def place_newcomers(self, clients, groups, rows) -> api.NewcomerModels:
+        return api.NewcomerModels([str(int(g)) for g in groups])
+
     @classmethod
     def from_config(cls, federation: api.Federation, params: api.Params) -> Oracle:
         if federation.groups is None:

@@ -10,6 +10,7 @@ import os
 
 from distfl.config.effects import check_unused
 from distfl.config.groups import ALPHA_NOT_GIVEN
+from distfl.config.held_out import validate_held_out
 from distfl.config.privacy import validate_privacy
 from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
@@ -157,6 +158,7 @@ def validate(c: Config, *, unknown_dataset: bool = False, stored: bool = False) 
     _validate_checkpoint(c)
     _validate_participation(c, unknown=unknown_dataset)
     validate_privacy(c, unknown=unknown_dataset)
+    validate_held_out(c, unknown=unknown_dataset)
     if not stored:
         check_unused(c)
 

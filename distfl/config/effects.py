@@ -147,6 +147,7 @@ RULES: dict[str, Condition] = {
     "data.draw": POOLED,
     "data.samples_per_client": SIZED,
     "data.quantity_skew": SIZED,
+    "data.held_out": POOLED,
     "participation.fraction": FRACTION,
     "participation.diurnal": FRACTION,
     "participation.period": Condition(

@@ -140,6 +140,15 @@ class DataSection:
         "σ of a log-normal factor on each client's sample count (mean preserved, at least 2 "
         "samples); 0: every client of a group holds the same count",
     )
+    held_out: float = setting(
+        0.0,
+        "0, a share in (0, 1), or a whole count ≥ 1",
+        "newcomers: clients of each group drawn as its others and kept out of training, given "
+        "a model at every evaluation by the algorithm's rule for a client that never trained "
+        "([Newcomers](newcomers.md)): a share s holds out round(s × count) more clients of "
+        "each group, a count n holds out n more of each; the trained clients and their data "
+        "stay those of `num_clients` without it",
+    )
     groups: tuple[GroupSpec, ...] = setting(
         (),
         "list of tables (below)",

@@ -12,12 +12,13 @@ from __future__ import annotations
 import sys
 from collections import OrderedDict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
 
 from distfl.config import Config, GroupSpec
+from distfl.config.held_out import held_out_counts
 from distfl.data.dataset import Dataset, as_float, check_dataset
 from distfl.data.natural import OwnerPopulation, natural_partition
 from distfl.data.partition import (
@@ -79,17 +80,34 @@ def make_partition(config: Config, dataset: Dataset) -> Partition | Population |
                 owner_counts=dataset.owner_class_counts,
             )
         draw = per_client_population if config.data.draw == "per_client" else dirichlet_partition
-        return draw(
+        groups, origin = with_newcomers(config)
+        partition = draw(
             dataset.y,
-            config.groups,
+            groups,
             samples_per_client=config.data.samples_per_client,
             test_fraction=config.data.test_fraction,
             seed=config.run.effective_data_seed(),
             quantity_skew=config.data.quantity_skew,
             num_classes=dataset.num_classes,
         )
+        if len(origin) > len(config.groups):  # the newcomers' groups are their groups'
+            partition = replace(partition, group=np.asarray(origin)[partition.group])
+        return partition
     except ValueError as exc:
         raise ConfigError(f"data.groups / data.num_clients: {exc} in {dataset.name}") from None
+
+
+def with_newcomers(config: Config) -> tuple[tuple[GroupSpec, ...], tuple[int, ...]]:
+    """The groups a pooled partition is drawn from: ``data.groups``, then, for the
+    newcomers of ``data.held_out``, each group again with its count of newcomers (those of
+    none left out), and the index in ``data.groups`` of each. The newcomers are drawn after
+    every trained client, so that the trained clients and their samples are those of the
+    run without them: clients K, K + 1, ... are the newcomers, group by group."""
+    counts = held_out_counts(config.data.held_out, [g.count for g in config.groups])
+    pairs = enumerate(zip(config.groups, counts, strict=True))
+    extra = [(i, replace(g, count=n)) for i, (g, n) in pairs if n]
+    origin = (*range(len(config.groups)), *(i for i, _ in extra))
+    return (*config.groups, *(g for _, g in extra)), origin
 
 
 def check_enough(config: Config, dataset: Dataset, spec) -> None:

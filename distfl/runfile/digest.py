@@ -47,6 +47,7 @@ ADDED_KEYS: dict[str, Any] = {
     "run.init_seed": -1,
     "run.sampling_seed": -1,
     "data.rotation_span": 1.0,
+    "data.held_out": 0.0,
     # [participation] at its defaults: every client always available, no clock
     **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
     # [privacy] at its defaults: no clipping, no noise

@@ -56,6 +56,9 @@ class Table:
     open: bool = False
     #: an open table's columns that only the runtime fills (no statistic may take them)
     fixed: tuple[str, ...] = ()
+    #: whether only some runs write it (a file without it is whole): it is written where it
+    #: holds rows
+    optional: bool = False
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -124,6 +127,16 @@ METRICS = Table(
            "privacy.delta: the accountant's for dp_sample_steps steps at the sampling rate of "
            "the smallest train split, b / n_min (NaN without privacy.sample_noise, and as "
            "dp_epsilon with 'prv')"),
+        _c("held_out_accuracy", "float", "the newcomers' mean balanced accuracy (weighted as "
+           "accuracy), each on the model its algorithm's rule gave it (data.held_out; NaN "
+           "without newcomers and in rounds without evaluation)"),
+        _c("held_out_accuracy_worst", "float", "the lowest balanced accuracy of a newcomer, "
+           "NaN as held_out_accuracy"),
+        _c("held_out_accuracy_p10", "float", "the 10th percentile of the newcomers' balanced "
+           "accuracies, NaN as held_out_accuracy"),
+        _c("held_out_ari", "float", "the adjusted Rand index of the clusters the newcomers "
+           "joined (their largest weight's under soft membership) against their groups; NaN "
+           "as held_out_accuracy, and for an algorithm without clusters to score"),
     ),
     "the deterministic per-round metrics: the same bits at any world size",
 )  # fmt: skip
@@ -203,8 +216,25 @@ WORKERS = Table(
     ),
 )  # fmt: skip
 
+HELD_OUT = Table(
+    "held_out", "metrics/held_out", "one per (evaluation round, newcomer)",
+    (
+        ROUND,
+        _c("client", "int", "the newcomer's id (K, K + 1, ...: after every trained client)"),
+        _c("group", "int", "its ground-truth group (index into data.groups)"),
+        CLUSTER,
+        _c("accuracy", "float", "its balanced accuracy on the model of the cluster it joined "
+           "(on the algorithm's own evaluation where it has one: a mixture's)"),
+        _c("accuracy_plain", "float", "its plain accuracy"),
+        _c("test_loss", "float", "its mean test loss"),
+    ),
+    "the newcomers of data.held_out, placed by their algorithm's rule at every evaluation "
+    "(docs/newcomers.md); written only by a run with newcomers",
+    optional=True,
+)  # fmt: skip
+
 #: every per-row table, in the order of the file's description
-TABLES = (METRICS, CLUSTERS, EVALUATION, MEMBERSHIP, TIMING, WORKERS)
+TABLES = (METRICS, CLUSTERS, EVALUATION, MEMBERSHIP, HELD_OUT, TIMING, WORKERS)
 BY_KEY = {t.key: t for t in TABLES}
 
 # -- an algorithm's own tables -------------------------------------------------------------

@@ -68,7 +68,7 @@ def check_shapes(c: OpenedFile) -> None:
                 raise c.bad(f"/timing@{key} is not a non-negative number")
     for table in layout.TABLES:
         g = f.get(table.path)
-        if g is None and "format" in f.attrs:  # (distfl 0.1.0 wrote some of them only)
+        if g is None and "format" in f.attrs and not table.optional:  # (0.1.0 wrote some)
             raise c.bad(f"/{table.path} is missing (a file of a format has every table)")
         if g is not None:
             n = _table_shape(c, g, table)

@@ -162,6 +162,8 @@ def write_run_file(
         fin.create_dataset("leaves", data=np.array(leaves, dtype=h5py.string_dtype()))
         fin.create_dataset("models", data=np.asarray(leaf_models, dtype=np.float32))
         for table in layout.TABLES:  # by the one declaration of the layout
+            if table.optional and not any(len(v) for v in tables.get(table.key, {}).values()):
+                continue
             g = f.require_group(table.path)
             for name, values in tables.get(table.key, {}).items():
                 _column(g, name, values)

@@ -48,10 +48,12 @@ class ClientSteps:
     def step(self, model_of, tasks, round_index, **kw):
         return self.steps.run(self.state.models, model_of, tasks, round_index, **kw)
 
-    def probe(self, request: ProbeRequest, round_index: int) -> np.ndarray | None:
+    def probe(self, request: ProbeRequest, round_index: int, *,
+              cost: np.ndarray | None = None) -> np.ndarray | None:  # fmt: skip
         """The probe's rows without the client id, [n, width], as the algorithm's client
         half answered them; None when a worker gave up rows at a stop signal (an algorithm
-        whose probe may be abandoned: ClusteringAlgorithm.probe_abandonable)."""
+        whose probe may be abandoned: ClusteringAlgorithm.probe_abandonable). ``cost``:
+        each client's predicted work (default its train split)."""
         n, M, width = len(request.clients), len(request.clusters), request.row_width()
         probe_op = client_op(self.algorithm, request.op, "probe")
         if request.federation_bytes is not None:
@@ -62,7 +64,8 @@ class ClientSteps:
         model_of = {int(k): clusters[0] for k in request.clients}
         tasks = {int(k): PROBE for k in request.clients}
         _, out = self.step(
-            model_of, tasks, round_index, clusters=clusters, cost=self.num_train,
+            model_of, tasks, round_index, clusters=clusters,
+            cost=self.num_train if cost is None else cost,
             probe_op=probe_op,
             probe=ProbeShape(width, tuple(int(a) for a in request.args)),
         )  # fmt: skip

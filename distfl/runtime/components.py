@@ -15,7 +15,7 @@ import math
 import os
 import time
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
@@ -31,6 +31,7 @@ from distfl.runfile.run import participation_line
 from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
+from distfl.runtime.newcomers import NO_NEWCOMERS, Newcomers
 from distfl.runtime.privacy import (
     epsilon,
     noise_multiplier,
@@ -81,6 +82,7 @@ class ServerView(Protocol):
     partition: Any  # the clients' partition: group, num_train(), num_test(), owners, ...
     labels: Any  # each sample's class (the partition counts them per client)
     federation_groups: np.ndarray  # [K] ground-truth group
+    newcomers: Newcomers  # data.held_out's clients, beyond the K trained
     num_test: np.ndarray  # [K] test samples
     comm: Any  # its world_size and name
     world: dict | None  # where the ranks ran (/world)
@@ -107,6 +109,8 @@ class ServerView(Protocol):
 
     def client_op(self, op: str) -> int: ...  # an op's number among the client half's
 
+    def probe(self, request: Any, t: int, *, cost: Any = None) -> Any: ...  # a probe's rows
+
     def count(self, nbytes: int) -> None: ...
 
     def stopping(self, t: int) -> bool: ...
@@ -131,6 +135,9 @@ class Scores:
     #: those that never did (``eval.coverage``; NaN without it)
     loss_in_sample: float = math.nan
     loss_out_of_sample: float = math.nan
+    #: the newcomers' figures (data.held_out; :data:`~distfl.runtime.newcomers.COLUMNS`),
+    #: NaN without newcomers
+    newcomers: dict[str, float] = field(default_factory=lambda: dict(NO_NEWCOMERS))
 
 
 NO_SCORES = Scores(math.nan, math.nan, math.nan, math.nan, math.nan)
@@ -199,7 +206,7 @@ def _privacy_columns(server: ServerView, r: RoundResult) -> dict[str, Any]:
     busiest = int(np.unique(r.reports.clients, return_counts=True)[1].max(initial=0))
     before = int(metrics["dp_sample_steps"][-1]) if len(metrics["dp_sample_steps"]) else 0
     steps = before + busiest * config.train.local_steps
-    q = sample_rate(config.train.batch_size, server.partition.num_train())
+    q = sample_rate(config.train.batch_size, server.partition.num_train()[: server.num_clients])
     sample = sample_epsilon(p, q, steps) if counted else math.nan
     return {"dp_epsilon": eps, "dp_sample_steps": steps, "dp_sample_epsilon": sample}
 
@@ -265,6 +272,7 @@ class Recorder(Component):
             "loss_in_sample": r.scores.loss_in_sample,
             "loss_out_of_sample": r.scores.loss_out_of_sample,
             **_privacy_columns(server, r),
+            **r.scores.newcomers,
         })  # fmt: skip
         record.timing.append({
             "round": t, "elapsed_s": r.elapsed, "bytes": r.moved, "rss_mb": peak_rss_mb(),
@@ -471,17 +479,17 @@ def write_server(server: ServerView) -> None:
 
 def _write_server(server: ServerView) -> None:
     leaves, assignment = server.tree.assignment()
-    partition = server.partition
+    partition, K = server.partition, server.num_clients  # (the newcomers follow the K)
     created = write_run_file(
         server.config.run.out,
         config=server.config,
         world_size=server.comm.world_size,
         world=server.world,
         clients={
-            "group": partition.group,
-            "class_counts": partition.class_counts(server.labels),
-            "num_train": partition.num_train(),
-            "num_test": partition.num_test(),
+            "group": partition.group[:K],
+            "class_counts": partition.class_counts(server.labels)[:K],
+            "num_train": partition.num_train()[:K],
+            "num_test": partition.num_test()[:K],
             "accuracy": server.state.client_accuracy,
             **({} if partition.owners is None else {"owner": partition.owners}),
         },

@@ -15,6 +15,7 @@ import numpy as np
 from distfl.hierarchy import node_order
 from distfl.metrics import federation_mean, low_tail
 from distfl.runtime.components import Scores
+from distfl.runtime.newcomers import evaluate_newcomers, evaluation_cost
 from distfl.runtime.protocol import EVAL, EVAL_WIDTH
 
 if TYPE_CHECKING:
@@ -73,18 +74,14 @@ class Evaluation:
 
     @staticmethod
     def cost(server: ServerView) -> np.ndarray:
-        """[K] each client's predicted work in an evaluation, in samples: its test split,
-        and where the algorithm fine-tunes first (ClusteringAlgorithm.evaluation_finetune)
-        its fine-tuning steps of min(B, n_k) samples, three passes each (forward and
-        backward), as the capacity counts them."""
-        cfg = server.config.train
+        """[K + H] each client's predicted work in an evaluation, the newcomers' too
+        (:func:`~distfl.runtime.newcomers.evaluation_cost`), where the algorithm fine-tunes
+        first (ClusteringAlgorithm.evaluation_finetune) with its fine-tuning steps, as the
+        capacity counts them."""
         steps = type(server.algorithm).evaluation_finetune(
-            server.algorithm.params, local_steps=cfg.local_steps
+            server.algorithm.params, local_steps=server.config.train.local_steps
         )
-        if not steps:
-            return server.num_test
-        batch = np.minimum(server.partition.num_train(), cfg.batch_size)
-        return server.num_test + 3 * steps * batch
+        return evaluation_cost(server, steps)
 
     def __call__(self, server: ServerView, t: int) -> Scores:
         leaves, assign = server.tree.assignment()
@@ -145,7 +142,9 @@ class Evaluation:
             for name, part in (("loss_in_sample", seen), ("loss_out_of_sample", ~seen)):
                 w = None if weights is None else weights[part]
                 sample[name] = federation_mean(rows[part, 3], w) if part.any() else math.nan
+        newcomers = evaluate_newcomers(server, t, cost)
         return Scores(
+            newcomers=newcomers,
             accuracy=federation_mean(rows[:, 1], weights),
             accuracy_plain=federation_mean(rows[:, 2], weights),
             test_loss=federation_mean(rows[:, 3], weights),

@@ -35,6 +35,7 @@ from distfl.runtime.client_steps import ClientSteps, client_op
 from distfl.runtime.components import Component, OnDisk, default_components
 from distfl.runtime.evaluation import Evaluation
 from distfl.runtime.failures import RoundFailures
+from distfl.runtime.newcomers import Newcomers
 from distfl.runtime.placement import Placement
 from distfl.runtime.protocol import StepOutput, sum_layout
 from distfl.runtime.round_loop import RoundLoop
@@ -74,17 +75,17 @@ class Server:
         self.world = None if world is None else {k: v for k, v in world.items() if k != "pid"}
         self.failures = RoundFailures(world)
         self.partition = partition
-        #: each client's ground-truth group (int64)
-        self.federation_groups = np.asarray(partition.group, dtype=np.int64)
         self.labels = labels
         #: progress and summary; a reader that went away (``| head``) costs no result
         self.stream = QuietOnBrokenPipe(stream or sys.stdout)
         self.num_clients = config.data.num_clients
         self.local_steps = config.train.local_steps
-        self.num_train = partition.num_train()
-        self.num_test = partition.num_test()
-        placement = Placement(
-            self.num_train, config.train.batch_size, self.local_steps,
+        #: the clients that never train (data.held_out), after the K trained
+        self.newcomers = Newcomers.of(partition, self.num_clients)
+        #: the K trained clients' ground-truth groups (int64), train and test samples
+        self.federation_groups, self.num_train, self.num_test = self.newcomers.trained()
+        placement = Placement(  # (every client's home: the newcomers' too)
+            self.newcomers.num_train, config.train.batch_size, self.local_steps,
             max(comm.world_size - 1, 1), balanced=config.server.placement == "balanced",
         )  # fmt: skip
         #: its ``name`` is set by a stop signal (distfl.runtime.stopping): the run writes its
@@ -197,6 +198,10 @@ class Server:
         (default: those ``model_of`` names; :meth:`WorldSteps.run` says the rest: ``cost``,
         ``probe_op``, ``probe``, ``state``). The gathered rows come back sorted by client."""
         return self.clients.step(model_of, tasks, round_index, clusters=models, **kw)
+
+    def probe(self, request, t: int, *, cost: np.ndarray | None = None) -> np.ndarray | None:
+        """The rows of the probe ``request`` at the clients (:meth:`ClientSteps.probe`)."""
+        return self.clients.probe(request, t, cost=cost)
 
     def client_op(self, op: str) -> int:
         """The 1-based index of ``op`` among the algorithm's client_ops."""

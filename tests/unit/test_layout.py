@@ -35,7 +35,7 @@ def test_the_docs_listing_is_the_declaration():
     assert built[start : built.index("```", start)] == layout.describe()
 
 
-def small_file(path: Path) -> None:
+def small_file(path: Path, *, newcomers: bool = True) -> None:
     record = Record()
     evaluated = {"accuracy": 0.5, "accuracy_plain": 0.5, "test_loss": 1.0}
     record.metrics.append({"round": 1, "num_clusters": 1, "num_participants": 2,
@@ -50,6 +50,8 @@ def small_file(path: Path) -> None:
     record.workers.append({"round": 1, "rank": 0, "clients": 2, "loaded": 2, "pooled": 0})
     config = load(preset="digits")
     K = config.data.num_clients  # the per-client arrays hold a row for each client
+    if newcomers:  # the optional table, as a run with data.held_out writes it
+        record.held_out.append({"round": 1, "client": K, "group": 0, "cluster": "0", **evaluated})
     counts = np.zeros((K, 10), dtype=np.int64)
     counts[:, 0] = 4  # each client's samples, all of class 0: what a reader checks
     P = 64 * 64 + 64 + 64 * 10 + 10  # the parameters of the digits' MLP (model.hidden = [64])
@@ -91,6 +93,16 @@ def test_a_written_file_holds_the_declared_tables(tmp_path):
     assert run.tables["clusters"]["cluster"].tolist() == ["0"]  # str, not bytes
     assert np.isnan(run.metrics["loss_in_sample"][0])  # a float column not given: NaN
     assert run.world["host"] == ["h"] and run.world["launcher"] == "single"
+
+
+def test_a_file_without_newcomers_has_no_table_of_them_and_is_whole(tmp_path):
+    small_file(tmp_path / "run.h5", newcomers=False)
+    with h5py.File(tmp_path / "run.h5", "r") as f:
+        assert layout.HELD_OUT.optional and layout.HELD_OUT.path not in f
+        assert "metrics/evaluation" in f  # a table every run writes
+    run = read_run_file(tmp_path / "run.h5")  # verified: no table is missing
+    assert run.tables["held_out"] == {}
+    assert Record(run.tables).held_out.arrays()["client"].tolist() == []
 
 
 def test_a_record_restored_from_a_file_writes_the_same_tables(tmp_path):

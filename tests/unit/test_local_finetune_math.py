@@ -150,7 +150,7 @@ def test_the_evaluation_places_clients_by_their_test_split_and_fine_tuning():
         return types.SimpleNamespace(
             config=c, num_test=num_test, algorithm=cls(num_clients=3, clients_per_round=1,
                                                        seed=0, params=c.algorithm.params),
-            partition=types.SimpleNamespace(num_train=lambda: num_train),
+            newcomers=types.SimpleNamespace(num_train=num_train, num_test=num_test),
         )  # fmt: skip
 
     assert Evaluation.cost(server("none")).tolist() == [10, 20, 5]

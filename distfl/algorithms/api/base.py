@@ -204,6 +204,18 @@ class RoundUpdate:
     rows: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+@dataclass
+class NewcomerModels:
+    """What :meth:`ClusteringAlgorithm.place_newcomers` gives the newcomers it is asked of:
+    ``clusters[i]`` the leaf newcomer i joins (under soft membership its largest weight's),
+    whose model it is evaluated on, and where the algorithm evaluates on its own
+    (:attr:`ClusteringAlgorithm.evaluation`) ``rows`` [n, D] float64, each newcomer's row for
+    that op (what :meth:`ClusteringAlgorithm.client_rows` is for a trained client)."""
+
+    clusters: list[str]
+    rows: np.ndarray | None = None
+
+
 # the columns of /metrics/clusters the runtime fills itself (no statistic takes their
 # names) are declared with the run file's layout: FIXED_CLUSTER_COLUMNS
 
@@ -294,6 +306,11 @@ class ClusteringAlgorithm(ABC):
     #: every leaf's model and its row of :meth:`client_rows`, in place of the client's own
     #: leaf's model (FedEM's mixture); None: the leaf's model (the default)
     evaluation: ClassVar[str | None] = None
+    #: its rule for a newcomer (a client that never trained: ``data.held_out``), the one its
+    #: paper gives, in a few words; "" where its paper gives none (the config refuses
+    #: ``data.held_out``). At every evaluation :meth:`newcomer_probe` and
+    #: :meth:`place_newcomers` apply it to every newcomer
+    newcomers: ClassVar[str] = ""
     #: where :meth:`update` may spread independent pieces of its work (:meth:`ServerPool.map`);
     #: :func:`~distfl.algorithms.build_algorithm` gives the ranks' pool in a run over several
     pool: ServerPool = LOCAL_POOL
@@ -473,6 +490,23 @@ class ClusteringAlgorithm(ABC):
         :attr:`models_from_clients` declares."""
         return cls.models_from_clients or None
 
+    # -- newcomers ----------------------------------------------------------------------
+
+    def newcomer_probe(self, clients: np.ndarray) -> ProbeRequest | None:
+        """What the newcomers ``clients`` (ids K, K + 1, ... beyond the trained clients) are
+        asked at an evaluation before :meth:`place_newcomers`: a probe of its client half
+        (their train splits under models of its clusters), or None (the default)."""
+        return None
+
+    def place_newcomers(
+        self, clients: np.ndarray, groups: np.ndarray, rows: np.ndarray | None
+    ) -> NewcomerModels:
+        """The model each newcomer of ``clients`` is evaluated on, by :attr:`newcomers`'
+        rule, from the answers ``rows`` to :meth:`newcomer_probe` (None without one).
+        ``groups`` are their ground-truth groups, for the oracle alone. It changes nothing
+        of the algorithm's state: a newcomer is placed again at every evaluation."""
+        raise NotImplementedError(f"{self.name} gives a newcomer no model")
+
     # -- the rest ----------------------------------------------------------------------
 
     def client_rows(self, clients: np.ndarray) -> np.ndarray | None:
@@ -513,6 +547,7 @@ __all__ = [
     "FIXED_CLUSTER_COLUMNS",
     "Federation",
     "LOCAL_POOL",
+    "NewcomerModels",
     "Params",
     "PooledTaskFailed",
     "ProbeRequest",

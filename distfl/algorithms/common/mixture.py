@@ -14,8 +14,12 @@ from distfl.algorithms import api
 from distfl.algorithms.common.kmeans import EMDCFL_GIVES, check_cluster_count, cluster_count_setting
 from distfl.algorithms.common.models_of_own import ModelsOfOwn
 
-#: the client half's ops: the E-step before training, the mixture's evaluation
-ESTEP, MIXTURE = "estep", "mixture"
+#: the client half's ops: the E-step before training, the mixture's evaluation, a
+#: newcomer's weights
+ESTEP, MIXTURE, NEWCOMER = "estep", "mixture", "newcomer_weights"
+#: a newcomer's EM on its weights alone (accelerated) stops once no weight moves by more
+#: than NEWCOMER_TOL, or after NEWCOMER_CYCLES cycles of three EM steps
+NEWCOMER_CYCLES, NEWCOMER_TOL = 1000, 1e-10
 
 
 def responsibilities(weights: np.ndarray, losses: np.ndarray) -> np.ndarray:
@@ -61,6 +65,54 @@ def mixture_weights(q: np.ndarray) -> np.ndarray:
     return q.mean(axis=1)
 
 
+def log_likelihood(weights: np.ndarray, losses: np.ndarray) -> float:
+    """Σ_i log Σ_m π_m e^(−ℓ_mi) over the samples some component explains (a NaN loss
+    counts as +∞), from π [M] and the losses ℓ [M, n]."""
+    z = -np.where(np.isnan(losses), np.inf, np.asarray(losses, dtype=np.float64))
+    top = z.max(axis=0)
+    keep = np.isfinite(top)
+    with np.errstate(divide="ignore"):
+        mix = np.asarray(weights, dtype=np.float64) @ np.exp(z[:, keep] - top[keep])
+        return float(np.sum(np.log(mix) + top[keep]))
+
+
+def newcomer_weights(losses: np.ndarray, cycles: int = NEWCOMER_CYCLES,
+                     tol: float = NEWCOMER_TOL) -> np.ndarray:  # fmt: skip
+    """A newcomer's mixture weights π [M] with the components fixed: the maximum of the
+    likelihood Σ_i log Σ_m π_m e^(−ℓ_mi) of its train samples (``losses`` [M, n]: each
+    component's loss on each sample), by EM on π alone from π = 1/M, π ← F(π) = mean_i q_i(π)
+    (:func:`responsibilities`, :func:`mixture_weights`), accelerated by SQUAREM (Varadhan
+    and Roland 2008, its SqS3 step): each cycle takes two EM steps from π, extrapolates
+    along them, and one EM step from there, keeping the two steps' point instead where the
+    extrapolation leaves the simplex or its likelihood is the lower. It stops once no weight
+    moves by more than ``tol``, or after ``cycles`` cycles. Plain EM needs thousands of
+    steps where two components explain a client nearly alike."""
+    losses = np.asarray(losses, dtype=np.float64)
+    pi = np.full(losses.shape[0], 1.0 / losses.shape[0])
+
+    def step(p: np.ndarray) -> np.ndarray:
+        return mixture_weights(responsibilities(p, losses))
+
+    for _ in range(cycles):
+        p1 = step(pi)
+        p2 = step(p1)
+        r, v = p1 - pi, p2 - 2 * p1 + pi
+        if float(np.max(np.abs(p2 - pi))) <= tol or not np.any(v):
+            return p2
+        alpha = min(-float(np.sqrt(r @ r / (v @ v))), -1.0)
+        far = pi - 2 * alpha * r + alpha * alpha * v
+        new = p2
+        if np.all(far >= 0) and far.sum() > 0:
+            candidate = step(far / far.sum())
+            if log_likelihood(candidate, losses) >= log_likelihood(p2, losses):
+                new = candidate
+        moved = float(np.max(np.abs(new - pi)))
+        pi = new
+        if moved <= tol:
+            break
+    return pi
+
+
 @dataclass(frozen=True)
 class FedEMParams(api.Params):
     num_clusters: int = cluster_count_setting(
@@ -76,10 +128,14 @@ class Mixture(ModelsOfOwn):
 
     salt = 0xFE0E
     Params = FedEMParams
-    client_ops = (ESTEP, MIXTURE)
+    client_ops = (ESTEP, MIXTURE, NEWCOMER)
     client = "distfl.algorithms.common.mixture_client:FedEMClient"
     evaluation = MIXTURE
     membership = "largest weight"
+    newcomers = (
+        "its mixture weights learnt on its train split with the components "
+        "fixed (EM on the weights alone), then its mixture, as every client's"
+    )
     tables = (
         api.soft_weights_table(
             "π_km, the client's weight of the component after the round's E-step",
@@ -126,6 +182,17 @@ class Mixture(ModelsOfOwn):
         self.tree.reassign(clients, [self.ids[j] for j in np.argmax(rows, axis=1)])
         return api.RoundUpdate(rows={"weights": weight_rows(clients, self.ids, rows)})
 
+    def newcomer_probe(self, clients: np.ndarray) -> api.ProbeRequest:
+        """Each newcomer's mixture weights under the components (:func:`newcomer_weights`)."""
+        return api.ProbeRequest(clients=np.asarray(clients, dtype=np.int64),
+                                clusters=list(self.ids), op=NEWCOMER)  # fmt: skip
+
+    def place_newcomers(self, clients, groups, rows) -> api.NewcomerModels:
+        """Each newcomer under its largest weight (ties: the first component), its weights
+        the row of its mixture's evaluation."""
+        pi = np.asarray(rows, dtype=np.float64).reshape(len(clients), len(self.ids))
+        return api.NewcomerModels([self.ids[j] for j in np.argmax(pi, axis=1)], rows=pi)
+
     def client_rows(self, clients: np.ndarray) -> np.ndarray:
         """The clients' mixture weights, for the mixture's evaluation."""
         return self.pi[np.asarray(clients, dtype=np.int64)]
@@ -144,9 +211,12 @@ class Mixture(ModelsOfOwn):
 __all__ = [
     "ESTEP",
     "MIXTURE",
+    "NEWCOMER",
     "FedEMParams",
     "Mixture",
+    "log_likelihood",
     "mixture_weights",
+    "newcomer_weights",
     "responsibilities",
     "weight_rows",
 ]

@@ -7,12 +7,30 @@ import numpy as np
 import torch
 
 from distfl.algorithms import api
-from distfl.algorithms.common.mixture import ESTEP, MIXTURE, mixture_weights, responsibilities
+from distfl.algorithms.common.mixture import (
+    ESTEP,
+    MIXTURE,
+    NEWCOMER,
+    mixture_weights,
+    newcomer_weights,
+    responsibilities,
+)
 from distfl.metrics import balanced_accuracy
 from distfl.train import sample_logits, sample_losses
 
 
 class FedEMClient(api.ClientHalf):
+    def run(self, op: str, client: int, models: torch.Tensor, args: tuple[int, ...]) -> np.ndarray:
+        """A newcomer's mixture weights under the broadcast components, learnt on its train
+        split (:func:`newcomer_weights`)."""
+        if op != NEWCOMER:
+            return super().run(op, client, models, args)
+        ctx = self.context
+        losses = sample_losses(
+            ctx.model, models.to(ctx.device), ctx.data(client), loss=ctx.config.train.loss
+        )
+        return newcomer_weights(losses.numpy())
+
     def prepare(
         self, op: str, client: int, models: torch.Tensor, state: np.ndarray
     ) -> api.Prepared:

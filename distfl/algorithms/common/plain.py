@@ -17,11 +17,17 @@ ROOT = "0"
 
 
 class GlobalModel(api.ClusteringAlgorithm):
-    """One model, the root's, trained by the round's clients."""
+    """One model, the root's, trained by the round's clients; a newcomer is evaluated on
+    it too."""
+
+    newcomers = "the one global model, as every client"
 
     def __init__(self, **kwargs):
         super().__init__(**kwargs)
         self.rng = np.random.default_rng([self.seed, 0x5E4FE4])
+
+    def place_newcomers(self, clients, groups, rows) -> api.NewcomerModels:
+        return api.NewcomerModels([ROOT] * len(clients))
 
     def plan(self, round_index: int) -> api.RoundPlan:
         chosen = self.sample_clients(self.num_clients, self.clients_per_round)
@@ -44,6 +50,8 @@ class PerClientModels(GlobalModel):
     :func:`client_id`), and each round's clients train their own models."""
 
     record_idle_clusters = False
+    #: a newcomer has no model of its own, and none of the others is its
+    newcomers = ""
     #: a cluster per client: never two reports of a cluster for FedPNS to compare
     refused_selections = {
         "fedpns": "every client is its own cluster, and FedPNS's optimal aggregation compares "

@@ -79,6 +79,9 @@ class FedRC(Mixture):
     name = "fedrc"
     Params = FedRCParams
     client = "distfl.algorithms.fedrc.client:FedRCClient"
+    #: not built: its E-step reads the server's label distributions, which a probe does
+    #: not carry (FedEM's rule would leave them out)
+    newcomers = ""
 
     salt = 0xFED4C
 

@@ -1,0 +1,117 @@
+"""Newcomers (``data.held_out``): clients drawn as their groups' others, after every trained
+client (ids K, K + 1, ...), that never train. At every evaluation the algorithm gives each a
+model by its rule for a client that never trained
+(:attr:`~distfl.algorithms.api.base.ClusteringAlgorithm.newcomers`: a probe of their train
+splits, then :meth:`~distfl.algorithms.api.base.ClusteringAlgorithm.place_newcomers`), and
+each is evaluated on its test split as a trained client is: its accuracies go to
+/metrics/held_out, their mean, worst, 10th percentile and the ARI of the clusters they
+joined against their groups to /metrics. Nothing of it changes the algorithm's state or
+the trained clients' bits.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from distfl.metrics import federation_mean, low_tail
+from distfl.metrics.clustering import adjusted_rand_index
+from distfl.runtime.protocol import EVAL
+
+if TYPE_CHECKING:
+    from distfl.runtime.components import ServerView
+
+#: the /metrics columns of the newcomers' scores (NaN without newcomers and in rounds
+#: without evaluation)
+COLUMNS = ("held_out_accuracy", "held_out_accuracy_worst", "held_out_accuracy_p10",
+           "held_out_ari")  # fmt: skip
+NO_NEWCOMERS = dict.fromkeys(COLUMNS, math.nan)
+
+
+@dataclass(frozen=True)
+class Newcomers:
+    """The run's newcomers, and the sizes of every client of the partition (the trained
+    ones, then the newcomers), by which a step's tasks are placed."""
+
+    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: [K + H] every client's group, train and test samples
+    group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    num_train: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    num_test: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @classmethod
+    def of(cls, partition, num_clients: int) -> Newcomers:
+        """The clients of ``partition`` beyond the first ``num_clients``."""
+        group = np.asarray(partition.group, dtype=np.int64)
+        return cls(
+            ids=np.arange(num_clients, len(group), dtype=np.int64), groups=group[num_clients:],
+            group=group, num_train=partition.num_train(), num_test=partition.num_test(),
+        )  # fmt: skip
+
+    def trained(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The trained clients' (0 .. K-1) groups, train and test samples."""
+        K = len(self.group) - len(self.ids)
+        return self.group[:K], self.num_train[:K], self.num_test[:K]
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def evaluation_cost(server: ServerView, finetune_steps: int) -> np.ndarray:
+    """[K + H] each client's predicted work in an evaluation, in samples: its test split,
+    and its fine-tuning steps of min(B, n_k) samples, three passes each, where the
+    algorithm fine-tunes first."""
+    every = server.newcomers
+    if not finetune_steps:
+        return every.num_test
+    batch = np.minimum(every.num_train, server.config.train.batch_size)
+    return every.num_test + 3 * finetune_steps * batch
+
+
+def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str, float]:
+    """Round ``t``'s evaluation of the newcomers: their placement by the algorithm's rule,
+    their rows of /metrics/held_out, and the /metrics columns of :data:`COLUMNS`."""
+    new = server.newcomers
+    if not len(new):
+        return dict(NO_NEWCOMERS)
+    algorithm = server.algorithm
+    request = algorithm.newcomer_probe(new.ids.copy())
+    answers = None if request is None else server.probe(request, t, cost=new.num_train)
+    placed = algorithm.place_newcomers(new.ids.copy(), new.groups.copy(), answers)
+    leaves = [str(c) for c in placed.clusters]
+    if len(leaves) != len(new) or any(c not in server.state.models for c in leaves):
+        raise RuntimeError(f"algorithm {algorithm.name!r} placed its {len(new)} newcomers in "
+                           f"{len(leaves)} clusters, or in one without a model")  # fmt: skip
+    model_of = {int(k): c for k, c in zip(new.ids, leaves, strict=True)}
+    own = type(algorithm).evaluation
+    tasks = dict.fromkeys(model_of, EVAL)
+    if own is None:
+        _, out = server.step(model_of, tasks, t, cost=cost)
+    else:  # every leaf's model and the newcomer's row, as for a trained client
+        rows = np.asarray(placed.rows, dtype=np.float64).reshape(len(new), -1)
+        _, out = server.step(
+            model_of, tasks, t, cost=cost, models=sorted(server.state.models),
+            probe_op=server.client_op(own), state={int(k): rows[i] for i, k in enumerate(new.ids)},
+        )  # fmt: skip
+    server.count(len(new) * (4 * server.num_params + 8 * 5))
+    rows = out.eval_rows.cpu().numpy()
+    if not np.array_equal(rows[:, 0].astype(np.int64), new.ids):
+        raise RuntimeError(f"round {t}: newcomers' evaluation rows for {rows[:, 0]}")
+    server.state.record.held_out.extend({
+        "round": np.full(len(new), t, dtype=np.int64), "client": new.ids, "group": new.groups,
+        "cluster": np.array(leaves, dtype=object), "accuracy": rows[:, 1],
+        "accuracy_plain": rows[:, 2], "test_loss": rows[:, 3],
+    }, source="the newcomers' evaluation")  # fmt: skip
+    weights = rows[:, 4] if server.config.eval.weighted else None
+    worst, p10 = low_tail(rows[:, 1])
+    ari = adjusted_rand_index(new.groups, leaves) if algorithm.membership != "none" else math.nan
+    return {"held_out_accuracy": federation_mean(rows[:, 1], weights),
+            "held_out_accuracy_worst": worst, "held_out_accuracy_p10": p10,
+            "held_out_ari": ari}  # fmt: skip
+
+
+__all__ = ["COLUMNS", "NO_NEWCOMERS", "Newcomers", "evaluate_newcomers", "evaluation_cost"]
