@@ -35,6 +35,7 @@ SUITE_METRICS = (
     ("wadb", "WADB (Davies–Bouldin of the clusters' class distributions; lower is better)"),
     ("accuracy", "Final balanced accuracy"),
     ("accuracy_worst", "Final balanced accuracy of the worst client"),
+    ("held_out_accuracy", "Final balanced accuracy of the newcomers, never trained"),
     ("clusters", "Clusters found"),
 )
 
@@ -209,7 +210,13 @@ def suite_rows(
     that could not be read. ``plugins``: import the files' ``run.plugins``."""
     from distfl.runfile.run import read
     from distfl.tools.gather import find_run_files, gather_rows
-    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS, RUN_FILE_STEM, algorithm_label
+    from distfl.tools.suite import (
+        COLUMNS,
+        COMPLEXITY_COLUMNS,
+        NEWCOMER_COLUMNS,
+        RUN_FILE_STEM,
+        algorithm_label,
+    )
 
     rows, problems = [], []
     points = grid_point_names(directory)
@@ -223,8 +230,9 @@ def suite_rows(
             continue
         stem = Path(path).stem
         match = RUN_FILE_STEM.match(stem)
-        row = dict.fromkeys(COLUMNS + COMPLEXITY_COLUMNS)
-        row.update({c: g[c] for c in COLUMNS + COMPLEXITY_COLUMNS if c in g})
+        every = COLUMNS + COMPLEXITY_COLUMNS + NEWCOMER_COLUMNS
+        row = dict.fromkeys(every)
+        row.update({c: g[c] for c in every if c in g})
         listed = match["algorithm"] if match else ""
         variant = listed and listed != config.algorithm.name  # a --variant's name
         row.update(
@@ -268,7 +276,7 @@ def write_suite_report(
     from distfl import plot as figures
     from distfl.report.suite_figures import loss_curves, metric_bars
     from distfl.tools.gather import cell_text
-    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS
+    from distfl.tools.suite import COLUMNS, COMPLEXITY_COLUMNS, NEWCOMER_COLUMNS
 
     directory, out = Path(directory), Path(out)
     rows, problems = suite_rows(directory, plugins=plugins)
@@ -292,6 +300,7 @@ def write_suite_report(
             shown.append((name, drawn[1]))
     # the suite's columns, and those of a loss target where a run has one (as its table)
     columns = COLUMNS + (COMPLEXITY_COLUMNS if any(r["loss_target"] > 0 for r in rows) else ())
+    columns += NEWCOMER_COLUMNS if any(r["newcomers"] for r in rows) else ()
     cells = []
     for row in rows:
         stem = Path(row["file"]).stem

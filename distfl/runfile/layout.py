@@ -216,6 +216,10 @@ WORKERS = Table(
     ),
 )  # fmt: skip
 
+#: the /metrics columns of the newcomers' figures (data.held_out)
+HELD_OUT_COLUMNS = ("held_out_accuracy", "held_out_accuracy_worst", "held_out_accuracy_p10",
+                    "held_out_ari")  # fmt: skip
+
 HELD_OUT = Table(
     "held_out", "metrics/held_out", "one per (evaluation round, newcomer)",
     (

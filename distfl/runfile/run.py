@@ -293,6 +293,29 @@ class Run:
         return self._at_last_evaluation("accuracy_p10")
 
     @property
+    def newcomers(self) -> int:
+        """The newcomers (``data.held_out``) the run evaluated at each evaluation: clients
+        that never trained, each given a model by the algorithm's rule (0: none)."""
+        held = self._file.tables.get("held_out", {}).get("round", ())
+        return int(np.sum(np.asarray(held) == np.max(held))) if len(held) else 0
+
+    def _newcomers_at_last(self, column: str) -> float | None:
+        """``column`` of /metrics at the newcomers' last evaluation (None without one)."""
+        metrics = self._file.tables.get("metrics", {})
+        if column not in metrics or not self.newcomers:
+            return None
+        value = at_last_evaluation(metrics.get("accuracy", ()), metrics[column])
+        return None if math.isnan(value) else value
+
+    @property
+    def held_out_scores(self) -> dict[str, float | None]:
+        """The newcomers' figures at the last evaluation (``data.held_out``): their mean,
+        worst and 10th-percentile balanced accuracy (held_out_accuracy, _worst, _p10) and the
+        ARI of the clusters they joined against their groups (held_out_ari); each None
+        without newcomers (the ARI also for an algorithm without clusters to score)."""
+        return {c: self._newcomers_at_last(c) for c in layout.HELD_OUT_COLUMNS}
+
+    @property
     def first_split(self) -> int | None:
         """The round of the hierarchy's first split (:func:`distfl.hierarchy.first_split`);
         None when no cluster split."""
@@ -349,8 +372,9 @@ class Run:
         (:attr:`first_split`), wall_s (:attr:`wall_s`), test_loss (the mean test loss of
         the last evaluation), sim_s (the virtual clock's time:
         [participation]), rounds_to_target, bytes_to_target, sim_s_to_target (until the mean
-        test loss first reached ``eval.loss_target``: :func:`~distfl.metrics.complexity.to_target`).
-        An undefined value is None."""
+        test loss first reached ``eval.loss_target``: :func:`~distfl.metrics.complexity.to_target`),
+        newcomers (:attr:`newcomers`) and their figures (:attr:`held_out_scores`). An undefined
+        value is None."""
         scores = self.scores()
         metrics = self._file.tables.get("metrics", {})
         target = to_target(metrics, self._file.config.eval.loss_target)
@@ -379,6 +403,8 @@ class Run:
             "test_loss": self._at_last_evaluation("test_loss"),
             "sim_s": sim[-1] if sim else None,
             **{f"{k}_to_target": v for k, v in target.items()},
+            "newcomers": self.newcomers,
+            **self.held_out_scores,
         }
 
     def __repr__(self) -> str:

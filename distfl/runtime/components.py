@@ -135,7 +135,7 @@ class Scores:
     #: those that never did (``eval.coverage``; NaN without it)
     loss_in_sample: float = math.nan
     loss_out_of_sample: float = math.nan
-    #: the newcomers' figures (data.held_out; :data:`~distfl.runtime.newcomers.COLUMNS`),
+    #: the newcomers' figures (data.held_out; :data:`~distfl.runfile.layout.HELD_OUT_COLUMNS`),
     #: NaN without newcomers
     newcomers: dict[str, float] = field(default_factory=lambda: dict(NO_NEWCOMERS))
 

@@ -19,16 +19,14 @@ import numpy as np
 
 from distfl.metrics import federation_mean, low_tail
 from distfl.metrics.clustering import adjusted_rand_index
+from distfl.runfile.layout import HELD_OUT_COLUMNS
 from distfl.runtime.protocol import EVAL
 
 if TYPE_CHECKING:
     from distfl.runtime.components import ServerView
 
-#: the /metrics columns of the newcomers' scores (NaN without newcomers and in rounds
-#: without evaluation)
-COLUMNS = ("held_out_accuracy", "held_out_accuracy_worst", "held_out_accuracy_p10",
-           "held_out_ari")  # fmt: skip
-NO_NEWCOMERS = dict.fromkeys(COLUMNS, math.nan)
+#: the newcomers' /metrics columns without newcomers and in rounds without evaluation
+NO_NEWCOMERS = dict.fromkeys(HELD_OUT_COLUMNS, math.nan)
 
 
 @dataclass(frozen=True)
@@ -74,7 +72,8 @@ def evaluation_cost(server: ServerView, finetune_steps: int) -> np.ndarray:
 
 def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str, float]:
     """Round ``t``'s evaluation of the newcomers: their placement by the algorithm's rule,
-    their rows of /metrics/held_out, and the /metrics columns of :data:`COLUMNS`."""
+    their rows of /metrics/held_out, and their /metrics columns
+    (:data:`~distfl.runfile.layout.HELD_OUT_COLUMNS`)."""
     new = server.newcomers
     if not len(new):
         return dict(NO_NEWCOMERS)
@@ -114,4 +113,4 @@ def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str
             "held_out_ari": ari}  # fmt: skip
 
 
-__all__ = ["COLUMNS", "NO_NEWCOMERS", "Newcomers", "evaluate_newcomers", "evaluation_cost"]
+__all__ = ["NO_NEWCOMERS", "Newcomers", "evaluate_newcomers", "evaluation_cost"]

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError
+from distfl.runfile.layout import HELD_OUT_COLUMNS
 from distfl.runfile.output import check_file, write_file
 from distfl.text import printable
 
@@ -53,6 +54,19 @@ COLUMNS = (
     "bytes_to_target",
     "sim_s_to_target",
 )
+
+
+#: the columns ``distfl gather`` adds after the others where a run has newcomers
+#: (``data.held_out``): their number, and their figures at the last evaluation
+NEWCOMER_COLUMNS = ("newcomers", *HELD_OUT_COLUMNS)
+
+
+def with_newcomers(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` with :data:`NEWCOMER_COLUMNS` (None where a run has none) in every row when
+    one of them has newcomers, unchanged otherwise."""
+    if not any("newcomers" in r for r in rows):
+        return rows
+    return [{**r, **{c: r.get(c) for c in NEWCOMER_COLUMNS}} for r in rows]
 
 
 def run_status(path: str | Path, stream: TextIO, *, errors: TextIO | None = None) -> int:
@@ -144,7 +158,7 @@ def gather_rows(
     keys = check_keys(keys)
     paths = list(paths)
     runs = [None] * len(paths) if runs is None else runs
-    return [_row(path, keys, run) for path, run in zip(paths, runs, strict=True)]
+    return with_newcomers([_row(path, keys, run) for path, run in zip(paths, runs, strict=True)])
 
 
 @dataclass(frozen=True)
@@ -178,7 +192,7 @@ def gather_files(
         except CheckpointError as exc:
             text = printable(exc)  # it may name parts of the file
             skipped.append(Skipped(str(path), _reason(printable(path), text), text))
-    return rows, skipped
+    return with_newcomers(rows), skipped
 
 
 def _reason(path: str | Path, message: str) -> str:
@@ -222,6 +236,8 @@ def _row(path: str | Path, keys: Sequence[str], run: Any) -> dict[str, Any]:
     for key in keys:
         value = config_value(run.config, key)
         row[key] = printable(value) if isinstance(value, str) else value
+    if s["newcomers"]:
+        row.update({c: s[c] for c in NEWCOMER_COLUMNS})
     return {k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()}
 
 

@@ -12,6 +12,17 @@ from distfl.runfile.run import Run, participation_line, read, score_text, unveri
 from distfl.text import printable
 
 
+def newcomers_line(s: dict) -> str:
+    """The newcomers' figures of a summary (:meth:`~distfl.runfile.run.Run.summary`), in
+    words: how many, their balanced accuracy (mean, worst, 10th percentile) and the ARI of
+    the clusters they joined."""
+    ari = "" if s["held_out_ari"] is None else f", ARI {score_text(s['held_out_ari'])}"
+    return (f"{s['newcomers']} never trained: balanced accuracy "
+            f"{score_text(s['held_out_accuracy'])}, worst "
+            f"{score_text(s['held_out_accuracy_worst'])}, 10th percentile "
+            f"{score_text(s['held_out_accuracy_p10'])}{ari}")  # fmt: skip
+
+
 def world_line(world: Mapping[str, Any]) -> str:
     """``/world`` (as :attr:`RunFile.world` holds it) in one line: each host with its
     ranks, the launcher, the backend and the rendezvous (e.g. ``node1 ranks 0-1, node2
@@ -76,6 +87,8 @@ def inspect_run(
             f"worst      client {score_text(s['accuracy_worst'])}, 10th percentile "
             f"{score_text(s['accuracy_p10'])} (balanced accuracy, the same evaluation)\n"
         )
+    if s["newcomers"]:
+        w(f"newcomers  {newcomers_line(s)}\n")
     w(f"WAS        {score_text(s['was'])}   (silhouette, sorted frequencies)\n")
     w(f"WADB       {score_text(s['wadb'])}   (Davies-Bouldin, the same vectors)\n")
     if took_part := participation_line(run.stored.tables.get("metrics", {})):

@@ -218,6 +218,17 @@ def records_table() -> str:
     return _table(("algorithm", "name", "where", "what it is"), rows)
 
 
+def newcomer_table() -> str:
+    """What each of distfl's algorithms gives a newcomer (``data.held_out``), as it declares
+    it (:attr:`~distfl.algorithms.api.base.ClusteringAlgorithm.newcomers`); one without a
+    rule refuses ``data.held_out``."""
+    rows = []
+    for name in own_algorithm_names():
+        rule = algorithm_class(name).newcomers
+        rows.append((f"`{name}`", rule or "none: `data.held_out` is refused"))
+    return _table(("algorithm", "the model a newcomer is evaluated on"), rows)
+
+
 def conditional_rows() -> list[tuple[str, str, str, str]]:
     """(key, the keys that decide, where it takes effect, what a value other than its
     default gets elsewhere) of every key that takes effect only with certain values of
@@ -278,6 +289,7 @@ MARKERS = {
     "<!-- distfl:model-keys -->": model_keys_table,
     "<!-- distfl:algorithm-records -->": records_table,
     "<!-- distfl:run-file-layout -->": layout_listing,
+    "<!-- distfl:newcomer-rules -->": newcomer_table,
 }
 #: the command that writes the generated parts of the docs' pages
 WRITE_DOCS = "python -m distfl.tools.reference --write-docs"

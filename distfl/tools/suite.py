@@ -41,6 +41,7 @@ from typing import Any, TextIO
 
 from distfl.errors import CheckpointError, UserError, did_you_mean
 from distfl.paths import self_command
+from distfl.tools.gather import NEWCOMER_COLUMNS  # added where a run has newcomers
 from distfl.tools.suite_files import (
     COMPARISON,
     GRID,
@@ -90,7 +91,8 @@ COLUMNS = (
 COMPLEXITY_COLUMNS = ("test_loss", "sim_s", "rounds_to_target", "bytes_to_target",
                       "sim_s_to_target")  # fmt: skip
 #: the columns a suite's table may have
-COLUMN_SETS = (COLUMNS, COLUMNS + COMPLEXITY_COLUMNS)
+COLUMN_SETS = tuple(COLUMNS + more + new for more in ((), COMPLEXITY_COLUMNS)
+                    for new in ((), NEWCOMER_COLUMNS))  # fmt: skip
 
 
 def _existing(job: Job, force: bool) -> str:
@@ -198,7 +200,7 @@ def _row(outcome: Outcome, columns: tuple[str, ...] = COLUMNS) -> dict[str, Any]
     if outcome.returncode == 0:
         (g,) = gather_rows([job.out])
         for column in columns[4:]:
-            row[column] = g[column]
+            row[column] = g.get(column)  # (no newcomers' figures of a run without them)
     return row
 
 
@@ -245,10 +247,12 @@ def run_suite(
 
 
 def suite_columns(jobs) -> tuple[str, ...]:
-    """The suite table's columns: :data:`COLUMNS`, and :data:`COMPLEXITY_COLUMNS` when a
-    run has a loss target."""
+    """The suite table's columns: :data:`COLUMNS`, :data:`COMPLEXITY_COLUMNS` when a run
+    has a loss target, and :data:`NEWCOMER_COLUMNS` when a run has newcomers."""
     complexity = any(job.config.eval.loss_target > 0 for job in jobs)
-    return COLUMNS + COMPLEXITY_COLUMNS if complexity else COLUMNS
+    newcomers = any(job.config.data.held_out > 0 for job in jobs)
+    return (COLUMNS + (COMPLEXITY_COLUMNS if complexity else ())
+            + (NEWCOMER_COLUMNS if newcomers else ()))  # fmt: skip
 
 
 def write_outputs(

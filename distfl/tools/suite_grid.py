@@ -25,7 +25,7 @@ from typing import Any
 from distfl.errors import UserError
 
 #: the columns --best may name (higher is better for each)
-BEST_COLUMNS = ("accuracy", "accuracy_worst", "accuracy_p10", "ari", "rand")
+BEST_COLUMNS = ("accuracy", "accuracy_worst", "accuracy_p10", "ari", "rand", "held_out_accuracy")
 #: keys the suite gives each job itself (or that name the job's algorithm)
 _SUITE_KEYS = {
     "algorithm.name": "list the algorithms in --algorithms",
