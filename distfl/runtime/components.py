@@ -32,6 +32,7 @@ from distfl.runfile.writer import write_run_file
 from distfl.runtime.capacity import run_file_bytes
 from distfl.runtime.export import LiveExport
 from distfl.runtime.newcomers import NO_NEWCOMERS, Newcomers
+from distfl.runtime.newcomers import summary_line as newcomers_line
 from distfl.runtime.privacy import (
     epsilon,
     noise_multiplier,
@@ -547,6 +548,8 @@ class Summary(Component):
             "(clients and server of a real deployment)",
             f"  run file                 {cfg.run.out}",
         ]
+        if held := newcomers_line(server):
+            lines.insert(3, held)
         if took_part := participation_line(server.state.record.metrics.columns):
             lines.insert(-1, f"  participation            {took_part}")
         for line in summary_lines(cfg, server.state.record.metrics):

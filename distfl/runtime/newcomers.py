@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from distfl.metrics import federation_mean, low_tail
+from distfl.metrics import at_last_evaluation, federation_mean, low_tail
 from distfl.metrics.clustering import adjusted_rand_index
 from distfl.runfile.layout import HELD_OUT_COLUMNS
 from distfl.runtime.protocol import EVAL
@@ -113,4 +113,19 @@ def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str
             "held_out_ari": ari}  # fmt: skip
 
 
-__all__ = ["NO_NEWCOMERS", "Newcomers", "evaluate_newcomers", "evaluation_cost"]
+def summary_line(server: ServerView) -> str | None:
+    """The summary's line of the newcomers (None without them): how many, and at the last
+    evaluation their mean, worst and 10th-percentile balanced accuracy and the ARI of the
+    clusters they joined (none for an algorithm without clusters to score)."""
+    if not len(server.newcomers):
+        return None
+    metrics = server.state.record.metrics
+    v = {c: at_last_evaluation(metrics["accuracy"], metrics[c]) for c in HELD_OUT_COLUMNS}
+    ari = "" if math.isnan(v["held_out_ari"]) else f", ARI {v['held_out_ari']:.4f}"
+    return (f"  newcomers                {v['held_out_accuracy']:.4f} "
+            f"({len(server.newcomers)} never trained), worst "
+            f"{v['held_out_accuracy_worst']:.4f}, 10th percentile "
+            f"{v['held_out_accuracy_p10']:.4f}{ari}")  # fmt: skip
+
+
+__all__ = ["NO_NEWCOMERS", "Newcomers", "evaluate_newcomers", "evaluation_cost", "summary_line"]

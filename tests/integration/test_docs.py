@@ -225,6 +225,7 @@ CHECKED_OUTPUTS = {
     ("docs/adding-a-dataset.md", "distfl: error: run.plugins: 'blobs.py'"): "test_plugin_checks.py",
     ("docs/adding-a-model.md", "distfl: error: model.name = 'resnet'"): "test_plugin_checks.py",
     ("docs/privacy.md", "  privacy                  ε = 4"): "test_privacy_runs.py",
+    ("docs/newcomers.md", "  newcomers                0.9615"): "test_newcomers_runs.py",
 }
 
 

@@ -6,9 +6,13 @@ no bit of the training; the same bits alone, under torchrun, under mpiexec and r
 
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
+from docpage import fenced
 from runfile import assert_same, assert_same_run, read_run
 
 from distfl.data import load_client, load_dataset, make_partition
@@ -156,3 +160,13 @@ def test_the_same_bits_alone_under_torchrun_mpiexec_and_resumed(tmp_path, helper
         assert_same_run(runs[0], other)
     held = read_run(runs[0])["metrics/held_out/round"]
     assert held.tolist() == [2] * 4 + [4] * 4 + [6] * 4  # every evaluation's four
+
+
+def test_the_pages_first_command_prints_the_summary_line_it_shows(tmp_path, helpers):
+    page = Path(__file__).resolve().parents[2] / "docs" / "newcomers.md"
+    first = fenced(page, "bash")[0].splitlines()[0].split("#")[0]
+    argv = shlex.split(first)
+    assert argv[:2] == ["distfl", "run"]
+    printed = helpers.run_alone(tmp_path, *argv[2:], "--out", str(tmp_path / "n.h5"))
+    (shown,) = fenced(page, "text")
+    assert shown.strip() in printed
