@@ -55,6 +55,7 @@ TABLES = {
     ("docs/scenarios.md", "| algorithm | clusters | Rand | ARI"): RECORD,
     ("docs/algorithms.md", "| federation | what W holds"): RECORD,
     ("docs/privacy.md", "| algorithm | privacy | z | ARI"): RECORD,
+    ("docs/newcomers.md", "| method | seeds | Avg Acc, trained"): RECORD,
     # generated from the code, written by python -m distfl.tools.reference --write-docs
     ("docs/configuration.md", "| dataset | key | allowed"): "test_reference.py",
 }
