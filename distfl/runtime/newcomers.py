@@ -70,36 +70,23 @@ def evaluation_cost(server: ServerView, finetune_steps: int) -> np.ndarray:
     return every.num_test + 3 * finetune_steps * batch
 
 
+#: newcomers per worker in one step of their evaluation (a stop signal waits for one step)
+STEP_NEWCOMERS = 256
+
+
 def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str, float]:
-    """Round ``t``'s evaluation of the newcomers: their placement by the algorithm's rule,
-    their rows of /metrics/held_out, and their /metrics columns
-    (:data:`~distfl.runfile.layout.HELD_OUT_COLUMNS`)."""
+    """Round ``t``'s evaluation of the newcomers, in steps of :data:`STEP_NEWCOMERS` a
+    worker (each newcomer's placement and figures are its own, whatever its step): their
+    placement by the algorithm's rule, their rows of /metrics/held_out, and their /metrics
+    columns (:data:`~distfl.runfile.layout.HELD_OUT_COLUMNS`)."""
     new = server.newcomers
     if not len(new):
         return dict(NO_NEWCOMERS)
-    algorithm = server.algorithm
-    request = algorithm.newcomer_probe(new.ids.copy())
-    answers = None if request is None else server.probe(request, t, cost=new.num_train)
-    placed = algorithm.place_newcomers(new.ids.copy(), new.groups.copy(), answers)
-    leaves = [str(c) for c in placed.clusters]
-    if len(leaves) != len(new) or any(c not in server.state.models for c in leaves):
-        raise RuntimeError(f"algorithm {algorithm.name!r} placed its {len(new)} newcomers in "
-                           f"{len(leaves)} clusters, or in one without a model")  # fmt: skip
-    model_of = {int(k): c for k, c in zip(new.ids, leaves, strict=True)}
-    own = type(algorithm).evaluation
-    tasks = dict.fromkeys(model_of, EVAL)
-    if own is None:
-        _, out = server.step(model_of, tasks, t, cost=cost)
-    else:  # every leaf's model and the newcomer's row, as for a trained client
-        rows = np.asarray(placed.rows, dtype=np.float64).reshape(len(new), -1)
-        _, out = server.step(
-            model_of, tasks, t, cost=cost, models=sorted(server.state.models),
-            probe_op=server.client_op(own), state={int(k): rows[i] for i, k in enumerate(new.ids)},
-        )  # fmt: skip
-    server.count(len(new) * (4 * server.num_params + 8 * 5))
-    rows = out.eval_rows.cpu().numpy()
-    if not np.array_equal(rows[:, 0].astype(np.int64), new.ids):
-        raise RuntimeError(f"round {t}: newcomers' evaluation rows for {rows[:, 0]}")
+    size = STEP_NEWCOMERS * max(server.comm.world_size - 1, 1)
+    parts = [_evaluate_step(server, t, cost, new.ids[i : i + size], new.groups[i : i + size])
+             for i in range(0, len(new), size)]  # fmt: skip
+    leaves = [c for part, _ in parts for c in part]
+    rows = np.concatenate([r for _, r in parts])
     server.state.record.held_out.extend({
         "round": np.full(len(new), t, dtype=np.int64), "client": new.ids, "group": new.groups,
         "cluster": np.array(leaves, dtype=object), "accuracy": rows[:, 1],
@@ -107,10 +94,43 @@ def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str
     }, source="the newcomers' evaluation")  # fmt: skip
     weights = rows[:, 4] if server.config.eval.weighted else None
     worst, p10 = low_tail(rows[:, 1])
-    ari = adjusted_rand_index(new.groups, leaves) if algorithm.membership != "none" else math.nan
+    membership = server.algorithm.membership != "none"
+    ari = adjusted_rand_index(new.groups, leaves) if membership else math.nan
     return {"held_out_accuracy": federation_mean(rows[:, 1], weights),
             "held_out_accuracy_worst": worst, "held_out_accuracy_p10": p10,
             "held_out_ari": ari}  # fmt: skip
+
+
+def _evaluate_step(
+    server: ServerView, t: int, cost: np.ndarray, ids: np.ndarray, groups: np.ndarray
+) -> tuple[list[str], np.ndarray]:
+    """The newcomers ``ids`` placed and evaluated: each one's cluster, and its evaluation
+    row (id, balanced accuracy, accuracy, loss, test samples)."""
+    algorithm = server.algorithm
+    request = algorithm.newcomer_probe(ids.copy())
+    every = server.newcomers
+    answers = None if request is None else server.probe(request, t, cost=every.num_train)
+    placed = algorithm.place_newcomers(ids.copy(), groups.copy(), answers)
+    leaves = [str(c) for c in placed.clusters]
+    if len(leaves) != len(ids) or any(c not in server.state.models for c in leaves):
+        raise RuntimeError(f"algorithm {algorithm.name!r} placed {len(ids)} newcomers in "
+                           f"{len(leaves)} clusters, or in one without a model")  # fmt: skip
+    model_of = {int(k): c for k, c in zip(ids, leaves, strict=True)}
+    own = type(algorithm).evaluation
+    tasks = dict.fromkeys(model_of, EVAL)
+    if own is None:
+        _, out = server.step(model_of, tasks, t, cost=cost)
+    else:  # every leaf's model and the newcomer's row, as for a trained client
+        state = np.asarray(placed.rows, dtype=np.float64).reshape(len(ids), -1)
+        _, out = server.step(
+            model_of, tasks, t, cost=cost, models=sorted(server.state.models),
+            probe_op=server.client_op(own), state={int(k): state[i] for i, k in enumerate(ids)},
+        )  # fmt: skip
+    server.count(len(ids) * (4 * server.num_params + 8 * 5))
+    rows = out.eval_rows.cpu().numpy()
+    if not np.array_equal(rows[:, 0].astype(np.int64), ids):
+        raise RuntimeError(f"round {t}: newcomers' evaluation rows for {rows[:, 0]}")
+    return leaves, rows
 
 
 def summary_line(server: ServerView) -> str | None:

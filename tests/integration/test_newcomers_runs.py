@@ -170,3 +170,15 @@ def test_the_pages_first_command_prints_the_summary_line_it_shows(tmp_path, help
     printed = helpers.run_alone(tmp_path, *argv[2:], "--out", str(tmp_path / "n.h5"))
     (shown,) = fenced(page, "text")
     assert shown.strip() in printed
+
+
+def test_the_newcomers_steps_change_no_bit(tmp_path, helpers, monkeypatch):
+    """Newcomers evaluated one a step (as a stop signal would find them) give the bits of
+    the default steps."""
+    import distfl.runtime.newcomers as newcomers
+
+    whole = _run(tmp_path, helpers, "fedem", "algorithm.num_clusters=2")
+    monkeypatch.setattr(newcomers, "STEP_NEWCOMERS", 1)
+    (tmp_path / "one").mkdir()
+    one = _run(tmp_path / "one", helpers, "fedem", "algorithm.num_clusters=2")
+    assert_same_run(whole, one)
