@@ -1,6 +1,7 @@
 """Newcomers (data.held_out) in real runs: each family's rule checked by hand from the run
 file's final models and the newcomers' own data (hard: IFCA's least train loss; soft:
-FedEM's mixture weights learnt by EM, then its mixture; one global model: FedAvg's, and
+FedEM's mixture weights learnt by EM, then its mixture, and FedSoft's importance weights,
+then its mix of the cluster models; one global model: FedAvg's, and
 FedAvg + fine-tuning's placed alike and measured after fine-tuning); the newcomers change
 no bit of the training; the same bits alone, under torchrun, under mpiexec and resumed."""
 
@@ -110,6 +111,24 @@ def test_the_soft_rule_is_em_on_the_weights_then_the_mixture(tmp_path, helpers):
         assert rows[k][0] == ids[int(np.argmax(pi))]
         soft = [torch.softmax(_logits(model, models[c], d.x_test), 1).numpy() for c in ids]
         pred = np.einsum("m,mnc->nc", pi, np.stack(soft)).argmax(1)
+        assert rows[k][1] == pytest.approx(balanced_accuracy(d.y_test.numpy(), pred), abs=1e-12)
+
+
+def test_fedsofts_rule_is_its_importance_weights_then_its_mix(tmp_path, helpers):
+    """FedSoft's estimate (each train sample counts for the cluster model of its least
+    loss; σ = 1e-4 for a model no sample picks), its largest weight, and the mix
+    Σ u_s c_s / Σ u_s on which the newcomer is measured."""
+    models, data, rows, model = _newcomers(
+        _run(tmp_path, helpers, "fedsoft", "algorithm.num_clusters=2")
+    )
+    ids = sorted(models, key=int)
+    for k, d in data.items():
+        ell = np.stack([_sample_losses(model, models[c], d.x_train, d.y_train) for c in ids])
+        counts = np.bincount(ell.argmin(axis=0), minlength=len(ids)).astype(float)
+        u = np.where(counts == 0, 1e-4 * ell.shape[1], counts) / ell.shape[1]
+        assert rows[k][0] == ids[int(np.argmax(u))]
+        mix = sum(u[j] * models[c].astype(np.float64) for j, c in enumerate(ids)) / u.sum()
+        pred = _logits(model, mix.astype(np.float32), d.x_test).argmax(1).numpy()
         assert rows[k][1] == pytest.approx(balanced_accuracy(d.y_test.numpy(), pred), abs=1e-12)
 
 

@@ -91,7 +91,7 @@ def test_what_the_config_refuses_in_one_line(change, expected):
 
 def test_every_algorithm_either_states_its_rule_or_is_refused():
     able = {n for n in ALGORITHMS.names() if ALGORITHMS.get(n).newcomers}
-    assert {"none", "fedavg_ft", "oracle", "ifca", "fedem"} <= able
+    assert {"none", "fedavg_ft", "oracle", "ifca", "fedem", "fedsoft"} <= able
     assert not able & {"fedgwc", "emdcfl", "local", "fedrc", "cfl"}
     for name in able:  # one whose rule is declared places newcomers
         cls = ALGORITHMS.get(name)
@@ -153,6 +153,19 @@ def test_the_accelerated_em_reaches_plain_ems_fixed_point(seed):
     fast = newcomer_weights(losses)
     assert np.abs(fast - pi).max() < 1e-4 and abs(fast.sum() - 1) < 1e-12
     assert log_likelihood(fast, losses) >= log_likelihood(pi, losses) - 1e-5
+
+
+def test_fedsofts_rule_places_by_the_largest_weight_on_the_mix():
+    fedsoft = ALGORITHMS.get("fedsoft")(num_clients=4, clients_per_round=2, seed=0,
+                                        num_clusters=2)  # fmt: skip
+    fedsoft.federation = api.Federation(4, 2, 0, num_params=3)
+    request = fedsoft.newcomer_probe(np.array([4, 5]))
+    assert request.op == "importance" and request.clusters == ["0", "1"]
+    u = np.array([[0.25, 0.75], [0.5, 0.5]])
+    placed = fedsoft.place_newcomers(np.array([4, 5]), np.zeros(2, np.int64), u)
+    assert placed.clusters == ["1", "0"]  # a tie: the first
+    # no personal model (0), the weights, then the P zeros of the model it has not got
+    assert placed.rows.tolist() == [[0, 0.25, 0.75, 0, 0, 0], [0, 0.5, 0.5, 0, 0, 0]]
 
 
 def test_the_global_rule_and_the_oracles():

@@ -120,6 +120,9 @@ class FedSoft(ModelsOfOwn):
     salt = 0xF505
     Params = FedSoftParams
     client_ops = (ESTIMATE, START, PERSONAL)
+    newcomers = ("its importance weights estimated on its train split as a drawn client's "
+                 "(the share of its samples each cluster model fits best), then its mix "
+                 "Σ u_s c_s / Σ u_s of the cluster models, as a client that never trained")
     client = "distfl.algorithms.fedsoft.client:FedSoftClient"
     evaluation = PERSONAL
     membership = "largest weight"
@@ -188,6 +191,19 @@ class FedSoft(ModelsOfOwn):
         trained = clients[first]
         u = np.stack([self.weights[int(k)] for k in trained])
         return api.RoundUpdate(rows={"weights": weight_rows(trained, self.ids, u)})
+
+    def newcomer_probe(self, clients: np.ndarray) -> api.ProbeRequest:
+        """Each newcomer's importance weights, estimated as a drawn client's."""
+        return api.ProbeRequest(clients=np.asarray(clients, dtype=np.int64),
+                                clusters=list(self.ids), op=ESTIMATE)  # fmt: skip
+
+    def place_newcomers(self, clients, groups, rows) -> api.NewcomerModels:
+        """Each newcomer under its largest weight (ties: the first cluster), evaluated on its
+        mix of the cluster models: a state row without a personal model."""
+        P = int(self.federation.num_params)
+        u = np.asarray(rows, dtype=np.float64).reshape(len(clients), len(self.ids))
+        state = np.stack([state_row(w, None, P) for w in u])
+        return api.NewcomerModels([self.ids[j] for j in np.argmax(u, axis=1)], rows=state)
 
     def client_rows(self, clients: np.ndarray) -> np.ndarray:
         """Each client's state row: its weights (1/S before its first estimate) and its
