@@ -69,12 +69,14 @@ DATASETS_MARKER = "<!-- distfl:datasets -->"
 MODELS_MARKER = "<!-- distfl:models -->"
 RECORDS_MARKER = "<!-- distfl:algorithm-records -->"
 LAYOUT_MARKER = "<!-- distfl:run-file-layout -->"
+NEWCOMERS_MARKER = "<!-- distfl:newcomer-rules -->"
 
 
 def test_the_page_holds_each_marker_once_and_fill_replaces_them():
     page = PAGE.read_text(encoding="utf-8")
     for marker in reference.MARKERS:
-        other_pages = (DATASETS_MARKER, MODELS_MARKER, RECORDS_MARKER, LAYOUT_MARKER)
+        other_pages = (DATASETS_MARKER, MODELS_MARKER, RECORDS_MARKER, LAYOUT_MARKER,
+                       NEWCOMERS_MARKER)  # fmt: skip
         if marker not in other_pages:
             assert page.count(marker) == 1, marker
     filled = reference.fill(page)
@@ -194,3 +196,14 @@ def test_a_marker_without_its_part_is_filled_too():
     )
     assert reference.regenerate(written) == written
     assert reference.fill(text) == reference.fill(written)
+
+
+def test_the_newcomers_page_lists_each_algorithms_rule():
+    from distfl.algorithms import algorithm_class, algorithm_names
+
+    page = (PAGE.parent / "newcomers.md").read_text(encoding="utf-8")
+    assert page.count(NEWCOMERS_MARKER) == 1
+    filled = reference.fill(page)
+    for name in algorithm_names():
+        rule = algorithm_class(name).newcomers or "none: `data.held_out` is refused"
+        assert f"| `{name}` | {rule} |" in filled, name
