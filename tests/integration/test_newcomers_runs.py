@@ -201,3 +201,36 @@ def test_the_newcomers_steps_change_no_bit(tmp_path, helpers, monkeypatch):
     (tmp_path / "one").mkdir()
     one = _run(tmp_path / "one", helpers, "fedem", "algorithm.num_clusters=2")
     assert_same_run(whole, one)
+
+
+def test_inspect_gather_and_the_suite_show_the_newcomers(tmp_path, helpers):
+    """The figures /metrics holds at the last evaluation, in inspect's line, in gather's
+    columns (empty for a run without newcomers) and in the suite's table."""
+    import csv
+    import json
+
+    held = _run(tmp_path, helpers, "ifca", "algorithm.num_clusters=2")
+    plain = tmp_path / "plain.h5"
+    helpers.run_alone(tmp_path, *_args("ifca", ROUNDS, "0", "algorithm.num_clusters=2"),
+                      "--out", str(plain))  # fmt: skip
+    m = read_run(held)
+    acc, worst, p10, ari = (m[f"metrics/held_out_{c}"][-1] for c in
+                            ("accuracy", "accuracy_worst", "accuracy_p10", "ari"))  # fmt: skip
+    proc = helpers.cli(tmp_path, "inspect", str(held))
+    assert proc.returncode == 0, proc.stderr
+    assert (f"newcomers  4 never trained: balanced accuracy {acc:.3f}, worst {worst:.3f}, "
+            f"10th percentile {p10:.3f}, ARI {ari:.3f}\n") in proc.stdout  # fmt: skip
+    assert "newcomers" not in helpers.cli(tmp_path, "inspect", str(plain)).stdout
+    proc = helpers.cli(tmp_path, "gather", str(held), str(plain), "--csv", "g.csv")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.DictReader((tmp_path / "g.csv").open()))
+    assert list(rows[0])[-5:] == ["newcomers", "held_out_accuracy", "held_out_accuracy_worst",
+                                  "held_out_accuracy_p10", "held_out_ari"]  # fmt: skip
+    assert float(rows[0]["held_out_accuracy"]) == acc and rows[0]["newcomers"] == "4"
+    assert rows[1]["newcomers"] == "" and rows[1]["held_out_ari"] == ""
+    sets = ("--set", "run.rounds=2", "--set", "data.held_out=1", "--set", 'run.progress="none"')
+    proc = helpers.cli(tmp_path, "suite", "default", "--algorithms", "oracle", "--seeds", "0",
+                       *sets, "--out", "s")  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (row,) = json.loads((tmp_path / "s" / "suite.json").read_text())["rows"]
+    assert row["newcomers"] == 2 and row["held_out_ari"] == 1.0  # the default's two groups
