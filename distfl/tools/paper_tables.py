@@ -327,7 +327,8 @@ def comparison(table: PaperTable, rows: list[dict[str, Any]]) -> list[dict[str, 
 
 #: the columns where more is better (their worst seed has the least) and where less is
 #: (the most); the others (clusters, a split's round) have no worst
-HIGHER_BETTER = frozenset({"accuracy", "accuracy_worst", "ari", "rand", "was"})
+HIGHER_BETTER = frozenset({"accuracy", "accuracy_worst", "ari", "rand", "was", "held_out_accuracy",
+                           "held_out_accuracy_worst", "held_out_ari"})  # fmt: skip
 LOWER_BETTER = frozenset({"test_loss", "rounds_to_target", "bytes_to_target", "wadb"})
 
 

@@ -15,7 +15,10 @@ Per scenario and algorithm, over the seeds whose run finished (a failed run has 
 - ``accuracy_worst``: the worst client's final accuracy on the worst seed for it, and that
   seed;
 - ``first_split``: the earliest and latest round of a first split and on how many seeds
-  there was one (``110–150``, ``220 (3 of 10)``, ``–`` for none).
+  there was one (``110–150``, ``220 (3 of 10)``, ``–`` for none);
+- where the runs have newcomers (``data.held_out``), ``held_out_accuracy`` (mean ± sd),
+  ``held_out_accuracy_worst`` (the worst newcomer on the worst seed for it) and
+  ``held_out_ari`` (mean ± sd), beside the trained clients' figures.
 
 Values that are missing or not finite are left out of a mean and of a worst, as in
 :func:`distfl.tools.paper_tables.stats`.
@@ -40,6 +43,12 @@ COLUMNS = (
     ("accuracy", "accuracy"),
     ("accuracy_worst", "worst client"),
     ("first_split", "first split"),
+)
+#: the columns a summary of runs with newcomers adds
+NEWCOMER_COLUMNS = (
+    ("held_out_accuracy", "newcomers"),
+    ("held_out_accuracy_worst", "worst newcomer"),
+    ("held_out_ari", "newcomers' ARI"),
 )
 
 
@@ -100,7 +109,20 @@ def summarize(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
             "accuracy_worst": _worst(done, "accuracy_worst", unless_equal=False),
             "first_split": _first_split(done) if done else "–",
         })  # fmt: skip
+        if any(r.get("newcomers") for r in runs):
+            out[-1].update({
+                "held_out_accuracy": _mean_sd([r.get("held_out_accuracy") for r in done]),
+                "held_out_accuracy_worst": _worst(done, "held_out_accuracy_worst",
+                                                  unless_equal=False),
+                "held_out_ari": _mean_sd([r.get("held_out_ari") for r in done]),
+            })  # fmt: skip
     return out
+
+
+def _columns(lines: list[dict[str, str]]) -> tuple[tuple[str, str], ...]:
+    """The summary's columns: :data:`COLUMNS`, and the newcomers' where a line has them."""
+    newcomers = any("held_out_accuracy" in line for line in lines)
+    return COLUMNS + (NEWCOMER_COLUMNS if newcomers else ())
 
 
 def several_seeds(rows: list[dict[str, Any]]) -> bool:
@@ -116,15 +138,17 @@ def text(lines: list[dict[str, str]]) -> str:
     table of ``distfl gather``, :func:`~distfl.tools.gather.format_table`, of its cells)."""
     if not lines:
         return "  ".join(h for _, h in COLUMNS) + "\n"
-    return format_table([{h: line[c] for c, h in COLUMNS} for line in lines])
+    columns = _columns(lines)
+    return format_table([{h: line.get(c, "–") for c, h in columns} for line in lines])
 
 
 def markdown(lines: list[dict[str, str]]) -> str:
     """The summary as a Markdown table (scenario names as code)."""
-    head = [h for _, h in COLUMNS]
+    columns = _columns(lines)
+    head = [h for _, h in columns]
     out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for line in lines:
-        cells = [line[c] for c, _ in COLUMNS]
+        cells = [line.get(c, "–") for c, _ in columns]
         cells[0] = f"`{cells[0]}`"
         out.append("| " + " | ".join(cells) + " |")
     return "\n".join(out) + "\n"

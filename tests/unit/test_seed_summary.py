@@ -77,3 +77,22 @@ def test_several_seeds_and_the_two_forms():
     assert printed[0].split()[:3] == ["scenario", "algorithm", "seeds"] and len(printed) == 3
     assert text([]).split() == printed[0].split()  # no line: the header alone
     assert printed[1].index(" a ") + 1 == len("scenario  ")  # cells left-aligned
+
+
+def test_the_newcomers_figures_beside_the_trained_clients_only_where_runs_have_them():
+    rows = [row(0, ari=1.0), row(1, ari=1.0)]
+    (plain,) = summarize(rows)
+    assert "held_out_accuracy" not in plain and "newcomers" not in text([plain])
+    for r, (acc, worst, ari) in zip(rows, [(0.9, 0.7, 1.0), (0.8, 0.5, 0.5)], strict=True):
+        r.update(newcomers=4, held_out_accuracy=acc, held_out_accuracy_worst=worst,
+                 held_out_ari=ari)  # fmt: skip
+    (line,) = summarize(rows)
+    # mean 0.85, sd sqrt((0.05^2 * 2) / 1) = 0.0707
+    assert line["held_out_accuracy"] == "0.850 ± 0.071"
+    assert line["held_out_accuracy_worst"] == "0.500 at seed 1"
+    assert line["held_out_ari"] == "0.750 ± 0.354"
+    shown = text([line])
+    assert "newcomers" in shown and "worst newcomer" in shown and "newcomers' ARI" in shown
+    assert (
+        markdown([line]).splitlines()[0].endswith("| newcomers | worst newcomer | newcomers' ARI |")
+    )

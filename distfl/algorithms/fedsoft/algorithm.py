@@ -120,9 +120,11 @@ class FedSoft(ModelsOfOwn):
     salt = 0xF505
     Params = FedSoftParams
     client_ops = (ESTIMATE, START, PERSONAL)
-    newcomers = ("its importance weights estimated on its train split as a drawn client's "
-                 "(the share of its samples each cluster model fits best), then its mix "
-                 "Σ u_s c_s / Σ u_s of the cluster models, as a client that never trained")
+    newcomers = (
+        "its importance weights estimated on its train split as a drawn client's "
+        "(the share of its samples each cluster model fits best), then its mix "
+        "Σ u_s c_s / Σ u_s of the cluster models, as a client that never trained"
+    )
     client = "distfl.algorithms.fedsoft.client:FedSoftClient"
     evaluation = PERSONAL
     membership = "largest weight"
