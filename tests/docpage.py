@@ -101,6 +101,18 @@ def fenced(page: Path, kind: str) -> list[str]:
     return [body for lang, body in FENCE.findall(page.read_text(encoding="utf-8")) if lang == kind]
 
 
+def first_run_and_its_output(page: Path, cwd: Path, helpers) -> tuple[str, str]:
+    """(what the page's first ``distfl run`` command prints, the page's one ``text`` block):
+    the first line of its first bash block, its comment left out, run in this process into
+    ``cwd`` (``--out`` there)."""
+    first = fenced(page, "bash")[0].splitlines()[0].split("#")[0]
+    argv = shlex.split(first)
+    assert argv[:2] == ["distfl", "run"], first
+    printed = helpers.run_alone(cwd, *argv[2:], "--out", str(cwd / "first.h5"))
+    (shown,) = fenced(page, "text")
+    return printed, shown
+
+
 def run_commands(block: str, cwd: Path, helpers) -> list[subprocess.CompletedProcess]:
     """Each line of a page's bash ``block`` run in ``cwd`` as the page shows it: ``distfl``
     as this Python's ``-m distfl``, ``torchrun`` from its environment; each must exit 0."""

@@ -7,13 +7,12 @@ no bit of the training; the same bits alone, under torchrun, under mpiexec and r
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
-from docpage import fenced
+from docpage import first_run_and_its_output
 from runfile import assert_same, assert_same_run, read_run
 
 from distfl.data import load_client, load_dataset, make_partition
@@ -183,11 +182,7 @@ def test_the_same_bits_alone_under_torchrun_mpiexec_and_resumed(tmp_path, helper
 
 def test_the_pages_first_command_prints_the_summary_line_it_shows(tmp_path, helpers):
     page = Path(__file__).resolve().parents[2] / "docs" / "newcomers.md"
-    first = fenced(page, "bash")[0].splitlines()[0].split("#")[0]
-    argv = shlex.split(first)
-    assert argv[:2] == ["distfl", "run"]
-    printed = helpers.run_alone(tmp_path, *argv[2:], "--out", str(tmp_path / "n.h5"))
-    (shown,) = fenced(page, "text")
+    printed, shown = first_run_and_its_output(page, tmp_path, helpers)
     assert shown.strip() in printed
 
 

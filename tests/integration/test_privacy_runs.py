@@ -7,14 +7,13 @@ summary line docs/privacy.md shows is the one its first command prints."""
 from __future__ import annotations
 
 import math
-import shlex
 from pathlib import Path
 
 import h5py
 import numpy as np
 import pytest
 from cliproc import assert_one_line_error
-from docpage import fenced
+from docpage import first_run_and_its_output
 from runfile import assert_same, assert_same_run, read_run
 
 pytestmark = pytest.mark.integration
@@ -101,11 +100,7 @@ def test_a_target_epsilon_is_met_and_its_rounds_cannot_change_on_resume(tmp_path
 
 def test_the_pages_first_command_prints_the_summary_line_it_shows(tmp_path, helpers):
     page = Path(__file__).resolve().parents[2] / "docs" / "privacy.md"
-    first = fenced(page, "bash")[0].splitlines()[0].split("#")[0]
-    argv = shlex.split(first)
-    assert argv[:2] == ["distfl", "run"]
-    printed = helpers.run_alone(tmp_path, *argv[2:], "--out", str(tmp_path / "p.h5"))
-    (shown,) = fenced(page, "text")
+    printed, shown = first_run_and_its_output(page, tmp_path, helpers)
     assert shown.strip() in printed
 
 
