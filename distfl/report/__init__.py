@@ -220,6 +220,7 @@ def suite_rows(
 
     rows, problems = [], []
     points = grid_point_names(directory)
+    every = COLUMNS + COMPLEXITY_COLUMNS + NEWCOMER_COLUMNS
     for path in find_run_files([directory]):
         try:
             run = read(path, plugins=plugins)
@@ -230,7 +231,6 @@ def suite_rows(
             continue
         stem = Path(path).stem
         match = RUN_FILE_STEM.match(stem)
-        every = COLUMNS + COMPLEXITY_COLUMNS + NEWCOMER_COLUMNS
         row = dict.fromkeys(every)
         row.update({c: g[c] for c in every if c in g})
         listed = match["algorithm"] if match else ""

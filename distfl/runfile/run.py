@@ -299,21 +299,15 @@ class Run:
         held = self._file.tables.get("held_out", {}).get("round", ())
         return int(np.sum(np.asarray(held) == np.max(held))) if len(held) else 0
 
-    def _newcomers_at_last(self, column: str) -> float | None:
-        """``column`` of /metrics at the newcomers' last evaluation (None without one)."""
-        metrics = self._file.tables.get("metrics", {})
-        if column not in metrics or not self.newcomers:
-            return None
-        value = at_last_evaluation(metrics.get("accuracy", ()), metrics[column])
-        return None if math.isnan(value) else value
-
     @property
     def held_out_scores(self) -> dict[str, float | None]:
         """The newcomers' figures at the last evaluation (``data.held_out``): their mean,
         worst and 10th-percentile balanced accuracy (held_out_accuracy, _worst, _p10) and the
         ARI of the clusters they joined against their groups (held_out_ari); each None
         without newcomers (the ARI also for an algorithm without clusters to score)."""
-        return {c: self._newcomers_at_last(c) for c in layout.HELD_OUT_COLUMNS}
+        newcomers = self.newcomers
+        return {c: self._at_last_evaluation(c) if newcomers else None
+                for c in layout.HELD_OUT_COLUMNS}  # fmt: skip
 
     @property
     def first_split(self) -> int | None:

@@ -83,6 +83,7 @@ class ServerView(Protocol):
     partition: Any  # the clients' partition: group, num_train(), num_test(), owners, ...
     labels: Any  # each sample's class (the partition counts them per client)
     federation_groups: np.ndarray  # [K] ground-truth group
+    num_train: np.ndarray  # [K] train samples
     newcomers: Newcomers  # data.held_out's clients, beyond the K trained
     num_test: np.ndarray  # [K] test samples
     comm: Any  # its world_size and name
@@ -207,7 +208,7 @@ def _privacy_columns(server: ServerView, r: RoundResult) -> dict[str, Any]:
     busiest = int(np.unique(r.reports.clients, return_counts=True)[1].max(initial=0))
     before = int(metrics["dp_sample_steps"][-1]) if len(metrics["dp_sample_steps"]) else 0
     steps = before + busiest * config.train.local_steps
-    q = sample_rate(config.train.batch_size, server.partition.num_train()[: server.num_clients])
+    q = sample_rate(config.train.batch_size, server.num_train)
     sample = sample_epsilon(p, q, steps) if counted else math.nan
     return {"dp_epsilon": eps, "dp_sample_steps": steps, "dp_sample_epsilon": sample}
 
@@ -480,17 +481,17 @@ def write_server(server: ServerView) -> None:
 
 def _write_server(server: ServerView) -> None:
     leaves, assignment = server.tree.assignment()
-    partition, K = server.partition, server.num_clients  # (the newcomers follow the K)
+    partition = server.partition
     created = write_run_file(
         server.config.run.out,
         config=server.config,
         world_size=server.comm.world_size,
         world=server.world,
         clients={
-            "group": partition.group[:K],
-            "class_counts": partition.class_counts(server.labels)[:K],
-            "num_train": partition.num_train()[:K],
-            "num_test": partition.num_test()[:K],
+            "group": server.federation_groups,  # the K trained clients' (not the newcomers')
+            "class_counts": partition.class_counts(server.labels)[: server.num_clients],
+            "num_train": server.num_train,
+            "num_test": server.num_test,
             "accuracy": server.state.client_accuracy,
             **({} if partition.owners is None else {"owner": partition.owners}),
         },

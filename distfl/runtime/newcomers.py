@@ -31,11 +31,11 @@ NO_NEWCOMERS = dict.fromkeys(HELD_OUT_COLUMNS, math.nan)
 
 @dataclass(frozen=True)
 class Newcomers:
-    """The run's newcomers, and the sizes of every client of the partition (the trained
+    """The run's newcomers, and the sizes of every client of the partition (the ``trained``
     ones, then the newcomers), by which a step's tasks are placed."""
 
-    ids: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
-    groups: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    #: K, the clients that train
+    trained_clients: int = 0
     #: [K + H] every client's group, train and test samples
     group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     num_train: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
@@ -44,19 +44,26 @@ class Newcomers:
     @classmethod
     def of(cls, partition, num_clients: int) -> Newcomers:
         """The clients of ``partition`` beyond the first ``num_clients``."""
-        group = np.asarray(partition.group, dtype=np.int64)
-        return cls(
-            ids=np.arange(num_clients, len(group), dtype=np.int64), groups=group[num_clients:],
-            group=group, num_train=partition.num_train(), num_test=partition.num_test(),
-        )  # fmt: skip
+        return cls(num_clients, np.asarray(partition.group, dtype=np.int64),
+                   partition.num_train(), partition.num_test())  # fmt: skip
+
+    @property
+    def ids(self) -> np.ndarray:
+        """The newcomers' ids: K, K + 1, ..."""
+        return np.arange(self.trained_clients, len(self.group), dtype=np.int64)
+
+    @property
+    def groups(self) -> np.ndarray:
+        """The newcomers' ground-truth groups."""
+        return self.group[self.trained_clients :]
 
     def trained(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The trained clients' (0 .. K-1) groups, train and test samples."""
-        K = len(self.group) - len(self.ids)
+        K = self.trained_clients
         return self.group[:K], self.num_train[:K], self.num_test[:K]
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.group) - self.trained_clients
 
 
 def evaluation_cost(server: ServerView, finetune_steps: int) -> np.ndarray:
@@ -83,19 +90,20 @@ def evaluate_newcomers(server: ServerView, t: int, cost: np.ndarray) -> dict[str
     if not len(new):
         return dict(NO_NEWCOMERS)
     size = STEP_NEWCOMERS * max(server.comm.world_size - 1, 1)
-    parts = [_evaluate_step(server, t, cost, new.ids[i : i + size], new.groups[i : i + size])
+    ids, groups = new.ids, new.groups
+    parts = [_evaluate_step(server, t, cost, ids[i : i + size], groups[i : i + size])
              for i in range(0, len(new), size)]  # fmt: skip
     leaves = [c for part, _ in parts for c in part]
     rows = np.concatenate([r for _, r in parts])
     server.state.record.held_out.extend({
-        "round": np.full(len(new), t, dtype=np.int64), "client": new.ids, "group": new.groups,
+        "round": np.full(len(new), t, dtype=np.int64), "client": ids, "group": groups,
         "cluster": np.array(leaves, dtype=object), "accuracy": rows[:, 1],
         "accuracy_plain": rows[:, 2], "test_loss": rows[:, 3],
     }, source="the newcomers' evaluation")  # fmt: skip
     weights = rows[:, 4] if server.config.eval.weighted else None
     worst, p10 = low_tail(rows[:, 1])
     membership = server.algorithm.membership != "none"
-    ari = adjusted_rand_index(new.groups, leaves) if membership else math.nan
+    ari = adjusted_rand_index(groups, leaves) if membership else math.nan
     return {"held_out_accuracy": federation_mean(rows[:, 1], weights),
             "held_out_accuracy_worst": worst, "held_out_accuracy_p10": p10,
             "held_out_ari": ari}  # fmt: skip
