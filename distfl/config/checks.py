@@ -12,7 +12,7 @@ from distfl.config.effects import check_unused
 from distfl.config.groups import ALPHA_NOT_GIVEN
 from distfl.config.held_out import validate_held_out
 from distfl.config.privacy import validate_privacy
-from distfl.config.schema import CHOICES, EXPORTS, Config, StoredParams
+from distfl.config.schema import CHOICES, EXPORT_PACKAGES, EXPORTS, Config, StoredParams
 from distfl.errors import ConfigError, did_you_mean
 from distfl.plugins import AGGREGATORS, ALGORITHMS, DATASETS, MODELS, SELECTIONS
 from distfl.settings import Params
@@ -175,6 +175,15 @@ def _validate_choices(c: Config) -> None:
             )
 
 
+def missing_export(kind: str) -> str:
+    """The line that refuses the export ``kind`` where its package is not importable."""
+    package = EXPORT_PACKAGES[kind]
+    return (
+        f"run.export names {kind}, which needs the {package} package: "
+        f"pip install distfl[{kind}], or leave it out of run.export"
+    )
+
+
 def _validate_run(c: Config) -> None:
     """The ``run`` section: exports, seeds, rounds, threads and the output path."""
     for kind in c.run.export:
@@ -185,11 +194,10 @@ def _validate_run(c: Config) -> None:
             )
     if len(set(c.run.export)) != len(c.run.export):
         raise ConfigError(f"run.export = {list(c.run.export)}: an export is named twice")
-    if "tensorboard" in c.run.export and importlib.util.find_spec("tensorboard") is None:
-        raise ConfigError(
-            "run.export names tensorboard, which needs the tensorboard package: "
-            "pip install distfl[tensorboard], or leave it out of run.export"
-        )
+    for kind in c.run.export:
+        package = EXPORT_PACKAGES.get(kind)
+        if package is not None and importlib.util.find_spec(package) is None:
+            raise ConfigError(missing_export(kind))
     _range("run.seed", c.run.seed, 0, 2**63 - 1, "a non-negative integer")
     for key in ("data_seed", "init_seed", "sampling_seed"):
         _range(f"run.{key}", getattr(c.run, key), -1, 2**63 - 1,

@@ -58,12 +58,14 @@ class RunSection(RunSeeds):
     )
     export: tuple[str, ...] = setting(
         (),
-        "list of `jsonl`, `tensorboard`",
-        "live export while the run goes, by rank 0 beside the run file: `jsonl` every row of "
-        "the run file's tables as JSON lines in `<out>.jsonl` (no dependency); `tensorboard` "
-        "the per-round metrics as TensorBoard events in `<out>-tb/` (needs "
-        "`pip install distfl[tensorboard]`); both flushed at each evaluation and at the end "
-        "([Watching a run](watching.md))",
+        "list of `jsonl`, `tensorboard`, `mlflow`, `wandb`",
+        "live export while the run goes, by rank 0 beside the run file, offline: `jsonl` every "
+        "row of the run file's tables as JSON lines in `<out>.jsonl` (no dependency); "
+        "`tensorboard` the per-round metrics as TensorBoard events in `<out>-tb/`; `mlflow` "
+        "as an MLflow run in the file store `mlruns/` beside the run file; `wandb` as a W&B "
+        "offline run in `<out>-wandb/` (each needs its package: "
+        "`pip install distfl[tensorboard]`, `distfl[mlflow]`, `distfl[wandb]`); flushed at "
+        "each evaluation and at the end ([Watching a run](watching.md))",
     )
     plugins: tuple[str, ...] = setting(
         (),
@@ -527,7 +529,9 @@ class Config:
 # (algorithm_names), their own keys' are in their Params; data.dataset's are the registered
 # datasets (dataset_names); model.name's the registered models (model_names).
 #: what run.export may name
-EXPORTS = ("jsonl", "tensorboard")
+EXPORTS = ("jsonl", "tensorboard", "mlflow", "wandb")
+#: the package each export imports (its extra: ``pip install distfl[<export>]``)
+EXPORT_PACKAGES = {"tensorboard": "tensorboard", "mlflow": "mlflow", "wandb": "wandb"}
 CHOICES: dict[str, tuple[str, ...]] = {
     "run.device": ("auto", "cpu", "cuda"),
     "run.progress": ("auto", "bar", "lines", "none"),

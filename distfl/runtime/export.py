@@ -6,24 +6,24 @@ a run can be followed with the tools one already uses:
   "round": 3, ...}`` with the table's columns (NaN as ``null``; an algorithm's own table
   under its name). It needs nothing beyond the standard library: ``tail -f``, ``jq`` or
   ``pandas.read_json(path, lines=True)`` read it.
-- ``tensorboard``: the per-round metrics (``metrics/<column>``: the federation's
-  ``metrics/accuracy_worst`` and ``metrics/accuracy_p10`` among them), each cluster's
-  evaluated accuracy (``accuracy/<cluster>``), its worst client's
-  (``accuracy_worst/<cluster>``) and its 10th percentile (``accuracy_p10/<cluster>``) and
-  the wall clock (``timing/elapsed_s``) as TensorBoard scalars in ``<out>-tb/``, by round,
-  through ``torch.utils.tensorboard`` (``pip install distfl[tensorboard]``).
+- ``tensorboard``, ``mlflow``, ``wandb``: the per-round metrics, each cluster's accuracy and
+  the wall clock as scalars of an experiment tracker, by round, offline
+  (:mod:`distfl.runtime.trackers`: TensorBoard events in ``<out>-tb/``, an MLflow run in the
+  file store ``mlruns/`` beside the run file, a W&B offline run in ``<out>-wandb/``; each
+  needs its package, ``pip install distfl[tensorboard]`` and so on).
 
-Both are flushed at each evaluation and at the end. The run file stays the record: an
+Each is flushed at each evaluation and at the end. The run file stays the record: an
 export is made from its rows, and a resumed run makes it again from the rows the file
-holds (the JSON lines are written anew; TensorBoard drops the events of the rounds after
-the file's last, ``purge_step``), so that an export never holds a round the run file
-lost.
+holds (the JSON lines, the MLflow run and the W&B run are written anew; TensorBoard drops
+the events of the rounds after the file's last, ``purge_step``), so that an export never
+holds a round the run file lost.
 
 An export never changes anything outside the run: before the first round,
 :func:`check_exports` refuses (one line, exit code 2) an export path that holds a symbolic
-link, a FIFO, a device or anything but a regular file (a directory for TensorBoard), and one
-that holds a file (a directory) unless ``--force`` is given or it is the export of the run
-being resumed, which is made anew. The JSON lines are put in place from a temporary file
+link, a FIFO, a device or anything but a regular file (a directory for TensorBoard, MLflow
+and W&B), and one that holds a file (a directory) unless ``--force`` is given or it is the
+export of the run being resumed, which is made anew (the MLflow store is shared by the runs
+beside it: a directory there is added to). The JSON lines are put in place from a temporary file
 (:func:`distfl.runfile.output.place_file`), so their path is never opened: a FIFO there
 cannot block the run."""
 
@@ -35,13 +35,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from distfl.errors import ConfigError, UserError
 from distfl.runfile.layout import ALGORITHM_PREFIX
 from distfl.runfile.output import check_directory, check_file, place_file
+from distfl.runtime.trackers import MLflow, TensorBoard, WandB
 
 #: (device, inode) of each export path that :func:`check_exports` found and may be made
 #: anew, by path: the export replaces that file (directory) and nothing put there later
 _CLEARED: dict[str, tuple[int, int]] = {}
+#: by run file: whether its run replaces an earlier one of its path (--force, a resume)
+_REPLACING: dict[str, bool] = {}
 
 
 def _target(kind: str) -> dict[str, str]:
@@ -60,21 +62,24 @@ def _inode(st: os.stat_result | None) -> tuple[int, int] | None:
 def check_exports(config: Any, *, force: bool, resuming: str | Path | None) -> None:
     """Refuse (UserError, one line) before the first round the export paths of
     ``config.run.export`` that the run may not write: anything but a regular file at
-    ``<out>.jsonl`` and anything but a directory at ``<out>-tb`` (a symbolic link, a FIFO,
-    a device); an existing one unless ``force``, or ``config.run.out`` is the file
-    ``resuming`` continues (its exports are made anew from the file)."""
+    ``<out>.jsonl`` and anything but a directory at ``<out>-tb``, ``<out>-wandb`` and the
+    MLflow store (a symbolic link, a FIFO, a device); an existing one (but the MLflow store)
+    unless ``force``, or ``config.run.out`` is the file ``resuming`` continues (its exports
+    are made anew from the file)."""
     kinds = config.run.export
     if not kinds:
         return
     out = Path(config.run.out)
-    jsonl, tb = export_paths(out)
+    paths = export_paths(out)
     replace = force or (resuming is not None and _same_file(out, Path(resuming)))
-    if "jsonl" in kinds:
-        there = check_file(jsonl, replace=replace, **_target("jsonl"))
-        _clear(jsonl, there)
-    if "tensorboard" in kinds:
-        there = check_directory(tb, existing=replace, **_target("tensorboard"))
-        _clear(tb, there)
+    for kind in kinds:
+        if kind == "jsonl":
+            there = check_file(paths[kind], replace=replace, **_target(kind))
+        else:
+            existing = replace or kind == "mlflow"  # the store of every run beside
+            there = check_directory(paths[kind], existing=existing, **_target(kind))
+        _clear(paths[kind], there)
+    _REPLACING[str(out)] = replace
 
 
 def _clear(path: Path, there: os.stat_result | None) -> None:
@@ -100,11 +105,17 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def export_paths(out: str | Path) -> tuple[Path, Path]:
-    """(the JSON-lines file, the TensorBoard directory) of the run file ``out``."""
+def export_paths(out: str | Path) -> dict[str, Path]:
+    """Where each export of the run file ``out`` goes, by kind: ``<out>.jsonl``,
+    ``<out>-tb``, ``mlruns`` beside it (the MLflow store), ``<out>-wandb``."""
     out = Path(out)
     stem = out.with_suffix("") if out.suffix == ".h5" else out
-    return stem.with_name(stem.name + ".jsonl"), stem.with_name(stem.name + "-tb")
+    return {
+        "jsonl": stem.with_name(stem.name + ".jsonl"),
+        "tensorboard": stem.with_name(stem.name + "-tb"),
+        "mlflow": out.with_name("mlruns"),
+        "wandb": stem.with_name(stem.name + "-wandb"),
+    }
 
 
 def table_name(key: str) -> str:
@@ -139,57 +150,6 @@ class JsonLines:
         self.file.close()
 
 
-class TensorBoard:
-    def __init__(self, directory: Path, first_round: int) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as exc:  # torch's module needs the tensorboard package
-            raise ConfigError(
-                f"run.export names tensorboard, which needs the tensorboard package ({exc}); "
-                "pip install distfl[tensorboard], or leave it out of run.export"
-            ) from None
-        there = check_directory(
-            directory, existing=_may_replace(directory), **_target("tensorboard")
-        )
-        if there is None:
-            try:
-                os.mkdir(directory)
-            except OSError as exc:
-                raise UserError(
-                    f"cannot write the tensorboard export {directory}: {exc.strerror or exc}"
-                ) from None
-        # the events of rounds from first_round on, left by an earlier writer, are dropped
-        self.writer = SummaryWriter(log_dir=str(directory), purge_step=first_round)
-        self.first_round = first_round
-
-    def rows(self, key: str, rows: list[dict[str, Any]]) -> None:
-        add = self.writer.add_scalar
-        for row in rows:
-            t = int(row.get("round", 0))
-            if t < self.first_round:
-                continue  # already in the directory (a resumed run)
-            if key == "metrics":
-                for name, value in row.items():
-                    if name != "round" and _finite(value):
-                        add(f"metrics/{name}", float(value), t)
-            elif key == "evaluation":
-                for name in ("accuracy", "accuracy_worst", "accuracy_p10"):
-                    if _finite(row.get(name)):
-                        add(f"{name}/{row['cluster']}", float(row[name]), t)
-            elif key == "timing" and _finite(row.get("elapsed_s")):
-                add("timing/elapsed_s", float(row["elapsed_s"]), t)
-
-    def flush(self) -> None:
-        self.writer.flush()
-
-    def close(self) -> None:
-        self.writer.close()
-
-
-def _finite(value: Any) -> bool:
-    return isinstance(value, (int, float)) and math.isfinite(value)
-
-
 class LiveExport:
     """A component of the server (:class:`distfl.runtime.components.Component`'s hooks;
     ``server`` is its :class:`~distfl.runtime.components.ServerView`): writes the rows the
@@ -199,16 +159,28 @@ class LiveExport:
     label = "the live export"
 
     def __init__(self) -> None:
-        self.sinks: list[JsonLines | TensorBoard] = []
+        self.sinks: list[Any] = []
         self.written: dict[str, int] = {}
 
     def at_start(self, server: Any) -> None:
-        kinds = server.config.run.export
-        jsonl, tb = export_paths(server.config.run.out)
-        if "jsonl" in kinds:
-            self.sinks.append(JsonLines(jsonl))
-        if "tensorboard" in kinds:
-            self.sinks.append(TensorBoard(tb, first_round=server.state.rounds_done + 1))
+        config = server.config
+        out = Path(config.run.out)
+        paths = export_paths(out)
+        replacing = _REPLACING.pop(str(out), False)
+        for kind in config.run.export:
+            path = paths[kind]
+            if kind == "jsonl":
+                self.sinks.append(JsonLines(path))
+            elif kind == "tensorboard":
+                first = server.state.rounds_done + 1
+                existing = _may_replace(path)
+                self.sinks.append(TensorBoard(path, first, existing=existing, target=_target(kind)))
+            elif kind == "mlflow":
+                _may_replace(path)
+                self.sinks.append(MLflow(path, out, config, replace=replacing))
+            else:
+                existing = _may_replace(path)
+                self.sinks.append(WandB(path, out, config, existing=existing, target=_target(kind)))
         self.written = {}
         self._emit(server)  # the rows a resumed run's file holds
 

@@ -50,7 +50,7 @@ def assert_rows_are_the_files(run_file: Path, skip: tuple[str, ...] = ()) -> Non
     """Every row of every table of ``run_file`` is in its JSON lines, in order, with every
     column's value (NaN as null), and the JSON lines hold no other row."""
     tables = read_run_file(run_file, state=False).tables
-    exported = json_rows(export_paths(run_file)[0])
+    exported = json_rows(export_paths(run_file)["jsonl"])
     names = {table_name(k) for k, columns in tables.items() if columns and k not in skip}
     assert set(exported) - set(skip) == names
     for key, columns in tables.items():
@@ -71,7 +71,7 @@ def assert_rows_are_the_files(run_file: Path, skip: tuple[str, ...] = ()) -> Non
 def test_the_json_lines_hold_every_row_of_the_run_file(made):
     run_file = made / "run.h5"
     assert_rows_are_the_files(run_file)
-    rows = json_rows(export_paths(run_file)[0])
+    rows = json_rows(export_paths(run_file)["jsonl"])
     assert [r["round"] for r in rows["metrics"]] == [1, 2, 3, 4, 5, 6]
     assert "mse" in rows["clusters"][0]  # FedGWC's statistic, a column of its table
     assert sum(r["accuracy"] is not None for r in rows["metrics"]) == 3  # rounds 2, 4, 6
@@ -111,7 +111,7 @@ def test_the_tensorboard_events_open_with_tensorboards_reader(made):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
     run_file = made / "run.h5"
-    events = EventAccumulator(str(export_paths(run_file)[1]))
+    events = EventAccumulator(str(export_paths(run_file)["tensorboard"]))
     events.Reload()
     metrics = read_run_file(run_file, state=False).tables["metrics"]
     accuracy = events.Scalars("metrics/accuracy")

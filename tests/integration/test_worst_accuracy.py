@@ -179,7 +179,8 @@ def test_the_python_api_gives_them(job):
 
 
 def test_the_exports_hold_them(job):
-    jsonl, tb = export_paths(job.path)
+    paths = export_paths(job.path)
+    jsonl, tb = paths["jsonl"], paths["tensorboard"]
     rows = [json.loads(line) for line in jsonl.read_text(encoding="utf-8").splitlines()]
     metrics = [r for r in rows if r["table"] == "metrics"]
     assert metrics[-1]["accuracy_worst"] == job.worst

@@ -79,13 +79,19 @@ def test_durations_for_a_person(seconds, text):
 
 
 def test_the_exports_lie_beside_the_run_file():
-    assert [str(p) for p in export_paths("runs/a.h5")] == ["runs/a.jsonl", "runs/a-tb"]
-    assert [str(p) for p in export_paths("run")] == ["run.jsonl", "run-tb"]
+    assert {k: str(p) for k, p in export_paths("runs/a.h5").items()} == {
+        "jsonl": "runs/a.jsonl", "tensorboard": "runs/a-tb", "mlflow": "runs/mlruns",
+        "wandb": "runs/a-wandb",
+    }  # fmt: skip
+    assert [str(p) for p in export_paths("run").values()] == [
+        "run.jsonl", "run-tb", "mlruns", "run-wandb",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(
     ("value", "needle"),
-    [('["jsonl", "csv"]', "run.export: 'csv' is no export; allowed: jsonl, tensorboard"),
+    [('["jsonl", "csv"]',
+      "run.export: 'csv' is no export; allowed: jsonl, tensorboard, mlflow, wandb"),
      ('["jsonl", "jsonl"]', "an export is named twice"),
      ('["jsnl"]', "'jsnl' (did you mean 'jsonl'?) is no export")],
 )  # fmt: skip
@@ -183,3 +189,25 @@ def test_the_eighty_column_bar_the_watching_page_shows(monkeypatch):
     p.update(250, clusters=2, accuracy=0.955, rounds_per_s=54.35, loss=0.1070)
     (frame,) = frames(stream)
     assert f"on 80\ncolumns: `{frame}`" in page, frame
+
+
+@pytest.mark.parametrize("kind", ["tensorboard", "mlflow", "wandb"])
+def test_an_export_whose_package_is_missing_is_refused_in_one_line(kind, monkeypatch):
+    """Where the export's package is not importable (find_spec answers None), the config
+    is refused before any work, naming the extra that installs it."""
+    import importlib.util
+
+    from distfl.config import load
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == kind else real(name, *a)
+    )
+    line = (
+        f"run.export names {kind}, which needs the {kind} package: "
+        f"pip install distfl[{kind}], or leave it out of run.export"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load(overrides=[f'run.export=["jsonl", "{kind}"]'])
+    assert str(caught.value) == line
+    load(overrides=['run.export=["jsonl"]'])  # the others need nothing
