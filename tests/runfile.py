@@ -155,7 +155,8 @@ def format3_digest(config) -> str:
         {k: v for k, v in g.items() if k not in group_keys} for g in tables["data"]["groups"]
     ]
     added = ("train.optimizer", "train.beta1", "train.beta2", "train.eps", "run.data_seed",
-             "run.init_seed", "run.sampling_seed", "eval.coverage", "data.held_out")  # fmt: skip
+             "run.init_seed", "run.sampling_seed", "eval.coverage", "data.held_out",
+             "train.batches")  # fmt: skip
     keys = {f"{s}.{k}": v for s, sec in tables.items() for k, v in sec.items()}
     before = {
         k: v for k, v in keys.items()

@@ -279,6 +279,16 @@ class TrainSection:
         "([Adding a model](adding-a-model.md#how-it-trains)). A stored config without "
         "`comm.sums` (written before `batched` existed) keeps `auto` meaning `vectorised`",
     )
+    batches: str = setting(
+        "stream",
+        "`stream`, `counter`",
+        "how a client's minibatches are drawn (one permutation of its train samples a pass, "
+        "cut into batches, in both): `stream` by a generator of the client's seed, one client "
+        "at a time on the host; `counter` by a counter-based hash of the client's seed, the "
+        "pass and the sample, a whole chunk of clients at once on the device that trains them "
+        "(no host work a client; the same bits on CPU and GPU, whatever the ranks). The two "
+        "draw different batches",
+    )
     chunk_mb: int = setting(
         256,
         "int ≥ 1",
@@ -539,6 +549,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.draw": ("per_client", "sequential"),
     "server.placement": ("balanced", "static"),
     "train.trainer": ("auto", "batched", "vectorised", "sequential"),
+    "train.batches": ("stream", "counter"),
     "train.loss": ("cross_entropy", "hinge"),
     "train.optimizer": ("sgd", "adam", "adamw"),
     "comm.backend": ("auto", "local", "torch", "gloo", "mpi"),

@@ -48,6 +48,7 @@ ADDED_KEYS: dict[str, Any] = {
     "run.sampling_seed": -1,
     "data.rotation_span": 1.0,
     "data.held_out": 0.0,
+    "train.batches": "stream",
     # [participation] at its defaults: every client always available, no clock
     **{f"participation.{k}": v for k, v in dataclasses.asdict(ParticipationSection()).items()},
     # [privacy] at its defaults: no clipping, no noise

@@ -30,6 +30,7 @@ from typing import Any
 
 from distfl.config.checks import missing_export
 from distfl.errors import ConfigError, UserError
+from distfl.runfile.digest import _flatten
 from distfl.runfile.output import check_directory
 
 #: the MLflow experiment of every run distfl exports, and the W&B project
@@ -66,21 +67,6 @@ def scalars(key: str, rows: list[dict[str, Any]], first_round: int) -> Iterator[
                     yield f"{name}/{row['cluster']}", float(row[name]), t
         elif key == "timing" and _finite(row.get("elapsed_s")):
             yield "timing/elapsed_s", float(row["elapsed_s"]), t
-
-
-def flat_config(config: Any) -> dict[str, Any]:
-    """The config as dotted keys (``train.lr``) and their values."""
-    out: dict[str, Any] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, dict) and value:
-            for k, v in value.items():
-                walk(f"{prefix}.{k}" if prefix else str(k), v)
-        else:
-            out[prefix] = value
-
-    walk("", config.to_dict())
-    return out
 
 
 def _cannot(kind: str, path: Path, exc: BaseException) -> UserError:
@@ -172,7 +158,7 @@ class MLflow:
                 ids, run_name=Path(run_file).stem, tags={RUN_FILE_TAG: self.path}
             )
             self.run_id = run.info.run_id
-            params = [Param(k, _param(v)) for k, v in flat_config(config).items()]
+            params = [Param(k, _param(v)) for k, v in _flatten(config.to_dict()).items()]
             params = [p for p in params if len(p.value) <= MAX_PARAM]
             for i in range(0, len(params), 100):  # MLflow takes 100 params a call
                 self.client.log_batch(self.run_id, params=params[i : i + 100])
@@ -280,4 +266,4 @@ def _remove_offline_runs(directory: Path) -> None:
             shutil.rmtree(entry.path)
 
 
-__all__ = ["MLflow", "TensorBoard", "WandB", "flat_config", "scalars"]
+__all__ = ["MLflow", "TensorBoard", "WandB", "scalars"]

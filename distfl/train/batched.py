@@ -38,7 +38,7 @@ from distfl.models import MLP, ConvNet
 from distfl.pooling import max_pool
 from distfl.train.chunked import ChunkedTrainer
 from distfl.train.optim import StackedOptimiser, state_copies
-from distfl.train.sequential import clients_per_chunk, stream_rows
+from distfl.train.sequential import batch_rows, clients_per_chunk
 
 
 def _leaves(model: nn.Module) -> list[nn.Module]:
@@ -138,20 +138,18 @@ class BatchedTrainer(ChunkedTrainer):
 
     def _batches(self, datas: list[ClientData], seeds: list[int]):
         """Every step's padded sample indices into the chunk's concatenated data [S, C, B]
-        and the per-sample loss weights [C, B] (1/b on a client's b real rows, else 0)."""
-        cfg, B = self.cfg, self.pad_to
-        S, C = cfg.local_steps, len(datas)
-        index = np.empty((S, C, B), dtype=np.int64)
-        weight = np.zeros((C, B), dtype=np.float32)
-        offset = 0
-        for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
-            n = d.num_train
-            b = min(cfg.batch_size, n)
-            index[:, c, :b] = stream_rows(n, cfg.batch_size, S, s) + offset
-            index[:, c, b:] = offset  # padding: the client's first sample, with weight 0
-            weight[c, :b] = 1.0 / b
-            offset += n
-        return torch.from_numpy(index), torch.from_numpy(weight)
+        and the per-sample loss weights [C, B] (1/b on a client's b real rows, else 0), on
+        the device (:func:`batch_rows`); a padding row is the client's first sample."""
+        nums = [d.num_train for d in datas]
+        rows, b = batch_rows(self.cfg, nums, seeds, self.device)
+        S, C, width = rows.shape
+        if width < self.pad_to:
+            rows = torch.nn.functional.pad(rows, (0, self.pad_to - width))
+        offsets = torch.tensor(np.cumsum([0] + nums[:-1]), dtype=torch.int64, device=self.device)
+        weight = np.zeros((C, self.pad_to), dtype=np.float32)
+        for c, bc in enumerate(b):
+            weight[c, :bc] = 1.0 / bc
+        return rows + offsets[None, :, None], torch.from_numpy(weight).to(self.device)
 
     def _train_chunk(self, start, datas, seeds, between=None, weights=None, pull=None):
         cfg = self.cfg
@@ -168,7 +166,6 @@ class BatchedTrainer(ChunkedTrainer):
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         index, weight = self._batches(datas, seeds)
-        index, weight = index.to(self.device), weight.to(self.device)
         step_weight = None
         if weights is not None:  # each step's [C, B]: the sample's weight / b, padding 0
             w_all = torch.cat([w.to(self.device, torch.float32) for w in weights])

@@ -17,6 +17,7 @@ from distfl.config import TrainSection
 from distfl.data import ClientData
 from distfl.metrics import balanced_accuracy
 from distfl.models import flat_params, load_flat
+from distfl.train.counter import counter_rows
 from distfl.train.optim import cosine_gradients
 
 
@@ -186,6 +187,29 @@ def stream_rows(num_samples: int, batch_size: int, steps: int, seed: int) -> np.
     return np.concatenate([p[: per_pass * b] for p in passes]).reshape(-1, b)[:steps]
 
 
+def batch_rows(
+    train: TrainSection, nums: list[int], seeds: list[int], device: torch.device
+) -> tuple[torch.Tensor, list[int]]:
+    """The sample indices of each client's ``train.local_steps`` batches, each into its own
+    samples, on ``device`` [S, C, b_max], and each client's batch size b = min(batch size,
+    n) (entries past a client's b are 0), for clients of ``nums`` train samples and
+    ``seeds``, drawn as ``train.batches`` says: ``stream`` by :func:`stream_rows`, a client
+    at a time on the host; ``counter`` by :func:`~distfl.train.counter.counter_rows`, all
+    at once on ``device``."""
+    S, B = train.local_steps, train.batch_size
+    if train.batches == "counter":
+        rows, b = counter_rows(
+            torch.tensor(nums, dtype=torch.int64, device=device),
+            torch.tensor(seeds, dtype=torch.int64, device=device), B, S,
+        )  # fmt: skip
+        return rows, b.tolist()
+    b = [min(B, n) for n in nums]
+    rows = np.zeros((S, len(nums), max(b)), dtype=np.int64)
+    for c, (n, seed) in enumerate(zip(nums, seeds, strict=True)):
+        rows[:, c, : b[c]] = stream_rows(n, B, S, seed)
+    return torch.from_numpy(rows).to(device), b
+
+
 class SequentialTrainer:
     """Trains one client at a time on a private copy of the model."""
 
@@ -213,8 +237,7 @@ class SequentialTrainer:
         load_flat(self.model, start.to(self.device))
         self.model.train()
         opt = local_optimiser(self.cfg, self.model.parameters())
-        g = torch.Generator().manual_seed(seed)
-        batches = BatchStream(data.num_train, self.cfg.batch_size, g)
+        rows, [b] = batch_rows(self.cfg, [data.num_train], [seed], self.device)
         keep = self.cfg.prox_mu or self.cosine
         anchor = [p.detach().clone() for p in self.model.parameters()] if keep else []
         targets = unflatten_like(self.model, pull[0].to(self.device)) if pull is not None else []
@@ -222,7 +245,7 @@ class SequentialTrainer:
         for s in range(self.cfg.local_steps):
             if between is not None:
                 between()
-            idx = batches.next().to(self.device)
+            idx = rows[s, 0, :b]
             opt.zero_grad(set_to_none=True)
             if weights is None:
                 loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])

@@ -24,9 +24,9 @@ from distfl.train.chunked import ChunkedTrainer
 from distfl.train.optim import StackedOptimiser, state_copies
 from distfl.train.private import PrivateStep, noise_generator
 from distfl.train.sequential import (
+    batch_rows,
     clients_per_chunk,
     loss_function,
-    stream_rows,
     weighted_loss_function,
 )
 
@@ -104,7 +104,7 @@ class VectorisedTrainer(ChunkedTrainer):
             target = self._split(pull[0])
             pulled = ([target[name] for name in self.names], float(pull[1]))
         opt = StackedOptimiser(cfg, [anchor[name] for name in self.names], self.cosine, pulled)
-        index = self._batches(datas, seeds).to(self.device)
+        index = self._batches(datas, seeds)
         x_all = torch.cat([d.x_train for d in datas]).to(self.device)
         y_all = torch.cat([d.y_train for d in datas]).to(self.device)
         losses = torch.empty((cfg.local_steps, m), dtype=torch.float32, device=self.device)
@@ -134,17 +134,14 @@ class VectorisedTrainer(ChunkedTrainer):
         return new, losses.t().double().cpu().numpy()
 
     def _batches(self, datas: list[ClientData], seeds: list[int]) -> torch.Tensor:
-        """Every step's sample indices into the chunk's concatenated data [S, m, b]: each
-        client's :class:`BatchStream` draws, taken before the steps so that a step gathers
-        its batches with one index on the device (not one transfer and one gather per
-        client and step)."""
-        S, B = self.cfg.local_steps, self.cfg.batch_size
-        index = np.empty((S, len(datas), min(B, datas[0].num_train)), dtype=np.int64)
-        offset = 0
-        for c, (d, s) in enumerate(zip(datas, seeds, strict=True)):
-            index[:, c] = stream_rows(d.num_train, B, S, s) + offset
-            offset += d.num_train
-        return torch.from_numpy(index)
+        """Every step's sample indices into the chunk's concatenated data [S, m, b] on the
+        device (:func:`batch_rows`: the clients' draws, taken before the steps so that a
+        step gathers its batches with one index, not one transfer and one gather per
+        client and step). The chunk's clients share b (:meth:`batch_groups`)."""
+        nums = [d.num_train for d in datas]
+        rows, b = batch_rows(self.cfg, nums, seeds, self.device)
+        offsets = torch.tensor(np.cumsum([0] + nums[:-1]), dtype=torch.int64, device=self.device)
+        return rows[:, :, : b[0]] + offsets[None, :, None]
 
 
 def supports(model: nn.Module) -> bool:
