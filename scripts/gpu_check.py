@@ -20,7 +20,8 @@ c    two ranks sharing the one GPU under ``torchrun --nproc-per-node 2`` with
      one process.
 d    a round of 1,000 clients: a bare ``torch.func`` (``vmap`` of ``grad``) FedAvg round
      against distfl's vectorised trainer and its batched one (``auto``'s choice) on the
-     same clients, and against whole ``distfl run`` rounds with each; the ratios, and
+     same clients, each on ``stream`` and on ``counter`` batches (``train.batches``), and
+     against whole ``distfl run`` rounds with each; the ratios, and
      whether the vectorised trainer computes what the bare round does from the same
      batches.
 e    the GPU's peak memory (``torch.cuda.max_memory_allocated``) of a's run and of a
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import datetime
 import io
 import json
@@ -470,15 +472,16 @@ def vmap_child(args: dict) -> dict:
     def time_bare() -> None:
         out["bare_s"], out["bare_all_s"] = timed(lambda f, _t: bare_round(f), start)
 
-    trainers = {}
-
-    def time_trainer(kind: str) -> None:
-        trainers[kind] = (
-            VectorisedTrainer(model, cfg.train, device) if kind == "vectorised"
-            else BatchedTrainer(model, cfg.train, device, pad_to=min(B, max(sizes)))
+    def time_trainer(kind: str, batches: str = "stream") -> None:
+        """A round of the trainer ``kind`` on ``train.batches = batches``."""
+        train = dataclasses.replace(cfg.train, batches=batches)
+        trainer = (
+            VectorisedTrainer(model, train, device) if kind == "vectorised"
+            else BatchedTrainer(model, train, device, pad_to=min(B, max(sizes)))
         )  # fmt: skip
-        out[f"{kind}_trainer_s"], out[f"{kind}_trainer_all_s"] = timed(
-            lambda f, t: trainer_round(trainers[kind], f, t), start
+        key = kind if batches == "stream" else f"{kind}_{batches}"
+        out[f"{key}_trainer_s"], out[f"{key}_trainer_all_s"] = timed(
+            lambda f, t: trainer_round(trainer, f, t), start
         )
 
     def time_bare_defaults() -> None:
@@ -527,6 +530,8 @@ def vmap_child(args: dict) -> dict:
     attempt("bare", time_bare)
     attempt("vectorised_trainer", lambda: time_trainer("vectorised"))
     attempt("batched_trainer", lambda: time_trainer("batched"))
+    attempt("vectorised_counter_trainer", lambda: time_trainer("vectorised", "counter"))
+    attempt("batched_counter_trainer", lambda: time_trainer("batched", "counter"))
     attempt("bare_torch_defaults", time_bare_defaults)
     attempt("auto_picks", lambda: out.update(auto_picks=trainer_kind("auto", model, device)))
     attempt("agreement", agreement)
@@ -733,6 +738,8 @@ def part_vmap(ctx: Context) -> dict:
     for key in (
         "vectorised_trainer",
         "batched_trainer",
+        "vectorised_counter_trainer",
+        "batched_counter_trainer",
         "distfl_vectorised_round",
         "distfl_batched_round",
         "bare_torch_defaults",
@@ -904,7 +911,9 @@ def part_line(record: dict) -> str:
                 f"{n['clients']} clients x {n['steps']} steps: bare vmap "
                 f"{_num(bare and bare * 1e3, '.1f')} ms/round; vectorised trainer "
                 f"{_num(n.get('vectorised_trainer_vs_bare'))}x, batched trainer "
-                f"{_num(n.get('batched_trainer_vs_bare'))}x, distfl round vectorised "
+                f"{_num(n.get('batched_trainer_vs_bare'))}x (on counter batches "
+                f"{_num(n.get('vectorised_counter_trainer_vs_bare'))}x and "
+                f"{_num(n.get('batched_counter_trainer_vs_bare'))}x), distfl round vectorised "
                 f"{_num(n.get('distfl_vectorised_round_vs_bare'))}x, batched "
                 f"{_num(n.get('distfl_batched_round_vs_bare'))}x of the bare time; auto picks "
                 f"{n.get('auto_picks')}; agreement {_num(n.get('agreement_max_abs'), '.2g')}"

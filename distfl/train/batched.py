@@ -142,14 +142,14 @@ class BatchedTrainer(ChunkedTrainer):
         the device (:func:`batch_rows`); a padding row is the client's first sample."""
         nums = [d.num_train for d in datas]
         rows, b = batch_rows(self.cfg, nums, seeds, self.device)
-        S, C, width = rows.shape
+        width = rows.shape[2]
         if width < self.pad_to:
             rows = torch.nn.functional.pad(rows, (0, self.pad_to - width))
         offsets = torch.tensor(np.cumsum([0] + nums[:-1]), dtype=torch.int64, device=self.device)
-        weight = np.zeros((C, self.pad_to), dtype=np.float32)
-        for c, bc in enumerate(b):
-            weight[c, :bc] = 1.0 / bc
-        return rows + offsets[None, :, None], torch.from_numpy(weight).to(self.device)
+        sizes = torch.tensor(b, dtype=torch.float64, device=self.device)[:, None]
+        columns = torch.arange(self.pad_to, device=self.device)[None, :]
+        weight = torch.where(columns < sizes, 1.0 / sizes, 0.0).to(torch.float32)
+        return rows + offsets[None, :, None], weight
 
     def _train_chunk(self, start, datas, seeds, between=None, weights=None, pull=None):
         cfg = self.cfg

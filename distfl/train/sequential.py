@@ -237,7 +237,13 @@ class SequentialTrainer:
         load_flat(self.model, start.to(self.device))
         self.model.train()
         opt = local_optimiser(self.cfg, self.model.parameters())
-        rows, [b] = batch_rows(self.cfg, [data.num_train], [seed], self.device)
+        if self.cfg.batches == "counter":
+            rows, [b] = batch_rows(self.cfg, [data.num_train], [seed], self.device)
+            batches = iter(rows[:, 0, :b])
+        else:
+            g = torch.Generator().manual_seed(seed)
+            stream = BatchStream(data.num_train, self.cfg.batch_size, g)
+            batches = (stream.next().to(self.device) for _ in range(self.cfg.local_steps))
         keep = self.cfg.prox_mu or self.cosine
         anchor = [p.detach().clone() for p in self.model.parameters()] if keep else []
         targets = unflatten_like(self.model, pull[0].to(self.device)) if pull is not None else []
@@ -245,7 +251,7 @@ class SequentialTrainer:
         for s in range(self.cfg.local_steps):
             if between is not None:
                 between()
-            idx = rows[s, 0, :b]
+            idx = next(batches)
             opt.zero_grad(set_to_none=True)
             if weights is None:
                 loss = self.loss_fn(self.model(data.x_train[idx]), data.y_train[idx])
