@@ -70,8 +70,13 @@ def scalars(key: str, rows: list[dict[str, Any]], first_round: int) -> Iterator[
 
 
 def _cannot(kind: str, path: Path, exc: BaseException) -> UserError:
-    lines = str(exc).splitlines()
-    reason = getattr(exc, "strerror", None) or (lines[0] if lines else type(exc).__name__)
+    """The line that says the ``kind`` export at ``path`` could not be written: an OS
+    error's reason, or the tracker's own error (a corrupt store, say), named."""
+    if isinstance(exc, OSError) and exc.strerror:
+        reason = exc.strerror
+    else:
+        lines = str(exc).strip().splitlines()
+        reason = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
     return UserError(f"cannot write the {kind} export {path}: {reason}")
 
 
@@ -163,7 +168,7 @@ class MLflow:
             for i in range(0, len(params), 100):  # MLflow takes 100 params a call
                 self.client.log_batch(self.run_id, params=params[i : i + 100])
             self.client.log_text(self.run_id, config.to_toml(), "config.toml")
-        except OSError as exc:
+        except Exception as exc:  # an OS error, or MLflow's own (a corrupt store, say)
             raise _cannot("mlflow", store, exc) from None
         self.pending: list = []
 
@@ -232,7 +237,7 @@ class WandB:
                 dir=os.path.abspath(directory), project=PROJECT, name=Path(run_file).stem,
                 config=config.to_dict(), settings=settings, reinit="create_new",
             )  # fmt: skip
-        except OSError as exc:
+        except Exception as exc:  # an OS error, or W&B's own
             raise _cannot("wandb", directory, exc) from None
         self.pending: dict[int, dict[str, float]] = {}
 

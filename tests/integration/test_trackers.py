@@ -237,3 +237,17 @@ def test_an_existing_wandb_export_is_replaced_only_with_force(tmp_path, capsys, 
     assert main([*argv, "--force"]) == 0
     [second] = (tmp_path / "x-wandb" / "wandb").glob("offline-run-*")
     assert second != first and not first.exists()
+
+
+@needs_mlflow
+def test_a_corrupt_mlflow_store_stops_the_run_in_one_line(tmp_path, capsys, monkeypatch):
+    """MLflow's own error (an experiment's meta.yaml that is no YAML) is one line, exit 2,
+    before round 1: no run file, and the store as it was."""
+    meta = tmp_path / "mlruns" / "123" / "meta.yaml"
+    meta.parent.mkdir(parents=True)
+    meta.write_text("{{{ not yaml\n")
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", *TINY, "--set", 'run.export=["mlflow"]', "--out", "x.h5"])
+    one_line_error(capsys, code, "cannot write the mlflow export mlruns: ParserError")
+    assert sorted(os.listdir(tmp_path)) == ["mlruns"]
+    assert meta.read_text() == "{{{ not yaml\n"
