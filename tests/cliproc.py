@@ -1,4 +1,5 @@
-"""Checks shared by the tests that run the ``distfl`` command as a process."""
+"""Checks shared by the tests that run the ``distfl`` command, as a process or through
+``distfl.cli.main`` in the test's own."""
 
 from __future__ import annotations
 
@@ -18,3 +19,12 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> s
     for needle in needles:
         assert needle in line, f"{needle!r} not in {line!r}"
     return line
+
+
+def assert_main_one_line_error(capsys, code: int, *needles: str) -> str:
+    """As :func:`assert_one_line_error` for ``distfl.cli.main`` called in this process:
+    ``code`` is what it returned, stderr what ``capsys`` caught."""
+    err = capsys.readouterr().err
+    return assert_one_line_error(
+        subprocess.CompletedProcess(args=["distfl"], returncode=code, stderr=err), *needles
+    )

@@ -176,7 +176,7 @@ class LiveExport:
                 existing = _may_replace(path)
                 self.sinks.append(TensorBoard(path, first, existing=existing, target=_target(kind)))
             elif kind == "mlflow":
-                _may_replace(path)
+                _may_replace(path)  # forgotten only: the store is every run's, added to
                 self.sinks.append(MLflow(path, out, config, replace=replacing))
             else:
                 existing = _may_replace(path)

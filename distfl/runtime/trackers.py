@@ -80,17 +80,29 @@ def _cannot(kind: str, path: Path, exc: BaseException) -> UserError:
     return UserError(f"cannot write the {kind} export {path}: {reason}")
 
 
+def _directory(kind: str, path: Path, *, existing: bool, target: dict) -> bool:
+    """Make the directory of the ``kind`` export at ``path`` where none is there, after
+    :func:`check_directory` (``existing``: one there may be written to); True where one
+    was there. One made meanwhile by another run is checked again as found."""
+    if check_directory(path, existing=existing, **target) is not None:
+        return True
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        check_directory(path, existing=existing, **target)
+        return True
+    except OSError as exc:
+        raise _cannot(kind, path, exc) from None
+    return False
+
+
 class TensorBoard:
     def __init__(self, directory: Path, first_round: int, *, existing: bool, target: dict):
         try:
             from torch.utils.tensorboard import SummaryWriter
         except ImportError:  # torch's module needs the tensorboard package
             raise ConfigError(missing_export("tensorboard")) from None
-        if check_directory(directory, existing=existing, **target) is None:
-            try:
-                os.mkdir(directory)
-            except OSError as exc:
-                raise _cannot("tensorboard", directory, exc) from None
+        _directory("tensorboard", directory, existing=existing, target=target)
         # the events of rounds from first_round on, left by an earlier writer, are dropped
         self.writer = SummaryWriter(log_dir=str(directory), purge_step=first_round)
         self.first_round = first_round
@@ -142,13 +154,7 @@ class MLflow:
             from mlflow.tracking import MlflowClient
         except ImportError:
             raise ConfigError(missing_export("mlflow")) from None
-        if check_directory(store, existing=True, **_store_target()) is None:
-            try:
-                os.mkdir(store)
-            except FileExistsError:
-                check_directory(store, existing=True, **_store_target())
-            except OSError as exc:
-                raise _cannot("mlflow", store, exc) from None
+        _directory("mlflow", store, existing=True, target=_store_target())
         self.store, self.path = store, str(Path(run_file).resolve())
         try:
             with _file_store_allowed():
@@ -221,12 +227,7 @@ class WandB:
             import wandb
         except ImportError:
             raise ConfigError(missing_export("wandb")) from None
-        if check_directory(directory, existing=existing, **target) is None:
-            try:
-                os.mkdir(directory)
-            except OSError as exc:
-                raise _cannot("wandb", directory, exc) from None
-        else:
+        if _directory("wandb", directory, existing=existing, target=target):
             _remove_offline_runs(directory / "wandb")
         settings = wandb.Settings(
             mode="offline", silent=True, console="off", x_disable_stats=True,

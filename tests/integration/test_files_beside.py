@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from cliproc import assert_main_one_line_error
 from timing import limit
 
 from distfl.cli import main
@@ -36,16 +37,6 @@ def run_file(tmp_path_factory, helpers) -> Path:
     tmp = tmp_path_factory.mktemp("beside")
     helpers.run_alone(tmp, *TINY, "--out", "a.h5")
     return tmp / "a.h5"
-
-
-def one_line_error(capsys, code: int, *needles: str) -> str:
-    """``main`` returned 2 with one ``distfl: error:`` line holding every needle."""
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert "Traceback" not in err and "\n" not in err and err.startswith("distfl: error: "), err
-    for needle in needles:
-        assert needle in err, (needle, err)
-    return err
 
 
 def in_dir(directory: Path, argv: list[str]) -> int:
@@ -78,10 +69,10 @@ def test_gather_refuses_a_device_and_leaves_it_a_device(run_file, tmp_path, caps
     full = a_full_device(tmp_path)
     assert stat.S_ISCHR(os.stat(full).st_mode)
     code = main(["gather", str(run_file), "--csv", str(full)])
-    one_line_error(capsys, code, str(full), "character device", "give another --csv")
+    assert_main_one_line_error(capsys, code, str(full), "character device", "give another --csv")
     assert stat.S_ISCHR(os.lstat(full).st_mode)
     code = main(["gather", str(run_file), "--csv", str(full), "--force"])  # not even so
-    one_line_error(capsys, code, str(full), "character device")
+    assert_main_one_line_error(capsys, code, str(full), "character device")
     assert stat.S_ISCHR(os.lstat(full).st_mode)
     assert capsys.readouterr().out == ""  # refused before any file is read: no table
 
@@ -95,10 +86,10 @@ def test_gather_refuses_a_fifo_and_a_link_and_leaves_them(run_file, tmp_path, ca
     link.symlink_to(target)
     for force in ([], ["--force"]):  # never replaced, with --force either
         code = main(["gather", str(run_file), "--csv", str(fifo), *force])
-        one_line_error(capsys, code, str(fifo), "FIFO")
+        assert_main_one_line_error(capsys, code, str(fifo), "FIFO")
         assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
         code = main(["gather", str(run_file), "--csv", str(link), *force])
-        one_line_error(capsys, code, str(link), "symbolic link")
+        assert_main_one_line_error(capsys, code, str(link), "symbolic link")
         assert os.readlink(link) == str(target) and target.read_text() == "keep me"
     assert sorted(os.listdir(tmp_path)) == ["link.csv", "pipe.csv", "thesis.tex"]
 
@@ -107,7 +98,7 @@ def test_gather_replaces_a_csv_only_with_force(run_file, tmp_path, capsys):
     out = tmp_path / "t.csv"
     out.write_text("mine")
     code = main(["gather", str(run_file), "--csv", str(out)])
-    one_line_error(capsys, code, str(out), "exists (a file of 4 bytes)", "--force")
+    assert_main_one_line_error(capsys, code, str(out), "exists (a file of 4 bytes)", "--force")
     assert out.read_text() == "mine"
     assert main(["gather", str(run_file), "--csv", str(out), "--force"]) == 0
     assert out.read_text().startswith("file,algorithm,")
@@ -147,7 +138,7 @@ def test_a_report_writes_through_no_link_in_its_directory(run_file, tmp_path, ca
     (out / "index.html").unlink()
     (out / "index.html").symlink_to(page)
     code = main(["report", str(run_file), "--out", str(out)])
-    one_line_error(capsys, code, "index.html is a symbolic link", "remove it")
+    assert_main_one_line_error(capsys, code, "index.html is a symbolic link", "remove it")
     assert (out / "index.html").is_symlink() and os.readlink(out / "index.html") == str(page)
     assert not [n for n in os.listdir(out) if n.endswith(".tmp") and n != "accuracy.png.tmp"]
 
@@ -160,7 +151,7 @@ def test_a_link_at_the_lock_is_refused_and_its_target_kept(tmp_path, capsys):
     target.write_text("keep me")
     (tmp_path / "x.h5.lock").symlink_to(target)
     code = in_dir(tmp_path, ["run", *TINY, "--out", "x.h5"])
-    one_line_error(capsys, code, "x.h5.lock", "symbolic link", "remove it")
+    assert_main_one_line_error(capsys, code, "x.h5.lock", "symbolic link", "remove it")
     assert target.read_text() == "keep me"
     assert os.readlink(tmp_path / "x.h5.lock") == str(target)
     assert sorted(os.listdir(tmp_path)) == ["precious.txt", "x.h5.lock"]
@@ -195,7 +186,7 @@ def test_an_export_path_that_is_not_a_file_is_refused(tmp_path, capsys, kind):
         jsonl.symlink_to(target if kind == "link" else tmp_path / "nothing")
     code = in_dir(tmp_path, ["run", *TINY, *JSONL, "--out", "x.h5", "--force"])
     what = "a directory" if kind == "directory" else "a symbolic link"
-    one_line_error(capsys, code, f"x.jsonl is {what}", "leave jsonl out of run.export")
+    assert_main_one_line_error(capsys, code, f"x.jsonl is {what}", "leave jsonl out of run.export")
     assert target.read_text() == "keep me"
     assert jsonl.is_dir() if kind == "directory" else jsonl.is_symlink()
     assert sorted(os.listdir(tmp_path)) == ["precious.txt", "x.jsonl"]
@@ -205,7 +196,7 @@ def test_an_existing_export_is_replaced_only_with_force(tmp_path, capsys):
     jsonl = tmp_path / "x.jsonl"
     jsonl.write_text("my own lines\n")
     code = in_dir(tmp_path, ["run", *TINY, *JSONL, "--out", "x.h5"])
-    one_line_error(capsys, code, "x.jsonl exists (a file of 13 bytes)", "--force")
+    assert_main_one_line_error(capsys, code, "x.jsonl exists (a file of 13 bytes)", "--force")
     assert jsonl.read_text() == "my own lines\n"
     assert sorted(os.listdir(tmp_path)) == ["x.jsonl"]  # no run file, no lock
     assert in_dir(tmp_path, ["run", *TINY, *JSONL, "--out", "x.h5", "--force"]) == 0
@@ -222,7 +213,7 @@ def test_a_link_at_the_tensorboard_export_is_refused(tmp_path, capsys):
     (tmp_path / "x-tb").symlink_to(elsewhere)
     argv = ["run", *TINY, "--set", 'run.export=["tensorboard"]', "--out", "x.h5", "--force"]
     code = in_dir(tmp_path, argv)
-    one_line_error(capsys, code, "x-tb is a symbolic link", "not a directory")
+    assert_main_one_line_error(capsys, code, "x-tb is a symbolic link", "not a directory")
     assert os.listdir(elsewhere) == [] and (tmp_path / "x-tb").is_symlink()
 
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cliproc import assert_main_one_line_error
 from timing import limit
 from wandb_offline import history
 
@@ -202,14 +203,6 @@ def test_runs_side_by_side_share_one_mlflow_experiment(tmp_path, helpers, store_
     assert "MLFLOW_ALLOW_FILE_STORE" in os.environ  # the test's, not the runs' doing
 
 
-def one_line_error(capsys, code: int, *needles: str) -> None:
-    err = capsys.readouterr().err.strip()
-    assert code == 2, err
-    assert "Traceback" not in err and "\n" not in err and err.startswith("distfl: error: "), err
-    for needle in needles:
-        assert needle in err, (needle, err)
-
-
 TINY = ["--preset", "digits", "--set", "run.rounds=1", "--set", "data.num_clients=6",
         "--set", "server.clients_per_round=3", "--set", 'run.progress="none"']  # fmt: skip
 
@@ -219,7 +212,7 @@ def test_a_file_at_the_mlflow_store_is_refused(tmp_path, capsys, monkeypatch):
     (tmp_path / "mlruns").write_text("mine")
     monkeypatch.chdir(tmp_path)
     code = main(["run", *TINY, "--set", 'run.export=["mlflow"]', "--out", "x.h5", "--force"])
-    one_line_error(capsys, code, "mlruns is a file of 4 bytes, not a directory")
+    assert_main_one_line_error(capsys, code, "mlruns is a file of 4 bytes, not a directory")
     assert sorted(os.listdir(tmp_path)) == ["mlruns"]
     assert (tmp_path / "mlruns").read_text() == "mine"
 
@@ -232,7 +225,7 @@ def test_an_existing_wandb_export_is_replaced_only_with_force(tmp_path, capsys, 
     [first] = (tmp_path / "x-wandb" / "wandb").glob("offline-run-*")
     (tmp_path / "x.h5").unlink()
     code = main(argv)
-    one_line_error(capsys, code, "x-wandb exists (a directory)", "--force")
+    assert_main_one_line_error(capsys, code, "x-wandb exists (a directory)", "--force")
     assert first.is_dir()
     assert main([*argv, "--force"]) == 0
     [second] = (tmp_path / "x-wandb" / "wandb").glob("offline-run-*")
@@ -248,6 +241,6 @@ def test_a_corrupt_mlflow_store_stops_the_run_in_one_line(tmp_path, capsys, monk
     meta.write_text("{{{ not yaml\n")
     monkeypatch.chdir(tmp_path)
     code = main(["run", *TINY, "--set", 'run.export=["mlflow"]', "--out", "x.h5"])
-    one_line_error(capsys, code, "cannot write the mlflow export mlruns: ParserError")
+    assert_main_one_line_error(capsys, code, "cannot write the mlflow export mlruns: ParserError")
     assert sorted(os.listdir(tmp_path)) == ["mlruns"]
     assert meta.read_text() == "{{{ not yaml\n"
